@@ -1,0 +1,225 @@
+"""Every fact Cascade records, as one tagged union of versioned, immutable event types.
+
+Each event carries its envelope (id, time, causation and correlation ids) in the keyword-only
+base, and names its aggregate through its own id fields. The tag (`type`) ends in a version:
+a schema change adds a new type and an upcaster (`UPCASTERS`), it never rewrites the log.
+Events from the simulator runner are facts, not decisions: they carry the sim's `attempt`
+so that facts from a superseded attempt can be told apart and ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Literal
+
+import msgspec
+
+from cascade_core.models import RunEntry, SimMetrics, TraceKernel
+
+StatValue = float | str
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    id: str
+    at: datetime
+    causation_id: str | None = None
+    correlation_id: str | None = None
+
+
+# --- traces -------------------------------------------------------------------------------
+
+
+class StoredFile(msgspec.Struct, frozen=True):
+    path: str
+    bytes: int
+    digest: str
+
+
+class RealTiming(msgspec.Struct, frozen=True):
+    kernel_id: int
+    kernel_name: str
+    duration_ns: float
+
+
+class TraceUploadStarted(Event, frozen=True, tag="trace.upload_started.v1"):
+    trace_id: str
+    content_type: str
+    sample: bool = False
+
+
+class TraceFilesStored(Event, frozen=True, tag="trace.files_stored.v1"):
+    """Some of the files of an upload, in the object store under `accelsim-traces/<id>/`.
+    A large upload is announced in several of these so each stays small."""
+
+    trace_id: str
+    files: list[StoredFile]
+
+
+class TraceKernelsListed(Event, frozen=True, tag="trace.kernels_listed.v1"):
+    trace_id: str
+    kernels: list[TraceKernel]
+
+
+class TraceRealTimingListed(Event, frozen=True, tag="trace.real_timing_listed.v1"):
+    trace_id: str
+    rows: list[RealTiming]
+
+
+class TraceReady(Event, frozen=True, tag="trace.ready.v1"):
+    trace_id: str
+    trace_gpu_arch: str
+    kernel_count: int
+    bytes: int
+    suggested_sim_config: str | None
+    has_real_timing: bool
+    has_step_timeline: bool
+    model: str | None = None
+    layers: list[str | int] = []
+    source_gpu: str | None = None
+
+
+class TraceFailed(Event, frozen=True, tag="trace.failed.v1"):
+    trace_id: str
+    error: str
+    bytes: int = 0
+
+
+class TraceDeleted(Event, frozen=True, tag="trace.deleted.v1"):
+    trace_id: str
+
+
+# --- runs ---------------------------------------------------------------------------------
+
+
+class SimSpec(msgspec.Struct, frozen=True):
+    sim_id: str
+    gpu_config: str
+    replica: int
+
+
+class RunCreated(Event, frozen=True, tag="run.created.v1"):
+    run_id: str
+    trace_id: str
+    entries: list[RunEntry]
+    sims: list[SimSpec]
+    kernels_total: int
+    sample: bool = False
+
+
+class RunCancelRequested(Event, frozen=True, tag="run.cancel_requested.v1"):
+    """Every sim of the run not finished at this point in the log becomes cancelled."""
+
+    run_id: str
+
+
+# --- sims ---------------------------------------------------------------------------------
+
+
+class SimEvent(Event, frozen=True, kw_only=True):
+    run_id: str
+    sim_id: str
+
+
+class SimQueued(SimEvent, frozen=True, tag="sim.queued.v1"):
+    """A launch request, one per sim, taken by exactly one runner."""
+
+    trace_id: str
+    gpu_config: str
+    kernels_total: int
+
+
+class SimClaimed(SimEvent, frozen=True, tag="sim.claimed.v1"):
+    attempt: int
+    runner_id: str
+    host: str
+
+
+class SimLaunched(SimEvent, frozen=True, tag="sim.launched.v1"):
+    attempt: int
+    launcher_ref: str
+    host: str
+    config_digests: dict[str, str]
+    accel_sim_build: str | None = None
+    gpgpu_sim_build: str | None = None
+
+
+class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
+    """Progress, and the log lines printed since the last heartbeat (numbered from 1)."""
+
+    attempt: int
+    kernels_done: int
+    current_kernel: str | None
+    latest: SimMetrics
+    first_line_seq: int = 0
+    lines: list[str] = []
+
+
+class KernelFinished(SimEvent, frozen=True, tag="sim.kernel_finished.v1"):
+    attempt: int
+    kernel_index: int
+    uid: int
+    name: str
+    gpu_sim_cycle: int
+    gpu_sim_insn: int
+    gpu_ipc: float
+    sim_time_ns: float
+    stats: dict[str, StatValue] = {}
+
+
+class SimFileStored(SimEvent, frozen=True, tag="sim.file_stored.v1"):
+    attempt: int
+    name: str
+    size: int
+    content_type: str
+    object_name: str
+    digest: str
+
+
+class SimFinished(SimEvent, frozen=True, tag="sim.finished.v1"):
+    attempt: int
+    outcome: Literal["succeeded", "failed"]
+    exit_code: int | None = None
+    error: str | None = None
+
+
+AnyEvent = (
+    TraceUploadStarted
+    | TraceFilesStored
+    | TraceKernelsListed
+    | TraceRealTimingListed
+    | TraceReady
+    | TraceFailed
+    | TraceDeleted
+    | RunCreated
+    | RunCancelRequested
+    | SimQueued
+    | SimClaimed
+    | SimLaunched
+    | SimHeartbeat
+    | KernelFinished
+    | SimFileStored
+    | SimFinished
+)
+
+# Old event type -> function giving its current form. Decoding keeps every stored version
+# readable; folds only ever see current types.
+UPCASTERS: dict[type[Event], Callable[[Event], Event]] = {}
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(AnyEvent)
+
+
+def encode(event: Event) -> bytes:
+    return _encoder.encode(event)
+
+
+def decode(data: bytes) -> Event:
+    event: Event = _decoder.decode(data)
+    while (upcast := UPCASTERS.get(type(event))) is not None:
+        event = upcast(event)
+    return event
+
+
+def event_type(event: Event) -> str:
+    return type(event).__struct_config__.tag  # type: ignore[return-value]

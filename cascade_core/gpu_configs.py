@@ -1,0 +1,50 @@
+"""What Cascade reads from an Accel-Sim config directory: the arch its name implies and
+the core clock its `gpgpusim.config` sets. Both come in as text; finding the directories
+is the caller's job."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+
+from cascade_core.models import GpuConfig
+
+# SM90_H100 -> 90, SM7_QV100 -> 7. Accel-Sim names its tested configs this way.
+_CONFIG_NAME = re.compile(r"SM([1-9][0-9]*)_.+")
+
+
+def arch_from_config_name(name: str) -> str | None:
+    """`sm_<nn>` from a config directory name, or None if the name does not say.
+    A single digit is a major version only (SM7_QV100 is sm_70)."""
+    match = _CONFIG_NAME.fullmatch(name)
+    if match is None:
+        return None
+    digits = match.group(1)
+    return f"sm_{digits}0" if len(digits) == 1 else f"sm_{digits}"
+
+
+def core_clock_from_config(text: str) -> float | None:
+    """The core clock in MHz: the first value of the first `-gpgpu_clock_domains` line
+    that is not commented out (`-gpgpu_clock_domains 1417.0:1417.0:1417.0:2500.0`).
+    None when there is no such line or its first value is not a positive number."""
+    for line in text.splitlines():
+        # GPGPU-Sim's option parser drops everything from '#' to the end of a line.
+        tokens = line.split("#", 1)[0].split()
+        if not tokens or tokens[0] != "-gpgpu_clock_domains":
+            continue
+        if len(tokens) < 2:
+            return None
+        try:
+            clock = float(tokens[1].split(":", 1)[0])
+        except ValueError:
+            return None
+        return clock if math.isfinite(clock) and clock > 0 else None
+    return None
+
+
+def suggested_config(arch: str, configs: Iterable[GpuConfig]) -> str | None:
+    """The config to offer for a trace of `arch`: the first by name among those of the
+    same arch, so the suggestion does not depend on discovery order."""
+    names = sorted(config.name for config in configs if config.arch == arch)
+    return names[0] if names else None

@@ -1,0 +1,211 @@
+"""The API's schemas, as the Runs reference documents them.
+
+These Structs are the single definition of every body Cascade serves or accepts: the HTTP
+layer encodes them, the OpenAPI document is generated from them, and request validation
+reads their constraints.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+TraceState = Literal["uploading", "processing", "ready", "failed"]
+SimState = Literal["pending", "launching", "running", "succeeded", "failed", "cancelled"]
+RunState = Literal["active", "succeeded", "failed", "cancelled"]
+StatValue = float | str
+
+Count = Annotated[int, msgspec.Meta(ge=1, le=64, description="How many sims run this config.")]
+
+
+class GpuConfig(msgspec.Struct, frozen=True):
+    name: str
+    arch: str
+    core_clock_mhz: float
+
+
+class RunEntry(msgspec.Struct, frozen=True):
+    gpu_config: Annotated[str, msgspec.Meta(description="A GpuConfig.name whose arch matches the trace.")]
+    count: Count
+
+
+class RunCreate(msgspec.Struct, frozen=True):
+    trace_id: Annotated[str, msgspec.Meta(description="A trace in state ready.")]
+    entries: Annotated[list[RunEntry], msgspec.Meta(min_length=1, description="One entry per config.")]
+
+
+class TraceFileRef(msgspec.Struct, frozen=True):
+    key: str
+    bytes: int
+
+
+class TraceKernel(msgspec.Struct, frozen=True):
+    uid: int
+    name: str
+    grid: str
+    block: str
+    shmem: int
+    nregs: int
+    file: str
+    cuda_stream_id: int | None = None
+
+
+class TraceMetadata(msgspec.Struct, frozen=True):
+    status: str
+    files: list[TraceFileRef]
+    trace_gpu_arch: str | None
+    suggested_sim_config: str | None
+
+
+class Trace(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    state: TraceState
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    model: str | None
+    layers: list[str | int]
+    source_gpu: str | None
+    trace_gpu_arch: str | None
+    suggested_sim_config: str | None
+    kernel_count: int
+    bytes: int
+    has_real_timing: bool
+    has_step_timeline: bool
+    sample: bool
+
+
+class TraceDetail(Trace, frozen=True, kw_only=True):
+    metadata: TraceMetadata
+    kernels: list[TraceKernel]
+
+
+class SimMetrics(msgspec.Struct, frozen=True):
+    gpu_tot_sim_cycle: float | None = None
+    gpu_tot_sim_insn: float | None = None
+    gpu_tot_ipc: float | None = None
+    sim_rate_ips: float | None = None
+
+
+class Sim(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    run_id: str
+    gpu_config: str
+    replica: int
+    state: SimState
+    error: str | None
+    launcher_ref: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    last_heartbeat_at: datetime | None
+    exit_code: int | None
+    kernels_done: int
+    kernels_total: int
+    current_kernel: str | None
+    latest: SimMetrics
+    log_tail: list[str]
+
+
+class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    trace_id: str
+    created_at: datetime
+    state: RunState
+    entries: list[RunEntry]
+    sim_counts: dict[str, int]
+    sample: bool
+
+
+class RunDetail(RunSummary, frozen=True, kw_only=True):
+    trace: Trace
+    sims: list[Sim]
+
+
+class KernelStat(msgspec.Struct, frozen=True, kw_only=True):
+    sim_id: str
+    kernel_index: int
+    kernel_name: str
+    kernel_launch_uid: int
+    gpu_sim_cycle: int
+    gpu_sim_insn: int
+    gpu_ipc: float
+    sim_time_ns: float
+    stats: dict[str, StatValue]
+
+
+class ComparisonRow(msgspec.Struct, frozen=True):
+    kernel_index: int
+    kernel_name: str
+    real_ns: float | None
+    sim_ns: dict[str, float | None]
+
+
+class Comparison(msgspec.Struct, frozen=True):
+    has_real_timing: bool
+    configs: list[str]
+    rows: list[ComparisonRow]
+
+
+class SimResults(msgspec.Struct, frozen=True):
+    sim: Sim
+    trace_id: str
+    gpu_config: GpuConfig | None
+    kernels: list[KernelStat]
+    totals: SimMetrics
+
+
+class RunResults(msgspec.Struct, frozen=True):
+    run: RunSummary
+    trace: TraceDetail
+    sims: list[SimResults]
+    comparison: Comparison
+
+
+class SimFile(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    size: int
+    content_type: str
+    created_at: datetime
+
+
+class RunFile(SimFile, frozen=True, kw_only=True):
+    sim_id: str
+    gpu_config: str
+    replica: int
+
+
+class Runner(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    host: str
+    slots: int
+    running: list[str]
+    configs: list[str]
+    started_at: datetime
+    last_seen_at: datetime
+
+
+class Health(msgspec.Struct, frozen=True, kw_only=True):
+    status: Literal["ok"]
+    stream_seq: int
+    projected_seq: int
+    queue_depth: int
+    runners: int
+
+
+class ErrorDetail(msgspec.Struct, frozen=True):
+    detail: str
+
+
+class ValidationIssue(msgspec.Struct, frozen=True, omit_defaults=True):
+    type: str
+    loc: list[str | int]
+    msg: str
+    input: Any
+    ctx: dict[str, Any] | None = None
+
+
+class ValidationErrorBody(msgspec.Struct, frozen=True):
+    detail: list[ValidationIssue]

@@ -1,0 +1,285 @@
+"""The `cascade` command.
+
+    cascade serve      start the service (embedded nats-server unless --nats-url)
+    cascade replay     rebuild a read model from the log, or verify the live one
+    cascade events     print an aggregate's history
+
+An unusable setting ends the command with one line `cascade: error: ...` and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import msgspec
+
+from cascade_http.config import (
+    ConfigError,
+    Settings,
+    check_accelsim_dir,
+    check_data_dir,
+    check_port,
+    load_or_create_token,
+    resolve,
+)
+
+log = logging.getLogger("cascade")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", help="where the read model and the embedded NATS store live (CASCADE_DATA_DIR)")
+    parser.add_argument("--nats-url", help="use this NATS server or cluster instead of the embedded one (CASCADE_NATS_URL)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cascade", description="Run Accel-Sim at scale.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="start the service")
+    _common(serve)
+    serve.add_argument("--host", help="address to listen on (CASCADE_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to listen on (CASCADE_PORT, default 8000)")
+    serve.add_argument("--accelsim-dir", help="an Accel-Sim install (CASCADE_ACCELSIM_DIR)")
+    serve.add_argument("--no-runner", dest="runner", action="store_const", const=False, help="do not run sims here")
+    serve.add_argument("--runner-slots", type=int, help="sims this process runs at once (CASCADE_RUNNER_SLOTS)")
+
+    replay = sub.add_parser("replay", help="rebuild a read model from the event log, or verify the live one")
+    _common(replay)
+    what = replay.add_mutually_exclusive_group(required=True)
+    what.add_argument("--db", help="build a fresh DuckDB read model in this file")
+    what.add_argument("--verify", action="store_true", help="check that a fresh replay equals the live read model")
+    replay.add_argument("--force", action="store_true", help="overwrite --db if it exists")
+    replay.add_argument("--url", help="the running server, for --verify (CASCADE_URL)")
+
+    events = sub.add_parser("events", help="print an aggregate's history, oldest first")
+    _common(events)
+    events.add_argument("aggregate_id", help="a trace, run or sim id")
+    events.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as err:
+        print(f"cascade: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    flags = {k: getattr(args, k, None) for k in ("host", "port", "data_dir", "nats_url", "accelsim_dir", "runner", "runner_slots")}
+    return resolve(flags)
+
+
+# --- serve --------------------------------------------------------------------------------
+
+
+def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from cascade_http.app import create_app
+
+    settings = _settings(args)
+    check_data_dir(settings.data_dir)
+    check_port(settings.host, settings.port)
+    check_accelsim_dir(settings.accelsim_dir)
+    if settings.nats_url is not None:
+        asyncio.run(_check_nats(settings.nats_url))
+    if settings.token is None:
+        settings.token, created = load_or_create_token(settings.data_dir)
+        if created:
+            print(f"cascade: API token (stored in {settings.data_dir / 'token'}): {settings.token}", flush=True)
+    with _nats(settings) as url:
+        settings.nats_url = url
+        config = uvicorn.Config(
+            create_app(settings), host=settings.host, port=settings.port, lifespan="on", log_level="info", timeout_graceful_shutdown=5
+        )
+        server = uvicorn.Server(config)
+        # uvicorn shuts down on SIGINT/SIGTERM and then raises the signal again; let that end
+        # this function normally, so the embedded nats-server is stopped after the app.
+        signal.signal(signal.SIGTERM, _stop)
+        with contextlib.suppress(KeyboardInterrupt, SystemExit):
+            server.run()
+        return 0 if server.started else 1
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+@contextlib.contextmanager
+def _nats(settings: Settings):  # type: ignore[no-untyped-def]
+    """The NATS URL to use: the configured one once it answers, else a fresh embedded server
+    whose URL is left in the data dir while it runs (for `replay` and `events`)."""
+    from cascade_nats import server
+
+    if settings.nats_url is not None:
+        yield settings.nats_url
+        return
+    try:
+        embedded = server.start(settings.store_dir)
+    except server.NatsServerError as err:
+        raise ConfigError(f"embedded nats-server (store {settings.store_dir}): {err}") from err
+    url_file = settings.data_dir / "nats.url"
+    url_file.write_text(embedded.url)
+    try:
+        yield embedded.url
+    finally:
+        url_file.unlink(missing_ok=True)
+        embedded.stop()
+
+
+async def _check_nats(url: str) -> None:
+    """Fail fast with one line if no NATS server greets us at `url`."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url if "://" in url else f"nats://{url}")
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port or 4222), 3)
+        greeting = await asyncio.wait_for(reader.readline(), 3)
+        writer.close()
+    except (OSError, TimeoutError) as err:
+        raise ConfigError(f"NATS at {url}: unreachable ({getattr(err, 'strerror', None) or 'no answer'})") from err
+    if not greeting.startswith(b"INFO "):
+        raise ConfigError(f"NATS at {url}: not a NATS server")
+
+
+async def _connect_once(url: str):  # type: ignore[no-untyped-def]
+    import nats
+
+    await _check_nats(url)
+    return await nats.connect(url, name="cascade-cli", connect_timeout=3)
+
+
+@contextlib.asynccontextmanager
+async def _store(settings: Settings) -> AsyncIterator[object]:
+    """An event store on the configured NATS, on the running server's embedded one, or on a
+    temporary embedded server over the data dir's stored events."""
+    from cascade_nats.store import EventStore
+
+    url_file = settings.data_dir / "nats.url"
+    if settings.nats_url is None and url_file.exists():
+        settings.nats_url = url_file.read_text().strip()
+    with _nats(settings) as url:
+        nc = await _connect_once(url)
+        try:
+            store = EventStore(nc)
+            await store.ensure_stream()
+            yield store
+        finally:
+            await nc.close()
+
+
+# --- replay -------------------------------------------------------------------------------
+
+
+def replay(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if args.verify:
+        return _verify(settings, args.url)
+    db = Path(args.db)
+    if db.exists():
+        if not args.force:
+            raise ConfigError(f"--db {db}: exists; remove it or pass --force")
+        db.unlink()
+        db.with_suffix(db.suffix + ".wal").unlink(missing_ok=True)
+    return asyncio.run(_replay_to(settings, db))
+
+
+async def _replay_to(settings: Settings, db: Path) -> int:
+    import time
+
+    from projections.replay import replay as run_replay
+
+    async with _store(settings) as store:
+        started = time.perf_counter()
+        seq = await run_replay(store, db)  # type: ignore[arg-type]
+        elapsed = time.perf_counter() - started
+    print(f"replayed {seq} events into {db} in {elapsed:.2f}s ({seq / max(elapsed, 1e-9):,.0f} events/s)")
+    return 0
+
+
+def _verify(settings: Settings, url: str | None) -> int:
+    import os
+
+    url = url or os.environ.get("CASCADE_URL")
+    if url is None and (settings.data_dir / "nats.url").exists():
+        url = f"http://{settings.host}:{settings.port}"
+    if url is not None:
+        from cascade_http.client import ApiClient
+
+        raw = ApiClient(url, settings.token).post("/api/replay/verify")
+        from projections.replay import Verification
+
+        report = msgspec.json.decode(raw, type=Verification)
+    else:
+        report = asyncio.run(_verify_offline(settings))
+    for check in report.tables:
+        mark = "ok  " if check.equal else "DIFF"
+        print(f"{mark} {check.table:<18} live {check.rows:>9}  replay {check.replayed_rows:>9}", end="")
+        print("" if check.equal else f"  only live {check.only_in_live}, only replay {check.only_in_replay}")
+    print(f"read model at sequence {report.seq}: {'equal to a fresh replay' if report.equal else 'DIFFERS from a fresh replay'}")
+    return 0 if report.equal else 1
+
+
+async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
+    import duckdb
+
+    from projections.replay import verify
+
+    if not settings.db_path.exists():
+        raise ConfigError(f"no read model at {settings.db_path}")
+    try:
+        con = duckdb.connect(str(settings.db_path))
+    except duckdb.IOException as err:
+        raise ConfigError(f"read model {settings.db_path}: in use by a running server; pass --url") from err
+    try:
+        async with _store(settings) as store:
+            return await verify(store, con.cursor())  # type: ignore[arg-type]
+    finally:
+        con.close()
+
+
+# --- events -------------------------------------------------------------------------------
+
+
+def events(args: argparse.Namespace) -> int:
+    return asyncio.run(_events(_settings(args), args.aggregate_id, as_json=args.json))
+
+
+async def _events(settings: Settings, aggregate_id: str, *, as_json: bool) -> int:
+    from cascade_core import subjects
+    from cascade_http.history import describe
+
+    found = 0
+    async with _store(settings) as store:
+        for subject in (subjects.trace(aggregate_id), subjects.run_history(aggregate_id), subjects.sim_history(aggregate_id)):
+            async for item in store.read(subject):  # type: ignore[attr-defined]
+                found += 1
+                if as_json:
+                    line = {"seq": item.seq, "subject": item.subject, "event": item.event}
+                    print(msgspec.json.encode(line).decode())
+                else:
+                    print(describe(item.seq, item.event))
+    if not found:
+        print(f"cascade: no events for {aggregate_id!r}", file=sys.stderr)
+        return 1
+    return 0
+
+
+COMMANDS = {"serve": serve, "replay": replay, "events": events}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""An event as one line a person can read: time, sequence, type and its key fields."""
+
+from __future__ import annotations
+
+import msgspec
+
+from cascade_core import events as ev
+
+_ENVELOPE = frozenset({"id", "at", "causation_id", "correlation_id"})
+
+
+def _short(value: object) -> str:
+    if isinstance(value, list):
+        return f"[{len(value)} items]"
+    if isinstance(value, dict):
+        return f"{{{len(value)} keys}}"
+    if isinstance(value, msgspec.Struct):
+        return "{" + ", ".join(f"{k}={_short(v)}" for k, v in msgspec.structs.asdict(value).items() if v is not None) + "}"
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def describe(seq: int, event: ev.Event) -> str:
+    fields = " ".join(
+        f"{name}={_short(value)}"
+        for name, value in msgspec.structs.asdict(event).items()
+        if name not in _ENVELOPE and value is not None and value != [] and value != {}
+    )
+    at = event.at.isoformat().replace("+00:00", "Z")
+    return f"{at}  #{seq:<8} {ev.event_type(event):<28} {fields}"

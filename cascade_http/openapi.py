@@ -1,0 +1,130 @@
+"""The OpenAPI document, generated from the routes and the msgspec Structs they use.
+
+Each endpoint is decorated with `operation(...)`, which records what it takes and returns;
+`document(routes)` turns that and `msgspec.json.schema_components` into OpenAPI 3.1.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import msgspec
+from starlette.routing import BaseRoute, Route
+
+from cascade_core.models import ErrorDetail, ValidationErrorBody
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+STATUS_TEXT = {
+    200: "OK",
+    201: "Created",
+    202: "Accepted",
+    204: "No Content",
+    401: "Unauthorized",
+    404: "Not Found",
+    409: "Conflict",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Entity",
+}
+
+
+class Operation(msgspec.Struct, frozen=True, kw_only=True):
+    summary: str
+    description: str = ""
+    tag: str = "runs"
+    body: Any = None
+    body_media_types: tuple[str, ...] = ("application/json",)
+    response: Any = None
+    status: int = 200
+    media_type: str = "application/json"
+    errors: dict[int, str] = {}
+    auth: bool = True
+    query: dict[str, str] = {}
+
+
+def operation(**kwargs: Any) -> Callable[[F], F]:
+    def decorate(fn: F) -> F:
+        fn.__operation__ = Operation(**kwargs)  # type: ignore[attr-defined]
+        return fn
+
+    return decorate
+
+
+_PARAM = re.compile(r"{(\w+)(?::\w+)?}")
+
+
+def document(routes: Sequence[BaseRoute], *, title: str, version: str) -> dict[str, Any]:
+    ops: list[tuple[Route, str, Operation]] = []
+    types: list[Any] = [ErrorDetail, ValidationErrorBody]
+    for route in routes:
+        op = getattr(getattr(route, "endpoint", None), "__operation__", None)
+        if not isinstance(route, Route) or op is None:
+            continue
+        for method in sorted((route.methods or set()) - {"HEAD"}):
+            ops.append((route, method.lower(), op))
+        types += [t for t in (op.body, op.response) if t is not None and t is not bytes and t is not str]
+    schemas, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
+    by_type = dict(zip(types, schemas))
+    paths: dict[str, dict[str, Any]] = {}
+    for route, method, op in ops:
+        path = _PARAM.sub(r"{\1}", route.path)
+        paths.setdefault(path, {})[method] = _operation(path, route, op, by_type)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": title, "version": version},
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def _operation(path: str, route: Route, op: Operation, by_type: dict[Any, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "summary": op.summary,
+        "operationId": route.name,
+        "tags": [op.tag],
+        "parameters": [
+            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in _PARAM.findall(path)
+        ]
+        + [{"name": name, "in": "query", "required": False, "schema": {"type": "string"}, "description": text}
+           for name, text in op.query.items()],
+        "responses": {str(op.status): _response(op, by_type)},
+    }
+    if op.description:
+        out["description"] = op.description
+    if op.auth:
+        out["security"] = [{"bearer": []}]
+        out["responses"]["401"] = _error("Missing or wrong bearer token.", by_type)
+    if op.body is not None:
+        if op.body is bytes:
+            content = {m: {"schema": {"type": "string", "format": "binary"}} for m in op.body_media_types}
+        else:
+            content = {"application/json": {"schema": by_type[op.body]}}
+        out["requestBody"] = {"required": True, "content": content}
+    for status, text in op.errors.items():
+        if status == 422 and op.body is not None and op.body is not bytes:
+            out["responses"]["422"] = {
+                "description": text,
+                "content": {"application/json": {"schema": {"anyOf": [by_type[ErrorDetail], by_type[ValidationErrorBody]]}}},
+            }
+        else:
+            out["responses"][str(status)] = _error(text, by_type)
+    return out
+
+
+def _response(op: Operation, by_type: dict[Any, Any]) -> dict[str, Any]:
+    description = STATUS_TEXT.get(op.status, "OK")
+    if op.response is None:
+        return {"description": description}
+    if op.response in (bytes, str):
+        return {"description": description, "content": {op.media_type: {"schema": {"type": "string"}}}}
+    return {"description": description, "content": {op.media_type: {"schema": by_type[op.response]}}}
+
+
+def _error(text: str, by_type: dict[Any, Any]) -> dict[str, Any]:
+    return {"description": text, "content": {"application/json": {"schema": by_type[ErrorDetail]}}}

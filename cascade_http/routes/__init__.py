@@ -1,0 +1,5 @@
+"""Every API route, gathered for the application."""
+
+from starlette.routing import Route
+
+all_routes: list[Route] = []

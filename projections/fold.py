@@ -1,0 +1,421 @@
+"""The projection as a pure fold: events in, rows out.
+
+`fold(state, items)` takes the current rows a batch of events can touch and the events with
+their stream sequences, and returns the rows as they stand afterwards plus the rows to append.
+It never mutates its input and reads no clock: the projector loads the rows, calls it, and
+writes what it returns. Applying an event twice changes nothing: entity updates are guarded by
+the state they move from, and appended rows carry natural keys the writer deduplicates on.
+
+The rules for sims live here, in one place:
+- a finished sim (succeeded, failed, cancelled) never changes state again;
+- a claim with a higher attempt starts that attempt afresh, and facts from any other attempt
+  than the current one change nothing;
+- a run is active while any sim is unfinished, then cancelled if any sim was cancelled, else
+  failed if any failed, else succeeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from cascade_core import events as ev
+from projections.rows import (
+    KernelRow,
+    LogLineRow,
+    RealTimingRow,
+    RunRow,
+    SimFileRow,
+    SimRow,
+    TraceFileRow,
+    TraceKernelRow,
+    TraceRow,
+)
+
+LOG_TAIL = 20
+FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+SIM_STATES = ("pending", "launching", "running", "succeeded", "failed", "cancelled")
+
+_json = msgspec.json.Encoder()
+_counts_decoder = msgspec.json.Decoder(dict[str, int])
+
+
+class Rows(msgspec.Struct, frozen=True):
+    """Current entity rows, by id: every row a batch's events may change must be here."""
+
+    traces: dict[str, TraceRow] = {}
+    runs: dict[str, RunRow] = {}
+    sims: dict[str, SimRow] = {}
+
+
+class Change(msgspec.Struct, frozen=True):
+    """Something a run's live event stream shows: a sim, kernel, file or run row as it
+    stood right after the event at `seq`."""
+
+    seq: int
+    run_id: str
+    kind: str
+    row: SimRow | KernelRow | SimFileRow | RunRow
+
+
+class Folded(msgspec.Struct, frozen=True):
+    rows: Rows
+    changed: frozenset[tuple[str, str]]  # (table, id) of entity rows to write
+    appended: dict[str, list[msgspec.Struct]]
+    # Rows to delete before the appended ones are written: a sim's attempts before the one
+    # given, and a deleted trace's files, kernels and timing.
+    purged_attempts: dict[str, int]
+    purged_traces: frozenset[str]
+    changes: list[Change]
+
+
+def run_state(counts: dict[str, int]) -> str:
+    if any(counts.get(s, 0) for s in ("pending", "launching", "running")):
+        return "active"
+    for state in ("cancelled", "failed"):
+        if counts.get(state, 0):
+            return state
+    return "succeeded"
+
+
+class _Batch:
+    """The working copy one fold call writes into."""
+
+    def __init__(self, rows: Rows) -> None:
+        self.traces = dict(rows.traces)
+        self.runs = dict(rows.runs)
+        self.sims = dict(rows.sims)
+        self.changed: set[tuple[str, str]] = set()
+        self.appended: dict[str, list[msgspec.Struct]] = {}
+        self.purged_attempts: dict[str, int] = {}
+        self.purged_traces: set[str] = set()
+        self.changes: list[Change] = []
+
+    def append(self, table: str, row: msgspec.Struct) -> None:
+        self.appended.setdefault(table, []).append(row)
+
+    def purge_sim(self, sim_id: str, attempt: int) -> None:
+        """Forget the rows of the sim's attempts before `attempt`, stored or in this batch."""
+        self.purged_attempts[sim_id] = attempt
+        for table in ("kernels", "sim_log", "sim_files"):
+            rows = self.appended.get(table, [])
+            self.appended[table] = [r for r in rows if r.sim_id != sim_id or r.attempt >= attempt]  # type: ignore[attr-defined]
+
+    def purge_trace(self, trace_id: str) -> None:
+        self.purged_traces.add(trace_id)
+        for table in ("trace_files", "trace_kernels", "trace_real_timing"):
+            rows = self.appended.get(table, [])
+            self.appended[table] = [r for r in rows if r.trace_id != trace_id]  # type: ignore[attr-defined]
+
+    def put_trace(self, row: TraceRow) -> None:
+        self.traces[row.id] = row
+        self.changed.add(("traces", row.id))
+
+    def put_sim(self, seq: int, row: SimRow) -> None:
+        old = self.sims[row.id]
+        if row == old:
+            return  # nothing new: the row keeps the sequence of the event that last changed it
+        row = msgspec.structs.replace(row, seq=seq)
+        self.sims[row.id] = row
+        self.changed.add(("sims", row.id))
+        self.changes.append(Change(seq, row.run_id, "sim", row))
+        if old.state != row.state:
+            self._count(seq, row.run_id, old.state, row.state)
+
+    def _count(self, seq: int, run_id: str, old: str, new: str) -> None:
+        run = self.runs[run_id]
+        counts = _counts_decoder.decode(run.sim_counts)
+        counts[old] -= 1
+        counts[new] = counts.get(new, 0) + 1
+        state = run_state(counts)
+        ordered = {s: counts[s] for s in SIM_STATES if counts.get(s)}
+        run = msgspec.structs.replace(run, sim_counts=_json.encode(ordered).decode(), state=state, seq=seq)
+        self.runs[run_id] = run
+        self.changed.add(("runs", run_id))
+        if state != "active":
+            self.changes.append(Change(seq, run_id, "run", run))
+
+
+def fold(rows: Rows, items: Iterable[tuple[int, ev.Event]]) -> Folded:
+    batch = _Batch(rows)
+    for seq, event in items:
+        _apply(batch, seq, event)
+    return Folded(
+        rows=Rows(batch.traces, batch.runs, batch.sims),
+        changed=frozenset(batch.changed),
+        appended=batch.appended,
+        purged_attempts=batch.purged_attempts,
+        purged_traces=frozenset(batch.purged_traces),
+        changes=batch.changes,
+    )
+
+
+def _apply(b: _Batch, seq: int, e: ev.Event) -> None:
+    match e:
+        case ev.SimEvent():
+            _apply_sim(b, seq, e)
+        case ev.RunCreated():
+            _run_created(b, seq, e)
+        case ev.RunCancelRequested():
+            for sim in [s for s in b.sims.values() if s.run_id == e.run_id and s.state not in FINISHED]:
+                b.put_sim(seq, msgspec.structs.replace(sim, state="cancelled", finished_at=e.at))
+        case _:
+            _apply_trace(b, seq, e)
+
+
+def _apply_trace(b: _Batch, seq: int, e: ev.Event) -> None:
+    trace_id: str = e.trace_id  # type: ignore[attr-defined]
+    trace = b.traces.get(trace_id)
+    if trace is not None and e.at < trace.created_at:
+        return  # from an earlier upload under the same id, since deleted
+    match e:
+        case ev.TraceUploadStarted():
+            if trace is None or trace.deleted and e.at > trace.updated_at:
+                b.put_trace(_new_trace(seq, e))
+            return
+        case ev.TraceFilesStored() if trace is not None and not trace.deleted:
+            for f in e.files:
+                b.append("trace_files", TraceFileRow(trace_id, f.path, f.bytes, f.digest))
+            return
+        case ev.TraceKernelsListed() if trace is not None and not trace.deleted:
+            for k in e.kernels:
+                row = TraceKernelRow(trace_id, k.uid, k.name, k.grid, k.block, k.shmem, k.nregs, k.file, k.cuda_stream_id)
+                b.append("trace_kernels", row)
+            return
+        case ev.TraceRealTimingListed() if trace is not None and not trace.deleted:
+            for r in e.rows:
+                b.append("trace_real_timing", RealTimingRow(trace_id, r.kernel_id, r.kernel_name, r.duration_ns))
+            return
+    if trace is None or trace.deleted or trace.state in ("ready", "failed") and not isinstance(e, ev.TraceDeleted):
+        return
+    match e:
+        case ev.TraceReady():
+            b.put_trace(
+                msgspec.structs.replace(
+                    trace,
+                    state="ready",
+                    updated_at=e.at,
+                    trace_gpu_arch=e.trace_gpu_arch,
+                    kernel_count=e.kernel_count,
+                    bytes=e.bytes,
+                    suggested_sim_config=e.suggested_sim_config,
+                    has_real_timing=e.has_real_timing,
+                    has_step_timeline=e.has_step_timeline,
+                    model=e.model,
+                    layers=_json.encode(e.layers).decode(),
+                    source_gpu=e.source_gpu,
+                    seq=seq,
+                )
+            )
+        case ev.TraceFailed():
+            b.put_trace(msgspec.structs.replace(trace, state="failed", error=e.error, bytes=e.bytes, updated_at=e.at, seq=seq))
+        case ev.TraceDeleted():
+            b.put_trace(msgspec.structs.replace(trace, deleted=True, updated_at=e.at, seq=seq))
+            b.purge_trace(trace_id)
+
+
+def _new_trace(seq: int, e: ev.TraceUploadStarted) -> TraceRow:
+    return TraceRow(
+        id=e.trace_id,
+        state="uploading",
+        error=None,
+        created_at=e.at,
+        updated_at=e.at,
+        model=None,
+        layers="[]",
+        source_gpu=None,
+        trace_gpu_arch=None,
+        suggested_sim_config=None,
+        kernel_count=0,
+        bytes=0,
+        has_real_timing=False,
+        has_step_timeline=False,
+        sample=e.sample,
+        deleted=False,
+        seq=seq,
+    )
+
+
+def _run_created(b: _Batch, seq: int, e: ev.RunCreated) -> None:
+    if e.run_id in b.runs:
+        return
+    counts = {"pending": len(e.sims)} if e.sims else {}
+    b.runs[e.run_id] = RunRow(
+        id=e.run_id,
+        trace_id=e.trace_id,
+        created_at=e.at,
+        state=run_state(counts),
+        entries=_json.encode(e.entries).decode(),
+        sim_counts=_json.encode(counts).decode(),
+        sample=e.sample,
+        kernels_total=e.kernels_total,
+        seq=seq,
+    )
+    b.changed.add(("runs", e.run_id))
+    for spec in e.sims:
+        b.sims[spec.sim_id] = _new_sim(seq, e, spec)
+        b.changed.add(("sims", spec.sim_id))
+
+
+def _new_sim(seq: int, e: ev.RunCreated, spec: ev.SimSpec) -> SimRow:
+    return SimRow(
+        id=spec.sim_id,
+        run_id=e.run_id,
+        gpu_config=spec.gpu_config,
+        replica=spec.replica,
+        state="pending",
+        error=None,
+        launcher_ref=None,
+        created_at=e.at,
+        started_at=None,
+        finished_at=None,
+        last_heartbeat_at=None,
+        exit_code=None,
+        kernels_done=0,
+        kernels_total=e.kernels_total,
+        current_kernel=None,
+        gpu_tot_sim_cycle=None,
+        gpu_tot_sim_insn=None,
+        gpu_tot_ipc=None,
+        sim_rate_ips=None,
+        log_tail=[],
+        log_seq=0,
+        attempt=0,
+        runner_id=None,
+        host=None,
+        config_digests=None,
+        accel_sim_build=None,
+        gpgpu_sim_build=None,
+        seq=seq,
+    )
+
+
+def _apply_sim(b: _Batch, seq: int, e: ev.SimEvent) -> None:
+    sim = b.sims.get(e.sim_id)
+    if sim is None or sim.state in FINISHED or isinstance(e, ev.SimQueued):
+        if sim is not None and isinstance(e, ev.SimFileStored) and e.attempt == sim.attempt:
+            _file_stored(b, seq, sim, e)
+        return
+    match e:
+        case ev.SimClaimed() if e.attempt > sim.attempt:
+            if sim.attempt:
+                b.purge_sim(sim.id, e.attempt)
+            b.put_sim(seq, _fresh_attempt(sim, e))
+            return
+        case ev.SimFinished() if e.attempt == sim.attempt:
+            b.put_sim(seq, msgspec.structs.replace(sim, state=e.outcome, exit_code=e.exit_code, error=e.error, finished_at=e.at))
+            return
+    if getattr(e, "attempt", None) != sim.attempt or sim.attempt == 0:
+        return
+    match e:
+        case ev.SimLaunched() if sim.state == "launching":
+            b.put_sim(
+                seq,
+                msgspec.structs.replace(
+                    sim,
+                    state="running",
+                    launcher_ref=e.launcher_ref,
+                    started_at=e.at,
+                    host=e.host,
+                    config_digests=_json.encode(e.config_digests).decode(),
+                    accel_sim_build=e.accel_sim_build,
+                    gpgpu_sim_build=e.gpgpu_sim_build,
+                ),
+            )
+        case ev.SimHeartbeat():
+            _heartbeat(b, seq, sim, e)
+        case ev.KernelFinished():
+            row = KernelRow(
+                sim.id,
+                e.attempt,
+                e.kernel_index,
+                e.uid,
+                e.name,
+                e.gpu_sim_cycle,
+                e.gpu_sim_insn,
+                e.gpu_ipc,
+                e.sim_time_ns,
+                _json.encode(e.stats).decode(),
+                seq,
+            )
+            b.append("kernels", row)
+            b.changes.append(Change(seq, sim.run_id, "kernel", row))
+        case ev.SimFileStored():
+            _file_stored(b, seq, sim, e)
+
+
+def _fresh_attempt(sim: SimRow, e: ev.SimClaimed) -> SimRow:
+    return msgspec.structs.replace(
+        sim,
+        state="launching",
+        attempt=e.attempt,
+        runner_id=e.runner_id,
+        host=e.host,
+        launcher_ref=None,
+        started_at=None,
+        last_heartbeat_at=None,
+        kernels_done=0,
+        current_kernel=None,
+        gpu_tot_sim_cycle=None,
+        gpu_tot_sim_insn=None,
+        gpu_tot_ipc=None,
+        sim_rate_ips=None,
+        log_tail=[],
+        log_seq=0,
+    )
+
+
+def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
+    for i, line in enumerate(e.lines):
+        b.append("sim_log", LogLineRow(sim.id, e.attempt, e.first_line_seq + i, line))
+    if sim.last_heartbeat_at is not None and e.at <= sim.last_heartbeat_at:
+        return  # a late or repeated heartbeat: its lines count, its progress is known
+    last_seq = e.first_line_seq + len(e.lines) - 1
+    tail, log_seq = sim.log_tail, sim.log_seq
+    if e.lines and last_seq > sim.log_seq:
+        fresh = e.lines[max(0, sim.log_seq + 1 - e.first_line_seq) :]
+        tail, log_seq = (sim.log_tail + fresh)[-LOG_TAIL:], last_seq
+    b.put_sim(
+        seq,
+        msgspec.structs.replace(
+            sim,
+            last_heartbeat_at=e.at,
+            kernels_done=e.kernels_done,
+            current_kernel=e.current_kernel,
+            gpu_tot_sim_cycle=e.latest.gpu_tot_sim_cycle,
+            gpu_tot_sim_insn=e.latest.gpu_tot_sim_insn,
+            gpu_tot_ipc=e.latest.gpu_tot_ipc,
+            sim_rate_ips=e.latest.sim_rate_ips,
+            log_tail=tail,
+            log_seq=log_seq,
+        ),
+    )
+
+
+def _file_stored(b: _Batch, seq: int, sim: SimRow, e: ev.SimFileStored) -> None:
+    row = SimFileRow(sim.id, e.attempt, e.name, e.size, e.content_type, e.at, e.object_name, e.digest, seq)
+    b.append("sim_files", row)
+    b.changes.append(Change(seq, sim.run_id, "file", row))
+
+
+def touched(items: Iterable[tuple[int, ev.Event]]) -> tuple[set[str], set[str], set[str], set[str]]:
+    """Trace ids, run ids, sim ids, and runs all of whose sims a batch needs loaded."""
+    traces: set[str] = set()
+    runs: set[str] = set()
+    sims: set[str] = set()
+    whole_runs: set[str] = set()
+    for _, e in items:
+        match e:
+            case ev.SimEvent():
+                sims.add(e.sim_id)
+                runs.add(e.run_id)
+            case ev.RunCancelRequested():
+                whole_runs.add(e.run_id)
+                runs.add(e.run_id)
+            case ev.RunCreated():
+                runs.add(e.run_id)
+            case _:
+                traces.add(e.trace_id)  # type: ignore[attr-defined]
+    return traces, runs, sims, whole_runs
+

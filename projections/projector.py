@@ -1,0 +1,183 @@
+"""The projector: reads the stream in order and applies it to DuckDB.
+
+Each batch of events is folded (`fold.py`) and written in ONE transaction that also moves the
+checkpoint to the batch's last sequence. A crash anywhere therefore leaves either the whole
+batch and its checkpoint, or neither; a restart resumes after the checkpoint. Readers that
+must see their own writes wait on `wait_for(seq)`; live run streams get each batch's changes
+from `live` once it is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import anyio
+import duckdb
+import msgspec
+
+from cascade_core import events as ev
+from cascade_core import subjects
+from cascade_nats.firehose import Frame
+from cascade_nats.store import EventStore
+from projections import tables
+from projections.fold import Folded, Rows, fold, touched
+from projections.live import Live
+from projections.rows import APPEND_TABLES, ENTITY_TABLES
+
+log = logging.getLogger("cascade.projector")
+
+FaultHook = Callable[[str], None]
+MAX_BATCH = 4096
+
+
+def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(str(path))
+    tables.create_all(con)
+    return con
+
+
+def load(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, ev.Event]]) -> Rows:
+    """The current rows of everything the batch's events may change."""
+    trace_ids, run_ids, sim_ids, whole_runs = touched(items)
+
+    def select(table: str, where: str, keys: set[str]) -> list[msgspec.Struct]:
+        if not keys:
+            return []
+        records = con.execute(f"SELECT * FROM {table} WHERE {where} IN (SELECT unnest(?))", [sorted(keys)]).fetchall()
+        return tables.from_rows(table, records)
+
+    sims = select("sims", "id", sim_ids) + select("sims", "run_id", whole_runs)
+    return Rows(
+        traces={r.id: r for r in select("traces", "id", trace_ids)},  # type: ignore[attr-defined]
+        runs={r.id: r for r in select("runs", "id", run_ids)},  # type: ignore[attr-defined]
+        sims={r.id: r for r in sims},  # type: ignore[attr-defined]
+    )
+
+
+def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int) -> None:
+    """Everything a fold produced, plus the checkpoint; the caller owns the transaction."""
+    for table in ENTITY_TABLES:
+        ids = sorted(key for t, key in folded.changed if t == table)
+        if not ids:
+            continue
+        rows = getattr(folded.rows, table)
+        con.execute(f"DELETE FROM {table} WHERE id IN (SELECT unnest(?))", [ids])
+        _insert(con, table, [rows[i] for i in ids], dedupe=None)
+    for sim_id, attempt in folded.purged_attempts.items():
+        for table in ("kernels", "sim_log", "sim_files"):
+            con.execute(f"DELETE FROM {table} WHERE sim_id = ? AND attempt < ?", [sim_id, attempt])
+    if folded.purged_traces:
+        for table in ("trace_files", "trace_kernels", "trace_real_timing"):
+            con.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT unnest(?))", [sorted(folded.purged_traces)])
+    for table, rows in folded.appended.items():
+        if rows:
+            _insert(con, table, rows, dedupe=APPEND_TABLES[table][1])
+    con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[msgspec.Struct], dedupe: tuple[str, ...] | None) -> None:
+    con.register("incoming", tables.to_arrow(table, rows))
+    try:
+        if dedupe is None:
+            con.execute(f"INSERT INTO {table} SELECT * FROM incoming")
+        else:
+            # The same event applied twice, in this batch or an earlier one, adds one row.
+            key = ", ".join(dedupe)
+            same = " AND ".join(f"t.{k} = i.{k}" for k in dedupe)
+            con.execute(
+                f"INSERT INTO {table} SELECT * FROM (SELECT DISTINCT ON ({key}) * FROM incoming) i "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {same})"
+            )
+    finally:
+        con.unregister("incoming")
+
+
+def apply(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, ev.Event]], fault: FaultHook | None = None) -> Folded:
+    """Fold and write one batch in one transaction."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        folded = fold(load(con, items), items)
+        write(con, folded, items[-1][0])
+        if fault is not None:
+            fault("before_commit")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return folded
+
+
+def apply_frames(con: duckdb.DuckDBPyConnection, frames: Sequence[Frame], fault: FaultHook | None = None) -> Folded:
+    return apply(con, [(seq, ev.decode(data)) for seq, _, data in frames], fault)
+
+
+class Projector:
+    def __init__(self, store: EventStore, con: duckdb.DuckDBPyConnection, *, fault: FaultHook | None = None) -> None:
+        self.store = store
+        self.con = con
+        self.fault = fault
+        self.applied = tables.checkpoint(con)
+        self.live = Live()
+        self._advanced = asyncio.Condition()
+
+    async def run(self) -> None:
+        """Apply batches as they arrive, forever."""
+        await self._consume(until_caught_up=False)
+
+    async def catch_up(self, *, until_seq: int | None = None) -> None:
+        """Apply everything stored now, or up to `until_seq`, then return."""
+        if until_seq is not None and self.applied >= until_seq:
+            return
+        await self._consume(until_caught_up=True, until_seq=until_seq)
+
+    async def _consume(self, *, until_caught_up: bool, until_seq: int | None = None) -> None:
+        # Frames keep arriving while a batch is written, and the next batch takes all of
+        # them: under load batches grow, so the per-transaction cost is spread thin.
+        pending: list[Frame] = []
+        arrived = asyncio.Event()
+        finished = False
+
+        async def receive() -> None:
+            nonlocal finished
+            async for frames in self.store.raw(subjects.ALL, self.applied + 1, until_caught_up=until_caught_up):
+                if until_seq is not None and frames[-1][0] >= until_seq:
+                    pending.extend(f for f in frames if f[0] <= until_seq)
+                    break
+                pending.extend(frames)
+                arrived.set()
+            finished = True
+            arrived.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(receive)
+            while True:
+                await arrived.wait()
+                arrived.clear()
+                while pending:
+                    batch = pending[:MAX_BATCH]
+                    del pending[:MAX_BATCH]
+                    await self._apply_frames(batch)
+                if finished:
+                    break
+            tg.cancel_scope.cancel()
+
+    async def _apply_frames(self, frames: list[Frame]) -> None:
+        frames = [f for f in frames if f[0] > self.applied]
+        if not frames:
+            return
+        folded = await anyio.to_thread.run_sync(apply_frames, self.con, frames, self.fault)
+        if self.fault is not None:
+            self.fault("after_commit")
+        self.applied = frames[-1][0]
+        self.live.publish(folded.changes)
+        async with self._advanced:
+            self._advanced.notify_all()
+
+    async def wait_for(self, seq: int, timeout: float = 10.0) -> None:
+        """Return once events up to `seq` are queryable."""
+        with anyio.fail_after(timeout):
+            async with self._advanced:
+                await self._advanced.wait_for(lambda: self.applied >= seq)

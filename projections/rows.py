@@ -1,0 +1,147 @@
+"""The read model's rows: one Struct per table, fields in column order.
+
+`seq` on a row is the stream sequence of the event that last changed it, which is what a live
+run-event stream resumes from.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+
+class TraceRow(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    state: str
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    model: str | None
+    layers: str  # JSON list
+    source_gpu: str | None
+    trace_gpu_arch: str | None
+    suggested_sim_config: str | None
+    kernel_count: int
+    bytes: int
+    has_real_timing: bool
+    has_step_timeline: bool
+    sample: bool
+    deleted: bool
+    seq: int
+
+
+class TraceFileRow(msgspec.Struct, frozen=True):
+    trace_id: str
+    path: str
+    bytes: int
+    digest: str
+
+
+class TraceKernelRow(msgspec.Struct, frozen=True):
+    trace_id: str
+    uid: int
+    name: str
+    grid: str
+    block: str
+    shmem: int
+    nregs: int
+    file: str
+    cuda_stream_id: int | None
+
+
+class RealTimingRow(msgspec.Struct, frozen=True):
+    trace_id: str
+    kernel_id: int
+    kernel_name: str
+    duration_ns: float
+
+
+class RunRow(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    trace_id: str
+    created_at: datetime
+    state: str
+    entries: str  # JSON list of RunEntry, in request order
+    sim_counts: str  # JSON object: state -> count
+    sample: bool
+    kernels_total: int
+    seq: int
+
+
+class SimRow(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    run_id: str
+    gpu_config: str
+    replica: int
+    state: str
+    error: str | None
+    launcher_ref: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    last_heartbeat_at: datetime | None
+    exit_code: int | None
+    kernels_done: int
+    kernels_total: int
+    current_kernel: str | None
+    gpu_tot_sim_cycle: float | None
+    gpu_tot_sim_insn: float | None
+    gpu_tot_ipc: float | None
+    sim_rate_ips: float | None
+    log_tail: list[str]
+    log_seq: int
+    attempt: int
+    runner_id: str | None
+    host: str | None
+    config_digests: str | None  # JSON object: file -> sha256
+    accel_sim_build: str | None
+    gpgpu_sim_build: str | None
+    seq: int
+
+
+class KernelRow(msgspec.Struct, frozen=True):
+    sim_id: str
+    attempt: int
+    kernel_index: int
+    uid: int
+    name: str
+    gpu_sim_cycle: int
+    gpu_sim_insn: int
+    gpu_ipc: float
+    sim_time_ns: float
+    stats: str  # JSON object, every stat of the kernel's block
+    seq: int
+
+
+class LogLineRow(msgspec.Struct, frozen=True):
+    sim_id: str
+    attempt: int
+    line_seq: int
+    line: str
+
+
+class SimFileRow(msgspec.Struct, frozen=True):
+    sim_id: str
+    attempt: int
+    name: str
+    size: int
+    content_type: str
+    created_at: datetime
+    object_name: str
+    digest: str
+    seq: int
+
+
+ENTITY_TABLES: dict[str, type[msgspec.Struct]] = {"traces": TraceRow, "runs": RunRow, "sims": SimRow}
+
+# Append-only tables and the columns that identify a row: a row already there is never added
+# again, which is what makes applying the same event twice harmless.
+APPEND_TABLES: dict[str, tuple[type[msgspec.Struct], tuple[str, ...]]] = {
+    "trace_files": (TraceFileRow, ("trace_id", "path")),
+    "trace_kernels": (TraceKernelRow, ("trace_id", "uid")),
+    "trace_real_timing": (RealTimingRow, ("trace_id", "kernel_id")),
+    "kernels": (KernelRow, ("sim_id", "attempt", "uid")),
+    "sim_log": (LogLineRow, ("sim_id", "attempt", "line_seq")),
+    "sim_files": (SimFileRow, ("sim_id", "attempt", "name")),
+}

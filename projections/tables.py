@@ -1,0 +1,78 @@
+"""DuckDB tables and Arrow schemas, both derived from the row Structs in `rows.py`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import msgspec
+import pyarrow as pa
+
+from projections.rows import APPEND_TABLES, ENTITY_TABLES
+
+_SQL = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", datetime: "TIMESTAMPTZ"}
+_ARROW = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(), datetime: pa.timestamp("us", tz="UTC")}
+
+ROW_TYPES: dict[str, type[msgspec.Struct]] = {**ENTITY_TABLES, **{t: spec[0] for t, spec in APPEND_TABLES.items()}}
+
+
+def _base_type(info: msgspec.inspect.Type) -> tuple[Any, bool]:
+    """The Python scalar type behind a field's type, and whether it is a list of it."""
+    if isinstance(info, msgspec.inspect.UnionType):
+        (info,) = [t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)]
+    if isinstance(info, msgspec.inspect.ListType):
+        return _base_type(info.item_type)[0], True
+    scalar = {
+        msgspec.inspect.StrType: str,
+        msgspec.inspect.IntType: int,
+        msgspec.inspect.FloatType: float,
+        msgspec.inspect.BoolType: bool,
+        msgspec.inspect.DateTimeType: datetime,
+    }
+    return scalar[type(info)], False
+
+
+def columns(row_type: type[msgspec.Struct]) -> list[tuple[str, Any, bool]]:
+    info = msgspec.inspect.type_info(row_type)
+    return [(f.name, *_base_type(f.type)) for f in info.fields]  # type: ignore[attr-defined]
+
+
+def create_sql(table: str) -> str:
+    cols = ", ".join(f"{name} {_SQL[t]}{'[]' if is_list else ''}" for name, t, is_list in columns(ROW_TYPES[table]))
+    return f"CREATE TABLE IF NOT EXISTS {table} ({cols})"
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    return pa.schema(
+        [pa.field(name, pa.list_(_ARROW[t]) if is_list else _ARROW[t]) for name, t, is_list in columns(ROW_TYPES[table])]
+    )
+
+
+_SCHEMAS = {table: arrow_schema(table) for table in ROW_TYPES}
+
+
+def to_arrow(table: str, rows: list[msgspec.Struct]) -> pa.Table:
+    schema = _SCHEMAS[table]
+    data = zip(*map(msgspec.structs.astuple, rows))
+    return pa.Table.from_arrays([pa.array(col, type=schema.field(i).type) for i, col in enumerate(data)], schema=schema)
+
+
+def create_all(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("SET TimeZone = 'UTC'")
+    for table in ROW_TYPES:
+        con.execute(create_sql(table))
+    con.execute("CREATE TABLE IF NOT EXISTS checkpoint (id INTEGER PRIMARY KEY, seq BIGINT NOT NULL)")
+    con.execute("INSERT INTO checkpoint SELECT 1, 0 WHERE NOT EXISTS (SELECT 1 FROM checkpoint)")
+
+
+def checkpoint(con: duckdb.DuckDBPyConnection) -> int:
+    row = con.execute("SELECT seq FROM checkpoint WHERE id = 1").fetchone()
+    return int(row[0]) if row else 0
+
+
+def from_rows(table: str, records: list[tuple[Any, ...]]) -> list[msgspec.Struct]:
+    """Rows read back with `SELECT *` as their Structs."""
+    row_type = ROW_TYPES[table]
+    names = row_type.__struct_fields__
+    return [row_type(**dict(zip(names, record))) for record in records]

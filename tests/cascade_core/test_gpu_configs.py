@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cascade_core.gpu_configs import arch_from_config_name, core_clock_from_config, suggested_config
+from cascade_core.models import GpuConfig
+from tests.support import TREE
+
+CONFIGS = TREE / "gpu-simulator/gpgpu-sim/configs/tested-cfgs"
+
+
+@pytest.mark.parametrize(
+    ("name", "arch"),
+    [
+        ("SM90_H100", "sm_90"),
+        ("SM7_QV100", "sm_70"),
+        ("SM61_TITANX", "sm_61"),
+        ("SM86_RTX3070", "sm_86"),
+        ("SM75_RTX2060", "sm_75"),
+        ("SM100_B200", "sm_100"),
+        ("SM6_TITANX", "sm_60"),
+        ("SM90", None),
+        ("SM_H100", None),
+        ("SM0_X", None),
+        ("sm90_h100", None),
+        ("H100", None),
+        ("", None),
+    ],
+)
+def test_arch_from_config_name(name: str, arch: str | None) -> None:
+    assert arch_from_config_name(name) == arch
+
+
+@pytest.mark.parametrize(
+    ("name", "clock"),
+    [("SM61_TITANX", 1417.0), ("SM7_QV100", 1132.0), ("SM86_RTX3070", 1132.0)],
+)
+def test_core_clock_of_the_shared_configs(name: str, clock: float) -> None:
+    assert core_clock_from_config((CONFIGS / name / "gpgpusim.config").read_text()) == clock
+
+
+@pytest.mark.parametrize(
+    ("text", "clock"),
+    [
+        # commented-out lines, whole or in part, do not count; later lines do not override
+        ("#-gpgpu_clock_domains 1.0:1.0:1.0:1.0\n-gpgpu_clock_domains 1410.0:1410.0:1410.0:1215.0\n", 1410.0),
+        ("  -gpgpu_clock_domains\t1980:1980:1980:2619 # H100\n-gpgpu_clock_domains 5:5:5:5\n", 1980.0),
+        ("# -gpgpu_clock_domains 1628.0:1628.0:1628.0:850.0\n", None),
+        ("-gpgpu_clock_domains_extra 1.0:1.0:1.0:1.0\n", None),
+        ("-gpgpu_clock_domains\n", None),
+        ("-gpgpu_clock_domains fast:1:1:1\n", None),
+        ("-gpgpu_clock_domains 0:1:1:1\n", None),
+        ("-gpgpu_clock_domains nan:1:1:1\n", None),
+        ("", None),
+    ],
+)
+def test_core_clock_from_config(text: str, clock: float | None) -> None:
+    assert core_clock_from_config(text) == clock
+
+
+def test_suggested_config_is_the_first_by_name_of_the_arch() -> None:
+    configs = [
+        GpuConfig("SM90_H200", "sm_90", 1980.0),
+        GpuConfig("SM61_TITANX", "sm_61", 1417.0),
+        GpuConfig("SM90_H100", "sm_90", 1980.0),
+    ]
+    assert suggested_config("sm_90", configs) == "SM90_H100"
+    assert suggested_config("sm_61", configs) == "SM61_TITANX"
+    assert suggested_config("sm_86", configs) is None

@@ -1,0 +1,210 @@
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import msgspec
+
+from cascade_core.models import KernelStat, RunEntry, RunSummary, Sim, SimMetrics
+from cascade_core.perfetto import perfetto_trace
+
+AT = datetime(2026, 11, 8, 8, 59, 3, tzinfo=timezone.utc)
+
+# The API reference's `Download a Perfetto trace` example, up to where it trims the list.
+REFERENCE_EVENTS = """[
+    {
+      "ph": "M",
+      "pid": 1,
+      "name": "process_name",
+      "args": {
+        "name": "SM86_RTX3070 · Accel-Sim simulated GPU"
+      }
+    },
+    {
+      "ph": "M",
+      "pid": 1,
+      "name": "process_sort_index",
+      "args": {
+        "sort_index": 1
+      }
+    },
+    {
+      "ph": "M",
+      "pid": 1,
+      "name": "thread_name",
+      "args": {
+        "name": "replica 0 · sim-1047ddbdf5b1"
+      },
+      "tid": 1
+    },
+    {
+      "ph": "M",
+      "pid": 1,
+      "name": "thread_sort_index",
+      "args": {
+        "sort_index": 1
+      },
+      "tid": 1
+    },
+    {
+      "ph": "X",
+      "pid": 1,
+      "tid": 1,
+      "cat": "kernel",
+      "name": "k1 init_kernel",
+      "ts": 0.0,
+      "dur": 5.454,
+      "args": {
+        "kernel_index": 0,
+        "uid": 1,
+        "kernel_name": "_Z11init_kernelIdEvPT_S1_S1_S0_S0_S0_",
+        "gpu_sim_cycle": 6174,
+        "gpu_sim_insn": 19456,
+        "ipc": 3.1513,
+        "sim_time_ns": 5454.063604240282,
+        "start_cycle": 0,
+        "end_cycle": 6174
+      }
+    },
+    {
+      "ph": "X",
+      "pid": 1,
+      "tid": 1,
+      "cat": "kernel",
+      "name": "k2 copy_kernel",
+      "ts": 5.454,
+      "dur": 5.232,
+      "args": {
+        "kernel_index": 1,
+        "uid": 2,
+        "kernel_name": "_Z11copy_kernelIdEvPKT_PS0_",
+        "gpu_sim_cycle": 5923,
+        "gpu_sim_insn": 11264,
+        "ipc": 1.9017,
+        "sim_time_ns": 5232.332155477032,
+        "start_cycle": 6174,
+        "end_cycle": 12097
+      }
+    }
+]"""
+
+REFERENCE_TAIL = """{
+  "displayTimeUnit": "ns",
+  "otherData": {
+    "run_id": "run-210d75c008c4",
+    "trace_id": "demo",
+    "time_axis": "simulated time, microseconds; each sim's kernels laid end to end",
+    "slice_duration": "sim_time_ns = gpu_sim_cycle / core clock (MHz) * 1000",
+    "kernel_scope": "sequential kernels, each including the configured launch latency; excludes host time and memcpy"
+  }
+}"""
+
+
+def run(*entries: RunEntry) -> RunSummary:
+    return RunSummary(
+        id="run-210d75c008c4",
+        trace_id="demo",
+        created_at=AT,
+        state="succeeded",
+        entries=list(entries),
+        sim_counts={"succeeded": sum(e.count for e in entries)},
+        sample=False,
+    )
+
+
+def sim(sim_id: str, config: str, replica: int) -> Sim:
+    return Sim(
+        id=sim_id,
+        run_id="run-210d75c008c4",
+        gpu_config=config,
+        replica=replica,
+        state="succeeded",
+        error=None,
+        launcher_ref=None,
+        created_at=AT,
+        started_at=AT,
+        finished_at=AT,
+        last_heartbeat_at=AT,
+        exit_code=0,
+        kernels_done=2,
+        kernels_total=2,
+        current_kernel=None,
+        latest=SimMetrics(),
+        log_tail=[],
+    )
+
+
+def kernel(sim_id: str, index: int, name: str, cycles: int, insn: int, ipc: float, ns: float) -> KernelStat:
+    return KernelStat(
+        sim_id=sim_id,
+        kernel_index=index,
+        kernel_name=name,
+        kernel_launch_uid=index + 1,
+        gpu_sim_cycle=cycles,
+        gpu_sim_insn=insn,
+        gpu_ipc=ipc,
+        sim_time_ns=ns,
+        stats={},
+    )
+
+
+def reference_kernels(sim_id: str) -> list[KernelStat]:
+    return [
+        kernel(sim_id, 0, "_Z11init_kernelIdEvPT_S1_S1_S0_S0_S0_", 6174, 19456, 3.1513, 5454.063604240282),
+        kernel(sim_id, 1, "_Z11copy_kernelIdEvPKT_PS0_", 5923, 11264, 1.9017, 5232.332155477032),
+    ]
+
+
+def as_json(value: object) -> object:
+    # json keeps key order, so comparing dumps compares order as well as content
+    return json.loads(msgspec.json.encode(value))
+
+
+def test_reproduces_the_reference_example() -> None:
+    sims = [sim("sim-e8f63b6b3bed", "SM86_RTX3070", 1), sim("sim-1047ddbdf5b1", "SM86_RTX3070", 0)]
+    kernels = reference_kernels("sim-e8f63b6b3bed") + reference_kernels("sim-1047ddbdf5b1")[::-1]
+    trace = as_json(perfetto_trace(run(RunEntry("SM86_RTX3070", 2)), sims, kernels))
+    assert isinstance(trace, dict)
+    assert list(trace) == ["traceEvents", "displayTimeUnit", "otherData"]
+    events = trace.pop("traceEvents")
+    assert json.dumps(events[:6]) == json.dumps(json.loads(REFERENCE_EVENTS))
+    assert json.dumps(trace) == json.dumps(json.loads(REFERENCE_TAIL))
+    # 6 shown + the 12 the reference trims: replica 1's two metadata events and slices
+    assert [(e["ph"], e["name"], e.get("tid")) for e in events[6:]] == [
+        ("M", "thread_name", 2),
+        ("M", "thread_sort_index", 2),
+        ("X", "k1 init_kernel", 2),
+        ("X", "k2 copy_kernel", 2),
+    ]
+
+
+def test_processes_follow_entry_order_and_threads_replicas() -> None:
+    sims = [sim("s-b0", "SM7_QV100", 0), sim("s-a1", "SM86_RTX3070", 1), sim("s-a0", "SM86_RTX3070", 0)]
+    trace = as_json(
+        perfetto_trace(run(RunEntry("SM86_RTX3070", 2), RunEntry("SM7_QV100", 1)), sims, reference_kernels("s-b0"))
+    )
+    assert isinstance(trace, dict)
+    metadata = [(e["pid"], e.get("tid"), e["args"]) for e in trace["traceEvents"] if e["ph"] == "M"]
+    assert metadata == [
+        (1, None, {"name": "SM86_RTX3070 · Accel-Sim simulated GPU"}),
+        (1, None, {"sort_index": 1}),
+        (1, 1, {"name": "replica 0 · s-a0"}),
+        (1, 1, {"sort_index": 1}),
+        (1, 2, {"name": "replica 1 · s-a1"}),
+        (1, 2, {"sort_index": 2}),
+        (2, None, {"name": "SM7_QV100 · Accel-Sim simulated GPU"}),
+        (2, None, {"sort_index": 2}),
+        (2, 1, {"name": "replica 0 · s-b0"}),
+        (2, 1, {"sort_index": 1}),
+    ]
+    assert [(e["pid"], e["tid"]) for e in trace["traceEvents"] if e["ph"] == "X"] == [(2, 1), (2, 1)]
+
+
+def test_timestamps_come_from_the_exact_running_total() -> None:
+    # Three 0.4 ns kernels: each rounds to 0.0 us, but the third starts at 0.8 ns -> 0.001 us.
+    kernels = [kernel("s", i, f"k{i}", 1, 1, 1.0, 0.4) for i in range(3)]
+    trace = perfetto_trace(run(RunEntry("SM7_QV100", 1)), [sim("s", "SM7_QV100", 0)], kernels)
+    slices = [e for e in as_json(trace)["traceEvents"] if e["ph"] == "X"]  # type: ignore[index]
+    assert [(e["ts"], e["dur"]) for e in slices] == [(0.0, 0.0), (0.0, 0.0), (0.001, 0.0)]
+    assert [(e["args"]["start_cycle"], e["args"]["end_cycle"]) for e in slices] == [(0, 1), (1, 2), (2, 3)]
+    assert [e["name"] for e in slices] == ["k1 k0", "k2 k1", "k3 k2"]

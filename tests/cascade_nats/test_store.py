@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cascade_core import events as ev
+from cascade_core import subjects
+from cascade_core.ids import from_subject_token, subject_token
+from cascade_core.models import SimMetrics
+from cascade_nats.store import ConcurrencyError, EventStore, EventTooLarge
+
+pytestmark = pytest.mark.anyio
+AT = datetime(2026, 11, 8, 8, 59, 3, tzinfo=UTC)
+
+
+def deleted(trace_id: str = "demo", event_id: str | None = None) -> ev.TraceDeleted:
+    return ev.TraceDeleted(id=event_id or uuid.uuid4().hex, at=AT, trace_id=trace_id)
+
+
+def heartbeat(i: int, sim_id: str = "sim-1") -> ev.SimHeartbeat:
+    return ev.SimHeartbeat(
+        id=f"hb-{sim_id}-{i}", at=AT, run_id="run-1", sim_id=sim_id, attempt=1, kernels_done=i, current_kernel=None, latest=SimMetrics()
+    )
+
+
+async def test_same_event_twice_is_stored_once(store: EventStore) -> None:
+    event = deleted(event_id="e-1")
+    first = await store.append(event)
+    again = await store.append(event)
+    assert first == again == 1
+    assert await store.last_seq() == 1
+
+
+async def test_retry_of_a_decided_append_is_not_a_conflict(store: EventStore) -> None:
+    event = deleted(event_id="e-1")
+    assert await store.append(event, expected_last_subject_seq=0) == 1
+    assert await store.append(event, expected_last_subject_seq=0) == 1
+    assert await store.last_seq() == 1
+
+
+async def test_stale_expected_sequence_loses(store: EventStore) -> None:
+    await store.append(deleted(), expected_last_subject_seq=0)
+    with pytest.raises(ConcurrencyError):
+        await store.append(deleted(), expected_last_subject_seq=0)
+    assert await store.append(deleted(), expected_last_subject_seq=1) == 2
+
+
+async def test_concurrent_appends_with_same_expectation_exactly_one_wins(store: EventStore) -> None:
+    # A known race in some server versions: run it many times.
+    for round_ in range(150):
+        trace_id = f"race-{round_}"
+        results = await asyncio.gather(
+            *(store.append(deleted(trace_id), expected_last_subject_seq=0) for _ in range(4)), return_exceptions=True
+        )
+        wins = [r for r in results if isinstance(r, int)]
+        losses = [r for r in results if isinstance(r, ConcurrencyError)]
+        assert len(wins) == 1 and len(losses) == 3, results
+        history = [item async for item in store.read(subjects.trace(trace_id))]
+        assert len(history) == 1
+
+
+async def test_facts_are_stored_in_order_and_a_resend_adds_nothing(store: EventStore) -> None:
+    facts = [heartbeat(i) for i in range(5000)]
+    seqs = await store.append_facts(facts)
+    assert seqs == list(range(1, 5001))
+    assert await store.append_facts(facts) == seqs
+    stored = [item.event for item in [x async for x in store.read()]]
+    assert stored == facts
+
+
+async def test_history_of_one_aggregate_is_one_subject_filter(store: EventStore) -> None:
+    await store.append_facts([heartbeat(i, "sim-a") for i in range(3)] + [heartbeat(i, "sim-b") for i in range(2)])
+    await store.append(deleted("sim-a"))  # a trace whose id looks like a sim's
+    sim_a = [x.event async for x in store.read(subjects.sim_history("sim-a"))]
+    assert [e.id for e in sim_a] == ["hb-sim-a-0", "hb-sim-a-1", "hb-sim-a-2"]
+    run = [x async for x in store.read(subjects.run_history("run-1"))]
+    assert len(run) == 5
+    assert [x async for x in store.read(subjects.run_history("run-none"))] == []
+
+
+async def test_events_over_the_size_limit_are_refused(store: EventStore) -> None:
+    big = ev.SimHeartbeat(
+        id="big", at=AT, run_id="r", sim_id="s", attempt=1, kernels_done=0, current_kernel=None, latest=SimMetrics(), lines=["x" * 1024] * 600
+    )
+    with pytest.raises(EventTooLarge):
+        await store.append(big)
+    assert await store.last_seq() == 0
+
+
+@given(st.text(min_size=1, max_size=40))
+def test_subject_tokens_round_trip_and_never_split(value: str) -> None:
+    token = subject_token(value)
+    assert from_subject_token(token) == value
+    assert all(c.isascii() and (c.isalnum() or c in "-_") for c in token)
+
+
+def test_ids_cannot_forge_another_aggregates_subject() -> None:
+    assert subjects.trace("a.b") != subjects.trace("a_2Eb")
+    assert subjects.trace("x.>") == "cascade.ev.trace.x_2E_3E"
+    assert subjects.sim_history("*") == "cascade.ev.run.*.sim._2A.>"

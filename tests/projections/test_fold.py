@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cascade_core import events as ev
+from projections import tables
+from projections.fold import run_state
+from projections.projector import apply, connect
+from tests.projections.histories import histories
+
+
+_DATABASES = [connect(":memory:") for _ in range(2)]
+
+
+def _fresh(slot: int) -> duckdb.DuckDBPyConnection:
+    """An empty read model; creating one costs more than emptying one, and hypothesis asks often."""
+    con = _DATABASES[slot]
+    for table in tables.ROW_TYPES:
+        con.execute(f"DELETE FROM {table}")
+    con.execute("UPDATE checkpoint SET seq = 0")
+    return con
+
+
+def project(items: Sequence[tuple[int, ev.Event]], cuts: Sequence[int] = (), *, slot: int = 0) -> duckdb.DuckDBPyConnection:
+    con = _fresh(slot)
+    bounds = sorted({0, *[c % (len(items) + 1) for c in cuts], len(items)})
+    for start, end in zip(bounds, bounds[1:]):
+        if end > start:
+            apply(con, items[start:end])
+    return con
+
+
+def dump(con: duckdb.DuckDBPyConnection, *, with_checkpoint: bool = True) -> dict[str, list[tuple[object, ...]]]:
+    names = [*tables.ROW_TYPES, "checkpoint"] if with_checkpoint else list(tables.ROW_TYPES)
+    return {t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in names}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(), cuts=st.lists(st.integers(min_value=0), max_size=6))
+def test_batch_boundaries_do_not_matter(history: list[ev.Event], cuts: list[int]) -> None:
+    items = list(enumerate(history, 1))
+    assert dump(project(items, cuts)) == dump(project(items, slot=1))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(), data=st.data())
+def test_an_event_applied_again_later_changes_nothing(history: list[ev.Event], data: st.DataObject) -> None:
+    # JetStream deduplicates only within its window: a retry days later is stored again.
+    repeats = data.draw(st.lists(st.sampled_from(history), max_size=5))
+    items = list(enumerate(history, 1))
+    with_repeats = items + list(enumerate(repeats, len(items) + 1))
+    assert dump(project(with_repeats), with_checkpoint=False) == dump(project(items, slot=1), with_checkpoint=False)
+
+
+def test_run_state_rules() -> None:
+    assert run_state({"pending": 1, "succeeded": 3}) == "active"
+    assert run_state({"succeeded": 2, "failed": 1, "cancelled": 1}) == "cancelled"
+    assert run_state({"succeeded": 2, "failed": 1}) == "failed"
+    assert run_state({"succeeded": 2}) == "succeeded"

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cascade_nats.store import EventStore
+from projections import projector as projector_module
+from projections.projector import Projector, connect
+from projections.replay import replay
+from tests.projections.histories import lifecycle
+from tests.projections.test_fold import dump
+
+pytestmark = pytest.mark.anyio
+
+
+class Crash(Exception):
+    pass
+
+
+def crash_at(point: str, after: int):  # type: ignore[no-untyped-def]
+    calls = {"n": 0}
+
+    def fault(where: str) -> None:
+        if where == point:
+            calls["n"] += 1
+            if calls["n"] > after:
+                raise Crash(where)
+
+    return fault
+
+
+@pytest.mark.parametrize("point", ["before_commit", "after_commit"])
+@pytest.mark.parametrize("after", [0, 2])
+async def test_a_crash_at_any_point_loses_and_repeats_nothing(
+    store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str, after: int
+) -> None:
+    monkeypatch.setattr(projector_module, "MAX_BATCH", 5)
+    await store.append_facts(lifecycle())
+    db = tmp_path / "live.duckdb"
+
+    con = connect(db)
+    with pytest.RaisesGroup(Crash):
+        await Projector(store, con, fault=crash_at(point, after)).catch_up()
+    con.close()
+
+    con = connect(db)
+    restarted = Projector(store, con)
+    await restarted.catch_up()
+    assert restarted.applied == await store.last_seq()
+
+    await replay(store, tmp_path / "fresh.duckdb")
+    fresh = connect(tmp_path / "fresh.duckdb")
+    assert dump(con) == dump(fresh)
+
+
+async def test_live_projection_reaches_each_append(store: EventStore, tmp_path: Path) -> None:
+    import anyio
+
+    con = connect(tmp_path / "live.duckdb")
+    projector = Projector(store, con)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(projector.run)
+        for event in lifecycle():
+            seq = await store.append(event)
+            await projector.wait_for(seq, timeout=5)
+            assert projector.applied >= seq
+        tg.cancel_scope.cancel()
+    (state,) = con.execute("SELECT state FROM runs").fetchone()  # type: ignore[misc]
+    assert state == "cancelled"
+    sims = dict(con.execute("SELECT id, state FROM sims").fetchall())
+    assert sims == {"sim-a0": "succeeded", "sim-a1": "cancelled", "sim-a2": "cancelled"}
+    kernels = con.execute("SELECT sim_id, attempt, uid FROM kernels ORDER BY ALL").fetchall()
+    assert kernels == [("sim-a0", 2, 1), ("sim-a0", 2, 2), ("sim-a1", 1, 1)]
