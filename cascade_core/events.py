@@ -20,7 +20,7 @@ from cascade_core.models import RunEntry, SimMetrics, TraceKernel
 StatValue = float | str
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
     id: str
     at: datetime
     causation_id: str | None = None

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
+from starlette.responses import FileResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from cascade_core.models import ErrorDetail, Health, ValidationErrorBody
 from cascade_http import service
+from cascade_http.service import cascade
 from cascade_http.auth import BearerAuth
 from cascade_http.config import Settings
 from cascade_http.openapi import document, operation
@@ -21,10 +25,7 @@ from cascade_http.responses import MsgspecResponse
 from cascade_http.validation import RequestValidationError
 
 VERSION = "0.1.0"
-
-
-def cascade(request: Request) -> service.Cascade:
-    return request.app.state.cascade  # type: ignore[no-any-return]
+WEB_DIR = Path(__file__).parent / "static"
 
 
 @operation(summary="Service health", tag="service", response=Health, auth=False)
@@ -61,6 +62,24 @@ def routes() -> list[Route]:
     return [Route("/api/health", health, methods=["GET"]), Route("/api/openapi.json", openapi, methods=["GET"]), *all_routes]
 
 
+class WebAssets(StaticFiles):
+    """The web app's files, revalidated on every load so an upgrade is seen at once."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers["Cache-Control"] = "no-cache"
+        return response
+
+
+async def web_app(request: Request) -> Response:
+    return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+def web_routes() -> list[BaseRoute]:
+    """The web app (`cascade_http/static`): its page at `/` and its files under `/static`."""
+    return [Route("/", web_app, methods=["GET"]), Mount("/static", WebAssets(directory=WEB_DIR), name="static")]
+
+
 def create_app(settings: Settings) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -70,7 +89,7 @@ def create_app(settings: Settings) -> Starlette:
 
     app_routes = routes()
     app = Starlette(
-        routes=app_routes,
+        routes=[*app_routes, *web_routes()],
         middleware=[Middleware(BearerAuth)],
         exception_handlers={HTTPException: http_error, RequestValidationError: validation_error},
         lifespan=lifespan,

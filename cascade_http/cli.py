@@ -3,6 +3,7 @@
     cascade serve      start the service (embedded nats-server unless --nats-url)
     cascade replay     rebuild a read model from the log, or verify the live one
     cascade events     print an aggregate's history
+    cascade trace upload DIR   stream a trace directory to a running server
 
 An unusable setting ends the command with one line `cascade: error: ...` and exit status 2.
 """
@@ -58,10 +59,31 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--force", action="store_true", help="overwrite --db if it exists")
     replay.add_argument("--url", help="the running server, for --verify (CASCADE_URL)")
 
+    worker = sub.add_parser("worker", help="run sims on this machine for a Cascade cluster (needs only NATS)")
+    worker.add_argument("--nats-url", help="the cluster's NATS (CASCADE_NATS_URL)")
+    worker.add_argument("--accelsim-dir", help="the local Accel-Sim install (CASCADE_ACCELSIM_DIR)")
+    worker.add_argument("--slots", dest="runner_slots", type=int, help="sims at once (default: CPU cores)")
+    worker.add_argument("--work-dir", default=".cascade-worker", help="working directories and the trace cache")
+
+    timeline = sub.add_parser("timeline", help="a serving step timeline from a measured timeline and kernel times")
+    timeline.add_argument("--timeline", required=True, help="the measured step_timeline.json")
+    timeline.add_argument("--kernels", required=True, help="a sim's kernel-stats.csv (uid,name,gpu_sim_cycle,...)")
+    timeline.add_argument("--clock-mhz", type=float, required=True, help="the simulated GPU's core clock")
+    timeline.add_argument("-o", "--output", help="write the SimStepTimeline JSON to this file")
+    timeline.add_argument("--json", action="store_true", help="print the JSON instead of a summary")
+
     events = sub.add_parser("events", help="print an aggregate's history, oldest first")
     _common(events)
     events.add_argument("aggregate_id", help="a trace, run or sim id")
     events.add_argument("--json", action="store_true", help="JSON lines instead of text")
+
+    trace = sub.add_parser("trace", help="work with traces on a running server")
+    trace_sub = trace.add_subparsers(dest="trace_command", required=True)
+    trace_upload = trace_sub.add_parser("upload", help="upload an Accel-Sim trace directory, with a progress bar")
+    trace_upload.add_argument("directory", help="the trace directory (kernelslist.g and its kernel files)")
+    trace_upload.add_argument("--id", help="the trace's id (default: a new trace-<hex> id)")
+    trace_upload.add_argument("--url", help="the server (CASCADE_URL, default http://127.0.0.1:8000)")
+    trace_upload.add_argument("--data-dir", help="where the API token is, if CASCADE_TOKEN is not set (CASCADE_DATA_DIR)")
     return parser
 
 
@@ -181,6 +203,46 @@ async def _store(settings: Settings) -> AsyncIterator[object]:
             await nc.close()
 
 
+# --- worker -------------------------------------------------------------------------------
+
+
+def worker(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if settings.nats_url is None:
+        raise ConfigError("cascade worker needs --nats-url (or CASCADE_NATS_URL): the cluster's NATS")
+    if settings.accelsim_dir is None:
+        raise ConfigError("cascade worker needs --accelsim-dir (or CASCADE_ACCELSIM_DIR): a local Accel-Sim install")
+    check_accelsim_dir(settings.accelsim_dir)
+    check_data_dir(Path(args.work_dir))
+    asyncio.run(_check_nats(settings.nats_url))
+    with contextlib.suppress(KeyboardInterrupt):
+        signal.signal(signal.SIGTERM, _stop)
+        with contextlib.suppress(SystemExit):
+            asyncio.run(_work(settings, Path(args.work_dir)))
+    return 0
+
+
+async def _work(settings: Settings, work_dir: Path) -> None:
+    from cascade_http.service import connect_nats
+    from cascade_sim.install import AccelSimInstall
+    from cascade_sim.runner import Runner
+
+    assert settings.nats_url is not None and settings.accelsim_dir is not None
+    nc = await connect_nats(settings.nats_url, name="cascade-worker")
+    try:
+        runner = Runner(
+            nc,
+            AccelSimInstall(settings.accelsim_dir),
+            work_dir,
+            slots=settings.runner_slots,
+            sim_timeout_s=settings.sim_timeout_s,
+            ack_wait_s=settings.runner_lease_s,
+        )
+        await runner.run()
+    finally:
+        await nc.close()
+
+
 # --- replay -------------------------------------------------------------------------------
 
 
@@ -251,6 +313,31 @@ async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
         con.close()
 
 
+# --- timeline -----------------------------------------------------------------------------
+
+
+def timeline(args: argparse.Namespace) -> int:
+    from cascade_core import timeline as tl
+
+    try:
+        raw = Path(args.timeline).read_bytes()
+        kernels = Path(args.kernels).read_text()
+    except OSError as err:
+        raise ConfigError(f"{err.filename}: {err.strerror}") from err
+    try:
+        sim_ns = tl.kernel_times_from_csv(kernels, args.clock_mhz)
+        # Offline there is no trace to bound kernel uids by; the kernel times stand for it.
+        measured = tl.validate_timeline(raw, kernel_count=sys.maxsize)
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+    result = tl.step_timeline("offline", f"{args.clock_mhz:g} MHz", 0, measured, sim_ns)
+    encoded = msgspec.json.encode(result)
+    if args.output:
+        Path(args.output).write_bytes(encoded)
+    print(encoded.decode() if args.json else tl.summary_text(result))
+    return 0
+
+
 # --- events -------------------------------------------------------------------------------
 
 
@@ -278,7 +365,24 @@ async def _events(settings: Settings, aggregate_id: str, *, as_json: bool) -> in
     return 0
 
 
-COMMANDS = {"serve": serve, "replay": replay, "events": events}
+# --- trace --------------------------------------------------------------------------------
+
+
+def trace(args: argparse.Namespace) -> int:
+    import os
+
+    from cascade_http.client import ApiClient
+    from cascade_http.uploads_cli import upload
+
+    settings = _settings(args)
+    token = settings.token
+    if token is None and (settings.data_dir / "token").exists():
+        token = (settings.data_dir / "token").read_text().strip()
+    url = args.url or os.environ.get("CASCADE_URL") or f"http://{settings.host}:{settings.port}"
+    return upload(ApiClient(url, token), Path(args.directory), args.id)
+
+
+COMMANDS = {"serve": serve, "worker": worker, "replay": replay, "events": events, "timeline": timeline, "trace": trace}
 
 
 if __name__ == "__main__":

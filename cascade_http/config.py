@@ -28,6 +28,7 @@ class Settings(msgspec.Struct, kw_only=True):
     runner: bool = True
     runner_slots: int = os.cpu_count() or 1
     sim_timeout_s: float | None = None
+    runner_lease_s: float = 30.0  # a runner that goes quiet this long loses its sims to another
     samples: bool = True
 
     @property
@@ -49,6 +50,7 @@ ENV = {
     "max_upload_bytes": "CASCADE_MAX_UPLOAD_BYTES",
     "runner_slots": "CASCADE_RUNNER_SLOTS",
     "sim_timeout_s": "CASCADE_SIM_TIMEOUT",
+    "runner_lease_s": "CASCADE_RUNNER_LEASE",
 }
 
 

@@ -43,6 +43,8 @@ class Operation(msgspec.Struct, frozen=True, kw_only=True):
     errors: dict[int, str] = {}
     auth: bool = True
     query: dict[str, str] = {}
+    headers: dict[str, str] = {}
+    events: dict[str, Any] = {}  # a text/event-stream's events: name -> the type of its JSON data
 
 
 def operation(**kwargs: Any) -> Callable[[F], F]:
@@ -65,7 +67,7 @@ def document(routes: Sequence[BaseRoute], *, title: str, version: str) -> dict[s
             continue
         for method in sorted((route.methods or set()) - {"HEAD"}):
             ops.append((route, method.lower(), op))
-        types += [t for t in (op.body, op.response) if t is not None and t is not bytes and t is not str]
+        types += [t for t in (op.body, op.response, *op.events.values()) if t is not None and t is not bytes and t is not str]
     schemas, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
     by_type = dict(zip(types, schemas))
     paths: dict[str, dict[str, Any]] = {}
@@ -92,7 +94,9 @@ def _operation(path: str, route: Route, op: Operation, by_type: dict[Any, Any]) 
             {"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in _PARAM.findall(path)
         ]
         + [{"name": name, "in": "query", "required": False, "schema": {"type": "string"}, "description": text}
-           for name, text in op.query.items()],
+           for name, text in op.query.items()]
+        + [{"name": name, "in": "header", "required": False, "schema": {"type": "string"}, "description": text}
+           for name, text in op.headers.items()],
         "responses": {str(op.status): _response(op, by_type)},
     }
     if op.description:
@@ -112,6 +116,8 @@ def _operation(path: str, route: Route, op: Operation, by_type: dict[Any, Any]) 
                 "description": text,
                 "content": {"application/json": {"schema": {"anyOf": [by_type[ErrorDetail], by_type[ValidationErrorBody]]}}},
             }
+        elif status < 400:
+            out["responses"][str(status)] = {"description": text}
         else:
             out["responses"][str(status)] = _error(text, by_type)
     return out
@@ -121,9 +127,25 @@ def _response(op: Operation, by_type: dict[Any, Any]) -> dict[str, Any]:
     description = STATUS_TEXT.get(op.status, "OK")
     if op.response is None:
         return {"description": description}
+    if op.events:
+        return {"description": description, "content": {op.media_type: {"schema": {"oneOf": [_event(name, by_type[t]) for name, t in op.events.items()]}}}}
     if op.response in (bytes, str):
         return {"description": description, "content": {op.media_type: {"schema": {"type": "string"}}}}
     return {"description": description, "content": {op.media_type: {"schema": by_type[op.response]}}}
+
+
+def _event(name: str, data: dict[str, Any]) -> dict[str, Any]:
+    """One server-sent event as OpenAPI 3.1 describes a stream's items: its fields, the data
+    a JSON document of the given schema."""
+    return {
+        "type": "object",
+        "properties": {
+            "event": {"const": name},
+            "id": {"type": "string"},
+            "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
+        },
+        "required": ["event", "id", "data"],
+    }
 
 
 def _error(text: str, by_type: dict[Any, Any]) -> dict[str, Any]:

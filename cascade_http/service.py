@@ -5,20 +5,27 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable
 
 import anyio
 import duckdb
-import msgspec
 import nats
 import nats.js.errors
 from nats.aio.client import Client
+from starlette.requests import Request
 
 from cascade_core import events as ev
 from cascade_core import subjects
-from cascade_core.models import Runner
+from cascade_core.models import Comparison, GpuConfig, Runner
 from cascade_http.config import Settings
+from cascade_http.lru import Lru
+from cascade_http.step_timelines import StepTimelines
+from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
+from cascade_sim.dispatcher import dispatch, ensure_consumers
+from cascade_sim.install import AccelSimInstall
+from cascade_sim import registry, samples
+from cascade_sim import runner as sim_runner
 from projections.projector import Projector, connect
 
 log = logging.getLogger("cascade")
@@ -27,11 +34,27 @@ log = logging.getLogger("cascade")
 class Cascade:
     """Everything a request handler may use."""
 
-    def __init__(self, settings: Settings, nc: Client, store: EventStore, projector: Projector) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        nc: Client,
+        store: EventStore,
+        objects: Objects,
+        projector: Projector,
+        install: AccelSimInstall | None,
+    ) -> None:
         self.settings = settings
         self.nc = nc
         self.store = store
+        self.objects = objects
         self.projector = projector
+        self.install = install
+        self.gpu_configs: list[GpuConfig] = install.configs() if install is not None else []
+        self.step_timelines = StepTimelines(objects)
+        self.comparisons: Lru[Hashable, Comparison] = Lru(64)
+
+    def gpu_config(self, name: str) -> GpuConfig | None:
+        return next((c for c in self.gpu_configs if c.name == name), None)
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A connection for one reading thread; DuckDB shows it the last committed batch."""
@@ -47,23 +70,18 @@ class Cascade:
 
     async def runners(self) -> list[Runner]:
         """Runners that announced themselves recently."""
-        try:
-            bucket = await self.store.js.key_value(subjects.RUNNERS_BUCKET)
-            keys = await bucket.keys()
-        except (nats.js.errors.BucketNotFoundError, nats.js.errors.NoKeysError):
-            return []
-        runners = []
-        for key in keys:
-            entry = await bucket.get(key)
-            if entry.value:
-                runners.append(msgspec.json.decode(entry.value, type=Runner))
-        return sorted(runners, key=lambda r: r.id)
+        return await registry.live(await registry.bucket(self.store.js))
 
     async def append(self, event: ev.Event, *, expected_last_subject_seq: int | None = None) -> int:
         """Append a decided event and wait until the read model shows it."""
         seq = await self.store.append(event, expected_last_subject_seq=expected_last_subject_seq)
         await self.projector.wait_for(seq)
         return seq
+
+
+def cascade(request: Request) -> Cascade:
+    """The running service, from a request handler."""
+    return request.app.state.cascade  # type: ignore[no-any-return]
 
 
 async def connect_nats(url: str, *, name: str = "cascade") -> Client:
@@ -80,13 +98,34 @@ async def running(settings: Settings) -> AsyncIterator[Cascade]:
     try:
         store = EventStore(nc)
         await store.ensure_stream()
+        objects = Objects(nc)
+        await objects.ensure()
+        if settings.samples:
+            await samples.load(store, objects)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         con = await anyio.to_thread.run_sync(connect, settings.db_path)
         projector = Projector(store, con)
         await projector.catch_up()
-        cascade = Cascade(settings, nc, store, projector)
+        install = AccelSimInstall(settings.accelsim_dir) if settings.accelsim_dir is not None else None
+        cascade = Cascade(settings, nc, store, objects, projector, install)
+        if install is None:
+            log.warning("no Accel-Sim dir (CASCADE_ACCELSIM_DIR): the GPU config list is empty and no sim runs here")
+        else:
+            log.info("GPU configs in %s: %s", install.root, ", ".join(c.name for c in cascade.gpu_configs) or "none")
+        await ensure_consumers(store.js, ack_wait_s=settings.runner_lease_s)
         async with anyio.create_task_group() as tg:
             tg.start_soon(projector.run)
+            tg.start_soon(dispatch, store)
+            if settings.runner and install is not None:
+                runner = sim_runner.Runner(
+                    nc,
+                    install,
+                    settings.data_dir / "runner",
+                    slots=settings.runner_slots,
+                    sim_timeout_s=settings.sim_timeout_s,
+                    ack_wait_s=settings.runner_lease_s,
+                )
+                tg.start_soon(runner.run)
             yield cascade
             tg.cancel_scope.cancel()
         con.close()

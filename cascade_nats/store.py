@@ -5,26 +5,23 @@
   `ConcurrencyError` instead of storing.
 - `append_facts` sends many events pipelined (async publish) and waits for all their acks,
   for the runner's bulk output where there is nothing to decide.
-- `read` / `tail` deliver stored events in stream order through an ordered consumer.
+- `read` / `raw` deliver stored events in stream order through the firehose reader.
 """
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 from collections.abc import AsyncIterator, Sequence
 
 import msgspec
 import nats.js.api as api
 import nats.js.errors
 from nats.aio.client import Client
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from nats.js.client import JetStreamContext
 
 from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_nats.firehose import Firehose, Frame
+from cascade_nats.pipeline import Pipeline, PublishError
 
 # The server's default max_payload is 1 MiB; events stay well under it, anything bigger is a
 # file in the object store that an event refers to.
@@ -42,47 +39,6 @@ class EventTooLarge(ValueError):
 
 class StoreError(RuntimeError):
     pass
-
-
-class _PubAck(msgspec.Struct):
-    seq: int = 0
-    duplicate: bool = False
-    error: dict[str, object] | None = None
-
-
-_ack_decoder = msgspec.json.Decoder(_PubAck)
-_MAX_IN_FLIGHT = 8192
-
-
-class _AckBatch:
-    """Acks of one pipelined append, matched to their events by index."""
-
-    def __init__(self, size: int) -> None:
-        self.seqs = [0] * size
-        self.acked = 0
-        self.error: str | None = None
-        self.done = asyncio.Event()
-        self._progress = asyncio.Event()
-        if size == 0:
-            self.done.set()
-
-    def record(self, index: int, ack: _PubAck) -> None:
-        if self.seqs[index]:
-            return
-        if ack.error is not None:
-            self.error = self.error or str(ack.error.get("description", ack.error))
-            self.seqs[index] = -1
-        else:
-            self.seqs[index] = ack.seq
-        self.acked += 1
-        self._progress.set()
-        if self.acked == len(self.seqs):
-            self.done.set()
-
-    async def wait_below(self, sent: int) -> None:
-        while self.acked < sent:
-            self._progress.clear()
-            await self._progress.wait()
 
 
 class Stored(msgspec.Struct, frozen=True):
@@ -110,10 +66,7 @@ class EventStore:
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream(timeout=10.0)
         self.stream = stream
-        self._inbox = nc.new_inbox()
-        self._ack_sub: Subscription | None = None
-        self._batches: dict[str, _AckBatch] = {}
-        self._batch_ids = itertools.count()
+        self.pipeline = Pipeline(nc)
 
     async def ensure_stream(self) -> None:
         config = api.StreamConfig(
@@ -152,41 +105,11 @@ class EventStore:
 
         A failure raises after the rest were sent; sending the same events again is safe,
         since every event id is deduplicated."""
-        batch = _AckBatch(len(events))
-        prefix = await self._ack_prefix()
-        key = str(next(self._batch_ids))
-        self._batches[key] = batch
+        messages = [(subjects.of(e), _payload(e), _headers(e, None)) for e in events]
         try:
-            for i, event in enumerate(events):
-                if i - batch.acked >= _MAX_IN_FLIGHT:
-                    await asyncio.wait_for(batch.wait_below(i - _MAX_IN_FLIGHT // 2), timeout)
-                await self.nc.publish(
-                    subjects.of(event), _payload(event), reply=f"{prefix}.{key}.{i}", headers=_headers(event, None)
-                )
-            await asyncio.wait_for(batch.done.wait(), timeout)
-        finally:
-            del self._batches[key]
-        if batch.error is not None:
-            raise StoreError(batch.error)
-        return batch.seqs
-
-    async def _ack_prefix(self) -> str:
-        if self._ack_sub is None:
-            self._ack_sub = await self.nc.subscribe(
-                f"{self._inbox}.*.*", cb=self._on_ack, pending_msgs_limit=-1, pending_bytes_limit=-1
-            )
-        return self._inbox
-
-    async def _on_ack(self, msg: Msg) -> None:
-        _, key, index = msg.subject.rsplit(".", 2)
-        batch = self._batches.get(key)
-        if batch is None:
-            return
-        if not msg.data:  # a status reply, such as 503: no stream takes this subject
-            status = (msg.headers or {}).get("Status", "no status")
-            batch.record(int(index), _PubAck(error={"description": f"no stream stored it (status {status})"}))
-        else:
-            batch.record(int(index), _ack_decoder.decode(msg.data))
+            return await self.pipeline.publish_all(messages, timeout)
+        except PublishError as err:
+            raise StoreError(str(err)) from err
 
     async def last_seq(self) -> int:
         info = await self.js.stream_info(self.stream)

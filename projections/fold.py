@@ -4,7 +4,9 @@
 their stream sequences, and returns the rows as they stand afterwards plus the rows to append.
 It never mutates its input and reads no clock: the projector loads the rows, calls it, and
 writes what it returns. Applying an event twice changes nothing: entity updates are guarded by
-the state they move from, and appended rows carry natural keys the writer deduplicates on.
+the state they move from, and appended rows carry natural keys. Rows the fold knows are new
+(a log line past the sim's last, a kernel past its count) are simply inserted; any other row
+is inserted only if its key is absent, which costs a lookup, so the common path avoids it.
 
 The rules for sims live here, in one place:
 - a finished sim (succeeded, failed, cancelled) never changes state again;
@@ -21,6 +23,7 @@ from collections.abc import Iterable
 import msgspec
 
 from cascade_core import events as ev
+from cascade_core.runs import FINISHED, SIM_STATES, run_state
 from projections.rows import (
     KernelRow,
     LogLineRow,
@@ -34,8 +37,6 @@ from projections.rows import (
 )
 
 LOG_TAIL = 20
-FINISHED = frozenset({"succeeded", "failed", "cancelled"})
-SIM_STATES = ("pending", "launching", "running", "succeeded", "failed", "cancelled")
 
 _json = msgspec.json.Encoder()
 _counts_decoder = msgspec.json.Decoder(dict[str, int])
@@ -62,21 +63,13 @@ class Change(msgspec.Struct, frozen=True):
 class Folded(msgspec.Struct, frozen=True):
     rows: Rows
     changed: frozenset[tuple[str, str]]  # (table, id) of entity rows to write
-    appended: dict[str, list[msgspec.Struct]]
+    appended: dict[str, list[msgspec.Struct]]  # certainly new rows
+    checked: dict[str, list[msgspec.Struct]]  # rows to add unless their key is already there
     # Rows to delete before the appended ones are written: a sim's attempts before the one
     # given, and a deleted trace's files, kernels and timing.
     purged_attempts: dict[str, int]
     purged_traces: frozenset[str]
     changes: list[Change]
-
-
-def run_state(counts: dict[str, int]) -> str:
-    if any(counts.get(s, 0) for s in ("pending", "launching", "running")):
-        return "active"
-    for state in ("cancelled", "failed"):
-        if counts.get(state, 0):
-            return state
-    return "succeeded"
 
 
 class _Batch:
@@ -88,34 +81,41 @@ class _Batch:
         self.sims = dict(rows.sims)
         self.changed: set[tuple[str, str]] = set()
         self.appended: dict[str, list[msgspec.Struct]] = {}
+        self.checked: dict[str, list[msgspec.Struct]] = {}
         self.purged_attempts: dict[str, int] = {}
         self.purged_traces: set[str] = set()
         self.changes: list[Change] = []
 
-    def append(self, table: str, row: msgspec.Struct) -> None:
-        self.appended.setdefault(table, []).append(row)
+    def append(self, table: str, row: msgspec.Struct, *, new: bool = False) -> None:
+        (self.appended if new else self.checked).setdefault(table, []).append(row)
 
     def purge_sim(self, sim_id: str, attempt: int) -> None:
         """Forget the rows of the sim's attempts before `attempt`, stored or in this batch."""
         self.purged_attempts[sim_id] = attempt
-        for table in ("kernels", "sim_log", "sim_files"):
-            rows = self.appended.get(table, [])
-            self.appended[table] = [r for r in rows if r.sim_id != sim_id or r.attempt >= attempt]  # type: ignore[attr-defined]
+        for rows in (self.appended, self.checked):
+            for table in ("kernels", "sim_log", "sim_files"):
+                rows[table] = [r for r in rows.get(table, []) if r.sim_id != sim_id or r.attempt >= attempt]  # type: ignore[attr-defined]
 
     def purge_trace(self, trace_id: str) -> None:
         self.purged_traces.add(trace_id)
-        for table in ("trace_files", "trace_kernels", "trace_real_timing"):
-            rows = self.appended.get(table, [])
-            self.appended[table] = [r for r in rows if r.trace_id != trace_id]  # type: ignore[attr-defined]
+        for rows in (self.appended, self.checked):
+            for table in ("trace_files", "trace_kernels", "trace_real_timing"):
+                rows[table] = [r for r in rows.get(table, []) if r.trace_id != trace_id]  # type: ignore[attr-defined]
 
     def put_trace(self, row: TraceRow) -> None:
         self.traces[row.id] = row
         self.changed.add(("traces", row.id))
 
-    def put_sim(self, seq: int, row: SimRow) -> None:
+    def put_sim(self, seq: int, row: SimRow, *, quiet: bool = False) -> None:
+        """Replace a sim's row; `quiet` for bookkeeping no reader sees, which neither moves
+        the row's sequence nor shows up as a change."""
         old = self.sims[row.id]
         if row == old:
             return  # nothing new: the row keeps the sequence of the event that last changed it
+        if quiet:
+            self.sims[row.id] = row
+            self.changed.add(("sims", row.id))
+            return
         row = msgspec.structs.replace(row, seq=seq)
         self.sims[row.id] = row
         self.changed.add(("sims", row.id))
@@ -145,6 +145,7 @@ def fold(rows: Rows, items: Iterable[tuple[int, ev.Event]]) -> Folded:
         rows=Rows(batch.traces, batch.runs, batch.sims),
         changed=frozenset(batch.changed),
         appended=batch.appended,
+        checked=batch.checked,
         purged_attempts=batch.purged_attempts,
         purged_traces=frozenset(batch.purged_traces),
         changes=batch.changes,
@@ -174,16 +175,18 @@ def _apply_trace(b: _Batch, seq: int, e: ev.Event) -> None:
             if trace is None or trace.deleted and e.at > trace.updated_at:
                 b.put_trace(_new_trace(seq, e))
             return
-        case ev.TraceFilesStored() if trace is not None and not trace.deleted:
+        case ev.TraceFilesStored() if trace is not None and _open(trace):
             for f in e.files:
                 b.append("trace_files", TraceFileRow(trace_id, f.path, f.bytes, f.digest))
+            if trace.state == "uploading":  # the whole upload is stored: processing it starts
+                b.put_trace(msgspec.structs.replace(trace, state="processing", updated_at=e.at, seq=seq))
             return
-        case ev.TraceKernelsListed() if trace is not None and not trace.deleted:
+        case ev.TraceKernelsListed() if trace is not None and _open(trace):
             for k in e.kernels:
                 row = TraceKernelRow(trace_id, k.uid, k.name, k.grid, k.block, k.shmem, k.nregs, k.file, k.cuda_stream_id)
                 b.append("trace_kernels", row)
             return
-        case ev.TraceRealTimingListed() if trace is not None and not trace.deleted:
+        case ev.TraceRealTimingListed() if trace is not None and _open(trace):
             for r in e.rows:
                 b.append("trace_real_timing", RealTimingRow(trace_id, r.kernel_id, r.kernel_name, r.duration_ns))
             return
@@ -210,9 +213,15 @@ def _apply_trace(b: _Batch, seq: int, e: ev.Event) -> None:
             )
         case ev.TraceFailed():
             b.put_trace(msgspec.structs.replace(trace, state="failed", error=e.error, bytes=e.bytes, updated_at=e.at, seq=seq))
+            b.purge_trace(trace_id)  # a failed upload's files were removed from the object store
         case ev.TraceDeleted():
             b.put_trace(msgspec.structs.replace(trace, deleted=True, updated_at=e.at, seq=seq))
             b.purge_trace(trace_id)
+
+
+def _open(trace: TraceRow) -> bool:
+    """Whether the trace still takes files, kernels and timing rows."""
+    return not trace.deleted and trace.state != "failed"
 
 
 def _new_trace(seq: int, e: ev.TraceUploadStarted) -> TraceRow:
@@ -281,6 +290,7 @@ def _new_sim(seq: int, e: ev.RunCreated, spec: ev.SimSpec) -> SimRow:
         sim_rate_ips=None,
         log_tail=[],
         log_seq=0,
+        kernels_recorded=0,
         attempt=0,
         runner_id=None,
         host=None,
@@ -339,8 +349,11 @@ def _apply_sim(b: _Batch, seq: int, e: ev.SimEvent) -> None:
                 _json.encode(e.stats).decode(),
                 seq,
             )
-            b.append("kernels", row)
+            new = e.kernel_index >= sim.kernels_recorded
+            b.append("kernels", row, new=new)
             b.changes.append(Change(seq, sim.run_id, "kernel", row))
+            if new:
+                b.put_sim(seq, msgspec.structs.replace(sim, kernels_recorded=e.kernel_index + 1), quiet=True)
         case ev.SimFileStored():
             _file_stored(b, seq, sim, e)
 
@@ -363,23 +376,23 @@ def _fresh_attempt(sim: SimRow, e: ev.SimClaimed) -> SimRow:
         sim_rate_ips=None,
         log_tail=[],
         log_seq=0,
+        kernels_recorded=0,
     )
 
 
 def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
+    # Lines past the last one recorded are certainly new; earlier ones (a late or repeated
+    # heartbeat) are kept only if absent.
+    fresh_from = max(0, sim.log_seq + 1 - e.first_line_seq)
     for i, line in enumerate(e.lines):
-        b.append("sim_log", LogLineRow(sim.id, e.attempt, e.first_line_seq + i, line))
-    if sim.last_heartbeat_at is not None and e.at <= sim.last_heartbeat_at:
-        return  # a late or repeated heartbeat: its lines count, its progress is known
-    last_seq = e.first_line_seq + len(e.lines) - 1
-    tail, log_seq = sim.log_tail, sim.log_seq
-    if e.lines and last_seq > sim.log_seq:
-        fresh = e.lines[max(0, sim.log_seq + 1 - e.first_line_seq) :]
-        tail, log_seq = (sim.log_tail + fresh)[-LOG_TAIL:], last_seq
-    b.put_sim(
-        seq,
-        msgspec.structs.replace(
-            sim,
+        b.append("sim_log", LogLineRow(sim.id, e.attempt, e.first_line_seq + i, line), new=i >= fresh_from)
+    row = sim
+    if fresh_from < len(e.lines):
+        tail = (sim.log_tail + e.lines[fresh_from:])[-LOG_TAIL:]
+        row = msgspec.structs.replace(row, log_tail=tail, log_seq=e.first_line_seq + len(e.lines) - 1)
+    if sim.last_heartbeat_at is None or e.at > sim.last_heartbeat_at:
+        row = msgspec.structs.replace(
+            row,
             last_heartbeat_at=e.at,
             kernels_done=e.kernels_done,
             current_kernel=e.current_kernel,
@@ -387,10 +400,8 @@ def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
             gpu_tot_sim_insn=e.latest.gpu_tot_sim_insn,
             gpu_tot_ipc=e.latest.gpu_tot_ipc,
             sim_rate_ips=e.latest.sim_rate_ips,
-            log_tail=tail,
-            log_seq=log_seq,
-        ),
-    )
+        )
+    b.put_sim(seq, row)
 
 
 def _file_stored(b: _Batch, seq: int, sim: SimRow, e: ev.SimFileStored) -> None:

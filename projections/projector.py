@@ -74,6 +74,9 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int) -> None:
             con.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT unnest(?))", [sorted(folded.purged_traces)])
     for table, rows in folded.appended.items():
         if rows:
+            _insert(con, table, rows, dedupe=None)
+    for table, rows in folded.checked.items():
+        if rows:
             _insert(con, table, rows, dedupe=APPEND_TABLES[table][1])
     con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
 

@@ -90,7 +90,8 @@ class SimRow(msgspec.Struct, frozen=True, kw_only=True):
     gpu_tot_ipc: float | None
     sim_rate_ips: float | None
     log_tail: list[str]
-    log_seq: int
+    log_seq: int  # the highest log line sequence recorded
+    kernels_recorded: int  # kernel results recorded for the current attempt
     attempt: int
     runner_id: str | None
     host: str | None

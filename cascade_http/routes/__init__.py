@@ -2,4 +2,6 @@
 
 from starlette.routing import Route
 
-all_routes: list[Route] = []
+from cascade_http.routes import admin, runners, runs, sims, traces
+
+all_routes: list[Route] = [*traces.routes, *runs.routes, *sims.routes, *runners.routes, *admin.routes]

@@ -1,0 +1,124 @@
+"""Event log throughput: raw pipelined publishing, end to end through the projector into
+DuckDB, and replay into a fresh DuckDB, all against the embedded nats-server.
+
+    .venv/bin/python bench/event_bench.py [--events 200000]
+
+The publisher runs in its own process (as the runner does); the projector runs here (as in
+`cascade serve`). Events are small runner facts: heartbeats carrying one log line and kernel
+results without stats maps, over 64 sims of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import nats
+
+from cascade_core import events as ev
+from cascade_core.models import RunEntry, SimMetrics
+from cascade_nats import server
+from cascade_nats.store import EventStore
+from projections.projector import Projector, connect
+
+SIMS = 64
+
+
+def run_created() -> list[ev.Event]:
+    at = datetime.now(UTC)
+    sims = [ev.SimSpec(f"sim-{i:03d}", "SM7_QV100", i) for i in range(SIMS)]
+    created = ev.RunCreated(
+        id=uuid.uuid4().hex, at=at, run_id="run-bench", trace_id="t", entries=[RunEntry("SM7_QV100", SIMS)], sims=sims, kernels_total=10**6
+    )
+    claims = [ev.SimClaimed(id=uuid.uuid4().hex, at=at, run_id="run-bench", sim_id=s.sim_id, attempt=1, runner_id="r", host="h") for s in sims]
+    return [created, *claims]
+
+
+def facts(n: int) -> list[ev.Event]:
+    at = datetime.now(UTC)
+    out: list[ev.Event] = []
+    for i in range(n):
+        sim_id, k = f"sim-{i % SIMS:03d}", i // SIMS
+        common = {"id": uuid.uuid4().hex, "at": at, "run_id": "run-bench", "sim_id": sim_id, "attempt": 1}
+        if i % 2:
+            out.append(
+                ev.KernelFinished(
+                    **common, kernel_index=k, uid=k + 1, name="_Z6vecAddIfEvPT_S1_S1_i", gpu_sim_cycle=6174,
+                    gpu_sim_insn=19456, gpu_ipc=3.1513, sim_time_ns=5454.06,
+                )
+            )
+        else:
+            out.append(
+                ev.SimHeartbeat(
+                    **common, kernels_done=k, current_kernel="_Z6vecAddIfEvPT_S1_S1_i", latest=SimMetrics(6174.0, 19456.0, 3.15, 5e5),
+                    first_line_seq=k + 1, lines=["gpu_sim_cycle = 6174"],
+                )
+            )
+    return out
+
+
+async def publish(url: str, n: int) -> float:
+    nc = await nats.connect(url)
+    store = EventStore(nc)
+    events = facts(n)
+    started = time.perf_counter()
+    for i in range(0, n, 20_000):
+        await store.append_facts(events[i : i + 20_000], timeout=60)
+    elapsed = time.perf_counter() - started
+    await nc.close()
+    return n / elapsed
+
+
+def publisher_process(url: str, n: int) -> float:
+    out = subprocess.run([sys.executable, __file__, "--publish", url, str(n)], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip())
+
+
+async def main(n: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp, server.running(Path(tmp) / "js") as nats_server:
+        nc = await nats.connect(nats_server.url)
+        store = EventStore(nc)
+        await store.ensure_stream()
+        await store.append_facts(run_created())
+        size = len(ev.encode(facts(2)[0])), len(ev.encode(facts(2)[1]))
+
+        raw_rate = await asyncio.to_thread(publisher_process, nats_server.url, n)
+
+        con = connect(Path(tmp) / "live.duckdb")
+        projector = Projector(store, con)
+        await projector.catch_up()
+        task = asyncio.create_task(projector.run())
+        first = await store.last_seq() + 1
+        started = time.perf_counter()
+        publish_rate = await asyncio.to_thread(publisher_process, nats_server.url, n)
+        await projector.wait_for(first + n - 1, timeout=600)
+        e2e_rate = n / (time.perf_counter() - started)
+        task.cancel()
+
+        total = await store.last_seq()
+        started = time.perf_counter()
+        replayed = Projector(store, connect(Path(tmp) / "replay.duckdb"))
+        await replayed.catch_up()
+        replay_rate = total / (time.perf_counter() - started)
+        await nc.close()
+
+    print(f"events per run: {n:,} (heartbeat {size[0]} B, kernel result {size[1]} B as JSON)")
+    print(f"raw pipelined publish, no projector:     {raw_rate:>9,.0f} events/s")
+    print(f"end to end (publish -> DuckDB queryable): {e2e_rate:>9,.0f} events/s  ({e2e_rate / raw_rate:.0%} of raw publish; publisher alongside: {publish_rate:,.0f}/s)")
+    print(f"replay into a fresh DuckDB ({total:,} events): {replay_rate:>9,.0f} events/s")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--publish"]:
+        print(asyncio.run(publish(sys.argv[2], int(sys.argv[3]))))
+    else:
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--events", type=int, default=200_000)
+        asyncio.run(main(parser.parse_args().events))

@@ -1,0 +1,270 @@
+"""The Runs API on a large run: reads, the kernel stream, and live event latency.
+
+Starts `cascade serve` in its own process on an embedded nats-server, and builds a run of
+--sims sims with --kernels finished kernels each by appending events as a runner does: one
+sim's kernels carry full stats maps of real size (~950 keys, ~30 KB), the others none. All
+sims but the last then succeed; the last keeps running. Then, over HTTP, next to the trivial
+route GET /api/gpu-configs measured the same way:
+
+- GET /api/runs/{id} and /api/runs/{id}/comparison: median and p99 of --requests calls;
+- GET /api/runs/{id}/kernels: rows per second, the whole list streamed, best and median of --repeat;
+- live events: --clients clients on GET /api/runs/{id}/events while the running sim finishes
+  --events more kernels one at a time; the delay from starting each append to each client
+  reading that kernel's event, p50 and p99 over all clients and events.
+
+    .venv/bin/python bench/runs_api_bench.py [--sims 64] [--kernels 2000] [--clients 100] [--events 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import nats
+
+from cascade_core import events as ev
+from cascade_core.models import RunEntry, SimMetrics
+from cascade_nats import server
+from cascade_nats.store import EventStore
+
+TOKEN = "bench-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+TREE = Path(__file__).resolve().parents[2] / "shared" / "accelsim" / "tree"
+CONFIG, CLOCK_MHZ = "SM86_RTX3070", 1132.0
+RUN = "run-bench"
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def _id() -> str:
+    return uuid.uuid4().hex
+
+
+def stats_map(uid: int) -> dict[str, float | str]:
+    """About 950 keys and 30 KB, as Accel-Sim prints per kernel."""
+    stats: dict[str, float | str] = {"kernel_name": f"_Z6kernelILi{uid}EEvPf", "kernel_launch_uid": float(uid)}
+    for i in range(948):
+        stats[f"L2_cache_stats_breakdown[GLOBAL_ACC_R][HIT_{i:04d}]"] = float(i * uid % 9973) + 0.25
+    return stats
+
+
+def kernel(sim_id: str, index: int, at: datetime, *, stats: bool) -> ev.KernelFinished:
+    cycles = 5000 + index % 977
+    return ev.KernelFinished(
+        id=_id(), at=at, run_id=RUN, sim_id=sim_id, attempt=1, kernel_index=index, uid=index + 1,
+        name=f"_Z6kernelILi{index % 50}EEvPf", gpu_sim_cycle=cycles, gpu_sim_insn=cycles * 3, gpu_ipc=3.0,
+        sim_time_ns=cycles / CLOCK_MHZ * 1000, stats=stats_map(index + 1) if stats else {},
+    )
+
+
+def history(sims: int, kernels: int) -> Iterator[list[ev.Event]]:
+    """The run, in batches of events: created, then each sim's life."""
+    trace = {"trace_id": "bench-trace"}
+    yield [
+        ev.TraceUploadStarted(id=_id(), at=T0, content_type="application/x-tar", **trace),
+        ev.TraceReady(
+            id=_id(), at=T0, trace_gpu_arch="sm_86", kernel_count=kernels * 2, bytes=1, suggested_sim_config=CONFIG,
+            has_real_timing=False, has_step_timeline=False, **trace,
+        ),
+        ev.RunCreated(
+            id=_id(), at=T0, run_id=RUN, trace_id="bench-trace", entries=[RunEntry(CONFIG, sims)],
+            sims=[ev.SimSpec(f"sim-{i:03d}", CONFIG, i) for i in range(sims)], kernels_total=kernels * 2,
+        ),
+    ]
+    for i in range(sims):
+        sim_id, at = f"sim-{i:03d}", T0 + timedelta(seconds=i)
+        common = {"run_id": RUN, "sim_id": sim_id, "attempt": 1}
+        batch: list[ev.Event] = [
+            ev.SimClaimed(id=_id(), at=at, runner_id="r", host="h", **common),
+            ev.SimLaunched(id=_id(), at=at, launcher_ref=str(i), host="h", config_digests={}, **common),
+        ]
+        for k in range(kernels):
+            batch.append(kernel(sim_id, k, at, stats=i == 0))
+            if len(batch) >= 2000 or (i == 0 and len(batch) >= 100):
+                yield batch
+                batch = []
+        latest = SimMetrics(1e6, 3e6, 3.0, 5e5)
+        batch.append(ev.SimHeartbeat(id=_id(), at=at + timedelta(seconds=1), kernels_done=kernels, current_kernel="k", latest=latest, **common))
+        if i < sims - 1:
+            batch.append(ev.SimFinished(id=_id(), at=at + timedelta(seconds=1), outcome="succeeded", exit_code=0, **common))
+        yield batch
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(data: Path, nats_url: str, port: int) -> subprocess.Popen[bytes]:
+    cascade = Path(sys.executable).parent / "cascade"
+    env = {**os.environ, "CASCADE_TOKEN": TOKEN}
+    args = [str(cascade), "serve", "--no-runner", "--data-dir", str(data), "--nats-url", nats_url, "--port", str(port), "--accelsim-dir", str(TREE)]
+    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/health").status_code == 200:
+                return process
+        except httpx.TransportError:
+            time.sleep(0.1)
+    process.kill()
+    raise SystemExit("cascade serve did not start")
+
+
+async def populate(nats_url: str, base: str, sims: int, kernels: int) -> float:
+    nc = await nats.connect(nats_url)
+    store = EventStore(nc)
+    started = time.perf_counter()
+    last = 0
+    for batch in history(sims, kernels):
+        last = (await store.append_facts(batch, timeout=120.0))[-1]
+    await nc.close()
+    async with httpx.AsyncClient(base_url=base) as http:
+        while (await http.get("/api/health")).json()["projected_seq"] < last:
+            await asyncio.sleep(0.2)
+    return time.perf_counter() - started
+
+
+async def timings(http: httpx.AsyncClient, path: str, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        response = await http.get(path)
+        response.raise_for_status()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def ms(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1000
+
+
+def report(name: str, values: list[float]) -> None:
+    print(f"  {name:<52} median {statistics.median(values) * 1000:8.2f} ms   p99 {ms(values, 0.99):8.2f} ms")
+
+
+async def reads(nats_url: str, base: str, n: int, repeat: int, sims: int, kernels: int) -> None:
+    async with httpx.AsyncClient(base_url=base, headers=AUTH, timeout=60) as http:
+        await timings(http, f"/api/runs/{RUN}", 20)  # warm up
+        print("reads (one client, sequential, keep-alive)")
+        report("GET /api/gpu-configs (trivial)", await timings(http, "/api/gpu-configs", n))
+        report(f"GET /api/runs/{{id}} ({sims} sims)", await timings(http, f"/api/runs/{RUN}", n))
+        report(f"GET /api/runs/{{id}}/comparison ({kernels} rows, unchanged run)", await timings(http, f"/api/runs/{RUN}/comparison", n))
+        # Each time after the running sim finished one more kernel: computed afresh.
+        nc = await nats.connect(nats_url)
+        store = EventStore(nc)
+        cold = []
+        for k in range(repeat * 4):
+            [seq] = await store.append_facts([kernel(f"sim-{sims - 1:03d}", kernels + k, T0, stats=False)])
+            while (await http.get("/api/health")).json()["projected_seq"] < seq:
+                await asyncio.sleep(0.005)
+            cold += await timings(http, f"/api/runs/{RUN}/comparison", 1)
+        await nc.close()
+        report(f"GET /api/runs/{{id}}/comparison (after each new kernel)", cold)
+        rates, seconds = [], []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            async with http.stream("GET", f"/api/runs/{RUN}/kernels") as response:
+                body = b"".join([chunk async for chunk in response.aiter_bytes()])
+            seconds.append(time.perf_counter() - t)
+            rows = len(json.loads(body))
+            rates.append(rows / seconds[-1])
+        print(
+            f"  GET /api/runs/{{id}}/kernels ({rows:,} rows, {len(body) / 1e6:.1f} MB)   "
+            f"median {statistics.median(rates):,.0f} rows/s ({statistics.median(seconds) * 1000:.0f} ms), best {max(rates):,.0f} rows/s"
+        )
+        trivial = await timings(http, "/api/gpu-configs", n)
+        print(f"    next to it, the trivial route: {1 / statistics.median(trivial):,.0f} requests/s")
+
+
+async def live_events(nats_url: str, base: str, clients: int, events: int, sims: int, kernels: int) -> None:
+    sim_id = f"sim-{sims - 1:03d}"
+    sent: dict[int, float] = {}
+    received: list[dict[int, float]] = [{} for _ in range(clients)]
+    ready = asyncio.Semaphore(0)
+    limits = httpx.Limits(max_connections=clients + 5)
+
+    async with httpx.AsyncClient(base_url=base, headers=AUTH, limits=limits, timeout=120) as http:
+
+        async def listen(i: int) -> None:
+            async with http.stream("GET", f"/api/runs/{RUN}/events") as response:
+                fields: dict[str, str] = {}
+                async for line in response.aiter_lines():
+                    if line:
+                        name, _, value = line.partition(": ")
+                        fields[name] = value
+                        continue
+                    if fields.get("event") == "snapshot":
+                        ready.release()
+                    elif fields.get("event") == "kernel":
+                        received[i][int(fields["id"])] = time.perf_counter()
+                        if len(received[i]) == events:
+                            return
+                    fields = {}
+
+        tasks = [asyncio.create_task(listen(i)) for i in range(clients)]
+        for _ in range(clients):
+            await ready.acquire()
+        nc = await nats.connect(nats_url)
+        store = EventStore(nc)
+        at = T0 + timedelta(days=1)
+        for k in range(events):
+            event = kernel(sim_id, kernels + k, at, stats=False)
+            t = time.perf_counter()
+            [seq] = await store.append_facts([event])
+            sent[seq] = t
+            await asyncio.sleep(0.02)
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        await nc.close()
+        trivial = await timings(http, "/api/gpu-configs", 200)
+    delays = [got[seq] - t for got in received for seq, t in sent.items() if seq in got]
+    missing = clients * events - len(delays)
+    print(f"live events ({clients} clients, {events} kernel results appended one at a time, 20 ms apart)")
+    print(
+        f"  append -> every client has the event               p50 {ms(delays, 0.5):8.2f} ms   p99 {ms(delays, 0.99):8.2f} ms"
+        f"   max {ms(delays, 1.0):.2f} ms   missing {missing}"
+    )
+    report("GET /api/gpu-configs round trip (trivial)", trivial)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sims", type=int, default=64)
+    parser.add_argument("--kernels", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--events", type=int, default=200)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so the server and nats-server are stopped
+    with tempfile.TemporaryDirectory() as tmp, server.running(Path(tmp) / "jetstream") as nats_server:
+        port = free_port()
+        process = start_server(Path(tmp) / "data", nats_server.url, port)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            took = asyncio.run(populate(nats_server.url, base, args.sims, args.kernels))
+            db = (Path(tmp) / "data" / "readmodel.duckdb").stat().st_size
+            print(f"run of {args.sims} sims x {args.kernels} kernels appended and projected in {took:.1f} s (read model {db / 1e6:.0f} MB)")
+            asyncio.run(reads(nats_server.url, base, args.requests, args.repeat, args.sims, args.kernels))
+            asyncio.run(live_events(nats_server.url, base, args.clients, args.events, args.sims, args.kernels + args.repeat * 4))
+        finally:
+            process.terminate()
+            process.wait(30)
+
+
+if __name__ == "__main__":
+    main()

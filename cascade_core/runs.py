@@ -1,0 +1,113 @@
+"""Runs as pure decisions: a command and the read model's view in, the events to append out.
+
+No I/O and no clock: ids and the time arrive in the command, the trace and the run arrive as
+the API Structs the read model serves. A rejection is an exception whose message is the
+API's `detail` text; the HTTP layer maps its class to a status.
+
+The states, shared with the projection (`projections/fold.py`): a sim moves
+pending → launching → running → succeeded | failed | cancelled and never leaves a finished
+state; a run is active while any sim is unfinished, then cancelled if any sim was cancelled,
+else failed if any failed, else succeeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import msgspec
+
+from cascade_core import events as ev
+from cascade_core.models import GpuConfig, RunCreate, RunSummary, Trace
+
+SIM_STATES = ("pending", "launching", "running", "succeeded", "failed", "cancelled")
+FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def run_state(counts: Mapping[str, int]) -> str:
+    """A run's state from its sims' per-state counts."""
+    if any(counts.get(s, 0) for s in SIM_STATES if s not in FINISHED):
+        return "active"
+    for state in ("cancelled", "failed"):
+        if counts.get(state, 0):
+            return state
+    return "succeeded"
+
+
+class Rejected(Exception):
+    """The command is refused; the message says why, as the API's `detail`."""
+
+
+class TraceNotFound(Rejected):
+    pass
+
+
+class TraceNotUsable(Rejected):
+    """The trace exists but cannot be simulated: not ready, or a sample."""
+
+
+class BadEntry(Rejected):
+    """An entry names an unknown config, or one of another arch than the trace."""
+
+
+class CreateRun(msgspec.Struct, frozen=True, kw_only=True):
+    event_id: str
+    at: datetime
+    run_id: str
+    sim_ids: Sequence[str]  # one fresh id per sim: the sum of the entries' counts
+    body: RunCreate
+
+
+class CancelRun(msgspec.Struct, frozen=True, kw_only=True):
+    event_id: str
+    at: datetime
+
+
+def sim_count(body: RunCreate) -> int:
+    return sum(entry.count for entry in body.entries)
+
+
+def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConfig]) -> list[ev.Event]:
+    """The run, with its sims: each entry fans out to `count` sims. Replicas are numbered
+    from 0 per config, so two entries naming the same config continue one numbering."""
+    trace_id = cmd.body.trace_id
+    if trace is None:
+        raise TraceNotFound(f"trace {trace_id} not found")
+    if trace.sample:
+        raise TraceNotUsable(f"trace {trace_id} is a sample, which has no instruction traces")
+    if trace.state != "ready":
+        raise TraceNotUsable(f"trace {trace_id} is {trace.state}, not ready")
+    by_name = {c.name: c for c in configs}
+    for entry in cmd.body.entries:
+        config = by_name.get(entry.gpu_config)
+        if config is None:
+            raise BadEntry(f"unknown GPU config {entry.gpu_config}")
+        if config.arch != trace.trace_gpu_arch:
+            raise BadEntry(f"{config.name} is {config.arch} but trace {trace_id} is {trace.trace_gpu_arch}")
+    if len(cmd.sim_ids) != sim_count(cmd.body):
+        raise ValueError(f"{len(cmd.sim_ids)} sim ids for {sim_count(cmd.body)} sims")
+    ids = iter(cmd.sim_ids)
+    replicas: dict[str, int] = {}
+    sims = []
+    for entry in cmd.body.entries:
+        first = replicas.get(entry.gpu_config, 0)
+        sims += [ev.SimSpec(next(ids), entry.gpu_config, first + i) for i in range(entry.count)]
+        replicas[entry.gpu_config] = first + entry.count
+    created = ev.RunCreated(
+        id=cmd.event_id,
+        at=cmd.at,
+        run_id=cmd.run_id,
+        trace_id=trace_id,
+        entries=list(cmd.body.entries),
+        sims=sims,
+        kernels_total=trace.kernel_count,
+    )
+    return [created]
+
+
+def decide_cancel(run: RunSummary, cmd: CancelRun) -> list[ev.Event]:
+    """Cancel every unfinished sim; nothing when none is left or the run is a sample, so
+    cancelling again changes nothing."""
+    if run.sample or run.state != "active":
+        return []
+    return [ev.RunCancelRequested(id=cmd.event_id, at=cmd.at, run_id=run.id)]

@@ -1,0 +1,297 @@
+"""Decisions about traces: pure functions from what is known to the events to append.
+
+An upload goes through these, with the HTTP body, the object store and the event store at
+the edges (`cascade_http.uploads`):
+
+- `check_upload` refuses a request before anything is stored (bad id, media type, size);
+- `decide_upload` starts the upload if the id is free (never used, or its trace deleted);
+- `files_stored` announces the stored files, which moves the trace to `processing`;
+- `decide_outcome` reads what the upload found in the files and makes the trace `ready`,
+  with its kernels and real timing, or `failed` with an error a user can act on;
+- `decide_delete` deletes a trace no active run uses.
+
+No decision reads a clock or makes an id: the time comes in, and event ids derive from the
+upload's own id, so a retried append is deduplicated by the event store. (`new_trace_id`
+draws a random id for the edge that needs one.)
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Literal, TypedDict, TypeVar
+
+import msgspec
+
+from cascade_core import events as ev
+from cascade_core.gpu_configs import suggested_config
+from cascade_core.ids import is_trace_id
+from cascade_core.models import GpuConfig, Trace, TraceKernel
+from cascade_core.timeline import TimelineError, validate_timeline
+from cascade_core.tracefiles import (
+    CASCADE_JSON,
+    KERNELSLIST,
+    REAL_TIMING,
+    KernelHeader,
+    KernelLaunch,
+    TraceError,
+    TraceInfo,
+    kernel_files,
+    parse_cascade_json,
+    parse_kernelslist,
+    parse_real_timing,
+    trace_arch,
+    trace_kernels,
+)
+
+T = TypeVar("T")
+
+Compression = Literal["tar", "gzip", "xz"]
+
+# Content-Type -> how the tar stream is compressed. The x- forms are what curl and browsers send.
+MEDIA_TYPES: dict[str, Compression] = {
+    "application/x-tar": "tar",
+    "application/gzip": "gzip",
+    "application/x-gzip": "gzip",
+    "application/x-xz": "xz",
+}
+
+OBJECT_PREFIX = "accelsim-traces"
+
+# Every event stays far below the event store's 512 KiB: a batch closes at whichever comes first.
+MAX_FILES_PER_EVENT = 500
+MAX_KERNELS_PER_EVENT = 500
+MAX_TIMING_ROWS_PER_EVENT = 2000
+MAX_EVENT_PAYLOAD = 256 * 1024
+MAX_ERROR_CHARS = 2000
+
+
+class Refused(Exception):
+    """A command that cannot be carried out; `status` is the HTTP status that says why."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+class Envelope(TypedDict):
+    id: str
+    at: datetime
+    correlation_id: str
+    causation_id: str | None
+
+
+class Upload(msgspec.Struct, frozen=True):
+    """One upload attempt. Its events' ids derive from `upload_id` (random per attempt), and
+    all of them are correlated with, and caused by, the attempt's `upload_started` event."""
+
+    trace_id: str
+    upload_id: str
+
+    def envelope(self, name: str, at: datetime) -> Envelope:
+        started = f"{self.upload_id}.started"
+        event_id = f"{self.upload_id}.{name}"
+        return Envelope(id=event_id, at=at, correlation_id=started, causation_id=None if event_id == started else started)
+
+
+class Received(msgspec.Struct, frozen=True, kw_only=True):
+    """What an upload stored and found, for `decide_outcome`. Paths are relative to the
+    trace's root; kernel headers were read from the first bytes of each kernel file."""
+
+    files: list[ev.StoredFile]
+    headers: dict[str, KernelHeader] = {}
+    header_errors: dict[str, str] = {}
+    kernelslist: bytes | None = None
+    step_timeline: bytes | None = None
+    real_timing: bytes | None = None
+    cascade_json: bytes | None = None
+    kernelslists_elsewhere: list[str] = []
+
+
+def new_trace_id() -> str:
+    """An id for a trace whose uploader chose none."""
+    return f"trace-{secrets.token_hex(6)}"
+
+
+def object_key(trace_id: str, path: str) -> str:
+    return f"{OBJECT_PREFIX}/{trace_id}/{path}"
+
+
+def object_prefix(trace_id: str) -> str:
+    return f"{OBJECT_PREFIX}/{trace_id}/"
+
+
+# --- before anything is stored ----------------------------------------------------------------
+
+
+def check_upload(trace_id: str, content_type: str | None, content_length: int | None, limit: int) -> Compression:
+    """How the body is compressed, or `Refused` for what can be told from the request line
+    and headers alone: a bad id (422), a media type that is no trace archive (415), a
+    declared length over the limit (413)."""
+    if not is_trace_id(trace_id):
+        raise Refused(
+            422,
+            f"trace id {trace_id[:100]!r} is not valid: use 1 to 64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit",
+        )
+    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    compression = MEDIA_TYPES.get(media_type)
+    if compression is None:
+        raise Refused(
+            415,
+            f"Content-Type {media_type or 'missing'!r} is not a trace archive; send a tar stream as "
+            "application/x-tar, application/gzip or application/x-xz",
+        )
+    if content_length is not None and content_length > limit:
+        raise Refused(413, too_large(limit, content_length))
+    return compression
+
+
+def too_large(limit: int, size: int | None = None) -> str:
+    size_said = "" if size is None else f" {size} bytes,"
+    return f"the upload is{size_said} over this server's limit of {limit} bytes (CASCADE_MAX_UPLOAD_BYTES)"
+
+
+def decide_upload(last: ev.Event | None, upload: Upload, at: datetime, *, content_type: str) -> ev.TraceUploadStarted:
+    """Start an upload if the id is free: `last` is the newest event on the trace's subject
+    (None for an id never used). A deleted trace's id may be used again."""
+    if last is not None and not isinstance(last, ev.TraceDeleted):
+        raise Refused(409, f"trace {upload.trace_id} already exists")
+    return ev.TraceUploadStarted(**upload.envelope("started", at), trace_id=upload.trace_id, content_type=content_type)
+
+
+# --- after the body is stored --------------------------------------------------------------
+
+
+def files_stored(upload: Upload, files: Sequence[ev.StoredFile], at: datetime) -> list[ev.TraceFilesStored]:
+    """The stored files in events of at most 500 files each (the first moves the trace to
+    `processing`); one event with no files when nothing was stored."""
+    groups = batches(files, MAX_FILES_PER_EVENT, lambda f: len(f.path) + len(f.digest) + 40) or [[]]
+    return [
+        ev.TraceFilesStored(**upload.envelope(f"files.{i}", at), trace_id=upload.trace_id, files=group)
+        for i, group in enumerate(groups)
+    ]
+
+
+def decide_outcome(upload: Upload, received: Received, configs: Iterable[GpuConfig], at: datetime) -> list[ev.Event]:
+    """`ready` with the kernels and real timing, or `failed` with the first problem found."""
+    size = sum(f.bytes for f in received.files)
+    try:
+        kernels, arch = _kernels(received)
+        has_timeline = received.step_timeline is not None
+        if received.step_timeline is not None:
+            validate_timeline(received.step_timeline, len(kernels))
+        timing = parse_real_timing(_text(received.real_timing, REAL_TIMING)) if received.real_timing is not None else []
+        info = parse_cascade_json(received.cascade_json) if received.cascade_json is not None else TraceInfo()
+    except (TraceError, TimelineError) as error:
+        return [failed(upload, str(error), at, size=size)]
+    tid = upload.trace_id
+    out: list[ev.Event] = [
+        ev.TraceKernelsListed(**upload.envelope(f"kernels.{i}", at), trace_id=tid, kernels=group)
+        for i, group in enumerate(batches(kernels, MAX_KERNELS_PER_EVENT, lambda k: len(k.name) + len(k.file) + 120))
+    ]
+    out += [
+        ev.TraceRealTimingListed(**upload.envelope(f"timing.{i}", at), trace_id=tid, rows=group)
+        for i, group in enumerate(batches(timing, MAX_TIMING_ROWS_PER_EVENT, lambda r: len(r.kernel_name) + 80))
+    ]
+    out.append(
+        ev.TraceReady(
+            **upload.envelope("ready", at),
+            trace_id=tid,
+            trace_gpu_arch=arch,
+            kernel_count=len(kernels),
+            bytes=size,
+            suggested_sim_config=suggested_config(arch, configs),
+            has_real_timing=bool(timing),
+            has_step_timeline=has_timeline,
+            model=info.model,
+            layers=info.layers,
+            source_gpu=info.source_gpu,
+        )
+    )
+    return out
+
+
+def failed(upload: Upload, error: str, at: datetime, *, size: int = 0) -> ev.TraceFailed:
+    """The upload failed with `error`; `size` is how many bytes of files it had stored."""
+    if len(error) > MAX_ERROR_CHARS:
+        error = error[: MAX_ERROR_CHARS - 1] + "…"
+    return ev.TraceFailed(**upload.envelope("failed", at), trace_id=upload.trace_id, error=error, bytes=size)
+
+
+def interrupted(upload: Upload, received: int, at: datetime) -> ev.TraceFailed:
+    """The client went away after sending `received` bytes."""
+    return failed(upload, f"the upload was interrupted: the client disconnected after sending {received} bytes; upload the trace again", at)
+
+
+def over_limit(upload: Upload, limit: int, at: datetime) -> list[ev.Event]:
+    """A body without a declared length went past the limit: the trace fails and is deleted
+    at once, so nothing is kept and the id is free, as when a declared length is refused."""
+    deleted = ev.TraceDeleted(**upload.envelope("deleted", at), trace_id=upload.trace_id)
+    return [failed(upload, too_large(limit), at), deleted]
+
+
+def _text(raw: bytes, name: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TraceError(f"{name} is not UTF-8 text (byte {error.start} is 0x{raw[error.start]:02x}); save it as UTF-8") from None
+
+
+def _kernels(received: Received) -> tuple[list[TraceKernel], str]:
+    """The trace's kernels in launch order and its arch, or the first problem with them."""
+    if received.kernelslist is None:
+        elsewhere = f" (found {', '.join(received.kernelslists_elsewhere[:3])})" if received.kernelslists_elsewhere else ""
+        raise TraceError(
+            f"the archive has no {KERNELSLIST} at its root or under its one top folder{elsewhere}; "
+            "Accel-Sim starts a trace from it, so put it beside the kernel files"
+        )
+    entries = parse_kernelslist(_text(received.kernelslist, KERNELSLIST))
+    first_line = {e.file: e.line for e in reversed(entries) if isinstance(e, KernelLaunch)}
+    for file in kernel_files(entries):
+        if file in received.header_errors:
+            raise TraceError(received.header_errors[file])
+        if file not in received.headers:
+            raise TraceError(f"{KERNELSLIST} line {first_line[file]} names {file!r}, which is not in the trace")
+    headers = [received.headers[f] for f in kernel_files(entries)]
+    arch = trace_arch(headers)
+    return trace_kernels(entries, received.headers), arch
+
+
+def batches(items: Sequence[T], max_count: int, size: Callable[[T], int], max_bytes: int = MAX_EVENT_PAYLOAD) -> list[list[T]]:
+    """`items` in order, cut into lists of at most `max_count` items and about `max_bytes`."""
+    out: list[list[T]] = []
+    current: list[T] = []
+    used = 0
+    for item in items:
+        cost = size(item)
+        if current and (len(current) >= max_count or used + cost > max_bytes):
+            out.append(current)
+            current, used = [], 0
+        current.append(item)
+        used += cost
+    if current:
+        out.append(current)
+    return out
+
+
+# --- deleting --------------------------------------------------------------------------------
+
+
+def decide_delete(
+    trace: Trace | None, trace_id: str, at: datetime, event_id: str, *, active_run: str | None, uploading_here: bool
+) -> ev.TraceDeleted:
+    """Delete a trace that exists, is no sample, is not being uploaded and no active run uses.
+    A trace left `uploading` or `processing` by a server that stopped mid-upload (so no upload
+    of it runs here) can be deleted."""
+    if trace is None:
+        raise Refused(404, f"trace {trace_id} not found")
+    if trace.sample:
+        raise Refused(409, f"trace {trace_id} is a sample that ships with Cascade; samples cannot be deleted")
+    if active_run is not None:
+        raise Refused(409, f"trace {trace_id} is used by active run {active_run}")
+    if uploading_here:
+        raise Refused(409, f"trace {trace_id} is still being uploaded; delete it once it is ready or failed")
+    return ev.TraceDeleted(id=event_id, at=at, trace_id=trace_id)

@@ -1,0 +1,25 @@
+"""The runners that announced themselves: host, slots, running sims, last seen."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from cascade_core.models import Runner
+from cascade_http.openapi import operation
+from cascade_http.responses import MsgspecResponse
+from cascade_http.service import cascade
+
+
+@operation(
+    summary="List runners",
+    description="Every runner seen in the last seconds, in `cascade serve` or `cascade worker`, sorted by id.",
+    tag="runners",
+    response=list[Runner],
+)
+async def list_runners(request: Request) -> Response:
+    return MsgspecResponse(await cascade(request).runners())
+
+
+routes = [Route("/api/runners", list_runners, methods=["GET"])]

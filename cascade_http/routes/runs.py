@@ -1,0 +1,229 @@
+"""The Runs API: GPU configs, runs, and what a run's sims produced.
+
+Commands decide with `cascade_core.runs` and append; reads come from the read model through
+`projections.queries.runs`. Long answers are streamed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import uuid
+from datetime import UTC, datetime
+
+from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from cascade_core import runs as decide
+from cascade_core import subjects
+from cascade_core.models import Comparison, GpuConfig, KernelStat, RunCreate, RunDetail, RunFile, RunResults, RunSummary, Sim
+from cascade_core.perfetto import PerfettoTrace, perfetto_trace
+from cascade_core.timeline import SimStepTimeline
+from cascade_http import run_events
+from cascade_http.openapi import operation
+from cascade_http.readmodel import read, streamed
+from cascade_http.responses import ApiError, MsgspecResponse, download, not_found
+from cascade_http.service import Cascade, cascade
+from cascade_http.validation import UnparsableBody, decode_body
+from cascade_nats.store import ConcurrencyError
+from projections.queries import runs as q
+from projections.queries.traces import trace_summary
+
+NO_RUN = {404: "No run has this id."}
+REJECTED = {decide.TraceNotFound: 404, decide.TraceNotUsable: 409, decide.BadEntry: 422}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _event_id() -> str:
+    return str(uuid.uuid4())
+
+
+async def _run(c: Cascade, run_id: str) -> RunSummary:
+    run = await read(c, q.run_summary, run_id)
+    if run is None:
+        raise not_found(f"run {run_id} not found")
+    return run
+
+
+async def _detail(c: Cascade, run_id: str) -> RunDetail:
+    detail = await read(c, q.run_detail, run_id)
+    if detail is None:
+        raise not_found(f"run {run_id} not found")
+    return detail
+
+
+@operation(summary="List GPU configs", response=list[GpuConfig])
+async def list_gpu_configs(request: Request) -> Response:
+    return MsgspecResponse(cascade(request).gpu_configs)
+
+
+@operation(
+    summary="Create a run",
+    description="Each entry fans out to `count` sims, numbered by replica from 0 (entries naming the same "
+    "config continue its numbering). The answer comes before any sim has launched.",
+    body=RunCreate,
+    response=RunDetail,
+    status=201,
+    errors={
+        400: "The body is not parsable.",
+        404: "trace_id names no trace.",
+        409: "The trace is not ready, or is a sample, which has no instruction traces.",
+        422: "An entry names an unknown gpu_config or one of another arch than the trace's, or the body fails validation.",
+    },
+)
+async def create_run(request: Request) -> Response:
+    c = cascade(request)
+    try:
+        body = decode_body(await request.body(), RunCreate)
+    except UnparsableBody:
+        raise ApiError(400, "There was an error parsing the body") from None
+    trace = await read(c, trace_summary, body.trace_id)
+    while True:
+        command = decide.CreateRun(
+            event_id=_event_id(),
+            at=_now(),
+            run_id=f"run-{secrets.token_hex(6)}",
+            sim_ids=[f"sim-{secrets.token_hex(6)}" for _ in range(decide.sim_count(body))],
+            body=body,
+        )
+        try:
+            events = decide.decide_create(command, trace, c.gpu_configs)
+        except decide.Rejected as err:
+            raise ApiError(REJECTED[type(err)], str(err)) from None
+        try:
+            for event in events:
+                await c.append(event, expected_last_subject_seq=0)
+        except ConcurrencyError:
+            continue  # the random run id is taken: draw another
+        return MsgspecResponse(await _detail(c, command.run_id), status_code=201)
+
+
+@operation(summary="List runs", description="Every run, newest first, with per-state sim counts.", response=list[RunSummary])
+async def list_runs(request: Request) -> Response:
+    return MsgspecResponse(await read(cascade(request), q.runs))
+
+
+@operation(summary="Get a run", response=RunDetail, errors=NO_RUN)
+async def get_run(request: Request) -> Response:
+    return MsgspecResponse(await _detail(cascade(request), request.path_params["run_id"]))
+
+
+@operation(
+    summary="Cancel a run",
+    description="Moves every unfinished sim to cancelled. Calling it again, or on a sample run, changes nothing.",
+    response=RunDetail,
+    errors=NO_RUN,
+)
+async def cancel_run(request: Request) -> Response:
+    c = cascade(request)
+    run_id = request.path_params["run_id"]
+    while True:
+        last = await c.store.last_on(subjects.run(run_id))
+        if last is None:
+            raise not_found(f"run {run_id} not found")
+        await c.projector.wait_for(last.seq)
+        events = decide.decide_cancel(await _run(c, run_id), decide.CancelRun(event_id=_event_id(), at=_now()))
+        try:
+            for event in events:
+                await c.append(event, expected_last_subject_seq=last.seq)
+        except ConcurrencyError:
+            continue  # another command on the run came first: decide again on what it did
+        return MsgspecResponse(await _detail(c, run_id))
+
+
+@operation(summary="Compare real and simulated time", response=Comparison, errors=NO_RUN)
+async def get_comparison(request: Request) -> Response:
+    c = cascade(request)
+    return MsgspecResponse(await read(c, q.run_comparison, await _run(c, request.path_params["run_id"]), c.comparisons))
+
+
+@operation(summary="List a run's kernel timings", description="Stats maps are empty.", response=list[KernelStat], errors=NO_RUN)
+async def list_kernels(request: Request) -> Response:
+    c = cascade(request)
+    run = await _run(c, request.path_params["run_id"])
+    return streamed(c, q.run_kernel_chunks, run, media_type="application/json")
+
+
+@operation(summary="List a run's step timing", response=list[SimStepTimeline], errors=NO_RUN)
+async def list_step_timelines(request: Request) -> Response:
+    c = cascade(request)
+    detail = await _detail(c, request.path_params["run_id"])
+    times = await read(c, q.succeeded_kernel_times, detail.id)
+    return Response(await c.step_timelines.encoded(detail, times), media_type="application/json")
+
+
+@operation(summary="Download run results", response=RunResults, errors=NO_RUN)
+async def run_results(request: Request) -> Response:
+    c = cascade(request)
+    run = await _run(c, request.path_params["run_id"])
+    configs = {g.name: g for g in c.gpu_configs}
+    return streamed(c, q.run_results_chunks, run, configs, media_type="application/json", filename=f"{run.id}-results.json")
+
+
+@operation(summary="List a run's output files", response=list[RunFile], errors=NO_RUN)
+async def list_run_files(request: Request) -> Response:
+    c = cascade(request)
+    return MsgspecResponse(await read(c, q.run_files, await _run(c, request.path_params["run_id"])))
+
+
+@operation(summary="Download a Perfetto trace", response=PerfettoTrace, errors=NO_RUN)
+async def get_perfetto(request: Request) -> Response:
+    c = cascade(request)
+    detail = await _detail(c, request.path_params["run_id"])
+    kernels = await read(c, q.kernel_stats, detail)
+    return download(perfetto_trace(detail, detail.sims, kernels), f"{detail.id}-perfetto.json")
+
+
+def _last_event_id(request: Request) -> int | None:
+    value = request.headers.get("last-event-id", "").strip()
+    return int(value) if value.isascii() and value.isdigit() else None
+
+
+@operation(
+    summary="Stream run events",
+    description="Server-sent events: `snapshot` (a RunDetail), then `sim` (a Sim), `kernel` (a KernelStat, "
+    "stats empty), `file` (a RunFile) and `run` (the RunSummary once it finished); each event's id is the "
+    "stream sequence it reflects. With `Last-Event-ID`, no snapshot: every change after that id. The stream "
+    "ends after the run's final `run` event; a resume from at or past it gets 204.",
+    media_type="text/event-stream",
+    response=str,
+    events={"snapshot": RunDetail, "sim": Sim, "kernel": KernelStat, "file": RunFile, "run": RunSummary},
+    errors={204: "The run ended at or before Last-Event-ID: nothing more will come.", **NO_RUN},
+    query={"token": "The API token, for clients that cannot set the Authorization header."},
+    headers={"Last-Event-ID": "Resume after this event id."},
+)
+async def stream_run_events(request: Request) -> Response:
+    c = cascade(request)
+    run_id = request.path_params["run_id"]
+    subscription = contextlib.ExitStack()
+    with subscription:
+        # Subscribe before reading, so no change committed after the read is missed.
+        queue = subscription.enter_context(c.projector.live.subscribe(run_id))
+        stream = await run_events.start(c, run_id, _last_event_id(request))
+        if stream is None:
+            raise not_found(f"run {run_id} not found")
+        if stream.ended and not stream.first:
+            return Response(status_code=204)
+        body = run_events.events(subscription.pop_all(), queue, stream)
+    return EventSourceResponse(body, ping=15)
+
+
+routes = [
+    Route("/api/gpu-configs", list_gpu_configs, methods=["GET"]),
+    Route("/api/runs", create_run, methods=["POST"]),
+    Route("/api/runs", list_runs, methods=["GET"]),
+    Route("/api/runs/{run_id}", get_run, methods=["GET"]),
+    Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+    Route("/api/runs/{run_id}/comparison", get_comparison, methods=["GET"]),
+    Route("/api/runs/{run_id}/kernels", list_kernels, methods=["GET"]),
+    Route("/api/runs/{run_id}/step-timelines", list_step_timelines, methods=["GET"]),
+    Route("/api/runs/{run_id}/results", run_results, methods=["GET"]),
+    Route("/api/runs/{run_id}/files", list_run_files, methods=["GET"]),
+    Route("/api/runs/{run_id}/perfetto", get_perfetto, methods=["GET"]),
+    Route("/api/runs/{run_id}/events", stream_run_events, methods=["GET"]),
+]

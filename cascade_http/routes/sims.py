@@ -1,0 +1,82 @@
+"""One sim's results, log and output files."""
+
+from __future__ import annotations
+
+import re
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from cascade_core.models import SimFile, SimResults
+from cascade_http.openapi import operation
+from cascade_http.readmodel import attachment, read, streamed
+from cascade_http.responses import MsgspecResponse, not_found
+from cascade_http.service import Cascade, cascade
+from projections.queries import runs as q
+from projections.rows import SimRow
+
+NO_SIM = {404: "No sim has this id."}
+# A file name as the reference allows it; any other is answered as a missing file.
+FILE_NAME = re.compile(r"(?!\.\.?$)[A-Za-z0-9._-]{1,128}")
+
+
+async def _sim(c: Cascade, sim_id: str) -> SimRow:
+    sim = await read(c, q.sim_row, sim_id)
+    if sim is None:
+        raise not_found(f"sim {sim_id} not found")
+    return sim
+
+
+@operation(summary="Download sim results", description="Kernels carry their full stats maps.", response=SimResults, errors=NO_SIM)
+async def sim_results(request: Request) -> Response:
+    c = cascade(request)
+    sim = await _sim(c, request.path_params["sim_id"])
+    run = await read(c, q.run_summary, sim.run_id)
+    configs = {g.name: g for g in c.gpu_configs}
+    return streamed(c, q.sim_results_chunks, run, sim, configs, media_type="application/json", filename=f"{sim.id}-results.json")
+
+
+@operation(summary="Download a sim's log", media_type="text/plain", response=str, errors=NO_SIM)
+async def sim_log(request: Request) -> Response:
+    c = cascade(request)
+    sim = await _sim(c, request.path_params["sim_id"])
+    return streamed(c, q.log_chunks, sim, media_type="text/plain", filename=f"{sim.id}.log")
+
+
+@operation(summary="List a sim's output files", response=list[SimFile], errors=NO_SIM)
+async def list_sim_files(request: Request) -> Response:
+    c = cascade(request)
+    return MsgspecResponse(await read(c, q.sim_files, await _sim(c, request.path_params["sim_id"])))
+
+
+@operation(
+    summary="Download an output file",
+    description="A `.gz` file comes back as application/gzip with no Content-Encoding.",
+    media_type="application/octet-stream",
+    response=bytes,
+    errors={404: "No sim has this id, or the sim has no file with this name."},
+)
+async def download_file(request: Request) -> Response:
+    c = cascade(request)
+    sim = await _sim(c, request.path_params["sim_id"])
+    name: str = request.path_params["name"]
+    missing = not_found(f"sim {sim.id} has no file '{name}'")
+    if not FILE_NAME.fullmatch(name):
+        raise missing
+    row = await read(c, q.file_row, sim, name)
+    stored = None if row is None else await c.objects.stat(row.object_name)
+    if row is None or stored is None:
+        raise missing
+    # The stored type as it is: no charset is added, since the file's encoding is not known.
+    content_type = "application/gzip" if name.endswith(".gz") else row.content_type
+    headers = {**attachment(name), "Content-Type": content_type, "Content-Length": str(stored.size)}
+    return StreamingResponse(c.objects.read(row.object_name), headers=headers)
+
+
+routes = [
+    Route("/api/sims/{sim_id}/results", sim_results, methods=["GET"]),
+    Route("/api/sims/{sim_id}/log", sim_log, methods=["GET"]),
+    Route("/api/sims/{sim_id}/files", list_sim_files, methods=["GET"]),
+    Route("/api/sims/{sim_id}/files/{name}", download_file, methods=["GET"]),
+]

@@ -1,0 +1,119 @@
+// The app's frame: sign-in, hash routes, the header's navigation and service health.
+
+import { api, onUnauthorized, token } from "./api.js";
+import { clear, h, markCurrent } from "./dom.js";
+import { integer } from "./format.js";
+import { mountRuns } from "./views/runs.js";
+import { mountNewRun } from "./views/newrun.js";
+import { mountRun } from "./views/run.js";
+import { mountTraces } from "./views/traces.js";
+import { mountSignIn } from "./views/signin.js";
+
+// A view is mount(element, params, query) -> { update?(params, query), destroy?() }.
+// Routes with the same key (the tabs of one run) update the mounted view instead of
+// remounting it, so the run's live stream carries on.
+const ROUTES = [
+  { re: /^\/runs$/, nav: "runs", mount: mountRuns },
+  { re: /^\/runs\/new$/, nav: "runs", mount: mountNewRun },
+  {
+    re: /^\/runs\/([^/]+)(?:\/(timeline|compare))?$/,
+    nav: "runs",
+    mount: mountRun,
+    params: (m) => ({ id: decodeURIComponent(m[1]), tab: m[2] ?? "sims" }),
+    key: (p) => `run:${p.id}`,
+  },
+  { re: /^\/traces$/, nav: "traces", mount: mountTraces },
+];
+
+const main = document.getElementById("main");
+let current = null; // { key, view }
+
+function leave() {
+  current?.view.destroy?.();
+  current = null;
+}
+
+function setNav(name) {
+  markCurrent(document.querySelectorAll("[data-nav]"), (link) => link.dataset.nav === name);
+  document.getElementById("signout").hidden = !token.get();
+}
+
+function route() {
+  if (!token.get()) return signIn();
+  const hash = location.hash;
+  if (!hash.startsWith("#/")) return location.replace("#/runs");
+  const [path, qs] = hash.slice(1).split("?");
+  const query = new URLSearchParams(qs ?? "");
+  for (const r of ROUTES) {
+    const m = r.re.exec(path);
+    if (!m) continue;
+    const params = r.params ? r.params(m) : {};
+    const key = r.key ? r.key(params) : path;
+    setNav(r.nav);
+    if (current?.key === key && current.view.update) {
+      current.view.update(params, query);
+    } else {
+      leave();
+      clear(main);
+      current = { key, view: r.mount(main, params, query) ?? {} };
+      main.focus({ preventScroll: true });
+      window.scrollTo(0, 0);
+    }
+    return;
+  }
+  leave();
+  setNav(null);
+  document.title = "Not found · Cascade";
+  clear(main, h("div", { class: "page" }, h("h1", {}, "Page not found"), h("p", {}, h("a", { href: "#/runs" }, "Go to the runs"))));
+}
+
+function signIn(message) {
+  leave();
+  setNav(null);
+  clear(main);
+  current = { key: "signin", view: mountSignIn(main, { message, done: route }) };
+}
+
+onUnauthorized((message) => {
+  if (current?.key === "signin") return; // the sign-in form says so itself
+  token.clear();
+  signIn(`The API refused the token: ${message}`);
+});
+
+document.getElementById("signout").addEventListener("click", () => {
+  token.clear();
+  signIn();
+});
+
+document.getElementById("skip").addEventListener("click", (e) => {
+  e.preventDefault();
+  main.focus();
+});
+
+// --- service health, in the header ---
+
+const health = document.getElementById("health");
+
+async function checkHealth() {
+  try {
+    const hl = await api("/api/health");
+    const lag = hl.stream_seq - hl.projected_seq;
+    health.className = `health ${hl.runners ? "ok" : "warn"}`;
+    health.title = `Event log at ${integer(hl.stream_seq)}, read model at ${integer(hl.projected_seq)}`;
+    clear(
+      health,
+      h("span", { class: "dot", "aria-hidden": "true" }),
+      `${hl.runners} runner${hl.runners === 1 ? "" : "s"} · ${integer(hl.queue_depth)} queued`,
+      lag > 0 ? ` · ${integer(lag)} behind` : "",
+    );
+  } catch {
+    health.className = "health down";
+    clear(health, h("span", { class: "dot", "aria-hidden": "true" }), "server unreachable");
+  }
+}
+
+setInterval(() => document.hidden || checkHealth(), 15_000);
+document.addEventListener("visibilitychange", () => document.hidden || checkHealth());
+window.addEventListener("hashchange", route);
+checkHealth();
+route();

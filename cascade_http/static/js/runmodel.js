@@ -1,0 +1,150 @@
+// One run as it is now, kept live from its event stream: the run, its sims, the kernels they
+// finished and the files they stored. The sims, timeline and compare tabs all read it.
+//
+// The stream's snapshot carries the run and its sims; kernels and files come from their list
+// routes right after the snapshot, and from `kernel` / `file` events from then on. Both are
+// keyed (sim + kernel index, sim + file name), so what arrives twice is kept once. A dropped
+// connection resumes from the last event id (see sse.js): no rows are lost.
+
+import { api, enc } from "./api.js";
+import { eventStream } from "./sse.js";
+
+export class RunModel extends EventTarget {
+  constructor(id) {
+    super();
+    this.id = id;
+    this.run = null; // RunDetail without its sims
+    this.sims = new Map(); // sim id -> Sim
+    this.kernels = new Map(); // sim id -> KernelStat[] by kernel_index
+    this.kernelCount = 0;
+    this.kernelVersion = 0;
+    this.files = new Map(); // "sim/name" -> RunFile
+    this.status = "connecting";
+    this.error = null;
+    this.pending = null;
+  }
+
+  start() {
+    this.stream = eventStream(`/api/runs/${enc(this.id)}/events`, {
+      onEvent: (type, data) => this.apply(type, data),
+      onStatus: (status, info) => {
+        this.status = status;
+        if (status === "failed") this.error = info;
+        this.changed("status");
+      },
+    });
+    return this;
+  }
+
+  stop() {
+    this.stream?.close();
+    this.stopped = true;
+  }
+
+  get active() {
+    return this.run?.state === "active";
+  }
+
+  apply(type, data) {
+    switch (type) {
+      case "snapshot":
+        this.replace(data);
+        this.loadLists();
+        break;
+      case "sim":
+        this.sims.set(data.id, data);
+        this.changed("sims");
+        break;
+      case "kernel":
+        this.addKernels([data]);
+        break;
+      case "file":
+        this.addFiles([data]);
+        break;
+      case "run": {
+        const wasActive = this.active;
+        this.run = { ...this.run, ...data };
+        this.changed("run");
+        if (wasActive && !this.active) this.loadFiles(); // files stored after the end are only listed
+        break;
+      }
+    }
+  }
+
+  async loadLists() {
+    await Promise.all([this.loadKernels(), this.loadFiles()]);
+  }
+
+  async loadKernels() {
+    try {
+      this.addKernels(await api(`/api/runs/${enc(this.id)}/kernels`));
+      this.kernelsLoaded = true;
+      this.changed("kernels");
+    } catch (err) {
+      this.listError = err;
+      this.changed("status");
+    }
+  }
+
+  async loadFiles() {
+    try {
+      this.addFiles(await api(`/api/runs/${enc(this.id)}/files`));
+    } catch (err) {
+      this.listError = err;
+      this.changed("status");
+    }
+  }
+
+  addKernels(list) {
+    for (const k of list) {
+      let rows = this.kernels.get(k.sim_id);
+      if (!rows) this.kernels.set(k.sim_id, (rows = []));
+      if (rows[k.kernel_index] === undefined) this.kernelCount += 1;
+      rows[k.kernel_index] = k;
+    }
+    if (list.length) {
+      this.kernelVersion += 1;
+      this.changed("kernels");
+    }
+  }
+
+  addFiles(list) {
+    for (const f of list) this.files.set(`${f.sim_id}/${f.name}`, f);
+    if (list.length) this.changed("files");
+  }
+
+  /** The run's sims in the order of its entries, then replica. */
+  orderedSims() {
+    const order = new Map((this.run?.entries ?? []).map((e, i) => [e.gpu_config, i]));
+    return [...this.sims.values()].sort(
+      (a, b) => (order.get(a.gpu_config) ?? 99) - (order.get(b.gpu_config) ?? 99) || a.gpu_config.localeCompare(b.gpu_config) || a.replica - b.replica,
+    );
+  }
+
+  filesOf(simId) {
+    return [...this.files.values()].filter((f) => f.sim_id === simId).sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** Takes the run and sims of a RunDetail: the snapshot's, or what a cancel answered. */
+  replace(detail) {
+    const { sims, ...run } = detail;
+    this.run = run;
+    for (const sim of sims) this.sims.set(sim.id, sim);
+    this.changed("run", "sims");
+  }
+
+  /** Listeners get one "change" event per frame with the set of what changed. */
+  changed(...kinds) {
+    if (!this.pending) {
+      this.pending = new Set();
+      const flush = () => {
+        const detail = this.pending;
+        this.pending = null;
+        if (!this.stopped) this.dispatchEvent(new CustomEvent("change", { detail }));
+      };
+      if (document.hidden) setTimeout(flush, 250);
+      else requestAnimationFrame(flush);
+    }
+    for (const kind of kinds) this.pending.add(kind);
+  }
+}

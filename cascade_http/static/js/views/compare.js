@@ -1,0 +1,260 @@
+// The Compare tab. Per kernel row (GET /comparison: the median over each config's replicas),
+// configs side by side as a chart and a table; with real timing, simulated vs real with the
+// error per kernel and a per-config summary (mean absolute % error, Pearson r, share within
+// 10 %). For traces with a step timeline: per-step wall and GPU time, and TTFT / ITL / e2e,
+// real vs simulated per config (the median over its replicas). Refetched as kernels finish.
+
+import { api, enc } from "../api.js";
+import { duration, fixed, integer, ms, NONE, percent } from "../format.js";
+import { clear, failure, h, loading, state, throttle } from "../dom.js";
+import { shortName } from "../kernelname.js";
+import { lineChart } from "../chart.js";
+import { accuracy, errorPct, median } from "../stats.js";
+import { colorMap, cssVar } from "../palette.js";
+import { virtualTable } from "../vtable.js";
+
+const REQUEST_METRICS = [
+  ["ttft_ms", "TTFT"],
+  ["itl_ms_mean", "ITL mean"],
+  ["itl_ms_p50", "ITL p50"],
+  ["e2e_ms", "End to end"],
+];
+
+function errCell(pct) {
+  if (pct === null || pct === undefined) return NONE;
+  const cls = Math.abs(pct) <= 10 ? "err-ok" : Math.abs(pct) <= 25 ? "err-warn" : "err-bad";
+  return h("span", { class: cls }, percent(pct, { signed: true }));
+}
+
+export function mountCompare(el, model) {
+  let comparison = null;
+  let timelines = null;
+  let succeeded = -1;
+  const kernelsBody = h("div", {}, loading("Loading the comparison…"));
+  const stepsBody = h("div", {});
+  const chart = lineChart({ id: "compare-chart", label: "Simulated time per kernel row, per config", rowTitle: (i) => rowName(comparison.rows[i]) });
+  const table = virtualTable({ id: "compare-table", label: "Time per kernel row", columns: [], rowData: (r) => ({ kernelIndex: r.kernel_index }) });
+  el.append(
+    h("section", { class: "panel", "aria-labelledby": "cmp-kernels" }, h("div", { class: "toolbar" }, h("h2", { id: "cmp-kernels" }, "Kernels")), kernelsBody),
+    stepsBody,
+  );
+
+  function rowName(r) {
+    return `#${r.kernel_index} ${shortName(r.kernel_name)}`;
+  }
+
+  function summaries(c) {
+    const base = c.configs[0];
+    const total = (cfg) => c.rows.reduce((a, r) => a + (r.sim_ns[cfg] ?? 0), 0);
+    return c.configs.map((cfg) => {
+      const done = c.rows.filter((r) => r.sim_ns[cfg] !== null && r.sim_ns[cfg] !== undefined);
+      const acc = c.has_real_timing ? accuracy(done.filter((r) => r.real_ns > 0).map((r) => [r.real_ns, r.sim_ns[cfg]])) : null;
+      return { cfg, total: total(cfg), kernels: done.length, vsBase: cfg !== base && total(base) > 0 ? total(cfg) / total(base) : null, acc };
+    });
+  }
+
+  function summaryCards(c) {
+    return h(
+      "div",
+      { class: "cards", id: "compare-summary" },
+      summaries(c).map((s) =>
+        h(
+          "article",
+          { class: "card stat-card", dataset: { config: s.cfg, mape: s.acc?.mape ?? "", r: s.acc?.r ?? "", within10: s.acc?.within10 ?? "", total: s.total } },
+          h("h3", { class: "mono" }, s.cfg),
+          h(
+            "dl",
+            { class: "stats" },
+            h("dt", {}, "Simulated total"), h("dd", {}, duration(s.total)),
+            h("dt", {}, "Kernel rows"), h("dd", {}, `${integer(s.kernels)} of ${integer(c.rows.length)}`),
+            s.vsBase !== null ? [h("dt", {}, `vs ${c.configs[0]}`), h("dd", {}, `×${fixed(s.vsBase, 3)}`)] : null,
+            s.acc ? [
+              h("dt", {}, "Mean abs. error"), h("dd", {}, percent(s.acc.mape)),
+              h("dt", {}, "Pearson r"), h("dd", {}, fixed(s.acc.r, 3)),
+              h("dt", {}, "Within 10 %"), h("dd", {}, s.acc.within10 === null ? NONE : percent(100 * s.acc.within10)),
+            ] : null,
+          ),
+        ),
+      ),
+    );
+  }
+
+  function columns(c) {
+    const real = c.has_real_timing;
+    const base = c.configs[0];
+    const cols = [
+      { title: "#", width: "3.5rem", num: true, cell: (r) => r.kernel_index },
+      { title: "Kernel", width: "minmax(10rem,2fr)", cell: (r) => h("span", { class: "mono", title: r.kernel_name }, shortName(r.kernel_name)) },
+    ];
+    if (real) cols.push({ title: "Real", width: "6.5rem", num: true, cell: (r) => duration(r.real_ns), data: (r) => ({ "data-real-ns": r.real_ns ?? "" }) });
+    for (const cfg of c.configs) {
+      cols.push({ title: cfg, width: "minmax(7rem,1fr)", num: true, cell: (r) => duration(r.sim_ns[cfg]), data: (r) => ({ "data-config": cfg, "data-ns": r.sim_ns[cfg] ?? "" }) });
+      if (real) cols.push({ title: "Error", width: "5.5rem", num: true, cell: (r) => errCell(errorPct(r.sim_ns[cfg], r.real_ns)) });
+      else if (cfg !== base) cols.push({ title: `vs ${base}`, width: "6rem", num: true, cell: (r) => errCell(errorPct(r.sim_ns[cfg], r.sim_ns[base])) });
+    }
+    return cols;
+  }
+
+  function renderKernels() {
+    const c = comparison;
+    if (!c.rows.length) {
+      return clear(kernelsBody, state("empty", model.active ? "No kernel has finished yet." : "No sim finished a kernel.", "Rows appear as the sims finish kernels."));
+    }
+    const colors = colorMap();
+    const series = c.configs.map((cfg) => ({ name: cfg, color: colors.get(cfg), values: c.rows.map((r) => r.sim_ns[cfg] ?? null) }));
+    if (c.has_real_timing) series.unshift({ name: "Real", color: cssVar("--text"), dashed: true, values: c.rows.map((r) => r.real_ns) });
+    clear(
+      kernelsBody,
+      c.has_real_timing ? null : h("p", { class: "hint pad" }, "This trace has no real timing: configs are compared with each other."),
+      summaryCards(c),
+      chart.el,
+      table.el,
+    );
+    chart.setData({ rows: c.rows.length, series });
+    table.setColumns(columns(c));
+    table.setRows(c.rows);
+  }
+
+  async function loadComparison() {
+    try {
+      comparison = await api(`/api/runs/${enc(model.id)}/comparison`);
+      renderKernels();
+    } catch (err) {
+      if (!comparison) clear(kernelsBody, failure(err, loadComparison));
+    }
+  }
+
+  // --- step timeline ---
+
+  function byConfig(list) {
+    const groups = new Map();
+    for (const t of list) {
+      if (!groups.has(t.gpu_config)) groups.set(t.gpu_config, []);
+      groups.get(t.gpu_config).push(t);
+    }
+    return groups;
+  }
+
+  /** The median over a config's replicas of `pick(timeline)`. */
+  const med = (group, pick) => median(group.map(pick));
+
+  function renderSteps() {
+    if (!model.run.trace?.has_step_timeline) return clear(stepsBody);
+    const panel = (...children) =>
+      clear(stepsBody, h("section", { class: "panel", "aria-labelledby": "cmp-steps" }, h("div", { class: "toolbar" }, h("h2", { id: "cmp-steps" }, "Serving steps")), ...children));
+    if (timelines === null) return panel(loading("Loading step timing…"));
+    if (!timelines.length) return panel(state("empty", "No step timing yet.", "A sim sends it once it succeeds."));
+    const groups = byConfig(timelines);
+    const configs = [...groups.keys()];
+    const first = timelines[0];
+
+    const requestRows = first.compare.requests.flatMap((req, ri) =>
+      REQUEST_METRICS.map(([key, name]) => ({ repeat: req.repeat, key, name, real: req[key].real, sims: configs.map((cfg) => med(groups.get(cfg), (t) => t.compare.requests[ri]?.[key]?.simulated)) })),
+    );
+    const requests = h(
+      "table",
+      { class: "table compact", id: "requests-table" },
+      h("caption", {}, "Requests: real vs simulated"),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Metric"), h("th", { scope: "col", class: "num" }, "Real"), configs.map((c) => [h("th", { scope: "col", class: "num mono" }, c), h("th", { scope: "col", class: "num" }, "Error")]))),
+      h(
+        "tbody",
+        {},
+        requestRows.map((r) =>
+          h(
+            "tr",
+            { dataset: { metric: r.key, repeat: r.repeat } },
+            h("th", { scope: "row" }, r.name, first.compare.requests.length > 1 ? h("span", { class: "muted" }, ` · repeat ${r.repeat}`) : null),
+            h("td", { class: "num" }, ms(r.real)),
+            r.sims.map((v, i) => [h("td", { class: "num", dataset: { config: configs[i], ms: v ?? "" } }, ms(v)), h("td", { class: "num" }, errCell(errorPct(v, r.real)))]),
+          ),
+        ),
+      ),
+    );
+
+    const steps = first.compare.steps;
+    const repeats = new Set(steps.map((s) => s.repeat)).size > 1;
+    const stepCols = [
+      { title: "Step", width: "5rem", cell: (s) => (repeats ? `${s.repeat}.${s.step}` : s.step) },
+      { title: "Kind", width: "5.5rem", cell: (s) => s.kind },
+      { title: "Real wall", width: "6.5rem", num: true, cell: (s) => duration(s.wall_ns.real) },
+      ...configs.map((cfg) => ({ title: `${cfg} wall`, width: "minmax(8rem,1fr)", num: true, cell: (s, i) => simWithError(med(groups.get(cfg), (t) => t.compare.steps[i]?.wall_ns.simulated), s.wall_ns.real) })),
+      { title: "Real GPU", width: "6.5rem", num: true, cell: (s) => duration(s.gpu_busy_ns.real) },
+      ...configs.map((cfg) => ({ title: `${cfg} GPU`, width: "minmax(8rem,1fr)", num: true, cell: (s, i) => simWithError(med(groups.get(cfg), (t) => t.compare.steps[i]?.gpu_busy_ns.simulated), s.gpu_busy_ns.real) })),
+    ];
+    const stepTable = virtualTable({ id: "steps-table", label: "Per-step wall and GPU time", columns: stepCols, maxHeight: 360 });
+    stepTable.setRows(steps);
+    const stepChart = lineChart({ id: "steps-chart", label: "Wall time per step, real and simulated", height: 200, rowTitle: (i) => `Step ${steps[i].step} (${steps[i].kind})` });
+    const colors = colorMap();
+    stepChart.setData({
+      rows: steps.length,
+      series: [
+        { name: "Real wall", color: cssVar("--text"), dashed: true, values: steps.map((s) => s.wall_ns.real) },
+        ...configs.map((cfg) => ({ name: `${cfg} wall`, color: colors.get(cfg), values: steps.map((_, i) => med(groups.get(cfg), (t) => t.compare.steps[i]?.wall_ns.simulated)) })),
+      ],
+    });
+
+    const cards = h(
+      "div",
+      { class: "cards" },
+      configs.map((cfg) => {
+        const g = groups.get(cfg);
+        const cov = (k) => med(g, (t) => t.simulated.summary?.simulation?.coverage?.[k]);
+        return h(
+          "article",
+          { class: "card stat-card", dataset: { config: cfg } },
+          h("h3", { class: "mono" }, cfg, h("span", { class: "muted" }, ` · ${g.length} replica${g.length === 1 ? "" : "s"}`)),
+          h(
+            "dl",
+            { class: "stats" },
+            h("dt", {}, "Wall, mean abs. error"), h("dd", {}, percent(med(g, (t) => t.compare.summary?.wall_ns?.mean_abs_error_pct))),
+            h("dt", {}, "GPU, mean abs. error"), h("dd", {}, percent(med(g, (t) => t.compare.summary?.gpu_busy_ns?.mean_abs_error_pct))),
+            h("dt", {}, "Kernels simulated"), h("dd", {}, percent(100 * (cov("kernel_fraction") ?? NaN))),
+            h("dt", {}, "GPU time simulated"), h("dd", {}, percent(100 * (cov("gpu_time_fraction") ?? NaN))),
+          ),
+        );
+      }),
+    );
+    panel(
+      h("p", { class: "hint pad" }, `${first.simulated.meta?.model ?? "Model"} on ${first.simulated.meta?.gpu_name ?? "the traced GPU"}: the measured serving run with each simulated kernel's time in place of its measured one. Medians over each config's replicas.`),
+      cards,
+      h("div", { class: "table-wrap" }, requests),
+      h("h3", { class: "sub" }, "Steps"),
+      stepChart.el,
+      stepTable.el,
+    );
+  }
+
+  function simWithError(sim, real) {
+    return h("span", {}, duration(sim), " ", h("small", {}, errCell(errorPct(sim, real))));
+  }
+
+  async function loadTimelines() {
+    if (!model.run.trace?.has_step_timeline) return;
+    try {
+      timelines = await api(`/api/runs/${enc(model.id)}/step-timelines`);
+      renderSteps();
+    } catch (err) {
+      clear(stepsBody, failure(err, loadTimelines));
+    }
+  }
+
+  function countSucceeded() {
+    return [...model.sims.values()].filter((s) => s.state === "succeeded").length;
+  }
+
+  const refresh = throttle(loadComparison, 1500);
+  loadComparison();
+  renderSteps();
+  succeeded = countSucceeded();
+  loadTimelines();
+  return {
+    changed(what) {
+      if (what.has("kernels") || what.has("run")) refresh();
+      if (what.has("sims") && countSucceeded() !== succeeded) {
+        succeeded = countSucceeded();
+        loadTimelines();
+      }
+    },
+    destroy: () => refresh.cancel(),
+  };
+}

@@ -1,0 +1,146 @@
+// The create-run form: a ready trace, the GPU configs of its arch (the suggested one first),
+// a sim count per config. What the API refuses is shown next to the field it concerns, in
+// the API's own words (so the form does no validation of its own).
+
+import { api } from "../api.js";
+import { bytes, integer } from "../format.js";
+import { clear, failure, h, loading, sampleBadge, state } from "../dom.js";
+
+export function mountNewRun(el, _params, query) {
+  document.title = "New run · Cascade";
+  const body = h("div", {}, loading("Loading traces and GPU configs…"));
+  el.append(
+    h(
+      "div",
+      { class: "page page-narrow" },
+      h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: "#/runs" }, "Runs"), " / ", h("span", { "aria-current": "page" }, "New run")),
+      h("h1", {}, "New run"),
+      body,
+    ),
+  );
+  const load = () =>
+    Promise.all([api("/api/traces"), api("/api/gpu-configs")])
+      .then(([traces, configs]) => form(body, traces, configs, query.get("trace")))
+      .catch((err) => clear(body, failure(err, load)));
+  load();
+  return {};
+}
+
+function form(body, traces, configs, wanted) {
+  const ready = traces.filter((t) => t.state === "ready").sort((a, b) => a.sample - b.sample); // samples cannot run: last
+  if (!ready.length) {
+    return clear(body, state("empty", "No trace is ready to run.", "Upload a trace first; it can be run once it is ready.", h("a", { class: "btn", href: "#/traces" }, "Go to traces")));
+  }
+  const traceSelect = h(
+    "select",
+    { id: "run-trace", name: "trace_id", "aria-describedby": "run-trace-info run-trace-error" },
+    ready.map((t) => h("option", { value: t.id }, `${t.id}${t.sample ? " (sample)" : ""}`)),
+  );
+  if (wanted && ready.some((t) => t.id === wanted)) traceSelect.value = wanted;
+  const traceInfo = h("p", { id: "run-trace-info", class: "hint" });
+  const traceError = h("p", { id: "run-trace-error", class: "field-error", role: "alert" });
+  const configList = h("div", { class: "cfg-list", id: "run-configs" });
+  const configsError = h("p", { id: "run-configs-error", class: "field-error", role: "alert" });
+  const formError = h("p", { class: "field-error", role: "alert" });
+  const submit = h("button", { class: "btn btn-primary", type: "submit" }, "Create run");
+  let rows = []; // { config, check, count, error }
+
+  function showTrace() {
+    const trace = ready.find((t) => t.id === traceSelect.value);
+    clear(
+      traceInfo,
+      `${trace.trace_gpu_arch ?? "arch unknown"} · ${integer(trace.kernel_count)} kernels · ${bytes(trace.bytes)}`,
+      trace.model ? ` · ${trace.model}` : "",
+      trace.sample ? [" ", sampleBadge()] : "",
+    );
+    const matching = configs
+      .filter((c) => c.arch === trace.trace_gpu_arch)
+      .sort((a, b) => (b.name === trace.suggested_sim_config) - (a.name === trace.suggested_sim_config) || a.name.localeCompare(b.name));
+    rows = matching.map((config, i) => configRow(config, config.name === trace.suggested_sim_config || (i === 0 && !trace.suggested_sim_config)));
+    if (!rows.length) {
+      const known = configs.length ? `The server has ${configs.map((c) => `${c.name} (${c.arch})`).join(", ")}.` : "The server has no GPU configs: start it with --accelsim-dir.";
+      clear(configList, state("empty", `No GPU config matches ${trace.trace_gpu_arch ?? "this trace's arch"}.`, known));
+    } else clear(configList, rows.map((r) => r.el));
+    for (const p of [traceError, configsError, formError]) p.textContent = "";
+  }
+
+  function configRow(config, suggested) {
+    const id = `cfg-${config.name}`;
+    const check = h("input", { type: "checkbox", id, checked: suggested, dataset: { config: config.name } });
+    const count = h("input", {
+      type: "number", id: `${id}-count`, min: "1", max: "64", step: "1", value: "1", inputmode: "numeric",
+      class: "count", "aria-describedby": `${id}-error`, dataset: { config: config.name },
+    });
+    const error = h("p", { id: `${id}-error`, class: "field-error", role: "alert" });
+    const el = h(
+      "div",
+      { class: "cfg-row" },
+      check,
+      h("label", { for: id, class: "cfg-name" }, h("span", { class: "mono" }, config.name), " ", h("span", { class: "muted" }, `${config.arch} · ${config.core_clock_mhz} MHz`), suggested ? h("span", { class: "badge suggested" }, "suggested") : null),
+      h("label", { for: `${id}-count`, class: "cfg-count" }, h("span", { class: "muted" }, "sims"), count),
+      error,
+    );
+    return { config, check, count, error, el };
+  }
+
+  function countValue(input) {
+    const n = Number(input.value);
+    return input.value.trim() !== "" && Number.isInteger(n) ? n : input.value;
+  }
+
+  function showError(err, chosen) {
+    if (err.status === 404 || err.status === 409) {
+      traceError.textContent = err.message;
+      return traceSelect.focus();
+    }
+    if (err.status === 422 && err.issues.length) {
+      for (const issue of err.issues) {
+        const [, field, index, leaf] = issue.loc ?? [];
+        const target = field === "entries" && leaf === "count" ? chosen[index]?.error : field === "trace_id" ? traceError : configsError;
+        target.textContent = target.textContent ? `${target.textContent}; ${issue.msg}` : issue.msg;
+      }
+      return (chosen.find((r) => r.error.textContent)?.count ?? configList.querySelector("input"))?.focus();
+    }
+    if (err.status === 422) {
+      configsError.textContent = err.message;
+      return configList.querySelector("input")?.focus();
+    }
+    formError.textContent = err.message;
+  }
+
+  async function create(e) {
+    e.preventDefault();
+    for (const p of [traceError, configsError, formError, ...rows.map((r) => r.error)]) p.textContent = "";
+    const chosen = rows.filter((r) => r.check.checked);
+    const body = { trace_id: traceSelect.value, entries: chosen.map((r) => ({ gpu_config: r.config.name, count: countValue(r.count) })) };
+    submit.disabled = true;
+    submit.textContent = "Creating…";
+    try {
+      const run = await api("/api/runs", { method: "POST", json: body });
+      location.hash = `#/runs/${encodeURIComponent(run.id)}`;
+    } catch (err) {
+      showError(err, chosen);
+      submit.disabled = false;
+      submit.textContent = "Create run";
+    }
+  }
+
+  traceSelect.addEventListener("change", showTrace);
+  clear(
+    body,
+    h(
+      "form",
+      { class: "card form", onsubmit: create, novalidate: true, id: "new-run" },
+      h("div", { class: "field" }, h("label", { for: "run-trace" }, "Trace"), traceSelect, traceInfo, traceError),
+      h(
+        "fieldset",
+        { class: "field", "aria-describedby": "run-configs-error" },
+        h("legend", {}, "GPU configs ", h("span", { class: "muted" }, "(those of the trace's arch; 1 to 64 sims each)")),
+        configList,
+        configsError,
+      ),
+      h("div", { class: "form-actions" }, submit, h("a", { class: "btn btn-ghost", href: "#/runs" }, "Cancel"), formError),
+    ),
+  );
+  showTrace();
+}

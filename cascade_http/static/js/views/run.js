@@ -1,0 +1,148 @@
+// A run's page: its header (state, sim counts, progress, downloads, cancel) and three tabs,
+// Sims, Timeline and Compare, that share one live RunModel fed by the run's event stream.
+// Switching tabs keeps the stream; leaving the run closes it.
+
+import { api, enc } from "../api.js";
+import { age, dateTime, integer } from "../format.js";
+import { announce, clear, confirmDialog, downloadButton, entriesText, failure, h, loading, markCurrent, progressBar, sampleBadge, setProgress, simCounts, stateBadge } from "../dom.js";
+import { RunModel } from "../runmodel.js";
+import { mountSims } from "./sims.js";
+import { mountTimeline } from "./timeline.js";
+import { mountCompare } from "./compare.js";
+
+const TABS = [
+  { id: "sims", title: "Sims", mount: mountSims, path: "" },
+  { id: "timeline", title: "Timeline", mount: mountTimeline, path: "/timeline" },
+  { id: "compare", title: "Compare", mount: mountCompare, path: "/compare" },
+];
+
+const LINK_TEXT = {
+  connecting: "Connecting…",
+  open: "Live",
+  reconnecting: "Reconnecting…",
+  ended: "Final",
+  failed: "Not live",
+};
+
+export function mountRun(el, params) {
+  const model = new RunModel(params.id).start();
+  let tab = params.tab;
+  let sub = null;
+  let lastState = null;
+
+  const title = h("h1", { class: "run-title" }, h("span", { class: "mono" }, params.id));
+  const badges = h("span", { class: "title-badges" });
+  const link = h("span", { class: "link-status", id: "link-status", role: "status" });
+  const meta = h("p", { class: "run-meta" });
+  const counts = h("div", { class: "run-counts", id: "run-counts" });
+  const overall = progressBar(0, 0, "Kernels finished over all sims");
+  const overallText = h("span", { class: "progress-text" });
+  const cancel = h("button", { class: "btn btn-danger", type: "button", id: "cancel-run", hidden: true }, "Cancel run");
+  const actions = h(
+    "div",
+    { class: "run-actions" },
+    downloadButton("Results JSON", `/api/runs/${enc(params.id)}/results`, `${params.id}-results.json`, { small: false, title: "Everything about the run: sims, kernels with full stats, comparison" }),
+    downloadButton("Perfetto", `/api/runs/${enc(params.id)}/perfetto`, `${params.id}-perfetto.json`, { small: false, title: "A Chrome trace JSON for ui.perfetto.dev" }),
+    cancel,
+  );
+  const tabLinks = TABS.map((t) => h("a", { href: `#/runs/${enc(params.id)}${t.path}`, class: "tab", dataset: { tab: t.id } }, t.title));
+  const content = h("div", { class: "tab-panel", id: "tab-panel" });
+  const head = h(
+    "header",
+    { class: "run-head" },
+    h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: "#/runs" }, "Runs"), " / ", h("span", { "aria-current": "page", class: "mono" }, params.id)),
+    h("div", { class: "run-title-row" }, title, badges, link),
+    meta,
+    h("div", { class: "run-summary" }, counts, h("div", { class: "run-progress" }, overall, overallText), actions),
+    h("nav", { class: "tabs", "aria-label": "Run views" }, tabLinks),
+  );
+  const body = h("div", { class: "page" }, loading("Connecting to the run…"));
+  el.append(body);
+
+  function showTab() {
+    sub?.destroy?.();
+    clear(content);
+    const t = TABS.find((x) => x.id === tab) ?? TABS[0];
+    markCurrent(tabLinks, (a) => a.dataset.tab === t.id);
+    document.title = `${t.title} · ${params.id} · Cascade`;
+    sub = t.mount(content, model);
+  }
+
+  function renderHead() {
+    const run = model.run;
+    clear(badges, stateBadge(run.state), run.sample ? sampleBadge() : null);
+    const trace = run.trace;
+    clear(
+      meta,
+      "Trace ",
+      h("a", { href: `#/runs?trace=${enc(run.trace_id)}`, class: "mono", title: "Runs of this trace" }, run.trace_id),
+      trace?.trace_gpu_arch ? ` · ${trace.trace_gpu_arch}` : "",
+      ` · ${entriesText(run.entries)} · created `,
+      h("time", { datetime: run.created_at, title: dateTime(run.created_at) }, age(run.created_at)),
+    );
+    clear(counts, simCounts(run.sim_counts));
+    let done = 0;
+    let total = 0;
+    for (const s of model.sims.values()) {
+      done += s.kernels_done;
+      total += s.kernels_total;
+    }
+    setProgress(overall, done, total);
+    overallText.textContent = `${integer(done)} / ${integer(total)} kernels`;
+    cancel.hidden = run.state !== "active";
+    if (lastState && lastState !== run.state) announce(`Run ${run.id} is ${run.state}`);
+    lastState = run.state;
+  }
+
+  function renderLink() {
+    const status = model.run && !model.active ? "ended" : model.status;
+    link.className = `link-status link-${status}`;
+    link.textContent = LINK_TEXT[status] ?? status;
+  }
+
+  model.addEventListener("change", (e) => {
+    if (model.status === "failed" && !model.run) {
+      const err = model.error;
+      return clear(body, failure(err, () => location.reload()));
+    }
+    if (!model.run) return;
+    if (!body.contains(head)) {
+      clear(body, head, content);
+      showTab();
+    }
+    if (e.detail.has("run") || e.detail.has("sims")) renderHead();
+    renderLink();
+    sub?.changed?.(e.detail);
+  });
+
+  cancel.addEventListener("click", async () => {
+    const unfinished = [...model.sims.values()].filter((s) => !["succeeded", "failed", "cancelled"].includes(s.state)).length;
+    const ok = await confirmDialog({
+      title: `Cancel run ${params.id}?`,
+      message: `${unfinished} unfinished sim${unfinished === 1 ? "" : "s"} will be cancelled and stopped. Finished sims keep their state and results.`,
+      confirm: "Cancel run",
+      cancel: "Keep running",
+    });
+    if (!ok) return;
+    cancel.disabled = true;
+    try {
+      model.replace(await api(`/api/runs/${enc(params.id)}/cancel`, { method: "POST" }));
+    } catch (err) {
+      announce(`Cancel failed: ${err.message}`);
+    } finally {
+      cancel.disabled = false;
+    }
+  });
+
+  return {
+    update(next) {
+      if (next.tab === tab) return;
+      tab = next.tab;
+      if (model.run) showTab();
+    },
+    destroy() {
+      model.stop();
+      sub?.destroy?.();
+    },
+  };
+}

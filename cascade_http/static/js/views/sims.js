@@ -1,0 +1,126 @@
+// The Sims tab: one row per sim, updated in place from the run's live model: state, progress
+// (kernels_done / kernels_total), current kernel, latest IPC and simulation rate, elapsed
+// time (ticking while it runs); on demand its last log lines, its files and its downloads.
+
+import { enc } from "../api.js";
+import { bytes, dateTime, elapsed, integer, ipc, NONE, rate } from "../format.js";
+import { clear, downloadButton, h, progressBar, state, stateBadge, syncRows } from "../dom.js";
+import { shortName } from "../kernelname.js";
+
+const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
+const COLUMNS = ["Sim", "State", "Progress", "Current kernel", "IPC", "Sim rate", "Elapsed", ""];
+
+function elapsedMs(sim, now) {
+  if (!sim.started_at) return null;
+  const end = sim.finished_at ? Date.parse(sim.finished_at) : FINISHED.has(sim.state) ? Date.parse(sim.last_heartbeat_at ?? sim.started_at) : now;
+  return end - Date.parse(sim.started_at);
+}
+
+export function mountSims(el, model) {
+  const open = new Map(); // sim id -> "log" | "files"
+  const table = h(
+    "table",
+    { class: "table responsive sims", id: "sims-table" },
+    h("caption", { class: "sr-only" }, "Sims of this run, by config and replica"),
+    h("thead", {}, h("tr", {}, COLUMNS.map((t) => h("th", { scope: "col" }, t || h("span", { class: "sr-only" }, "Details"))))),
+  );
+  el.append(h("section", { class: "panel" }, h("div", { class: "table-wrap" }, table)));
+
+  function toggle(sim, what) {
+    open.set(sim.id, open.get(sim.id) === what ? null : what);
+    render();
+    table.querySelector(`[data-sim="${CSS.escape(sim.id)}"] [data-toggle="${what}"]`)?.focus();
+  }
+
+  function details(sim, what) {
+    if (what === "log") {
+      return h(
+        "div",
+        { class: "sim-details" },
+        h("div", { class: "details-head" }, h("strong", {}, `Last ${sim.log_tail.length} log lines`), downloadButton("Full log", `/api/sims/${enc(sim.id)}/log`, `${sim.id}.log`)),
+        sim.log_tail.length ? h("pre", { class: "log", tabindex: "0", "aria-label": `Last log lines of ${sim.id}` }, sim.log_tail.join("\n")) : h("p", { class: "muted" }, "No log lines yet."),
+      );
+    }
+    const files = model.filesOf(sim.id);
+    return h(
+      "div",
+      { class: "sim-details" },
+      h("div", { class: "details-head" }, h("strong", {}, `Files of ${sim.gpu_config} replica ${sim.replica}`), downloadButton("Results JSON", `/api/sims/${enc(sim.id)}/results`, `${sim.id}-results.json`), downloadButton("Full log", `/api/sims/${enc(sim.id)}/log`, `${sim.id}.log`)),
+      files.length
+        ? h(
+            "ul",
+            { class: "files" },
+            files.map((f) =>
+              h("li", {}, downloadButton(f.name, `/api/sims/${enc(sim.id)}/files/${enc(f.name)}`, f.name, { title: `${f.content_type}, stored ${dateTime(f.created_at)}` }), h("span", { class: "muted" }, ` ${bytes(f.size)}`)),
+            ),
+          )
+        : h("p", { class: "muted" }, FINISHED.has(sim.state) ? "This sim stored no files." : "Files appear when the sim finishes."),
+    );
+  }
+
+  function row(sim) {
+    const what = open.get(sim.id);
+    const kernel = sim.current_kernel;
+    const files = model.filesOf(sim.id).length;
+    const main = h(
+      "tr",
+      { dataset: { sim: sim.id, state: sim.state } },
+      h("td", { "data-label": "Sim" }, h("span", { class: "mono strong" }, sim.gpu_config), h("span", { class: "muted" }, ` · r${sim.replica}`), h("div", { class: "mono muted small" }, sim.id)),
+      h(
+        "td",
+        { "data-label": "State" },
+        stateBadge(sim.state),
+        sim.error ? h("p", { class: "row-error" }, sim.error) : null,
+        sim.exit_code !== null && sim.exit_code !== 0 ? h("div", { class: "muted small" }, `exit ${sim.exit_code}`) : null,
+      ),
+      h(
+        "td",
+        { "data-label": "Progress", class: "progress-cell" },
+        progressBar(sim.kernels_done, sim.kernels_total, `Kernels of ${sim.id}`),
+        h("span", { class: "progress-text", dataset: { done: sim.kernels_done, total: sim.kernels_total } }, `${integer(sim.kernels_done)} / ${integer(sim.kernels_total)}`),
+      ),
+      h("td", { "data-label": "Current kernel", class: "kernel-cell" }, kernel ? h("span", { class: "mono", title: kernel }, shortName(kernel)) : NONE),
+      h("td", { "data-label": "IPC", class: "num" }, ipc(sim.latest.gpu_tot_ipc)),
+      h("td", { "data-label": "Sim rate", class: "num" }, rate(sim.latest.sim_rate_ips)),
+      h("td", { "data-label": "Elapsed", class: "num" }, h("span", { class: "elapsed", title: sim.started_at ? `started ${dateTime(sim.started_at)}` : "not started" }, elapsed(elapsedMs(sim, Date.now())))),
+      h(
+        "td",
+        { class: "actions" },
+        h("button", { class: "btn btn-small", type: "button", dataset: { toggle: "log" }, "aria-expanded": String(what === "log"), onclick: () => toggle(sim, "log") }, "Log"),
+        h("button", { class: "btn btn-small", type: "button", dataset: { toggle: "files" }, "aria-expanded": String(what === "files"), onclick: () => toggle(sim, "files") }, `Files${files ? ` (${files})` : ""}`),
+      ),
+    );
+    const group = h("tbody", { dataset: { sim: sim.id } }, main);
+    if (what) group.append(h("tr", { class: "details-row" }, h("td", { colspan: String(COLUMNS.length) }, details(sim, what))));
+    return group;
+  }
+
+  function render() {
+    const sims = model.orderedSims();
+    if (!sims.length) {
+      table.querySelectorAll("tbody").forEach((b) => b.remove());
+      if (!el.querySelector(".state")) el.append(state("empty", "This run has no sims."));
+      return;
+    }
+    const filesSig = (id) => model.filesOf(id).map((f) => f.name).join();
+    syncRows(table, sims, { key: (s) => s.id, signature: (s) => JSON.stringify(s) + open.get(s.id) + filesSig(s.id), render: row, skip: 2 });
+  }
+
+  // Elapsed times tick while sims run, without rebuilding rows.
+  const ticker = setInterval(() => {
+    const now = Date.now();
+    for (const sim of model.sims.values()) {
+      if (sim.state !== "running" && sim.state !== "launching") continue;
+      const cell = table.querySelector(`tbody[data-sim="${CSS.escape(sim.id)}"] .elapsed`);
+      if (cell) cell.textContent = elapsed(elapsedMs(sim, now));
+    }
+  }, 1000);
+
+  render();
+  return {
+    changed(what) {
+      if (what.has("sims") || what.has("files") || what.has("run")) render();
+    },
+    destroy: () => clearInterval(ticker),
+  };
+}

@@ -1,0 +1,132 @@
+"""`cascade trace upload DIR`: a local trace directory streamed to the server as a tar.
+
+The tar is made on the fly, file by file in 1 MiB reads, with the files at the archive's
+root; its exact size is known before the first byte goes out, so it is sent with a
+Content-Length (and the server can refuse an oversized upload at once) and the progress bar
+on stderr shows bytes sent of the total. Symbolic links are followed: the server takes
+regular files only. Kernel files already xz-compressed stay as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+from urllib.parse import quote
+
+import msgspec
+
+from cascade_core.models import Trace
+from cascade_core.traces import new_trace_id
+from cascade_http.client import ApiClient, SendInterrupted
+from cascade_http.config import ConfigError
+
+READ_SIZE = 1 << 20
+POLL_S = 0.5
+
+
+class TarPlan(msgspec.Struct, frozen=True):
+    """What the tar of a directory will hold: each file's header, and the total size."""
+
+    files: list[tuple[Path, bytes, int]]  # source, tar header, size
+    total: int
+
+
+def plan(directory: Path) -> TarPlan:
+    files: list[tuple[Path, bytes, int]] = []
+    total = 2 * tarfile.BLOCKSIZE  # the end-of-archive blocks
+    for root, dirs, names in os.walk(directory, followlinks=True):
+        dirs.sort()
+        for name in sorted(names):
+            source = Path(root, name)
+            if not source.is_file():
+                raise ConfigError(f"{source}: not a regular file (a trace holds only files and directories)")
+            info = tarfile.TarInfo(source.relative_to(directory).as_posix())
+            info.size = source.stat().st_size
+            info.mtime = int(source.stat().st_mtime)
+            info.mode = 0o644
+            header = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+            files.append((source, header, info.size))
+            total += len(header) + info.size + -info.size % tarfile.BLOCKSIZE
+    if not files:
+        raise ConfigError(f"{directory}: no files to upload")
+    return TarPlan(files, total)
+
+
+def tar_stream(tar: TarPlan) -> Iterator[bytes]:
+    for source, header, size in tar.files:
+        yield header
+        left = size
+        with source.open("rb") as f:
+            while left:
+                data = f.read(min(READ_SIZE, left))
+                if not data:
+                    raise ConfigError(f"{source}: shrank while it was being uploaded")
+                left -= len(data)
+                yield data
+        if pad := -size % tarfile.BLOCKSIZE:
+            yield bytes(pad)
+    yield bytes(2 * tarfile.BLOCKSIZE)
+
+
+class Progress:
+    """`sent / total  percent  rate` on one line of a terminal, redrawn a few times a second."""
+
+    def __init__(self, total: int, out: TextIO = sys.stderr) -> None:
+        self.total = total
+        self.out = out
+        self.sent = 0
+        self.started = self.drawn = time.monotonic()
+
+    def counted(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+            self.sent += len(chunk)
+            if time.monotonic() - self.drawn >= 0.2:
+                self.draw()
+        self.draw(end="\n")
+
+    def draw(self, end: str = "") -> None:
+        self.drawn = time.monotonic()
+        if not self.out.isatty() and not end:
+            return
+        rate = self.sent / max(self.drawn - self.started, 1e-6)
+        percent = 100 * self.sent / self.total if self.total else 100.0
+        print(f"\r{_size(self.sent)} / {_size(self.total)}  {percent:5.1f}%  {_size(rate)}/s   ", end=end, file=self.out, flush=True)
+
+
+def _size(n: float) -> str:
+    return f"{n / (1 << 20):,.1f} MiB" if n >= 1 << 20 else f"{n / 1024:,.1f} KiB"
+
+
+def upload(client: ApiClient, directory: Path, trace_id: str | None) -> int:
+    """Upload `directory`, wait for the trace's final state, and print it; 0 if ready."""
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: not a directory")
+    tar = plan(directory)
+    progress = Progress(tar.total)
+    trace_id = trace_id or new_trace_id()  # chosen here, so the trace can be asked for if the answer is lost
+    path = f"/api/traces?id={quote(trace_id)}"
+    try:
+        raw = client.send_stream("POST", path, progress.counted(tar_stream(tar)), tar.total, {"Content-Type": "application/x-tar"})
+    except SendInterrupted as interrupted:
+        # The server ends an upload at the first bad file, while the body is still going out.
+        try:
+            raw = client.get(f"/api/traces/{quote(trace_id)}")
+        except ConfigError:
+            raise interrupted from None
+    trace = msgspec.json.decode(raw, type=Trace)
+    if trace.state in ("uploading", "processing"):
+        print(f"trace {trace.id}: {trace.state}", flush=True)
+    while trace.state in ("uploading", "processing"):
+        time.sleep(POLL_S)
+        trace = msgspec.json.decode(client.get(f"/api/traces/{quote(trace.id)}"), type=Trace)
+    if trace.state == "failed":
+        print(f"trace {trace.id}: failed: {trace.error}", file=sys.stderr)
+        return 1
+    print(f"trace {trace.id}: ready: {trace.kernel_count} kernels, {trace.trace_gpu_arch}, {trace.bytes} bytes")
+    return 0

@@ -1,0 +1,225 @@
+"""Running one sim attempt: a fresh working directory, the real simulator, its output turned
+into events as it is printed (`report.SimReport`), its files stored, and the outcome decided.
+
+The output is read in chunks as it comes and never held whole: each chunk goes to the
+gzipped log file, to the log lines that heartbeats carry, and to the streaming parser, whose
+kernel results become events at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import ctypes
+import gzip
+import hashlib
+import logging
+import os
+import shutil
+import signal
+from collections import deque
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import msgspec
+
+from cascade_nats.objects import Objects
+from cascade_sim import logparse
+from cascade_sim.install import AccelSimInstall
+from cascade_sim.report import Job, Launch, SimReport, content_type, kernel_stats_csv
+from cascade_sim.reporter import Reporter
+
+log = logging.getLogger("cascade.runner")
+
+HEARTBEAT_S = 2.0
+LAUNCH_WAIT_S = 2.0  # how long the launch event waits for the simulator's build strings
+READ_SIZE = 64 * 1024
+STDERR_TAIL = 50
+
+
+class Stop:
+    """Why and how the runner ends a sim before it ends by itself."""
+
+    def __init__(self) -> None:
+        self.requested = asyncio.Event()
+        self.error: str | None = None  # the failure to report, if the runner reports one
+        self.report = True  # False: another attempt owns the sim now; say nothing more
+
+    def request(self, error: str | None = None, *, report: bool = True) -> None:
+        if not self.requested.is_set():
+            self.error, self.report = error, report
+            self.requested.set()
+
+
+def stored_name(relative: Path) -> str:
+    """A file the simulator wrote, as a sim file name (letters, digits, `.`, `_`, `-`)."""
+    name = "__".join(relative.parts)
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:128]
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class Attempt:
+    def __init__(
+        self,
+        job: Job,
+        install: AccelSimInstall,
+        objects: Objects,
+        reporter: Reporter,
+        workdir: Path,
+        trace_dir: Path,
+        host: str,
+        stop: Stop,
+        *,
+        grace_s: float = 5.0,
+        timeout_s: float | None = None,
+    ) -> None:
+        self.job = job
+        self.install = install
+        self.objects = objects
+        self.reporter = reporter
+        self.workdir = workdir
+        self.trace_dir = trace_dir
+        self.host = host
+        self.stop = stop
+        self.grace_s = grace_s
+        self.timeout_s = timeout_s
+        self.report = SimReport(job, reporter.emit, reporter.next_id, reporter.now)
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
+        self.config_digests: dict[str, str] = {}
+        self.process: asyncio.subprocess.Process | None = None
+
+    def _prepare(self) -> list[str]:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        self.workdir.mkdir(parents=True)
+        for source in self.install.config_files(self.job.gpu_config.name):
+            shutil.copyfile(source, self.workdir / source.name)
+            self.config_digests[source.name] = hashlib.sha256(source.read_bytes()).hexdigest()
+        args = [str(self.install.binary), "-trace", str(self.trace_dir / "kernelslist.g"), "-config", "./gpgpusim.config"]
+        if (self.workdir / "trace.config").exists():
+            args += ["-config", "./trace.config"]
+        return args
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        libraries = [str(p) for p in self.install.library_dirs()]
+        env["LD_LIBRARY_PATH"] = os.pathsep.join([*libraries, env.get("LD_LIBRARY_PATH", "")]).strip(os.pathsep)
+        xz = shutil.which("xz")
+        if xz is not None:
+            env["PATH"] = os.pathsep.join([str(Path(xz).parent), env.get("PATH", "")])
+        return env
+
+    async def run(self) -> logparse.Outcome | None:
+        """Run to the end and store the files; the outcome, or None when another attempt
+        owns the sim now and nothing more is to be said."""
+        args = self._prepare()
+        log_path = self.workdir.parent / f"{self.workdir.name}.accelsim.log.gz"
+        self.process = await asyncio.create_subprocess_exec(
+            *args,
+            cwd=self.workdir,
+            env=self._environment(),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # its own process group, so a stop reaches all it started
+            preexec_fn=_die_with_parent,
+            limit=1 << 20,
+        )
+        self.report.launch = Launch(str(self.process.pid), self.host, self.config_digests)
+        log.info("sim %s attempt %d: pid %d runs %s", self.job.sim_id, self.job.attempt, self.process.pid, " ".join(args))
+        with gzip.open(log_path, "wb", compresslevel=1) as gz:
+            ticker = asyncio.create_task(self._tick())
+            stopper = asyncio.create_task(self._stop_when_asked())
+            try:
+                await asyncio.gather(self._read_stdout(gz), self._read_stderr())
+                returncode = await self.process.wait()
+            except asyncio.CancelledError:
+                # The runner is stopping: the simulator must not outlive this attempt.
+                self._signal(signal.SIGKILL)
+                raise
+            finally:
+                ticker.cancel()
+                stopper.cancel()
+        self.report.end_of_output()
+        if not self.stop.report:
+            return None
+        result = self.report.outcome(returncode, list(self.stderr_tail))
+        if self.stop.error is not None:
+            result = msgspec.structs.replace(result, succeeded=False, error=self.stop.error)
+        await self._store_files(result, log_path)
+        return result
+
+    async def _read_stdout(self, gz: gzip.GzipFile) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        async for chunk in _chunks(self.process.stdout):
+            gz.write(chunk)
+            self.report.stdout(decoder.decode(chunk))
+
+    async def _read_stderr(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
+        async for raw in self.process.stderr:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.stderr_tail.append(line)
+            self.report.add_lines([line])
+
+    async def _tick(self) -> None:
+        await asyncio.sleep(LAUNCH_WAIT_S)
+        self.report.launched_once()
+        while True:
+            self.report.heartbeat()
+            await asyncio.sleep(HEARTBEAT_S)
+
+    async def _stop_when_asked(self) -> None:
+        try:
+            await asyncio.wait_for(self.stop.requested.wait(), self.timeout_s)
+        except TimeoutError:
+            self.stop.request(f"ran longer than the wall-time limit of {self.timeout_s:g} s (CASCADE_SIM_TIMEOUT)")
+        assert self.process is not None
+        self._signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.process.wait(), self.grace_s)
+        except TimeoutError:
+            self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        assert self.process is not None
+        try:
+            os.killpg(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    async def _store_files(self, result: logparse.Outcome, log_path: Path) -> None:
+        """What the sim leaves, stored and announced just before the final heartbeat."""
+        inputs = set(self.config_digests)
+        files: list[tuple[str, Path | bytes]] = [
+            ("accelsim.log.gz", log_path),
+            ("exit-status.txt", f"{result.exit_code}\n".encode()),
+            ("kernel-stats.csv", kernel_stats_csv(self.report.kernels)),
+        ]
+        for path in sorted(self.workdir.rglob("*")):
+            relative = path.relative_to(self.workdir)
+            if path.is_file() and str(relative) not in inputs:
+                files.append((stored_name(relative), path))
+        for name, source in files:
+            object_name = f"sims/{self.job.sim_id}/{self.job.attempt}/{name}"
+            stored = await self.objects.put(object_name, _content(source), content_type=content_type(name))
+            self.report.file_stored(name, stored.size, object_name, stored.digest)
+        self.report.heartbeat()
+        log_path.unlink(missing_ok=True)
+
+
+async def _chunks(stream: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    while chunk := await stream.read(READ_SIZE):
+        yield chunk
+
+
+async def _content(source: Path | bytes) -> AsyncIterator[bytes]:
+    if isinstance(source, bytes):
+        yield source
+        return
+    with source.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            yield chunk

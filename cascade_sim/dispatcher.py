@@ -1,0 +1,87 @@
+"""The dispatcher: turns each created run into one launch request per sim.
+
+It reads run events with a durable consumer shared by every `cascade serve` on the cluster,
+so each run is dispatched once, and acknowledges a run only after all its launch requests are
+stored. A crash in between redelivers the run; the requests' ids are derived from the sims',
+so sending them again stores nothing new.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import nats.js.api as api
+import nats.js.errors
+from nats.js.client import JetStreamContext
+
+from cascade_core import events as ev
+from cascade_core import subjects
+from cascade_nats.store import EventStore
+
+log = logging.getLogger("cascade.dispatcher")
+
+CONSUMER = "dispatcher"
+
+
+def launch_requests(run: ev.RunCreated) -> list[ev.SimQueued]:
+    """What a created run asks of the runners: nothing for a sample, whose sims never run."""
+    if run.sample:
+        return []
+    return [
+        ev.SimQueued(
+            id=f"{spec.sim_id}.queued",
+            at=run.at,
+            causation_id=run.id,
+            correlation_id=run.correlation_id or run.id,
+            run_id=run.run_id,
+            sim_id=spec.sim_id,
+            trace_id=run.trace_id,
+            gpu_config=spec.gpu_config,
+            kernels_total=run.kernels_total,
+        )
+        for spec in run.sims
+    ]
+
+
+async def ensure_consumers(js: JetStreamContext, *, ack_wait_s: float) -> None:
+    """The two durable consumers work distribution rests on; creating them again is harmless."""
+    await js.add_consumer(
+        subjects.STREAM,
+        api.ConsumerConfig(
+            durable_name=CONSUMER,
+            filter_subject=subjects.RUN_EVENTS,
+            ack_policy=api.AckPolicy.EXPLICIT,
+            deliver_policy=api.DeliverPolicy.ALL,
+            ack_wait=30,
+        ),
+    )
+    await js.add_consumer(
+        subjects.STREAM,
+        api.ConsumerConfig(
+            durable_name=subjects.LAUNCH_CONSUMER,
+            filter_subject=subjects.LAUNCH_REQUESTS,
+            ack_policy=api.AckPolicy.EXPLICIT,
+            deliver_policy=api.DeliverPolicy.ALL,
+            ack_wait=ack_wait_s,
+            max_deliver=-1,
+            max_ack_pending=10_000,
+        ),
+    )
+
+
+async def dispatch(store: EventStore) -> None:
+    """Dispatch created runs forever."""
+    sub = await store.js.pull_subscribe_bind(CONSUMER, subjects.STREAM)
+    while True:
+        try:
+            messages = await sub.fetch(16, timeout=5)
+        except TimeoutError:  # nothing to take (nats-py raises its own or asyncio's)
+            continue
+        for msg in messages:
+            event = ev.decode(msg.data)
+            if isinstance(event, ev.RunCreated):
+                requests = launch_requests(event)
+                if requests:
+                    await store.append_facts(requests)
+                    log.info("run %s: %d sims queued", event.run_id, len(requests))
+            await msg.ack()

@@ -1,0 +1,197 @@
+"""What a sim attempt's output means as events. Pure: lines and parser outputs in, events out
+through `emit`, with ids and times given, so the runner and the recorded samples say the same
+things the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+import msgspec
+
+from cascade_core import events as ev
+from cascade_core.models import GpuConfig, SimMetrics
+from cascade_sim import logparse
+
+MAX_LINES_BYTES = 256 * 1024  # log lines per heartbeat, well under the event size limit
+
+
+class Job(msgspec.Struct, frozen=True):
+    run_id: str
+    sim_id: str
+    attempt: int
+    trace_id: str
+    gpu_config: GpuConfig
+    kernels_total: int
+
+
+class Launch(msgspec.Struct, frozen=True):
+    """Where and how the simulator runs: what makes the result reproducible."""
+
+    launcher_ref: str
+    host: str
+    config_digests: dict[str, str]
+
+
+def content_type(name: str) -> str:
+    if name.endswith(".gz"):
+        return "application/gzip"
+    suffix = name.rsplit(".", 1)[-1] if "." in name else ""
+    return {"txt": "text/plain", "log": "text/plain", "csv": "text/csv", "json": "application/json"}.get(
+        suffix, "application/octet-stream"
+    )
+
+
+def kernel_stats_csv(kernels: list[logparse.KernelFinished]) -> bytes:
+    """`uid,name,gpu_sim_cycle,gpu_sim_insn,ipc`, ipc at full precision (insn / cycle)."""
+    rows = ["uid,name,gpu_sim_cycle,gpu_sim_insn,ipc"]
+    for k in kernels:
+        ipc = k.gpu_sim_insn / k.gpu_sim_cycle if k.gpu_sim_cycle else 0.0
+        rows.append(f"{k.uid},{k.name},{k.gpu_sim_cycle},{k.gpu_sim_insn},{ipc!r}")
+    return ("\n".join(rows) + "\n").encode()
+
+
+class SimReport:
+    def __init__(
+        self, job: Job, emit: Callable[[ev.Event], None], next_id: Callable[[], str], now: Callable[[], datetime]
+    ) -> None:
+        self.job = job
+        self.emit = emit
+        self.next_id = next_id
+        self.now = now
+        self.parser = logparse.LogParser()
+        self.kernels: list[logparse.KernelFinished] = []  # summaries, for kernel-stats.csv
+        self.current_kernel: str | None = None
+        self.latest = SimMetrics()
+        self.lines: list[str] = []
+        self.lines_bytes = 0
+        self.next_line_seq = 1
+        self._partial = ""  # stdout after its last line break
+        self.build: logparse.Build | None = None
+        self.launch: Launch | None = None  # set once the process runs
+        self.launched = False
+
+    def _common(self) -> dict[str, object]:
+        j = self.job
+        return {"id": self.next_id(), "at": self.now(), "run_id": j.run_id, "sim_id": j.sim_id, "attempt": j.attempt}
+
+    def launched_once(self) -> None:
+        """Announce the launch, with the build strings if the simulator printed them yet."""
+        if self.launched or self.launch is None:
+            return
+        self.launched = True
+        build = self.build or logparse.Build(None, None, None)
+        self.emit(
+            ev.SimLaunched(
+                **self._common(),  # type: ignore[arg-type]
+                launcher_ref=self.launch.launcher_ref,
+                host=self.launch.host,
+                config_digests=self.launch.config_digests,
+                accel_sim_build=build.accel_sim,
+                gpgpu_sim_build=" ".join(p for p in (build.gpgpu_sim_version, build.gpgpu_sim) if p) or None,
+            )
+        )
+
+    def heartbeat(self) -> None:
+        self.launched_once()
+        self.emit(
+            ev.SimHeartbeat(
+                **self._common(),  # type: ignore[arg-type]
+                kernels_done=len(self.kernels),
+                current_kernel=self.current_kernel,
+                latest=self.latest,
+                first_line_seq=self.next_line_seq - len(self.lines),
+                lines=self.lines,
+            )
+        )
+        self.lines = []
+        self.lines_bytes = 0
+
+    def add_lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self.lines.append(line)
+            self.lines_bytes += len(line) + 1
+            self.next_line_seq += 1
+            if self.lines_bytes >= MAX_LINES_BYTES:
+                self.heartbeat()
+
+    def stdout(self, text: str) -> None:
+        """A chunk of the simulator's stdout, split anywhere: its lines go to the log, its
+        meaning to events."""
+        lines = (self._partial + text).split("\n")
+        self._partial = lines.pop()
+        self.add_lines(lines)
+        self.handle(self.parser.feed(text))
+
+    def handle(self, outputs: list[logparse.Output]) -> None:
+        for out in outputs:
+            match out:
+                case logparse.KernelFinished():
+                    self._kernel_finished(out)
+                case logparse.KernelLaunched():
+                    self.launched_once()
+                    self.current_kernel = out.name
+                case logparse.Totals():
+                    self.latest = SimMetrics(
+                        float(out.gpu_tot_sim_cycle), float(out.gpu_tot_sim_insn), out.gpu_tot_ipc, float(out.sim_rate_ips)
+                    )
+                case logparse.Build():
+                    self.build = out
+                    self.launched_once()
+
+    def _kernel_finished(self, k: logparse.KernelFinished) -> None:
+        self.launched_once()
+        self.emit(
+            ev.KernelFinished(
+                **self._common(),  # type: ignore[arg-type]
+                kernel_index=len(self.kernels),
+                uid=k.uid,
+                name=k.name,
+                gpu_sim_cycle=k.gpu_sim_cycle,
+                gpu_sim_insn=k.gpu_sim_insn,
+                gpu_ipc=k.gpu_ipc,
+                sim_time_ns=k.gpu_sim_cycle / self.job.gpu_config.core_clock_mhz * 1000,
+                stats=k.stats,
+            )
+        )
+        # Only the summary is kept for kernel-stats.csv: the full maps are in the events.
+        self.kernels.append(msgspec.structs.replace(k, stats={}))
+        self.heartbeat()
+
+    def end_of_output(self) -> None:
+        if self._partial:
+            self.add_lines([self._partial])
+            self._partial = ""
+        self.handle(self.parser.finish())
+
+    def outcome(self, returncode: int, stderr_tail: list[str]) -> logparse.Outcome:
+        return logparse.outcome(
+            returncode if returncode >= 0 else None,
+            -returncode if returncode < 0 else None,
+            self.parser.exit_detected,
+            self.parser.error,
+            stderr_tail,
+        )
+
+    def file_stored(self, name: str, size: int, object_name: str, digest: str) -> None:
+        self.emit(
+            ev.SimFileStored(
+                **self._common(),  # type: ignore[arg-type]
+                name=name,
+                size=size,
+                content_type=content_type(name),
+                object_name=object_name,
+                digest=digest,
+            )
+        )
+
+    def finished(self, result: logparse.Outcome) -> None:
+        self.emit(
+            ev.SimFinished(
+                **self._common(),  # type: ignore[arg-type]
+                outcome="succeeded" if result.succeeded else "failed",
+                exit_code=result.exit_code,
+                error=result.error,
+            )
+        )

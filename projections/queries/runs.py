@@ -1,0 +1,431 @@
+"""Reads of runs, sims, kernels, log lines and files, answered as the API's Structs.
+
+Every function takes a DuckDB connection (a cursor of the read model, used by one thread) and
+reads what the projector last committed. A read made of several queries runs in one
+transaction (`snapshot`), so its parts agree. Rows become API Structs here and only here.
+
+Orders, as the reference gives them: sims by config (the order of the run's entries), then
+replica; kernels by config, replica, kernel_index; a run's files by config, replica, name.
+Only the current attempt of a sim counts. Long answers (kernel lists, results, logs) come as
+chunks built from `fetchmany` batches, and stats maps go out as the JSON text they are
+stored as, never decoded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, cast
+
+import duckdb
+import msgspec
+
+from cascade_core.models import (
+    Comparison,
+    ComparisonRow,
+    GpuConfig,
+    KernelStat,
+    RunDetail,
+    RunEntry,
+    RunFile,
+    RunResults,
+    RunSummary,
+    Sim,
+    SimFile,
+    SimMetrics,
+    SimResults,
+    Trace,
+    TraceDetail,
+    TraceMetadata,
+)
+from projections import tables
+from projections.fold import Change
+from projections.queries import traces
+from projections.rows import KernelRow, RunRow, SimFileRow, SimRow
+
+BATCH = 4096
+
+Con = duckdb.DuckDBPyConnection
+Place = tuple[str, int]  # a sim's (gpu_config, replica)
+
+_entries = msgspec.json.Decoder(list[RunEntry])
+_counts = msgspec.json.Decoder(dict[str, int])
+_encoder = msgspec.json.Encoder()
+# Stands in for a list while a Struct is encoded and is then split out: msgspec never writes
+# a NUL byte of its own (strings escape it), so the split is unambiguous.
+_HOLE = msgspec.Raw(b"\x00")
+_EMPTY_STATS = msgspec.Raw(b"{}")
+
+_CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
+_KERNEL_COLUMNS = "k.sim_id, k.kernel_index, k.name, k.uid, k.gpu_sim_cycle, k.gpu_sim_insn, k.gpu_ipc, k.sim_time_ns"
+
+
+@contextlib.contextmanager
+def snapshot(con: Con) -> Iterator[Con]:
+    """One read transaction: every query inside sees the same committed batch."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    finally:
+        con.execute("ROLLBACK")
+
+
+def _select(con: Con, table: str, where: str, params: Sequence[object]) -> list[Any]:
+    return tables.from_rows(table, con.execute(f"SELECT * FROM {table} WHERE {where}", params).fetchall())
+
+
+def _one(con: Con, table: str, where: str, params: Sequence[object]) -> Any:
+    rows = _select(con, table, where, params)
+    return rows[0] if rows else None
+
+
+# --- rows to Structs -----------------------------------------------------------------------
+
+
+def sim_from_row(row: SimRow) -> Sim:
+    return Sim(
+        id=row.id,
+        run_id=row.run_id,
+        gpu_config=row.gpu_config,
+        replica=row.replica,
+        state=row.state,  # type: ignore[arg-type]
+        error=row.error,
+        launcher_ref=row.launcher_ref,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        last_heartbeat_at=row.last_heartbeat_at,
+        exit_code=row.exit_code,
+        kernels_done=row.kernels_done,
+        kernels_total=row.kernels_total,
+        current_kernel=row.current_kernel,
+        latest=SimMetrics(row.gpu_tot_sim_cycle, row.gpu_tot_sim_insn, row.gpu_tot_ipc, row.sim_rate_ips),
+        log_tail=list(row.log_tail),
+    )
+
+
+def run_from_row(row: RunRow) -> RunSummary:
+    return RunSummary(
+        id=row.id,
+        trace_id=row.trace_id,
+        created_at=row.created_at,
+        state=row.state,  # type: ignore[arg-type]
+        entries=_entries.decode(row.entries),
+        sim_counts=_counts.decode(row.sim_counts),
+        sample=row.sample,
+    )
+
+
+def _kernel(sim_id: str, index: int, name: str, uid: int, cycles: int, insn: int, ipc: float, ns: float, stats: Any) -> KernelStat:
+    return KernelStat(
+        sim_id=sim_id,
+        kernel_index=index,
+        kernel_name=name,
+        kernel_launch_uid=uid,
+        gpu_sim_cycle=cycles,
+        gpu_sim_insn=insn,
+        gpu_ipc=ipc,
+        sim_time_ns=ns,
+        stats=stats,
+    )
+
+
+def kernel_from_row(row: KernelRow) -> KernelStat:
+    """A kernel as lists and live streams show it: its stats map left empty."""
+    return _kernel(row.sim_id, row.kernel_index, row.name, row.uid, row.gpu_sim_cycle, row.gpu_sim_insn, row.gpu_ipc, row.sim_time_ns, {})
+
+
+def file_from_row(row: SimFileRow, place: Place) -> RunFile:
+    return RunFile(
+        name=row.name,
+        size=row.size,
+        content_type=row.content_type,
+        created_at=row.created_at,
+        sim_id=row.sim_id,
+        gpu_config=place[0],
+        replica=place[1],
+    )
+
+
+# --- runs and sims -------------------------------------------------------------------------
+
+
+def run_row(con: Con, run_id: str) -> RunRow | None:
+    return cast(RunRow | None, _one(con, "runs", "id = ?", [run_id]))
+
+
+def run_summary(con: Con, run_id: str) -> RunSummary | None:
+    row = run_row(con, run_id)
+    return None if row is None else run_from_row(row)
+
+
+def runs(con: Con) -> list[RunSummary]:
+    """Every run, newest first."""
+    rows = _select(con, "runs", "true ORDER BY created_at DESC, id DESC", [])
+    return [run_from_row(r) for r in rows]
+
+
+def configs(run: RunSummary) -> list[str]:
+    """The run's configs in the order of its entries, each once."""
+    return list(dict.fromkeys(e.gpu_config for e in run.entries))
+
+
+def sim_rows(con: Con, run: RunSummary) -> list[SimRow]:
+    """The run's sims by config, then replica."""
+    order = {c: i for i, c in enumerate(configs(run))}
+    rows = cast(list[SimRow], _select(con, "sims", "run_id = ?", [run.id]))
+    return sorted(rows, key=lambda r: (order.get(r.gpu_config, len(order)), r.replica))
+
+
+def places(sims: Sequence[SimRow]) -> dict[str, Place]:
+    return {s.id: (s.gpu_config, s.replica) for s in sims}
+
+
+def sim_row(con: Con, sim_id: str) -> SimRow | None:
+    return cast(SimRow | None, _one(con, "sims", "id = ?", [sim_id]))
+
+
+def _trace(con: Con, run: RunSummary) -> Trace:
+    """The run's trace; one deleted since is shown as it stood when it was deleted."""
+    trace = traces.trace_summary(con, run.trace_id)
+    if trace is not None:
+        return trace
+    return traces._trace(_one(con, "traces", "id = ?", [run.trace_id]))
+
+
+def _trace_detail(con: Con, run: RunSummary) -> TraceDetail:
+    detail = traces.trace_detail(con, run.trace_id)
+    if detail is not None:
+        return detail
+    trace = _trace(con, run)
+    metadata = TraceMetadata(status="deleted", files=[], trace_gpu_arch=trace.trace_gpu_arch, suggested_sim_config=trace.suggested_sim_config)
+    return TraceDetail(**msgspec.structs.asdict(trace), metadata=metadata, kernels=[])
+
+
+def _detail(con: Con, run: RunSummary, sims: Sequence[SimRow]) -> RunDetail:
+    return RunDetail(**msgspec.structs.asdict(run), trace=_trace(con, run), sims=[sim_from_row(r) for r in sims])
+
+
+def run_detail(con: Con, run_id: str) -> RunDetail | None:
+    with snapshot(con):
+        run = run_summary(con, run_id)
+        return None if run is None else _detail(con, run, sim_rows(con, run))
+
+
+# --- kernels and comparison ----------------------------------------------------------------
+
+
+def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, stats: bool) -> duckdb.DuckDBPyConnection:
+    return con.execute(
+        f"SELECT {_KERNEL_COLUMNS}{', k.stats' if stats else ''} FROM {_CURRENT_KERNELS} "
+        "WHERE k.sim_id IN (SELECT unnest(?)) ORDER BY list_position(?, s.gpu_config), s.replica, k.kernel_index",
+        [list(sim_ids), configs(run)],
+    )
+
+
+def kernel_stats(con: Con, run: RunSummary) -> list[KernelStat]:
+    """The kernels the run's sims finished, stats maps empty."""
+    with snapshot(con):
+        return [_kernel(*r, {}) for r in _kernels(con, run, [s.id for s in sim_rows(con, run)], stats=False).fetchall()]
+
+
+def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], *, stats: bool) -> Iterator[bytes]:
+    """The JSON list of the given sims' KernelStats, in chunks, by config, replica and
+    kernel_index; each with its full stats map, or with `{}` unless `stats`."""
+    result = _kernels(con, run, sim_ids, stats=stats)
+    separator = b"["
+    while records := result.fetchmany(BATCH):
+        if stats:
+            items = [_kernel(*r[:8], msgspec.Raw(r[8].encode())) for r in records]
+        else:
+            items = [_kernel(*r, _EMPTY_STATS) for r in records]
+        yield separator + _encoder.encode(items)[1:-1]
+        separator = b","
+    yield b"[]" if separator == b"[" else b"]"
+
+
+def run_kernel_chunks(con: Con, run: RunSummary) -> Iterator[bytes]:
+    with snapshot(con):
+        yield from kernel_chunks(con, run, [s.id for s in sim_rows(con, run)], stats=False)
+
+
+def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
+    """Row i: the kernels of index i, with each config's median sim_time_ns over the
+    replicas that finished it (null if none did), the name from the first sim by config and
+    replica, and the i-th row of the trace's real timing by kernel_id."""
+    names = configs(run)
+    records = con.execute(
+        f"""SELECT k.kernel_index, s.gpu_config, median(k.sim_time_ns), arg_min(k.name, s.replica)
+            FROM {_CURRENT_KERNELS} WHERE s.run_id = ?
+            GROUP BY k.kernel_index, s.gpu_config
+            ORDER BY k.kernel_index, list_position(?, s.gpu_config)""",
+        [run.id, names],
+    ).fetchall()
+    real: list[float] = []
+    if has_real_timing:
+        timing = "SELECT duration_ns FROM trace_real_timing WHERE trace_id = ? ORDER BY kernel_id"
+        real = [r[0] for r in con.execute(timing, [run.trace_id]).fetchall()]
+    rows: list[ComparisonRow] = []
+    for index, config, median, name in records:
+        if not rows or rows[-1].kernel_index != index:
+            rows.append(ComparisonRow(index, name, real[index] if index < len(real) else None, dict.fromkeys(names)))
+        rows[-1].sim_ns[config] = median
+    return Comparison(has_real_timing=has_real_timing, configs=names, rows=rows)
+
+
+class Cache(Protocol):
+    def get(self, key: Hashable, /) -> Any: ...
+    def __setitem__(self, key: Hashable, value: Any, /) -> None: ...
+
+
+def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
+    """The run's comparison, from `cache` while nothing it depends on has changed: the
+    trace, and the run's kernel rows (new ones come with higher sequences; a retried sim's
+    old ones go, which lowers the count)."""
+    with snapshot(con):
+        trace = _trace(con, run)
+        kernels = con.execute(
+            "SELECT max(seq), count(*) FROM kernels WHERE sim_id IN (SELECT id FROM sims WHERE run_id = ?)", [run.id]
+        ).fetchall()[0]
+        version = (run.id, trace.created_at, trace.has_real_timing, *kernels)
+        found: Comparison | None = cache.get(version)
+        if found is None:
+            found = comparison(con, run, trace.has_real_timing)
+            cache[version] = found
+        return found
+
+
+class SimKernelTimes(msgspec.Struct, frozen=True):
+    sim_id: str
+    last_seq: int  # the sequence of the sim's last kernel result
+    sim_ns: dict[int, float]  # kernel_launch_uid -> sim_time_ns
+
+
+def succeeded_kernel_times(con: Con, run_id: str) -> list[SimKernelTimes]:
+    """Each succeeded sim's kernel times by launch uid."""
+    records = con.execute(
+        f"SELECT k.sim_id, max(k.seq), map(list(k.uid), list(k.sim_time_ns)) FROM {_CURRENT_KERNELS} "
+        "WHERE s.run_id = ? AND s.state = 'succeeded' GROUP BY k.sim_id",
+        [run_id],
+    ).fetchall()
+    return [SimKernelTimes(sim_id, last, dict(times)) for sim_id, last, times in records]
+
+
+# --- results -------------------------------------------------------------------------------
+
+
+def _around(struct: msgspec.Struct, field: str, chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """`struct` as JSON, with the value of its field `field` streamed from `chunks`."""
+    head, tail = _encoder.encode(msgspec.structs.replace(struct, **{field: _HOLE})).split(b"\x00")
+    yield head
+    yield from chunks
+    yield tail
+
+
+def _json_list(items: Iterable[Iterator[bytes]]) -> Iterator[bytes]:
+    yield b"["
+    for i, item in enumerate(items):
+        if i:
+            yield b","
+        yield from item
+    yield b"]"
+
+
+def _sim_results(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig]) -> Iterator[bytes]:
+    view = sim_from_row(sim)
+    results = SimResults(sim=view, trace_id=run.trace_id, gpu_config=gpu_configs.get(sim.gpu_config), kernels=[], totals=view.latest)
+    return _around(results, "kernels", kernel_chunks(con, run, [sim.id], stats=True))
+
+
+def sim_results_chunks(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig]) -> Iterator[bytes]:
+    """A SimResults as JSON chunks, its kernels with their full stats maps."""
+    with snapshot(con):
+        yield from _sim_results(con, run, sim, gpu_configs)
+
+
+def run_results_chunks(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig]) -> Iterator[bytes]:
+    """A RunResults as JSON chunks: the run, its trace in detail, each sim's results with
+    full stats maps, and the comparison."""
+    with snapshot(con):
+        trace = _trace_detail(con, run)
+        sims = sim_rows(con, run)
+        results = RunResults(run=run, trace=trace, sims=[], comparison=comparison(con, run, trace.has_real_timing))
+        yield from _around(results, "sims", _json_list(_sim_results(con, run, s, gpu_configs) for s in sims))
+
+
+# --- log and files -------------------------------------------------------------------------
+
+
+def log_chunks(con: Con, sim: SimRow) -> Iterator[bytes]:
+    """Every log line of the sim's current attempt, in line order, each ending in a newline."""
+    lines = con.execute("SELECT line FROM sim_log WHERE sim_id = ? AND attempt = ? ORDER BY line_seq", [sim.id, sim.attempt])
+    while records := lines.fetchmany(BATCH):
+        yield ("\n".join(r[0] for r in records) + "\n").encode()
+
+
+def _file_rows(con: Con, sim_ids: Sequence[str]) -> list[SimFileRow]:
+    records = con.execute(
+        "SELECT f.* FROM sim_files f JOIN sims s ON s.id = f.sim_id AND s.attempt = f.attempt "
+        "WHERE s.id IN (SELECT unnest(?)) ORDER BY f.name",
+        [list(sim_ids)],
+    ).fetchall()
+    return cast(list[SimFileRow], tables.from_rows("sim_files", records))
+
+
+def sim_files(con: Con, sim: SimRow) -> list[SimFile]:
+    """The sim's files, by name."""
+    return [SimFile(name=f.name, size=f.size, content_type=f.content_type, created_at=f.created_at) for f in _file_rows(con, [sim.id])]
+
+
+def file_row(con: Con, sim: SimRow, name: str) -> SimFileRow | None:
+    return cast(SimFileRow | None, _one(con, "sim_files", "sim_id = ? AND attempt = ? AND name = ?", [sim.id, sim.attempt, name]))
+
+
+def run_files(con: Con, run: RunSummary) -> list[RunFile]:
+    """The files of every sim of the run, by config, replica, then name."""
+    with snapshot(con):
+        sims = sim_rows(con, run)
+        where = places(sims)
+        order = {s.id: i for i, s in enumerate(sims)}
+        files = sorted(_file_rows(con, list(order)), key=lambda f: order[f.sim_id])
+        return [file_from_row(f, where[f.sim_id]) for f in files]
+
+
+# --- live streams --------------------------------------------------------------------------
+
+
+def stream_snapshot(con: Con, run_id: str) -> tuple[int, RunDetail, dict[str, Place]] | None:
+    """The run as of the last committed batch, with that batch's sequence."""
+    with snapshot(con):
+        seq = tables.checkpoint(con)
+        run = run_summary(con, run_id)
+        if run is None:
+            return None
+        sims = sim_rows(con, run)
+        return seq, _detail(con, run, sims), places(sims)
+
+
+def changes_since(con: Con, run_id: str, after: int) -> tuple[int, list[Change], RunSummary, dict[str, Place]] | None:
+    """What changed in the run after sequence `after`, as the rows stand now, by sequence:
+    each sim, kernel and file row last changed after it, then the run if it has finished
+    since; also the sequence all this reflects, the run, and where its sims are."""
+    with snapshot(con):
+        seq = tables.checkpoint(con)
+        row = run_row(con, run_id)
+        if row is None:
+            return None
+        run = run_from_row(row)
+        sims = sim_rows(con, run)
+        changes = [Change(s.seq, run_id, "sim", s) for s in sims if s.seq > after]
+        for table, kind in (("kernels", "kernel"), ("sim_files", "file")):
+            records = con.execute(
+                f"SELECT t.* FROM {table} t JOIN sims s ON s.id = t.sim_id AND s.attempt = t.attempt "
+                "WHERE s.run_id = ? AND t.seq > ?",
+                [run_id, after],
+            ).fetchall()
+            changes += [Change(r.seq, run_id, kind, r) for r in tables.from_rows(table, records)]  # type: ignore[attr-defined]
+        if row.state != "active" and row.seq > after:
+            changes.append(Change(row.seq, run_id, "run", row))
+        rank = {"sim": 0, "kernel": 1, "file": 1, "run": 2}
+        changes.sort(key=lambda c: (c.seq, rank[c.kind]))
+        return seq, changes, run, places(sims)

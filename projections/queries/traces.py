@@ -1,0 +1,75 @@
+"""Reads of traces, their files and kernels, answered as the API's Structs.
+
+Every function takes a DuckDB connection (a cursor of the read model, used by one thread) and
+reads what the projector last committed. A caller that makes several reads that must agree
+runs them in one transaction; these functions open none, so they work inside the caller's.
+Deleted traces are never shown.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import msgspec
+
+from cascade_core.models import Trace, TraceDetail, TraceFileRef, TraceKernel, TraceMetadata
+from cascade_core.traces import object_key
+from projections import tables
+from projections.rows import TraceRow
+
+Con = duckdb.DuckDBPyConnection
+
+_layers = msgspec.json.Decoder(list[str | int])
+
+
+def list_traces(con: Con) -> list[Trace]:
+    """Every trace not deleted, newest first."""
+    records = con.execute("SELECT * FROM traces WHERE NOT deleted ORDER BY created_at DESC, id").fetchall()
+    return [_trace(row) for row in tables.from_rows("traces", records)]  # type: ignore[arg-type]
+
+
+def trace_summary(con: Con, trace_id: str) -> Trace | None:
+    row = _row(con, trace_id)
+    return None if row is None else _trace(row)
+
+
+def trace_detail(con: Con, trace_id: str) -> TraceDetail | None:
+    """The trace with its stored files (by path) and its kernels (by launch uid)."""
+    row = _row(con, trace_id)
+    if row is None:
+        return None
+    files = con.execute("SELECT path, bytes FROM trace_files WHERE trace_id = ? ORDER BY path", [trace_id]).fetchall()
+    kernels = con.execute(
+        "SELECT uid, name, grid, block, shmem, nregs, file, cuda_stream_id FROM trace_kernels WHERE trace_id = ? ORDER BY uid",
+        [trace_id],
+    ).fetchall()
+    summary = _trace(row)
+    metadata = TraceMetadata(
+        status="ok" if row.state == "ready" else row.state,
+        files=[TraceFileRef(object_key(trace_id, path), size) for path, size in files],
+        trace_gpu_arch=row.trace_gpu_arch,
+        suggested_sim_config=row.suggested_sim_config,
+    )
+    return TraceDetail(
+        **msgspec.structs.asdict(summary), metadata=metadata, kernels=[TraceKernel(*k) for k in kernels]
+    )
+
+
+def active_run_using(con: Con, trace_id: str) -> str | None:
+    """An active run of the trace, the oldest if there are several."""
+    found = con.execute(
+        "SELECT id FROM runs WHERE trace_id = ? AND state = 'active' ORDER BY created_at, id LIMIT 1", [trace_id]
+    ).fetchone()
+    return None if found is None else str(found[0])
+
+
+def _row(con: Con, trace_id: str) -> TraceRow | None:
+    records = con.execute("SELECT * FROM traces WHERE id = ? AND NOT deleted", [trace_id]).fetchall()
+    rows = tables.from_rows("traces", records)
+    return rows[0] if rows else None  # type: ignore[return-value]
+
+
+def _trace(row: TraceRow) -> Trace:
+    """The row as the API shows it: every Trace field is a column of the same name, with
+    `layers` stored as JSON text."""
+    fields = {name: getattr(row, name) for name in Trace.__struct_fields__}
+    return Trace(**{**fields, "layers": _layers.decode(row.layers)})

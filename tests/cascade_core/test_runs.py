@@ -1,0 +1,142 @@
+"""The run commands' decisions, pure: a command and a view in, events or a rejection out."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import msgspec
+import pytest
+
+from cascade_core import events as ev
+from cascade_core.models import GpuConfig, RunCreate, RunEntry, RunSummary, Trace
+from cascade_core.runs import (
+    BadEntry,
+    CancelRun,
+    CreateRun,
+    TraceNotFound,
+    TraceNotUsable,
+    decide_cancel,
+    decide_create,
+    run_state,
+)
+
+AT = datetime(2026, 11, 8, 8, 59, 3, 24065, tzinfo=UTC)
+CONFIGS = [
+    GpuConfig("SM7_QV100", "sm_70", 1132.0),
+    GpuConfig("SM86_RTX3070", "sm_86", 1132.0),
+    GpuConfig("SM86_RTX3080", "sm_86", 1440.0),
+    GpuConfig("SM90_H100", "sm_90", 1980.0),
+]
+TRACE = Trace(
+    id="demo",
+    state="ready",
+    error=None,
+    created_at=AT,
+    updated_at=AT,
+    model=None,
+    layers=[],
+    source_gpu=None,
+    trace_gpu_arch="sm_86",
+    suggested_sim_config="SM86_RTX3070",
+    kernel_count=20,
+    bytes=16890250,
+    has_real_timing=False,
+    has_step_timeline=True,
+    sample=False,
+)
+
+
+def create(*entries: tuple[str, int], trace_id: str = "demo") -> CreateRun:
+    body = RunCreate(trace_id, [RunEntry(name, count) for name, count in entries])
+    total = sum(count for _, count in entries)
+    return CreateRun(event_id="e1", at=AT, run_id="run-1", sim_ids=[f"sim-{i}" for i in range(total)], body=body)
+
+
+def summary(state: str, counts: dict[str, int], *, sample: bool = False) -> RunSummary:
+    return RunSummary(
+        id="run-1",
+        trace_id="demo",
+        created_at=AT,
+        state=state,  # type: ignore[arg-type]
+        entries=[RunEntry("SM86_RTX3070", 2)],
+        sim_counts=counts,
+        sample=sample,
+    )
+
+
+def test_create_fans_each_entry_out_by_replica_in_entry_order() -> None:
+    [created] = decide_create(create(("SM86_RTX3080", 1), ("SM86_RTX3070", 2)), TRACE, CONFIGS)
+    assert created == ev.RunCreated(
+        id="e1",
+        at=AT,
+        run_id="run-1",
+        trace_id="demo",
+        entries=[RunEntry("SM86_RTX3080", 1), RunEntry("SM86_RTX3070", 2)],
+        sims=[
+            ev.SimSpec("sim-0", "SM86_RTX3080", 0),
+            ev.SimSpec("sim-1", "SM86_RTX3070", 0),
+            ev.SimSpec("sim-2", "SM86_RTX3070", 1),
+        ],
+        kernels_total=20,
+    )
+
+
+def test_entries_naming_one_config_continue_its_replica_numbers() -> None:
+    [created] = decide_create(create(("SM86_RTX3070", 2), ("SM86_RTX3070", 1)), TRACE, CONFIGS)
+    assert [s.replica for s in created.sims] == [0, 1, 2]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("trace", "error", "detail"),
+    [
+        (None, TraceNotFound, "trace demo not found"),
+        (msgspec.structs.replace(TRACE, state="failed"), TraceNotUsable, "trace demo is failed, not ready"),
+        (msgspec.structs.replace(TRACE, state="processing"), TraceNotUsable, "trace demo is processing, not ready"),
+        (msgspec.structs.replace(TRACE, sample=True), TraceNotUsable, "trace demo is a sample, which has no instruction traces"),
+    ],
+)
+def test_create_needs_a_ready_trace_that_is_not_a_sample(trace: Trace | None, error: type[Exception], detail: str) -> None:
+    with pytest.raises(error) as raised:
+        decide_create(create(("SM86_RTX3070", 1)), trace, CONFIGS)
+    assert str(raised.value) == detail
+
+
+@pytest.mark.parametrize(
+    ("config", "detail"),
+    [
+        ("SM90_H100", "SM90_H100 is sm_90 but trace demo is sm_86"),
+        ("SM99_NOPE", "unknown GPU config SM99_NOPE"),
+    ],
+)
+def test_every_entry_needs_a_known_config_of_the_traces_arch(config: str, detail: str) -> None:
+    with pytest.raises(BadEntry) as raised:
+        decide_create(create(("SM86_RTX3070", 1), (config, 1)), TRACE, CONFIGS)
+    assert str(raised.value) == detail
+
+
+def test_cancel_asks_once_while_a_sim_is_unfinished() -> None:
+    cmd = CancelRun(event_id="e2", at=AT)
+    assert decide_cancel(summary("active", {"running": 1, "succeeded": 1}), cmd) == [
+        ev.RunCancelRequested(id="e2", at=AT, run_id="run-1")
+    ]
+    assert decide_cancel(summary("cancelled", {"cancelled": 1, "succeeded": 1}), cmd) == []
+    assert decide_cancel(summary("succeeded", {"succeeded": 2}), cmd) == []
+
+
+def test_cancel_leaves_a_sample_run_alone() -> None:
+    assert decide_cancel(summary("active", {"pending": 1}, sample=True), CancelRun(event_id="e2", at=AT)) == []
+
+
+@pytest.mark.parametrize(
+    ("counts", "state"),
+    [
+        ({"pending": 1, "cancelled": 1}, "active"),
+        ({"running": 1}, "active"),
+        ({"launching": 1, "failed": 3}, "active"),
+        ({"succeeded": 2, "failed": 1, "cancelled": 1}, "cancelled"),
+        ({"succeeded": 2, "failed": 1}, "failed"),
+        ({"succeeded": 2}, "succeeded"),
+    ],
+)
+def test_run_state_follows_its_sims(counts: dict[str, int], state: str) -> None:
+    assert run_state(counts) == state

@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from cascade_core import events as ev
+from cascade_core.models import GpuConfig, Trace
+from cascade_core.tracefiles import parse_kernel_header
+from cascade_core.traces import (
+    Received,
+    Refused,
+    Upload,
+    batches,
+    check_upload,
+    decide_delete,
+    decide_outcome,
+    decide_upload,
+    failed,
+    files_stored,
+)
+from tests.support import TRACES
+
+AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+UPLOAD = Upload("demo", "u1")
+CONFIGS = [GpuConfig("SM7_QV100", "sm_70", 1132.0), GpuConfig("SM61_TITANX", "sm_61", 1417.0)]
+HEADER = (TRACES / "vectoradd-100-32" / "kernel-1.traceg").read_text()[:2000]
+LIMIT = 1000
+
+
+def refusal(call: object, *args: object) -> tuple[int, str]:
+    with pytest.raises(Refused) as refused:
+        call(*args)  # type: ignore[operator]
+    return refused.value.status, refused.value.detail
+
+
+def test_check_upload_takes_the_three_media_types_and_refuses_the_rest() -> None:
+    assert check_upload("demo", "application/x-tar", 10, LIMIT) == "tar"
+    assert check_upload("a.b_c-1", "application/gzip; charset=binary", None, LIMIT) == "gzip"
+    assert check_upload("x" * 64, "Application/X-XZ", LIMIT, LIMIT) == "xz"
+    assert refusal(check_upload, "-x", "application/x-tar", 1, LIMIT)[0] == 422
+    assert refusal(check_upload, "x" * 65, "application/x-tar", 1, LIMIT)[0] == 422
+    assert refusal(check_upload, "demo", "application/zip", 1, LIMIT)[0] == 415
+    assert refusal(check_upload, "demo", None, 1, LIMIT) == (
+        415,
+        "Content-Type 'missing' is not a trace archive; send a tar stream as application/x-tar, application/gzip or application/x-xz",
+    )
+    assert refusal(check_upload, "demo", "application/x-tar", LIMIT + 1, LIMIT) == (
+        413,
+        "the upload is 1001 bytes, over this server's limit of 1000 bytes (CASCADE_MAX_UPLOAD_BYTES)",
+    )
+
+
+def test_an_id_is_free_when_unused_or_deleted() -> None:
+    started = decide_upload(None, UPLOAD, AT, content_type="application/x-tar")
+    assert (started.id, started.trace_id, started.correlation_id, started.causation_id) == ("u1.started", "demo", "u1.started", None)
+    assert decide_upload(ev.TraceDeleted(id="d", at=AT, trace_id="demo"), UPLOAD, AT, content_type="x").trace_id == "demo"
+    live = ev.TraceFailed(id="f", at=AT, trace_id="demo", error="bad")
+    with pytest.raises(Refused, match="^trace demo already exists$") as refused:
+        decide_upload(live, UPLOAD, AT, content_type="x")
+    assert refused.value.status == 409
+
+
+def received(kernelslist: str, **headers: str) -> Received:
+    files = [ev.StoredFile("kernelslist.g", len(kernelslist), "d0")] + [ev.StoredFile(f, 100, "d") for f in headers]
+    return Received(
+        files=files,
+        headers={f: parse_kernel_header(h, f) for f, h in headers.items()},
+        kernelslist=kernelslist.encode(),
+    )
+
+
+def test_a_good_upload_is_ready_with_its_kernels() -> None:
+    events = decide_outcome(UPLOAD, received("kernel-1.traceg\nkernel-1.traceg\n", **{"kernel-1.traceg": HEADER}), CONFIGS, AT)
+    listed, ready = events
+    assert isinstance(listed, ev.TraceKernelsListed) and isinstance(ready, ev.TraceReady)
+    assert [(k.uid, k.name, k.grid, k.block) for k in listed.kernels] == [
+        (uid, "_Z6vecAddIfEvPT_S1_S1_i", "1x1x1", "1024x1x1") for uid in (1, 2)
+    ]
+    assert (ready.trace_gpu_arch, ready.kernel_count, ready.bytes, ready.suggested_sim_config) == ("sm_61", 2, 132, "SM61_TITANX")
+    assert (ready.has_real_timing, ready.has_step_timeline, ready.model) == (False, False, None)
+    assert all(e.causation_id == "u1.started" for e in events)
+    assert decide_outcome(UPLOAD, received("kernel-1.traceg\n", **{"kernel-1.traceg": HEADER}), [], AT)[-1].suggested_sim_config is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("upload", "error"),
+    [
+        (Received(files=[]), "the archive has no kernelslist.g at its root"),
+        (received("kernel-2.traceg\n", **{"kernel-1.traceg": HEADER}), "kernelslist.g line 1 names 'kernel-2.traceg', which is not in the trace"),
+        (Received(files=[], kernelslist=b"\xff\xfe"), "kernelslist.g is not UTF-8 text (byte 0 is 0xff)"),
+        (
+            Received(files=[], kernelslist=b"kernel-1.traceg\n", header_errors={"kernel-1.traceg": "kernel-1.traceg: header has no '-nregs' line"}),
+            "kernel-1.traceg: header has no '-nregs' line",
+        ),
+    ],
+)
+def test_a_bad_upload_fails_with_the_first_problem(upload: Received, error: str) -> None:
+    (outcome,) = decide_outcome(UPLOAD, upload, CONFIGS, AT)
+    assert isinstance(outcome, ev.TraceFailed) and outcome.error.startswith(error)
+
+
+def test_header_errors_of_files_kernelslist_does_not_name_do_not_matter() -> None:
+    upload = received("kernel-1.traceg\n", **{"kernel-1.traceg": HEADER})
+    upload = Received(files=upload.files, headers=upload.headers, kernelslist=upload.kernelslist, header_errors={"spare.traceg": "bad"})
+    assert isinstance(decide_outcome(UPLOAD, upload, CONFIGS, AT)[-1], ev.TraceReady)
+
+
+def test_big_uploads_are_announced_in_events_that_stay_small() -> None:
+    long_name = "_Z" + "N5cutlass6kernelI" * 120  # about 2 KB, as heavily templated kernels are
+    header = HEADER.replace("_Z6vecAddIfEvPT_S1_S1_i", long_name)
+    kernelslist = "".join(f"kernel-{i}.traceg\n" for i in range(1, 1201))
+    headers = {f"kernel-{i}.traceg": header for i in range(1, 1201)}
+    upload = received(kernelslist, **headers)
+    timing = "kernel_id,kernel_name,duration_ns\n" + "".join(f"{i},{long_name[:200]},{i}.5\n" for i in range(4500))
+    upload = Received(files=upload.files, headers=upload.headers, kernelslist=upload.kernelslist, real_timing=timing.encode())
+    events = files_stored(UPLOAD, upload.files, AT) + decide_outcome(UPLOAD, upload, CONFIGS, AT)
+    sizes = [len(ev.encode(e)) for e in events]
+    assert max(sizes) < 300 * 1024
+    kinds = [ev.event_type(e) for e in events]
+    assert kinds.count("trace.files_stored.v1") == 3
+    assert kinds.count("trace.kernels_listed.v1") >= 3
+    assert kinds.count("trace.real_timing_listed.v1") >= 3
+    assert sum(len(e.kernels) for e in events if isinstance(e, ev.TraceKernelsListed)) == 1200
+    assert [r.kernel_id for e in events if isinstance(e, ev.TraceRealTimingListed) for r in e.rows] == list(range(4500))
+    assert len({e.id for e in events}) == len(events)
+    assert isinstance(events[-1], ev.TraceReady) and events[-1].has_real_timing
+
+
+def test_batches_and_an_empty_upload() -> None:
+    assert batches(list(range(7)), 3, lambda _: 1) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert batches(list(range(4)), 10, lambda _: 40, max_bytes=100) == [[0, 1], [2, 3]]
+    assert batches([], 3, lambda _: 1) == []
+    (only,) = files_stored(UPLOAD, [], AT)
+    assert only.files == []
+
+
+def test_an_error_is_cut_to_a_readable_length() -> None:
+    assert len(failed(UPLOAD, "x" * 10_000, AT).error) == 2000
+
+
+def trace(**fields: object) -> Trace:
+    base: dict[str, object] = dict(
+        id="demo", state="ready", error=None, created_at=AT, updated_at=AT, model=None, layers=[], source_gpu=None,
+        trace_gpu_arch="sm_61", suggested_sim_config=None, kernel_count=1, bytes=1, has_real_timing=False,
+        has_step_timeline=False, sample=False,
+    )
+    return Trace(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_delete_decisions() -> None:
+    def decide(t: Trace | None, active_run: str | None = None, uploading_here: bool = False) -> ev.TraceDeleted:
+        return decide_delete(t, "demo", AT, "e1", active_run=active_run, uploading_here=uploading_here)
+
+    assert decide(trace()).trace_id == "demo"
+    assert decide(trace(state="uploading")).trace_id == "demo"  # left behind by a server that stopped
+    for args, expected in [
+        ((None,), (404, "trace demo not found")),
+        ((trace(sample=True),), (409, "trace demo is a sample that ships with Cascade; samples cannot be deleted")),
+        ((trace(), "run-1"), (409, "trace demo is used by active run run-1")),
+        ((trace(state="uploading"), None, True), (409, "trace demo is still being uploaded; delete it once it is ready or failed")),
+    ]:
+        assert refusal(decide, *args) == expected

@@ -1,0 +1,54 @@
+"""An app on a real nats-server and a real DuckDB file, driven through Starlette's TestClient
+(which runs the lifespan: NATS connection, projector, runner)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from cascade_http.app import create_app
+from cascade_http.config import Settings
+from cascade_http.service import Cascade
+from tests.support import TREE
+
+TOKEN = "test-token"
+FAKE_SIMULATOR = Path(__file__).resolve().parents[1] / "fake_accelsim" / "accel-sim.out"
+
+
+@pytest.fixture
+def accelsim_dir(tmp_path: Path) -> Path:
+    """A copy of the shared Accel-Sim tree with the fake simulator where the real one goes."""
+    root = tmp_path / "accel-sim"
+    shutil.copytree(TREE, root)
+    binary = root / "gpu-simulator" / "bin" / "release" / "accel-sim.out"
+    binary.parent.mkdir(parents=True)
+    shutil.copy(FAKE_SIMULATOR, binary)
+    binary.chmod(0o755)
+    return root
+
+
+@pytest.fixture
+def settings(tmp_path: Path, nats_url: str, accelsim_dir: Path) -> Settings:
+    return Settings(
+        token=TOKEN,
+        data_dir=tmp_path / "data",
+        nats_url=nats_url,
+        accelsim_dir=accelsim_dir,
+        runner=False,
+        samples=False,
+    )
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as test_client:
+        yield test_client
+
+
+def service(client: TestClient) -> Cascade:
+    """The running service behind a test client, to append events as the runner would."""
+    return client.app.state.cascade  # type: ignore[attr-defined,no-any-return]

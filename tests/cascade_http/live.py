@@ -1,0 +1,103 @@
+"""A real uvicorn server in a thread, for what TestClient cannot do: many concurrent clients
+(live event streams) and tools that speak HTTP to a URL (Schemathesis); and a reader of
+server-sent events."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+import anyio
+import httpx
+import msgspec
+import nats
+import uvicorn
+from starlette.applications import Starlette
+
+from cascade_core import events as ev
+from cascade_http.app import create_app
+from cascade_http.config import Settings
+from cascade_http.service import Cascade
+from cascade_nats.objects import Objects
+from cascade_nats.store import EventStore
+
+
+class LiveServer(msgspec.Struct):
+    url: str
+    app: Starlette
+    nats_url: str
+
+    @property
+    def cascade(self) -> Cascade:
+        return self.app.state.cascade  # type: ignore[no-any-return]
+
+    async def projected(self, seq: int, timeout: float = 20.0) -> None:
+        """Wait until the server's read model shows sequence `seq`."""
+        with anyio.fail_after(timeout):
+            while self.cascade.projector.applied < seq:
+                await anyio.sleep(0.002)
+
+    def seed(self, events: Sequence[ev.Event], objects: Mapping[str, bytes] = {}) -> None:
+        """From a thread of the test's own: append events as facts and store objects, over a
+        connection of its own, and wait until the server's read model shows them."""
+
+        async def seed() -> None:
+            nc = await nats.connect(self.nats_url)
+            try:
+                store = Objects(nc)
+                await store.ensure()
+                for name, data in objects.items():
+                    await store.put(name, _once(data))
+                seqs = await EventStore(nc).append_facts(list(events), timeout=30.0)
+                await self.projected(seqs[-1])
+            finally:
+                await nc.close()
+
+        anyio.run(seed)
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+@contextlib.contextmanager
+def live_server(settings: Settings) -> Iterator[LiveServer]:
+    app = create_app(settings)
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        assert settings.nats_url is not None
+        yield LiveServer(f"http://127.0.0.1:{port}", app, settings.nats_url)
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+class SseEvent(msgspec.Struct, frozen=True):
+    event: str
+    id: int
+    data: Any
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[SseEvent]:
+    """The events of an SSE response as they arrive (comments skipped)."""
+    fields: dict[str, str] = {}
+    async for line in response.aiter_lines():
+        if not line:
+            if "data" in fields:
+                yield SseEvent(fields.get("event", "message"), int(fields["id"]), json.loads(fields["data"]))
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            fields[name] = value[1:] if value.startswith(" ") else value

@@ -1,0 +1,460 @@
+"""The Runs API against its reference: each route replays the reference's example (same
+request, same response shape and values where the reference shows them, same errors and
+headers), on a real nats-server and DuckDB, with everything a runner does appended as events.
+
+Read-only routes share one world built once (`world`); commands get a fresh service each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from cascade_core import events as ev
+from cascade_core import subjects
+from cascade_http.app import create_app
+from cascade_http.config import Settings
+from cascade_nats import server
+from tests.cascade_http import runs_world as w
+from tests.cascade_http.conftest import TOKEN, service
+from tests.cascade_http.reference import MORE_ITEMS, assert_shows, example, substitute, text_example
+
+RUN = f"/api/runs/{w.RUN_ID}"
+SIM = f"/api/sims/{w.SIMS[0]}"
+SAMPLE_TRACE = "sample__facebook_opt-125m__h100-e2e"
+SAMPLE_RUN = "run-sample-opt125m-h100-e2e"
+
+
+@pytest.fixture
+def accelsim_dir(tmp_path: Path) -> Path:
+    return w.reference_tree(tmp_path / "accel-sim")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """Trace `demo` and run run-210d75c008c4 with both sims succeeded, files stored."""
+    tmp = tmp_path_factory.mktemp("world")
+    with server.running(tmp / "jetstream") as nats:
+        settings = Settings(
+            token=TOKEN, data_dir=tmp / "data", nats_url=nats.url, accelsim_dir=w.reference_tree(tmp / "accel-sim"),
+            runner=False, samples=False,
+        )
+        with TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            w.append(client, w.trace_events() + w.reference_run())
+            w.store_reference_files(client)
+            yield client
+
+
+def sample_run() -> list[ev.Event]:
+    """The reference's sample: a sample trace and its run, its one sim long succeeded."""
+    created = w.at("06:50:10")
+    sim_id = "sim-sample-opt125m-h100-e2e"
+    return [
+        *w.trace_events(SAMPLE_TRACE, arch="sm_90", started=created, ready=created, sample=True, step_timeline=False),
+        w.run_created(SAMPLE_RUN, [(sim_id, "SM90_H100", 0)], trace_id=SAMPLE_TRACE, created=created, sample=True),
+        *w.sim_life(SAMPLE_RUN, sim_id, launched=created + timedelta(seconds=1), files_at=created + timedelta(seconds=2),
+                    finished=created + timedelta(seconds=3), kernels=0, files=()),
+    ]
+
+
+def create(client: TestClient, *entries: tuple[str, int], trace_id: str = "demo") -> Any:
+    body = {"trace_id": trace_id, "entries": [{"gpu_config": c, "count": n} for c, n in entries]}
+    response = client.post("/api/runs", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+# --- GPU configs ----------------------------------------------------------------------------
+
+
+def test_gpu_configs_are_listed_sorted_by_name(client: TestClient) -> None:
+    response = client.get("/api/gpu-configs")
+    assert response.status_code == 200
+    configs = response.json()
+    assert [c["name"] for c in configs] == ["SM61_TITANX", "SM7_QV100", "SM80_A100", "SM86_RTX3070", "SM90_H100", "SM90_H200"]
+    assert configs[0] == {"name": "SM61_TITANX", "arch": "sm_61", "core_clock_mhz": 1417.0}
+    assert_shows(configs[1:], example("List GPU configs"))
+
+
+def test_without_an_accelsim_dir_there_are_no_gpu_configs(settings: Settings) -> None:
+    settings.accelsim_dir = None
+    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        assert client.get("/api/gpu-configs").json() == []
+
+
+def test_every_route_needs_the_token(world: TestClient) -> None:
+    for path in ("/api/gpu-configs", "/api/runs", RUN, f"{RUN}/kernels", f"{SIM}/log", f"{SIM}/files/kernel-stats.csv"):
+        response = world.get(path, headers={"Authorization": "Bearer wrong"})
+        assert response.status_code == 401, path
+        assert response.json() == {"detail": "Invalid token"}
+
+
+# --- create ---------------------------------------------------------------------------------
+
+
+def test_create_answers_the_run_with_every_sim_pending(client: TestClient) -> None:
+    w.append(client, w.trace_events())
+    run = create(client, ("SM86_RTX3070", 2))
+    assert run["id"].startswith("run-") and len(run["id"]) == 16
+    fresh = {"run-210d75c008c4": run["id"], "2026-11-08T08:59:03.024065Z": run["created_at"]}
+    fresh |= {ref: sim["id"] for ref, sim in zip(w.SIMS, run["sims"])}
+    assert_shows(run, substitute(example("Create a run"), fresh))
+    assert all(s["created_at"] == run["created_at"] for s in run["sims"])
+    assert client.get(f"/api/runs/{run['id']}").json() == run
+
+
+def test_create_rejects_a_trace_that_is_not_ready(client: TestClient) -> None:
+    w.append(client, w.trace_events() + w.failed_trace("demo-failed") + w.trace_events("busy", ready=None))
+    body = {"trace_id": "demo-failed", "entries": [{"gpu_config": "SM86_RTX3070", "count": 2}]}
+    response = client.post("/api/runs", json=body)
+    assert (response.status_code, response.json()) == (409, example("Create a run", "409 response"))
+    response = client.post("/api/runs", json=body | {"trace_id": "busy"})
+    assert (response.status_code, response.json()) == (409, {"detail": "trace busy is processing, not ready"})
+    response = client.post("/api/runs", json=body | {"trace_id": "nope"})
+    assert (response.status_code, response.json()) == (404, {"detail": "trace nope not found"})
+
+
+def test_create_rejects_a_sample_trace(client: TestClient) -> None:
+    w.append(client, sample_run())
+    response = client.post("/api/runs", json={"trace_id": SAMPLE_TRACE, "entries": [{"gpu_config": "SM90_H100", "count": 1}]})
+    assert response.status_code == 409
+    assert response.json() == {"detail": f"trace {SAMPLE_TRACE} is a sample, which has no instruction traces"}
+
+
+def test_create_rejects_configs_the_trace_cannot_run_on(client: TestClient) -> None:
+    w.append(client, w.trace_events())
+    entries = [{"gpu_config": "SM86_RTX3070", "count": 1}, {"gpu_config": "SM90_H100", "count": 1}]
+    response = client.post("/api/runs", json={"trace_id": "demo", "entries": entries})
+    assert (response.status_code, response.json()) == (422, example("Create a run", "422 response, arch mismatch"))
+    entries[1] = {"gpu_config": "SM99_NOPE", "count": 1}
+    response = client.post("/api/runs", json={"trace_id": "demo", "entries": entries})
+    assert (response.status_code, response.json()) == (422, {"detail": "unknown GPU config SM99_NOPE"})
+    assert client.get("/api/runs").json() == []
+
+
+def test_create_validates_the_body_as_fastapi_does(client: TestClient) -> None:
+    response = client.post("/api/runs", json={"trace_id": "demo", "entries": [{"gpu_config": "SM86_RTX3070", "count": 0}]})
+    assert (response.status_code, response.json()) == (422, example("Create a run", "422 response, validation"))
+    response = client.post("/api/runs", json={"trace_id": "demo", "entries": []})
+    assert response.status_code == 422
+    assert response.json() == {
+        "detail": [
+            {
+                "type": "too_short",
+                "loc": ["body", "entries"],
+                "msg": "List should have at least 1 item after validation, not 0",
+                "input": [],
+                "ctx": {"field_type": "List", "min_length": 1, "actual_length": 0},
+            }
+        ]
+    }
+    response = client.post("/api/runs", json={"entries": [{"gpu_config": "X", "count": 65}]})
+    assert [(d["type"], d["loc"]) for d in response.json()["detail"]] == [
+        ("missing", ["body", "trace_id"]),
+        ("less_than_equal", ["body", "entries", 0, "count"]),
+    ]
+    response = client.post("/api/runs", content=b"\x80 not utf-8", headers={"Content-Type": "application/json"})
+    assert (response.status_code, response.json()) == (400, {"detail": "There was an error parsing the body"})
+
+
+# --- list, get ------------------------------------------------------------------------------
+
+
+def test_runs_are_listed_newest_first(client: TestClient) -> None:
+    w.append(client, w.trace_events() + sample_run() + w.reference_run())
+    response = client.get("/api/runs")
+    assert response.status_code == 200
+    assert_shows(response.json(), example("List runs"))
+
+
+def test_get_a_run(world: TestClient) -> None:
+    response = world.get(RUN)
+    assert response.status_code == 200
+    assert_shows(response.json(), example("Get a run"))
+
+
+def test_get_an_unknown_run(world: TestClient) -> None:
+    response = world.get("/api/runs/run-000000000000")
+    assert (response.status_code, response.json()) == (404, example("Get a run", "404 response"))
+    for path in ("cancel", "comparison", "kernels", "step-timelines", "results", "files", "perfetto", "events"):
+        method = world.post if path == "cancel" else world.get
+        response = method(f"/api/runs/run-000000000000/{path}")
+        assert (response.status_code, response.json()) == (404, {"detail": "run run-000000000000 not found"}), path
+
+
+# --- cancel ---------------------------------------------------------------------------------
+
+
+def _run_history(client: TestClient, run_id: str) -> list[str]:
+    async def go() -> list[str]:
+        return [ev.event_type(s.event) async for s in service(client).store.read(subjects.run(run_id))]
+
+    assert client.portal is not None
+    return client.portal.call(go)
+
+
+def test_cancel_moves_unfinished_sims_to_cancelled_once(client: TestClient) -> None:
+    w.append(client, w.trace_events())
+    run = create(client, ("SM86_RTX3070", 1))
+    response = client.post(f"/api/runs/{run['id']}/cancel")
+    assert response.status_code == 200
+    cancelled = response.json()
+    sim = cancelled["sims"][0]
+    assert sim["finished_at"] is not None
+    fresh = {
+        "run-b42541e17665": run["id"], "sim-57c51b464fc9": sim["id"], "2026-11-08T08:59:06.669870Z": run["created_at"],
+        "2026-11-08T08:59:06.673285Z": sim["finished_at"], "64556": None,
+    }
+    assert_shows(cancelled, substitute(example("Cancel a run"), fresh))
+    again = client.post(f"/api/runs/{run['id']}/cancel")
+    assert (again.status_code, again.json()) == (200, cancelled)
+    assert _run_history(client, run["id"]) == ["run.created.v1", "run.cancel_requested.v1"]
+
+
+def test_racing_cancels_append_one_request(client: TestClient) -> None:
+    w.append(client, w.trace_events())
+    run = create(client, ("SM86_RTX3070", 3))
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: client.post(f"/api/runs/{run['id']}/cancel"), range(4)))
+    assert {a.status_code for a in answers} == {200}
+    assert all(a.json()["sim_counts"] == {"cancelled": 3} for a in answers)
+    assert _run_history(client, run["id"]) == ["run.created.v1", "run.cancel_requested.v1"]
+
+
+def test_cancel_keeps_finished_sims_and_leaves_sample_runs_alone(client: TestClient) -> None:
+    w.append(client, w.trace_events() + sample_run() + [w.run_created()] + w.sim_life(w.RUN_ID, w.SIMS[0]))
+    response = client.post(f"{RUN}/cancel")
+    assert response.json()["state"] == "cancelled"
+    assert response.json()["sim_counts"] == {"succeeded": 1, "cancelled": 1}
+    assert [s["state"] for s in response.json()["sims"]] == ["succeeded", "cancelled"]
+    before = client.get(f"/api/runs/{SAMPLE_RUN}").json()
+    response = client.post(f"/api/runs/{SAMPLE_RUN}/cancel")
+    assert (response.status_code, response.json()) == (200, before)
+    assert _run_history(client, SAMPLE_RUN) == ["run.created.v1"]
+
+
+def test_late_facts_of_a_cancelled_sim_change_nothing(client: TestClient) -> None:
+    w.append(client, w.trace_events() + [w.run_created()])
+    client.post(f"{RUN}/cancel")
+    w.append(client, w.sim_life(w.RUN_ID, w.SIMS[0]))
+    run = client.get(RUN).json()
+    assert run["state"] == "cancelled"
+    assert [s["state"] for s in run["sims"]] == ["cancelled", "cancelled"]
+    assert client.get(f"{RUN}/kernels").json() == []
+
+
+# --- comparison, kernels, step timelines ----------------------------------------------------
+
+
+def test_comparison(world: TestClient) -> None:
+    response = world.get(f"{RUN}/comparison")
+    assert response.status_code == 200
+    assert_shows(response.json(), example("Compare real and simulated time"))
+
+
+def test_comparison_takes_medians_per_config_and_real_timing_by_kernel_id(client: TestClient) -> None:
+    # Real timing rows listed out of kernel_id order; sims of two configs, one of which
+    # finished fewer kernels, and three replicas of the other with different times.
+    real = [900.0, 1100.0, 1300.0]
+    events = w.trace_events(real_timing=real)
+    listed = next(e for e in events if isinstance(e, ev.TraceRealTimingListed))
+    events[events.index(listed)] = ev.TraceRealTimingListed(id=listed.id, at=listed.at, trace_id="demo", rows=listed.rows[::-1])
+    sims = [("s0", "SM86_RTX3070", 0), ("s1", "SM86_RTX3070", 1), ("s2", "SM86_RTX3070", 2), ("q0", "SM7_QV100", 0)]
+    events.append(w.run_created("run-m", sims))
+    for sim_id, _, replica in sims:
+        kernels = 1 if sim_id == "q0" else 3
+        for index in range(kernels):
+            kernel = w.kernel_finished("run-m", sim_id, index, w.at("08:59:04"), stats=False)
+            events.append(kernel)
+        events[-kernels:] = [_scaled(k, replica) for k in events[-kernels:]]
+        events[-kernels:0] = w.sim_life("run-m", sim_id, kernels=0, files=())[:2]
+    w.append(client, events)
+    rows = client.get("/api/runs/run-m/comparison").json()
+    assert rows["has_real_timing"] is True
+    assert rows["configs"] == ["SM86_RTX3070", "SM7_QV100"]
+    times = [w.sim_time_ns(c) for c in (6174, 5923, 6216)]
+    assert rows["rows"] == [
+        {"kernel_index": i, "kernel_name": w.KERNELS[i][1], "real_ns": real[i],
+         "sim_ns": {"SM86_RTX3070": times[i] * 2, "SM7_QV100": times[i] if i == 0 else None}}
+        for i in range(3)
+    ]
+
+
+def _scaled(kernel: ev.Event, replica: int) -> ev.Event:
+    """Replica r takes (r + 1) times as long, so the median of three is the middle one."""
+    assert isinstance(kernel, ev.KernelFinished)
+    return ev.KernelFinished(**{**{f: getattr(kernel, f) for f in kernel.__struct_fields__}, "sim_time_ns": kernel.sim_time_ns * (replica + 1)})
+
+
+def test_kernels(world: TestClient) -> None:
+    response = world.get(f"{RUN}/kernels")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert_shows(response.json(), example("List a run's kernel timings"))
+
+
+def test_step_timelines(world: TestClient) -> None:
+    response = world.get(f"{RUN}/step-timelines")
+    assert response.status_code == 200
+    assert_shows(response.json(), example("List a run's step timing"))
+
+
+def test_step_timelines_need_a_timeline_and_a_succeeded_sim(client: TestClient) -> None:
+    w.append(client, w.trace_events("plain", step_timeline=False) + w.trace_events())
+    sims = [("t0", "SM86_RTX3070", 0), ("t1", "SM86_RTX3070", 1)]
+    w.append(client, [w.run_created("run-plain", sims, trace_id="plain"), *w.sim_life("run-plain", "t0", files=())])
+    assert client.get("/api/runs/run-plain/step-timelines").json() == []
+    w.append(client, [w.run_created("run-t", sims), *w.sim_life("run-t", "t0", files=(), outcome="failed")])
+    w.append(client, w.sim_life("run-t", "t1", files=()))
+    assert client.get("/api/runs/run-t/step-timelines").json() == []  # no step_timeline.json stored
+    w.store_reference_files(client)
+    assert [t["sim_id"] for t in client.get("/api/runs/run-t/step-timelines").json()] == ["t1"]
+
+
+# --- results, log, files, perfetto ----------------------------------------------------------
+
+
+def test_run_results(world: TestClient) -> None:
+    response = world.get(f"{RUN}/results")
+    assert response.status_code == 200
+    assert response.headers["content-disposition"] == f'attachment; filename="{w.RUN_ID}-results.json"'
+    results = response.json()
+    expected = example("Download run results")
+    # The trace's metadata and kernels belong to the traces API: as it answers them.
+    trace = results["trace"]
+    assert list(trace)[-2:] == ["metadata", "kernels"]
+    expected["trace"] |= {"metadata": trace["metadata"], "kernels": trace["kernels"]}
+    assert_shows(results, expected)
+
+
+def test_sim_results(world: TestClient) -> None:
+    response = world.get(f"{SIM}/results")
+    assert response.status_code == 200
+    assert response.headers["content-disposition"] == f'attachment; filename="{w.SIMS[0]}-results.json"'
+    assert_shows(response.json(), example("Download sim results"))
+    response = world.get("/api/sims/sim-000000000000/results")
+    assert (response.status_code, response.json()) == (404, {"detail": "sim sim-000000000000 not found"})
+
+
+def test_sim_log(world: TestClient) -> None:
+    response = world.get(f"{SIM}/log")
+    assert response.status_code == 200
+    media, shown, more = text_example("Download a sim's log")
+    assert response.headers["content-type"] == f"{media}; charset=utf-8"
+    assert response.headers["content-disposition"] == f'attachment; filename="{w.SIMS[0]}.log"'
+    lines = response.text.split("\n")
+    assert lines[-1] == ""  # every line ends in a newline
+    assert lines[:-1] == w.log_lines()
+    assert lines[: len(shown)] == shown and len(lines) - 1 == len(shown) + more
+
+
+def test_log_of_a_retried_sim_is_its_last_attempts(client: TestClient) -> None:
+    w.append(client, w.trace_events() + [w.run_created()])
+    first = w.sim_life(w.RUN_ID, w.SIMS[0], lines=["first attempt"] * 3)
+    w.append(client, first[:6])  # claimed, launched, a heartbeat, a kernel: then the runner is lost
+    second = w.sim_life(w.RUN_ID, w.SIMS[0], attempt=2, lines=[f"second {i}" for i in range(10)], kernels=2, files=("exit-status.txt",))
+    w.append(client, second[:1] + first[6:] + second[1:])  # the lost runner's facts arrive late
+    assert client.get(f"{SIM}/log").text == "".join(f"second {i}\n" for i in range(10))
+    kernels = client.get(f"{RUN}/kernels").json()
+    assert [k["kernel_launch_uid"] for k in kernels] == [1, 2]
+    assert [f["name"] for f in client.get(f"{SIM}/files").json()] == ["exit-status.txt"]
+    sim = client.get(RUN).json()["sims"][0]
+    assert (sim["state"], sim["kernels_done"], sim["log_tail"]) == ("succeeded", 2, [f"second {i}" for i in range(10)])
+
+
+def test_run_files(world: TestClient) -> None:
+    response = world.get(f"{RUN}/files")
+    assert response.status_code == 200
+    files = response.json()
+    assert_shows(files, example("List a run's output files"))
+    assert [(f["sim_id"], f["name"]) for f in files] == [(s, n) for s in w.SIMS for n in sorted(w.FILES)]
+
+
+def test_sim_files(world: TestClient) -> None:
+    response = world.get(f"{SIM}/files")
+    assert response.status_code == 200
+    assert_shows(response.json(), example("List a sim's output files"))
+
+
+def test_file_download(world: TestClient) -> None:
+    response = world.get(f"{SIM}/files/kernel-stats.csv")
+    assert response.status_code == 200
+    media, shown, more = text_example("Download an output file")
+    assert response.headers["content-type"] == media
+    assert response.headers["content-disposition"] == 'attachment; filename="kernel-stats.csv"'
+    assert response.content == w.file_bytes("kernel-stats.csv")
+    lines = response.text.splitlines()
+    assert lines[: len(shown)] == shown and len(lines) == len(shown) + more
+
+
+def test_gz_file_stays_compressed(world: TestClient) -> None:
+    response = world.get(f"{SIM}/files/perf_counter.csv.gz")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/gzip"
+    assert "content-encoding" not in response.headers
+    assert response.headers["content-length"] == "474373"
+    assert response.content == w.file_bytes("perf_counter.csv.gz")
+
+
+@pytest.mark.parametrize("name", ["nope.txt", "%2E%2E", "%2E", "a" * 129, "bad name.txt", "x:y", "kernel-stats.csv~"])
+def test_a_missing_or_unlawful_file_name_is_not_found(world: TestClient, name: str) -> None:
+    response = world.get(f"{SIM}/files/{name}")
+    assert response.status_code == 404
+    if name == "nope.txt":
+        assert response.json() == example("Download an output file", "404 response, no such file")
+    else:
+        assert response.json() == {"detail": f"sim {w.SIMS[0]} has no file '{name.replace('%2E', '.')}'"}
+    response = world.get("/api/sims/nope/files/kernel-stats.csv")
+    assert (response.status_code, response.json()) == (404, {"detail": "sim nope not found"})
+
+
+def test_perfetto(world: TestClient) -> None:
+    response = world.get(f"{RUN}/perfetto")
+    assert response.status_code == 200
+    assert response.headers["content-disposition"] == f'attachment; filename="{w.RUN_ID}-perfetto.json"'
+    trace = response.json()
+    assert_shows(trace, example("Download a Perfetto trace"))
+    assert [e["name"] for e in trace["traceEvents"] if e["ph"] == "X"] == [
+        f"k{uid} {short}" for _ in w.SIMS for uid, short in enumerate(("init_kernel", "copy_kernel", "mul_kernel", "add_kernel", "triad_kernel", "dot_kernel"), 1)
+    ]
+
+
+def test_reference_examples_trim_nothing_this_world_lacks() -> None:
+    # The world reproduces every trimmed count: e.g. 12 kernels, 12 files, 10,691 log lines.
+    kernels = example("List a run's kernel timings")
+    assert kernels[-1] == {MORE_ITEMS: 9} and len(w.KERNELS) * len(w.SIMS) == 12
+    assert len(w.log_lines()) == 10691
+    assert json.loads(json.dumps(example("List a sim's output files")))[0]["size"] == w.FILES["accelsim.log.gz"][0]
+
+
+def test_a_run_outlives_its_deleted_trace(client: TestClient) -> None:
+    w.append(client, w.trace_events() + [w.run_created()] + w.sim_life(w.RUN_ID, w.SIMS[0], files=()))
+    client.post(f"{RUN}/cancel")
+    w.append(client, [ev.TraceDeleted(id=w.event_id(), at=w.at("09:00:00"), trace_id="demo")])
+    assert client.get("/api/traces/demo").status_code == 404
+    run = client.get(RUN).json()
+    assert (run["state"], run["trace"]["id"], run["trace"]["state"]) == ("cancelled", "demo", "ready")
+    results = client.get(f"{RUN}/results").json()
+    assert (results["trace"]["metadata"]["status"], results["trace"]["kernels"]) == ("deleted", [])
+    assert len(results["sims"][0]["kernels"]) == 6
+
+
+def test_comparison_follows_every_new_kernel_and_a_retry(client: TestClient) -> None:
+    first = w.sim_life(w.RUN_ID, w.SIMS[0], files=(), stats=False)
+    w.append(client, w.trace_events() + [w.run_created()] + first[:6])  # two heartbeats, two kernels
+
+    def rows() -> list[int]:
+        return [r["kernel_index"] for r in client.get(f"{RUN}/comparison").json()["rows"]]
+
+    assert rows() == [0, 1]
+    w.append(client, first[6:8])
+    assert rows() == [0, 1, 2]
+    w.append(client, w.sim_life(w.RUN_ID, w.SIMS[0], attempt=2, files=(), stats=False)[:1])
+    assert rows() == []  # the retry starts afresh

@@ -1,0 +1,170 @@
+"""The run event stream, on a real server: many clients each get every change once and in
+order, and a client that drops and comes back with Last-Event-ID misses nothing.
+
+Events are appended the way the runner appends them; what each client must receive is
+known from the appended events' sequences: a `sim` for every event that changes a sim, a
+`kernel` per kernel, a `file` per file, and the `run` together with the sim that ended it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+
+import anyio
+import httpx
+import pytest
+
+from cascade_core import events as ev
+from cascade_http.config import Settings
+from cascade_nats.store import EventStore
+from tests.cascade_http import runs_world as w
+from tests.cascade_http.conftest import TOKEN
+from tests.cascade_http.live import LiveServer, SseEvent, live_server, sse_events
+
+pytestmark = pytest.mark.anyio
+
+EVENTS = f"/api/runs/{w.RUN_ID}/events"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+CLIENTS = 100
+
+
+@pytest.fixture
+def live(settings: Settings) -> Iterator[LiveServer]:
+    with live_server(settings) as server:
+        yield server
+
+
+@pytest.fixture
+async def http(live: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
+    limits = httpx.Limits(max_connections=CLIENTS + 10, max_keepalive_connections=CLIENTS + 10)
+    async with httpx.AsyncClient(base_url=live.url, limits=limits, timeout=30) as client:
+        yield client
+
+
+async def append(store: EventStore, live: LiveServer, events: Sequence[ev.Event]) -> list[int]:
+    seqs = await store.append_facts(list(events))
+    await live.projected(seqs[-1])
+    return seqs
+
+
+def sim_lives() -> list[ev.Event]:
+    """Both sims of the reference run, from claim to success, interleaved."""
+    lives = [
+        w.sim_life(w.RUN_ID, sim_id, launcher_ref=ref, launched=w.at(launched), finished=w.at(finished), lines=["a", "b", "c"], stats=False)
+        for sim_id, (ref, launched, finished) in zip(w.SIMS, w.LIVES)
+    ]
+    return [e for pair in zip(*lives) for e in pair]
+
+
+def expected(events: Sequence[ev.Event], seqs: Sequence[int]) -> list[tuple[str, int]]:
+    """What a stream shows of these appended events: (SSE event, id) in order."""
+    kinds = {ev.KernelFinished: "kernel", ev.SimFileStored: "file"}
+    out = [(kinds.get(type(e), "sim"), seq) for e, seq in zip(events, seqs)]
+    out.append(("run", seqs[-1]))  # the last sim's success ends the run
+    return out
+
+
+async def setup_run(store: EventStore, live: LiveServer) -> None:
+    await append(store, live, [*w.trace_events(), w.run_created()])
+
+
+async def test_a_hundred_clients_each_get_every_event_once_in_order(live: LiveServer, http: httpx.AsyncClient, store: EventStore) -> None:
+    await setup_run(store, live)
+    received: list[list[SseEvent]] = [[] for _ in range(CLIENTS)]
+    subscribed = anyio.Semaphore(0)
+
+    async def listen(i: int) -> None:
+        # Half authenticate as browsers' EventSource must, with ?token=.
+        params, headers = ({"token": TOKEN}, {}) if i % 2 else ({}, AUTH)
+        async with http.stream("GET", EVENTS, params=params, headers=headers) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            async for event in sse_events(response):
+                received[i].append(event)
+                if event.event == "snapshot":
+                    subscribed.release()
+
+    lives = sim_lives()
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for i in range(CLIENTS):
+                tg.start_soon(listen, i)
+            for _ in range(CLIENTS):
+                await subscribed.acquire()
+            seqs: list[int] = []
+            for start in range(0, len(lives), 5):  # in several batches, as a runner's arrive
+                seqs += await append(store, live, lives[start : start + 5])
+    snapshot = received[0][0]
+    assert snapshot.event == "snapshot"
+    assert (snapshot.data["id"], snapshot.data["state"], snapshot.data["sim_counts"]) == (w.RUN_ID, "active", {"pending": 2})
+    want = expected(lives, seqs)
+    for events in received:
+        assert events == received[0]  # every client got the same, in the same order
+        assert [(e.event, e.id) for e in events[1:]] == want
+    last = received[0][-1].data
+    assert (last["id"], last["state"], last["sim_counts"]) == (w.RUN_ID, "succeeded", {"succeeded": 2})
+    kernels = [(e.data["sim_id"], e.data["kernel_index"], e.data["stats"]) for e in received[0] if e.event == "kernel"]
+    assert sorted(kernels) == [(s, i, {}) for s in sorted(w.SIMS) for i in range(6)]
+    files = [e.data for e in received[0] if e.event == "file"]
+    assert sorted((f["sim_id"], f["name"], f["gpu_config"], f["replica"]) for f in files) == [
+        (s, n, "SM86_RTX3070", r) for r, s in sorted(enumerate(w.SIMS), key=lambda p: p[1]) for n in sorted(w.FILES)
+    ]
+
+
+async def test_a_client_that_reconnects_with_last_event_id_misses_nothing(
+    live: LiveServer, http: httpx.AsyncClient, store: EventStore
+) -> None:
+    await setup_run(store, live)
+    lives = sim_lives()
+    first: list[SseEvent] = []
+    with anyio.fail_after(30):
+        async with http.stream("GET", EVENTS, headers=AUTH) as response:
+            seqs = await append(store, live, lives[:20])
+            async for event in sse_events(response):
+                first.append(event)
+                if len(first) == 8:
+                    break  # the connection drops here
+        # More happens while it is away, and more while it reconnects.
+        seqs += await append(store, live, lives[20:30])
+        second: list[SseEvent] = []
+        async with anyio.create_task_group() as tg:
+            async def rest() -> None:
+                seqs.extend(await append(store, live, lives[30:]))
+
+            async with http.stream("GET", EVENTS, headers={**AUTH, "Last-Event-ID": str(first[-1].id)}) as response:
+                assert response.status_code == 200
+                tg.start_soon(rest)
+                async for event in sse_events(response):
+                    second.append(event)
+    assert first[0].event == "snapshot" and all(e.event != "snapshot" for e in second)
+    seen = first[1:] + second
+    ids = [e.id for e in seen]
+    assert ids == sorted(ids) and second[0].id > first[-1].id
+    # Every kernel and file once; each sim's last state as the read model has it.
+    want = expected(lives, seqs)
+    for kind in ("kernel", "file"):
+        assert [(e.event, e.id) for e in seen if e.event == kind] == [x for x in want if x[0] == kind]
+    assert len({(e.event, e.id, e.data.get("id"), e.data.get("name")) for e in seen}) == len(seen)
+    detail = (await http.get(f"/api/runs/{w.RUN_ID}", headers=AUTH)).json()
+    last_sims = {e.data["id"]: e.data for e in seen if e.event == "sim"}
+    assert [last_sims[s["id"]] for s in detail["sims"]] == detail["sims"]
+    assert (seen[-1].event, seen[-1].data["state"]) == ("run", "succeeded")
+
+
+async def test_a_finished_run_streams_its_snapshot_and_ends(live: LiveServer, http: httpx.AsyncClient, store: EventStore) -> None:
+    await setup_run(store, live)
+    seqs = await append(store, live, sim_lives())
+    with anyio.fail_after(10):
+        async with http.stream("GET", EVENTS, headers=AUTH) as response:
+            events = [e async for e in sse_events(response)]
+        assert [(e.event, e.id) for e in events] == [("snapshot", seqs[-1])]
+        assert events[0].data["state"] == "succeeded"
+        # Resumed from before the end: what changed since, ending with the run.
+        async with http.stream("GET", EVENTS, headers={**AUTH, "Last-Event-ID": str(seqs[-3])}) as response:
+            events = [e async for e in sse_events(response)]
+        assert [(e.event, e.id) for e in events] == [("sim", seqs[-2]), ("sim", seqs[-1]), ("run", seqs[-1])]
+        # Resumed from the end: nothing more will come, which 204 tells an EventSource.
+        response = await http.get(EVENTS, headers={**AUTH, "Last-Event-ID": str(seqs[-1])})
+        assert response.status_code == 204
+    response = await http.get("/api/runs/run-nope/events", headers=AUTH)
+    assert (response.status_code, response.json()) == (404, {"detail": "run run-nope not found"})

@@ -1,0 +1,245 @@
+"""The runner against the fake simulator, which replays the real simulator's recorded output."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from cascade_http.app import create_app
+from cascade_http.config import Settings
+from cascade_http.service import Cascade
+from tests.cascade_sim.world import (
+    TITANX,
+    accelsim_tree,
+    add_config_lines,
+    create_run,
+    process_exists,
+    relabel,
+    store_trace,
+    wait_run,
+    worker,
+)
+from tests.support import LOGS, TRACES
+
+TOKEN = "t"
+
+
+@pytest.fixture(autouse=True)
+def recordings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_LOGS", str(LOGS))
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    return accelsim_tree(tmp_path / "accel-sim")
+
+
+def serve(tmp_path: Path, nats_url: str, tree: Path, **overrides: object) -> TestClient:
+    settings = Settings(
+        token=TOKEN, data_dir=tmp_path / "data", nats_url=nats_url, accelsim_dir=tree, runner=True, runner_slots=2, samples=False
+    )
+    for key, value in overrides.items():
+        setattr(settings, key, value)
+    return TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"})
+
+
+@pytest.fixture
+def client(tmp_path: Path, nats_url: str, tree: Path) -> Iterator[TestClient]:
+    with serve(tmp_path, nats_url, tree) as c:
+        yield c
+
+
+def service(client: TestClient) -> Cascade:
+    return client.app.state.cascade  # type: ignore[attr-defined,no-any-return]
+
+
+def test_a_run_succeeds_with_every_kernel_of_the_recorded_log(client: TestClient) -> None:
+    store_trace(service(client), client, "combo", TRACES / "combo-vec-mm-xz", "sm_61")
+    run = wait_run(client, create_run(client, "combo", "SM61_TITANX", count=2)["id"])
+    assert run["state"] == "succeeded" and run["sim_counts"] == {"succeeded": 2}
+    for sim in run["sims"]:
+        assert (sim["kernels_done"], sim["kernels_total"], sim["exit_code"], sim["error"]) == (3, 3, 0, None)
+        assert sim["launcher_ref"] and sim["started_at"] and sim["finished_at"]
+        assert sim["latest"]["gpu_tot_sim_cycle"] is not None
+    files = {f["name"] for f in client.get(f"/api/sims/{run['sims'][0]['id']}/files").json()}
+    assert files == {"accelsim.log.gz", "exit-status.txt", "kernel-stats.csv", "gpgpu_inst_stats.txt"}
+
+
+@pytest.mark.parametrize(
+    "setup, config, expected_error, exit_code",
+    [
+        ("missing-icnt", "SM61_TITANX", "Could not open configuration file config_pascal_islip.icnt", 255),
+        ("unknown-option", "SM61_TITANX", "GPGPU-Sim ** ERROR: Unknown Option: '-no_such_option'", 1),
+        ("missing-traceg", "SM61_TITANX", "unsupported binary version: 0 (cat: ", 0),
+        ("undefined-instruction", "SM7_QV100", "ERROR:  undefined instruction : XMAD.MRG Opcode: XMAD", 134),
+        ("unsupported-binary-version", "SM90_TEST", "unsupported binary version: 90", 0),
+    ],
+)
+def test_each_recorded_failure_ends_failed_with_the_simulators_error(
+    tmp_path: Path, nats_url: str, tree: Path, setup: str, config: str, expected_error: str, exit_code: int
+) -> None:
+    trace, arch = TRACES / "vectoradd-100-32", "sm_61"
+    if setup == "missing-icnt":
+        (tree / TITANX / "config_pascal_islip.icnt").unlink()
+    elif setup == "unknown-option":
+        add_config_lines(tree, "SM61_TITANX", "-no_such_option 1")
+    elif setup == "missing-traceg":
+        trace = tmp_path / "broken"
+        (trace).mkdir()
+        (trace / "kernelslist.g").write_text((TRACES / "vectoradd-100-32" / "kernelslist.g").read_text())
+    elif setup == "undefined-instruction":
+        trace, arch = relabel(trace, tmp_path / "relabelled", 70), "sm_70"
+    else:
+        trace, arch = relabel(trace, tmp_path / "hopper", 90), "sm_90"
+        (tree / TITANX.parent / "SM90_TEST").mkdir()
+        for f in (tree / TITANX).iterdir():
+            (tree / TITANX.parent / "SM90_TEST" / f.name).write_bytes(f.read_bytes())
+    with serve(tmp_path, nats_url, tree) as client:
+        store_trace(service(client), client, "t", trace, arch)
+        run = wait_run(client, create_run(client, "t", config)["id"])
+    (sim,) = run["sims"]
+    assert run["state"] == "failed" and sim["state"] == "failed"
+    assert sim["error"].startswith(expected_error), sim["error"]
+    assert sim["exit_code"] == exit_code
+
+
+def test_a_cycle_cap_succeeds_without_the_cut_kernel(tmp_path: Path, nats_url: str, tree: Path) -> None:
+    add_config_lines(tree, "SM61_TITANX", "-gpgpu_max_cycle 1000")
+    with serve(tmp_path, nats_url, tree) as client:
+        store_trace(service(client), client, "v", TRACES / "vectoradd-100-32", "sm_61")
+        run = wait_run(client, create_run(client, "v", "SM61_TITANX")["id"])
+        (sim,) = run["sims"]
+        assert (sim["state"], sim["kernels_done"], sim["kernels_total"], sim["exit_code"]) == ("succeeded", 0, 1, 0)
+        assert client.get(f"/api/runs/{run['id']}/kernels").json() == []
+
+
+def test_liveness_lines_update_the_latest_metrics(tmp_path: Path, nats_url: str, tree: Path) -> None:
+    add_config_lines(tree, "SM61_TITANX", "-trace_enabled 1", "-trace_components LIVENESS", "-liveness_message_freq 0")
+    with serve(tmp_path, nats_url, tree) as client:
+        store_trace(service(client), client, "v", TRACES / "vectoradd-100-32", "sm_61")
+        run = wait_run(client, create_run(client, "v", "SM61_TITANX")["id"])
+    (sim,) = run["sims"]
+    assert sim["state"] == "succeeded" and sim["kernels_done"] == 1
+
+
+@pytest.mark.parametrize("who", ["user", "someone else"])
+def test_sigterm_mid_kernel_is_cancelled_when_we_cancel_and_failed_otherwise(
+    tmp_path: Path, nats_url: str, tree: Path, monkeypatch: pytest.MonkeyPatch, who: str
+) -> None:
+    monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_PACE", "30")
+    with serve(tmp_path, nats_url, tree) as client:
+        store_trace(service(client), client, "combo", TRACES / "combo-vec-mm-xz", "sm_61")
+        run_id = create_run(client, "combo", "SM61_TITANX")["id"]
+        running = wait_run(client, run_id, until="running")
+        pid = int(running["sims"][0]["launcher_ref"])
+        asked = time.monotonic()
+        if who == "user":
+            assert client.post(f"/api/runs/{run_id}/cancel").json()["state"] == "cancelled"
+        else:
+            os.kill(pid, signal.SIGTERM)
+        while process_exists(pid):
+            assert time.monotonic() - asked < 2, "SIGTERM within 2 s, and the process reaped"
+            time.sleep(0.02)
+        run = wait_run(client, run_id)
+        (sim,) = run["sims"]
+        if who == "user":
+            assert (run["state"], sim["state"], sim["error"]) == ("cancelled", "cancelled", None)
+        else:
+            assert (run["state"], sim["state"], sim["exit_code"]) == ("failed", "failed", 143)
+            assert sim["error"] == "killed by signal 15 (SIGTERM)"
+        deadline = time.monotonic() + 10
+        while list((tmp_path / "data" / "runner" / "sims").glob("*")):
+            assert time.monotonic() < deadline, "no leftover working directory"
+            time.sleep(0.05)
+
+
+def test_the_wall_time_limit_fails_a_sim_saying_so(tmp_path: Path, nats_url: str, tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_PACE", "30")
+    with serve(tmp_path, nats_url, tree, sim_timeout_s=1.5) as client:
+        store_trace(service(client), client, "combo", TRACES / "combo-vec-mm-xz", "sm_61")
+        run = wait_run(client, create_run(client, "combo", "SM61_TITANX")["id"])
+    (sim,) = run["sims"]
+    assert sim["state"] == "failed"
+    assert sim["error"] == "ran longer than the wall-time limit of 1.5 s (CASCADE_SIM_TIMEOUT)"
+
+
+def test_a_killed_runner_loses_no_sim_and_records_no_kernel_twice(tmp_path: Path, nats_url: str, tree: Path) -> None:
+    with serve(tmp_path, nats_url, tree, runner=False, runner_lease_s=2.0) as client:
+        store_trace(service(client), client, "combo", TRACES / "combo-vec-mm-xz", "sm_61")
+        with worker(nats_url, tree, tmp_path / "w1", lease_s=2, CASCADE_FAKE_ACCELSIM_PACE="1.5") as first:
+            run_id = create_run(client, "combo", "SM61_TITANX")["id"]
+            deadline = time.monotonic() + 30
+            while client.get(f"/api/runs/{run_id}").json()["sims"][0]["kernels_done"] < 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+        with worker(nats_url, tree, tmp_path / "w2", lease_s=2):
+            run = wait_run(client, run_id, timeout=60)
+        (sim,) = run["sims"]
+        assert (sim["state"], sim["kernels_done"]) == ("succeeded", 3)
+        kernels = client.get(f"/api/runs/{run_id}/kernels").json()
+        assert [k["kernel_launch_uid"] for k in kernels] == [1, 2, 3]
+        history = client.portal.call(_claims, service(client), sim["id"])  # type: ignore[union-attr]
+        assert [c.attempt for c in history] == [1, 2]
+        assert history[0].runner_id != history[1].runner_id
+
+
+def test_after_the_allowed_attempts_a_lost_sim_fails_saying_the_runner_was_lost(tmp_path: Path, nats_url: str, tree: Path) -> None:
+    with serve(tmp_path, nats_url, tree, runner=False, runner_lease_s=1.5) as client:
+        store_trace(service(client), client, "combo", TRACES / "combo-vec-mm-xz", "sm_61")
+        run_id = create_run(client, "combo", "SM61_TITANX")["id"]
+        sim_id = client.get(f"/api/runs/{run_id}").json()["sims"][0]["id"]
+        for attempt in range(1, 4):
+            with worker(nats_url, tree, tmp_path / f"w{attempt}", lease_s=1.5, CASCADE_FAKE_ACCELSIM_PACE="30") as w:
+                deadline = time.monotonic() + 30
+                while len(client.portal.call(_claims, service(client), sim_id)) < attempt:  # type: ignore[union-attr]
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+                w.send_signal(signal.SIGKILL)
+                w.wait()
+        with worker(nats_url, tree, tmp_path / "w4", lease_s=1.5):
+            run = wait_run(client, run_id, timeout=30)
+    (sim,) = run["sims"]
+    assert sim["state"] == "failed"
+    assert sim["error"].startswith("runner lost: ") and sim["error"].endswith("gave up after 3 attempts")
+
+
+def test_two_runners_share_twelve_sims_each_run_exactly_once(tmp_path: Path, nats_url: str, tree: Path) -> None:
+    with serve(tmp_path, nats_url, tree, runner=False) as client:
+        store_trace(service(client), client, "v", TRACES / "vectoradd-100-32", "sm_61")
+        with worker(nats_url, tree, tmp_path / "a", slots=2, CASCADE_FAKE_ACCELSIM_PACE="0.3"), worker(
+            nats_url, tree, tmp_path / "b", slots=2, CASCADE_FAKE_ACCELSIM_PACE="0.3"
+        ):
+            run = wait_run(client, create_run(client, "v", "SM61_TITANX", count=12)["id"], timeout=90)
+        assert run["sim_counts"] == {"succeeded": 12}
+        claims = [c for sim in run["sims"] for c in client.portal.call(_claims, service(client), sim["id"])]  # type: ignore[union-attr]
+        assert len(claims) == 12 and all(c.attempt == 1 for c in claims)
+        assert len({c.runner_id for c in claims}) == 2, "both runners busy"
+
+
+def test_a_config_no_runner_has_fails_the_sim_saying_so(tmp_path: Path, nats_url: str, tree: Path) -> None:
+    import shutil
+
+    lacking = tmp_path / "lacking"
+    shutil.copytree(tree, lacking)
+    shutil.rmtree(lacking / "gpu-simulator/gpgpu-sim/configs/tested-cfgs/SM7_QV100")
+    with serve(tmp_path, nats_url, tree, runner=False) as client:
+        store_trace(service(client), client, "v", relabel(TRACES / "vectoradd-100-32", tmp_path / "volta", 70), "sm_70")
+        with worker(nats_url, lacking, tmp_path / "w"):
+            run = wait_run(client, create_run(client, "v", "SM7_QV100")["id"], timeout=30)
+    (sim,) = run["sims"]
+    assert (sim["state"], sim["error"]) == ("failed", "no runner has GPU config SM7_QV100")
+
+
+async def _claims(service: Cascade, sim_id: str) -> list:  # type: ignore[type-arg]
+    from cascade_core import events as ev
+    from cascade_core import subjects
+
+    return [item.event async for item in service.store.read(subjects.sim_history(sim_id)) if isinstance(item.event, ev.SimClaimed)]
