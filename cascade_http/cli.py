@@ -215,14 +215,23 @@ def worker(args: argparse.Namespace) -> int:
     check_accelsim_dir(settings.accelsim_dir)
     check_data_dir(Path(args.work_dir))
     asyncio.run(_check_nats(settings.nats_url))
-    with contextlib.suppress(KeyboardInterrupt):
-        signal.signal(signal.SIGTERM, _stop)
-        with contextlib.suppress(SystemExit):
-            asyncio.run(_work(settings, Path(args.work_dir)))
+    asyncio.run(_work(settings, Path(args.work_dir)))
     return 0
 
 
 async def _work(settings: Settings, work_dir: Path) -> None:
+    # Ctrl-C or SIGTERM cancels the runner, which stops its sims, hands them back for another
+    # runner and withdraws from the runner list before the connection closes.
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await _run_worker(settings, work_dir)
+
+
+async def _run_worker(settings: Settings, work_dir: Path) -> None:
     from cascade_http.service import connect_nats
     from cascade_sim.install import AccelSimInstall
     from cascade_sim.runner import Runner

@@ -242,19 +242,26 @@ class Runner:
             except ConcurrencyError:
                 continue  # someone moved the sim on meanwhile: look again
 
-    def _runner_lost(self, request: ev.SimQueued, last: ev.SimClaimed | ev.SimLaunched) -> ev.SimFinished:
-        owner = f"{last.runner_id} on {last.host}" if isinstance(last, ev.SimClaimed) else f"the runner on {last.host}"
+    def _failed(self, request: ev.SimQueued, attempt: int, reason: str, error: str) -> ev.SimFinished:
+        """A sim failed by the runner for want of a runner, not by the simulator; its id says
+        why, so the same decision made twice is stored once."""
         return ev.SimFinished(
-            id=f"{request.sim_id}.lost",
+            id=f"{request.sim_id}.{reason}",
             at=datetime.now(UTC),
             causation_id=request.id,
             run_id=request.run_id,
             sim_id=request.sim_id,
-            attempt=last.attempt,
+            attempt=attempt,
             outcome="failed",
-            error=f"runner lost: {owner} stopped responding during attempt {last.attempt}; "
-            f"gave up after {last.attempt} attempts",
+            error=error,
         )
+
+    def _runner_lost(self, request: ev.SimQueued, last: ev.SimClaimed | ev.SimLaunched) -> ev.SimFinished:
+        owner = f"{last.runner_id} on {last.host}" if isinstance(last, ev.SimClaimed) else f"the runner on {last.host}"
+        error = (
+            f"runner lost: {owner} stopped responding during attempt {last.attempt}; gave up after {last.attempt} attempts"
+        )
+        return self._failed(request, last.attempt, "lost", error)
 
     async def _lacking_config(self, request: ev.SimQueued) -> bool:
         assert self._kv is not None
@@ -263,17 +270,7 @@ class Runner:
             return False  # handed back: a runner that has the config will take it
         last = await self.store.last_on(subjects.sim(request.run_id, request.sim_id, "life"))
         attempt = getattr(last.event, "attempt", 0) if last else 0
-        failed = ev.SimFinished(
-            id=f"{request.sim_id}.unrunnable",
-            at=datetime.now(UTC),
-            causation_id=request.id,
-            run_id=request.run_id,
-            sim_id=request.sim_id,
-            attempt=attempt,
-            outcome="failed",
-            error=f"no runner has GPU config {request.gpu_config}",
-        )
-        await self.store.append(failed)
+        await self.store.append(self._failed(request, attempt, "unrunnable", f"no runner has GPU config {request.gpu_config}"))
         return True
 
     async def _fail(self, job: Job, reporter: Reporter, error: str) -> None:

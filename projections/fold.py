@@ -267,6 +267,23 @@ def _run_created(b: _Batch, seq: int, e: ev.RunCreated) -> None:
         b.changed.add(("sims", spec.sim_id))
 
 
+# What an attempt's run sets; a sim starts without, and a new attempt starts over.
+_NO_PROGRESS: dict[str, object] = {
+    "launcher_ref": None,
+    "started_at": None,
+    "last_heartbeat_at": None,
+    "kernels_done": 0,
+    "current_kernel": None,
+    "gpu_tot_sim_cycle": None,
+    "gpu_tot_sim_insn": None,
+    "gpu_tot_ipc": None,
+    "sim_rate_ips": None,
+    "log_tail": [],
+    "log_seq": 0,
+    "kernels_recorded": 0,
+}
+
+
 def _new_sim(seq: int, e: ev.RunCreated, spec: ev.SimSpec) -> SimRow:
     return SimRow(
         id=spec.sim_id,
@@ -275,22 +292,10 @@ def _new_sim(seq: int, e: ev.RunCreated, spec: ev.SimSpec) -> SimRow:
         replica=spec.replica,
         state="pending",
         error=None,
-        launcher_ref=None,
         created_at=e.at,
-        started_at=None,
         finished_at=None,
-        last_heartbeat_at=None,
         exit_code=None,
-        kernels_done=0,
         kernels_total=e.kernels_total,
-        current_kernel=None,
-        gpu_tot_sim_cycle=None,
-        gpu_tot_sim_insn=None,
-        gpu_tot_ipc=None,
-        sim_rate_ips=None,
-        log_tail=[],
-        log_seq=0,
-        kernels_recorded=0,
         attempt=0,
         runner_id=None,
         host=None,
@@ -298,6 +303,7 @@ def _new_sim(seq: int, e: ev.RunCreated, spec: ev.SimSpec) -> SimRow:
         accel_sim_build=None,
         gpgpu_sim_build=None,
         seq=seq,
+        **_NO_PROGRESS,  # type: ignore[arg-type]
     )
 
 
@@ -360,23 +366,7 @@ def _apply_sim(b: _Batch, seq: int, e: ev.SimEvent) -> None:
 
 def _fresh_attempt(sim: SimRow, e: ev.SimClaimed) -> SimRow:
     return msgspec.structs.replace(
-        sim,
-        state="launching",
-        attempt=e.attempt,
-        runner_id=e.runner_id,
-        host=e.host,
-        launcher_ref=None,
-        started_at=None,
-        last_heartbeat_at=None,
-        kernels_done=0,
-        current_kernel=None,
-        gpu_tot_sim_cycle=None,
-        gpu_tot_sim_insn=None,
-        gpu_tot_ipc=None,
-        sim_rate_ips=None,
-        log_tail=[],
-        log_seq=0,
-        kernels_recorded=0,
+        sim, state="launching", attempt=e.attempt, runner_id=e.runner_id, host=e.host, **_NO_PROGRESS  # type: ignore[arg-type]
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -11,6 +12,10 @@ from nats.aio.client import Client
 
 from cascade_nats import server
 from cascade_nats.store import EventStore
+from tests.support import LOGS
+
+# The fake simulator replays the shared recordings, wherever this checkout's shared/ is.
+os.environ.setdefault("CASCADE_FAKE_ACCELSIM_LOGS", str(LOGS))
 
 
 

@@ -280,14 +280,14 @@ class Cache(Protocol):
 
 def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
     """The run's comparison, from `cache` while nothing it depends on has changed: the
-    trace, and the run's kernel rows (new ones come with higher sequences; a retried sim's
-    old ones go, which lowers the count)."""
+    trace, the kernels and the real timing tables. The check is cheap (no scan): a row added
+    to `kernels` has a higher sequence than any there, one removed lowers the count."""
     with snapshot(con):
         trace = _trace(con, run)
-        kernels = con.execute(
-            "SELECT max(seq), count(*) FROM kernels WHERE sim_id IN (SELECT id FROM sims WHERE run_id = ?)", [run.id]
+        tables_now = con.execute(
+            "SELECT (SELECT max(seq) FROM kernels), (SELECT count(*) FROM kernels), (SELECT count(*) FROM trace_real_timing)"
         ).fetchall()[0]
-        version = (run.id, trace.created_at, trace.has_real_timing, *kernels)
+        version = (run.id, trace.created_at, trace.has_real_timing, *tables_now)
         found: Comparison | None = cache.get(version)
         if found is None:
             found = comparison(con, run, trace.has_real_timing)
@@ -417,9 +417,10 @@ def changes_since(con: Con, run_id: str, after: int) -> tuple[int, list[Change],
         run = run_from_row(row)
         sims = sim_rows(con, run)
         changes = [Change(s.seq, run_id, "sim", s) for s in sims if s.seq > after]
-        for table, kind in (("kernels", "kernel"), ("sim_files", "file")):
+        # Kernels as streams show them: their stats maps are not read.
+        for table, kind, columns in (("kernels", "kernel", "t.* REPLACE ('{}' AS stats)"), ("sim_files", "file", "t.*")):
             records = con.execute(
-                f"SELECT t.* FROM {table} t JOIN sims s ON s.id = t.sim_id AND s.attempt = t.attempt "
+                f"SELECT {columns} FROM {table} t JOIN sims s ON s.id = t.sim_id AND s.attempt = t.attempt "
                 "WHERE s.run_id = ? AND t.seq > ?",
                 [run_id, after],
             ).fetchall()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,22 +12,14 @@ from starlette.testclient import TestClient
 from cascade_http.app import create_app
 from cascade_http.config import Settings
 from cascade_http.service import Cascade
-from tests.support import TREE
+from tests.cascade_sim.world import accelsim_tree
 
 TOKEN = "test-token"
-FAKE_SIMULATOR = Path(__file__).resolve().parents[1] / "fake_accelsim" / "accel-sim.out"
 
 
 @pytest.fixture
 def accelsim_dir(tmp_path: Path) -> Path:
-    """A copy of the shared Accel-Sim tree with the fake simulator where the real one goes."""
-    root = tmp_path / "accel-sim"
-    shutil.copytree(TREE, root)
-    binary = root / "gpu-simulator" / "bin" / "release" / "accel-sim.out"
-    binary.parent.mkdir(parents=True)
-    shutil.copy(FAKE_SIMULATOR, binary)
-    binary.chmod(0o755)
-    return root
+    return accelsim_tree(tmp_path / "accel-sim")
 
 
 @pytest.fixture

@@ -25,14 +25,9 @@ from tests.cascade_sim.world import (
     wait_run,
     worker,
 )
-from tests.support import LOGS, TRACES
+from tests.support import TRACES
 
 TOKEN = "t"
-
-
-@pytest.fixture(autouse=True)
-def recordings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_LOGS", str(LOGS))
 
 
 @pytest.fixture

@@ -1,0 +1,197 @@
+"""The runner end to end: simulator output -> events -> read model, and what it costs.
+
+    .venv/bin/python bench/runner_bench.py [--size-mb 100] [--paced-kernels 100]
+
+1. Throughput: the fake simulator prints a --size-mb log (the combo trace's real log with its
+   kernel blocks repeated and renumbered) as fast as it can; a `cascade worker` process runs
+   it while `cascade serve` (no runner of its own) projects. Reported: MB/s from the run's
+   creation until every kernel is queryable, the worker's CPU time per MB of output, and its
+   peak resident memory (sampled every 50 ms).
+2. Latency: the fake prints the real log's kernels at 10 per second and notes when each
+   block was flushed; the time from that to the kernel arriving on the run's event stream
+   (sent right after the projector commits it) is reported as p50/p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.cascade_sim.world import accelsim_tree  # noqa: E402
+from tests.support import LOGS, TRACES  # noqa: E402
+
+TOKEN = "bench"
+LOG_NAME = "combo-vec-mm-xz__SM61_TITANX.log"
+BLOCK_END = "\ngpgpu_silicon_slowdown = "
+UID = re.compile(r"(kernel_launch_uid = |uid: )(\d+)")
+
+
+def big_log(path: Path, size: int = 0, rounds: int = 1) -> int:
+    """The combo log with its kernel sections repeated (renumbered) until the file holds
+    `size` bytes and `rounds` repeats; returns how many kernels it has."""
+    log = (LOGS / LOG_NAME).read_text()
+    first = log.index("launching kernel name:")
+    first = log.rindex("\n", 0, first) + 1
+    last = log.index("\n", log.rindex(BLOCK_END)) + 1
+    top, body, tail = log[:first], log[first:last], log[last:]
+    kernels_per_body = body.count(BLOCK_END)
+    written, round_ = 0, 0
+    with path.open("w") as f:
+        written += f.write(top)
+        while written < size or round_ < rounds:
+            offset = round_ * kernels_per_body
+            written += f.write(UID.sub(lambda m: f"{m[1]}{int(m[2]) + offset}", body))
+            round_ += 1
+        f.write(tail)
+    return round_ * kernels_per_body
+
+
+def request(url: str, path: str, body: object | None = None) -> object:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=data, method="POST" if data else "GET",
+                                 headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def wait(url: str, run_id: str, kernels: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        run = request(url, f"/api/runs/{run_id}")
+        if run["state"] != "active" and run["sims"][0]["kernels_done"] >= kernels:  # type: ignore[index]
+            return
+        assert run["state"] in ("active", "succeeded"), run
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+class Sampler(threading.Thread):
+    """Peak resident memory of a process, from /proc."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak_kb = 0
+        self.running = True
+
+    def run(self) -> None:
+        while self.running:
+            try:
+                status = Path(f"/proc/{self.pid}/status").read_text()
+            except FileNotFoundError:
+                return
+            rss = int(re.search(r"VmRSS:\s+(\d+)", status)[1])  # type: ignore[index]
+            self.peak_kb = max(self.peak_kb, rss)
+            time.sleep(0.05)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def upload(url: str, trace: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "cascade_http.cli", "trace", "upload", str(TRACES / trace), "--id", "combo", "--url", url],
+                         env={**os.environ, "CASCADE_TOKEN": TOKEN}, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def main(size_mb: int, paced_kernels: int) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="cascade-runner-bench-"))
+    try:
+        tree = accelsim_tree(tmp / "accel-sim")
+        logs = tmp / "logs"
+        logs.mkdir()
+        kernels = big_log(logs / LOG_NAME, size=size_mb * 1024 * 1024)
+        size = (logs / LOG_NAME).stat().st_size
+        port = 18000 + os.getpid() % 1000
+        url = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "CASCADE_TOKEN": TOKEN, "CASCADE_FAKE_ACCELSIM_LOGS": str(logs)}
+        server = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "serve", "--port", str(port), "--data-dir", str(tmp / "data"),
+                                   "--accelsim-dir", str(tree), "--no-runner"], env=env, stdout=subprocess.DEVNULL, stderr=sys.stderr if os.environ.get("BENCH_DEBUG") else subprocess.DEVNULL)
+        try:
+            for _ in range(300):
+                try:
+                    request(url, "/api/health")
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            nats_url = (tmp / "data" / "nats.url").read_text()
+            upload(url, "combo-vec-mm-xz")
+            worker = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "worker", "--nats-url", nats_url, "--accelsim-dir", str(tree),
+                                       "--slots", "1", "--work-dir", str(tmp / "worker")], env=env, stdout=subprocess.DEVNULL, stderr=sys.stderr if os.environ.get("BENCH_DEBUG") else subprocess.DEVNULL)
+            try:
+                time.sleep(2)
+                sampler = Sampler(worker.pid)
+                sampler.start()
+                cpu_before = cpu_seconds(worker.pid)
+                started = time.perf_counter()
+                run = request(url, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})
+                wait(url, run["id"], kernels, timeout=1800)  # type: ignore[index]
+                elapsed = time.perf_counter() - started
+                cpu = cpu_seconds(worker.pid) - cpu_before
+                sampler.running = False
+                print(f"output: {size / 1e6:.1f} MB, {kernels} kernels, every stat of each")
+                print(f"end to end (simulator stdout -> queryable kernels): {size / 1e6 / elapsed:.1f} MB/s ({elapsed:.1f} s)")
+                print(f"runner CPU: {cpu * 1e3 / (size / 1e6):.1f} ms per MB of output "
+                      f"(a real kernel prints ~150 KB: {cpu / kernels * 1e3:.1f} ms per kernel here)")
+                print(f"runner peak resident memory: {sampler.peak_kb / 1024:.1f} MB")
+            finally:
+                worker.terminate()
+                worker.wait()
+            print(latency(url, nats_url, tree, tmp, paced_kernels, env))
+        finally:
+            server.terminate()
+            server.wait()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def latency(url: str, nats_url: str, tree: Path, tmp: Path, kernels: int, env: dict[str, str]) -> str:
+    logs = tmp / "logs-paced"
+    logs.mkdir()
+    big_log(logs / LOG_NAME, rounds=max(1, kernels // 3))
+    times = tmp / "block-times.txt"
+    paced_env = {**env, "CASCADE_FAKE_ACCELSIM_LOGS": str(logs), "CASCADE_FAKE_ACCELSIM_PACE": "0.1", "CASCADE_FAKE_ACCELSIM_BLOCK_TIMES": str(times)}
+    worker = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "worker", "--nats-url", nats_url, "--accelsim-dir", str(tree),
+                               "--slots", "1", "--work-dir", str(tmp / "worker-paced")], env=paced_env, stdout=subprocess.DEVNULL, stderr=sys.stderr if os.environ.get("BENCH_DEBUG") else subprocess.DEVNULL)
+    arrivals: list[float] = []
+    try:
+        run = request(url, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})
+        req = urllib.request.Request(f"{url}/api/runs/{run['id']}/events", headers={"Authorization": f"Bearer {TOKEN}"})  # type: ignore[index]
+        with urllib.request.urlopen(req, timeout=600) as stream:
+            event = None
+            for raw in stream:
+                line = raw.decode().rstrip("\r\n")
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: ") and event == "kernel":
+                    arrivals.append(time.time())
+    finally:
+        worker.terminate()
+        worker.wait()
+    flushed = [float(t) for t in times.read_text().split()]
+    delays = sorted((a - f) * 1e3 for a, f in zip(arrivals, flushed))
+    p50, p99 = delays[len(delays) // 2], delays[min(len(delays) - 1, int(len(delays) * 0.99))]
+    return f"paced at 10 kernels/s, {len(delays)} kernels: block flushed -> kernel on the event stream p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {delays[-1]:.1f} ms"
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size-mb", type=int, default=100)
+    parser.add_argument("--paced-kernels", type=int, default=150)
+    args = parser.parse_args()
+    main(args.size_mb, args.paced_kernels)
