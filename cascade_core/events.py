@@ -17,7 +17,6 @@ import msgspec
 
 from cascade_core.models import RunEntry, SimMetrics, TraceKernel
 
-StatValue = float | str
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
@@ -164,7 +163,9 @@ class KernelFinished(SimEvent, frozen=True, tag="sim.kernel_finished.v1"):
     gpu_sim_insn: int
     gpu_ipc: float
     sim_time_ns: float
-    stats: dict[str, StatValue] = {}
+    # The stats map as the JSON object it is stored as: every stat of the block, ~30 KB for a
+    # real kernel. Kept raw, so the read model stores it without decoding it again.
+    stats: msgspec.Raw = msgspec.Raw(b"{}")
 
 
 class SimFileStored(SimEvent, frozen=True, tag="sim.file_stored.v1"):

@@ -16,6 +16,8 @@ from cascade_sim import logparse
 
 MAX_LINES_BYTES = 256 * 1024  # log lines per heartbeat, well under the event size limit
 
+_encoder = msgspec.json.Encoder()
+
 
 class Job(msgspec.Struct, frozen=True):
     run_id: str
@@ -152,7 +154,7 @@ class SimReport:
                 gpu_sim_insn=k.gpu_sim_insn,
                 gpu_ipc=k.gpu_ipc,
                 sim_time_ns=k.gpu_sim_cycle / self.job.gpu_config.core_clock_mhz * 1000,
-                stats=k.stats,
+                stats=msgspec.Raw(_encoder.encode(k.stats)),
             )
         )
         # Only the summary is kept for kernel-stats.csv: the full maps are in the events.

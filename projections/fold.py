@@ -352,7 +352,7 @@ def _apply_sim(b: _Batch, seq: int, e: ev.SimEvent) -> None:
                 e.gpu_sim_insn,
                 e.gpu_ipc,
                 e.sim_time_ns,
-                _json.encode(e.stats).decode(),
+                bytes(e.stats).decode(),
                 seq,
             )
             new = e.kernel_index >= sim.kernels_recorded

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 from hypothesis import strategies as st
 
 from cascade_core import events as ev
@@ -133,7 +134,7 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
             counters[f"{sim_id}/{attempt}"][1] += 1
             return ev.KernelFinished(
                 **common, attempt=attempt, kernel_index=kernels, uid=kernels + 1, name="_Z1kv", gpu_sim_cycle=1417,
-                gpu_sim_insn=2834, gpu_ipc=2.0, sim_time_ns=1000.0, stats={"gpu_sim_cycle": 1417.0, "note": "-nan%"},
+                gpu_sim_insn=2834, gpu_ipc=2.0, sim_time_ns=1000.0, stats=msgspec.Raw(b'{"gpu_sim_cycle":1417.0,"note":"-nan%"}'),
             )
         case "file":
             return ev.SimFileStored(
