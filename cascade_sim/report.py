@@ -14,7 +14,9 @@ from cascade_core import events as ev
 from cascade_core.models import GpuConfig, SimMetrics
 from cascade_sim import logparse
 
-MAX_LINES_BYTES = 256 * 1024  # log lines per heartbeat, well under the event size limit
+# Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
+# output more it stays well under the event size limit.
+MAX_LINES_BYTES = 192 * 1024
 
 _encoder = msgspec.json.Encoder()
 
@@ -111,12 +113,11 @@ class SimReport:
         self.lines_bytes = 0
 
     def add_lines(self, lines: list[str]) -> None:
-        for line in lines:
-            self.lines.append(line)
-            self.lines_bytes += len(line) + 1
-            self.next_line_seq += 1
-            if self.lines_bytes >= MAX_LINES_BYTES:
-                self.heartbeat()
+        self.lines.extend(lines)
+        self.lines_bytes += sum(map(len, lines)) + len(lines)
+        self.next_line_seq += len(lines)
+        if self.lines_bytes >= MAX_LINES_BYTES:
+            self.heartbeat()
 
     def stdout(self, text: str) -> None:
         """A chunk of the simulator's stdout, split anywhere: its lines go to the log, its

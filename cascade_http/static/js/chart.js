@@ -12,8 +12,9 @@ export function lineChart({ id, label, height = 240, rowTitle }) {
   let data = { rows: 0, series: [] };
   let focus = null;
   const canvas = h("canvas", { class: "chart", id, tabindex: "0", role: "img", "aria-label": label });
+  const box = h("div", {}, canvas);
   const legend = h("ul", { class: "legend" });
-  const el = h("div", { class: "chart-wrap" }, canvas, legend);
+  const el = h("div", { class: "chart-wrap" }, box, legend);
 
   function scales(width) {
     const values = data.series.flatMap((s) => s.values.filter((v) => v > 0));
@@ -33,7 +34,7 @@ export function lineChart({ id, label, height = 240, rowTitle }) {
   }
 
   const draw = perFrame(() => {
-    const width = el.clientWidth;
+    const width = box.clientWidth;
     if (!width || !data.rows) return;
     const ctx = fitCanvas(canvas, width, height);
     ctx.clearRect(0, 0, width, height);
@@ -118,7 +119,7 @@ export function lineChart({ id, label, height = 240, rowTitle }) {
     const rect = canvas.getBoundingClientRect();
     show(i, rect.left + scales(rect.width).x(i), rect.top + PAD.top);
   });
-  new ResizeObserver(draw).observe(el);
+  new ResizeObserver(draw).observe(box);
 
   return {
     el,

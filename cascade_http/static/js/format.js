@@ -3,6 +3,7 @@
 export const NONE = "—";
 
 const sig3 = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 3 });
+const sig4 = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 4 });
 const grouped = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
 
 function known(x) {
@@ -24,9 +25,16 @@ export function duration(ns, unit = timeUnit(ns)) {
   return `${sig3.format(ns / unit[1])} ${unit[0]}`;
 }
 
+/** A duration to four significant digits, for real and simulated times side by side. */
+export function precise(ns) {
+  if (!known(ns)) return NONE;
+  const [name, scale] = timeUnit(ns);
+  return `${sig4.format(ns / scale)} ${name}`;
+}
+
 /** A time in milliseconds (TTFT, ITL, e2e), with the unit chosen by size. */
 export function ms(value) {
-  return known(value) ? duration(value * 1e6) : NONE;
+  return known(value) ? precise(value * 1e6) : NONE;
 }
 
 /** Wall-clock time elapsed, in milliseconds: "850 ms", "12.3 s", "4m 05s", "2h 03m". */
@@ -82,8 +90,9 @@ export function percent(x, { signed = false } = {}) {
   if (!known(x)) return NONE;
   const a = Math.abs(x);
   const digits = a >= 100 ? 0 : a >= 10 ? 1 : 2;
-  const text = `${x.toFixed(digits)} %`;
-  return signed && x > 0 ? `+${text}` : text;
+  const text = x.toFixed(digits);
+  if (Number(text) === 0) return `${(0).toFixed(digits)} %`; // no "-0.00 %"
+  return `${signed && x > 0 ? "+" : ""}${text} %`;
 }
 
 export function fixed(x, digits = 3) {

@@ -15,7 +15,7 @@ export function virtualTable({ label, columns, rowHeight = 30, maxHeight = 420, 
   let cols = columns;
   const head = h("div", { class: "vt-head", role: "row", "aria-rowindex": "1" });
   const spacer = h("div", { class: "vt-spacer" });
-  const body = h("div", { class: "vt-body", tabindex: "0", role: "rowgroup" }, spacer);
+  const body = h("div", { class: "vt-body", tabindex: "0", role: "rowgroup", "aria-label": `${label}, scrollable` }, spacer);
   const table = h("div", { class: "vt", role: "table", "aria-label": label, id }, head, body);
   const el = h("div", { class: "vt-wrap" }, table);
 

@@ -5,7 +5,7 @@
 // real vs simulated per config (the median over its replicas). Refetched as kernels finish.
 
 import { api, enc } from "../api.js";
-import { duration, fixed, integer, ms, NONE, percent } from "../format.js";
+import { duration, fixed, integer, ms, NONE, percent, precise } from "../format.js";
 import { clear, failure, h, loading, state, throttle } from "../dom.js";
 import { shortName } from "../kernelname.js";
 import { lineChart } from "../chart.js";
@@ -86,9 +86,9 @@ export function mountCompare(el, model) {
       { title: "#", width: "3.5rem", num: true, cell: (r) => r.kernel_index },
       { title: "Kernel", width: "minmax(10rem,2fr)", cell: (r) => h("span", { class: "mono", title: r.kernel_name }, shortName(r.kernel_name)) },
     ];
-    if (real) cols.push({ title: "Real", width: "6.5rem", num: true, cell: (r) => duration(r.real_ns), data: (r) => ({ "data-real-ns": r.real_ns ?? "" }) });
+    if (real) cols.push({ title: "Real", width: "6.5rem", num: true, cell: (r) => precise(r.real_ns), data: (r) => ({ "data-real-ns": r.real_ns ?? "" }) });
     for (const cfg of c.configs) {
-      cols.push({ title: cfg, width: "minmax(7rem,1fr)", num: true, cell: (r) => duration(r.sim_ns[cfg]), data: (r) => ({ "data-config": cfg, "data-ns": r.sim_ns[cfg] ?? "" }) });
+      cols.push({ title: cfg, width: "minmax(7rem,1fr)", num: true, cell: (r) => precise(r.sim_ns[cfg]), data: (r) => ({ "data-config": cfg, "data-ns": r.sim_ns[cfg] ?? "" }) });
       if (real) cols.push({ title: "Error", width: "5.5rem", num: true, cell: (r) => errCell(errorPct(r.sim_ns[cfg], r.real_ns)) });
       else if (cfg !== base) cols.push({ title: `vs ${base}`, width: "6rem", num: true, cell: (r) => errCell(errorPct(r.sim_ns[cfg], r.sim_ns[base])) });
     }
@@ -176,9 +176,9 @@ export function mountCompare(el, model) {
     const stepCols = [
       { title: "Step", width: "5rem", cell: (s) => (repeats ? `${s.repeat}.${s.step}` : s.step) },
       { title: "Kind", width: "5.5rem", cell: (s) => s.kind },
-      { title: "Real wall", width: "6.5rem", num: true, cell: (s) => duration(s.wall_ns.real) },
+      { title: "Real wall", width: "6.5rem", num: true, cell: (s) => precise(s.wall_ns.real) },
       ...configs.map((cfg) => ({ title: `${cfg} wall`, width: "minmax(8rem,1fr)", num: true, cell: (s, i) => simWithError(med(groups.get(cfg), (t) => t.compare.steps[i]?.wall_ns.simulated), s.wall_ns.real) })),
-      { title: "Real GPU", width: "6.5rem", num: true, cell: (s) => duration(s.gpu_busy_ns.real) },
+      { title: "Real GPU", width: "6.5rem", num: true, cell: (s) => precise(s.gpu_busy_ns.real) },
       ...configs.map((cfg) => ({ title: `${cfg} GPU`, width: "minmax(8rem,1fr)", num: true, cell: (s, i) => simWithError(med(groups.get(cfg), (t) => t.compare.steps[i]?.gpu_busy_ns.simulated), s.gpu_busy_ns.real) })),
     ];
     const stepTable = virtualTable({ id: "steps-table", label: "Per-step wall and GPU time", columns: stepCols, maxHeight: 360 });
@@ -225,7 +225,7 @@ export function mountCompare(el, model) {
   }
 
   function simWithError(sim, real) {
-    return h("span", {}, duration(sim), " ", h("small", {}, errCell(errorPct(sim, real))));
+    return h("span", {}, precise(sim), " ", h("small", {}, errCell(errorPct(sim, real))));
   }
 
   async function loadTimelines() {

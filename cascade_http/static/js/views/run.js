@@ -4,7 +4,7 @@
 
 import { api, enc } from "../api.js";
 import { age, dateTime, integer } from "../format.js";
-import { announce, clear, confirmDialog, downloadButton, entriesText, failure, h, loading, markCurrent, progressBar, sampleBadge, setProgress, simCounts, stateBadge } from "../dom.js";
+import { announce, clear, confirmDialog, downloadButton, entriesText, failure, h, loading, markCurrent, progressBar, sampleBadge, setProgress, simCounts, state, stateBadge } from "../dom.js";
 import { RunModel } from "../runmodel.js";
 import { mountSims } from "./sims.js";
 import { mountTimeline } from "./timeline.js";
@@ -45,6 +45,7 @@ export function mountRun(el, params) {
     downloadButton("Perfetto", `/api/runs/${enc(params.id)}/perfetto`, `${params.id}-perfetto.json`, { small: false, title: "A Chrome trace JSON for ui.perfetto.dev" }),
     cancel,
   );
+  const summary = h("div", { class: "run-summary" }, counts, h("div", { class: "run-progress" }, overall, overallText), actions);
   const tabLinks = TABS.map((t) => h("a", { href: `#/runs/${enc(params.id)}${t.path}`, class: "tab", dataset: { tab: t.id } }, t.title));
   const content = h("div", { class: "tab-panel", id: "tab-panel" });
   const head = h(
@@ -53,7 +54,7 @@ export function mountRun(el, params) {
     h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: "#/runs" }, "Runs"), " / ", h("span", { "aria-current": "page", class: "mono" }, params.id)),
     h("div", { class: "run-title-row" }, title, badges, link),
     meta,
-    h("div", { class: "run-summary" }, counts, h("div", { class: "run-progress" }, overall, overallText), actions),
+    summary,
     h("nav", { class: "tabs", "aria-label": "Run views" }, tabLinks),
   );
   const body = h("div", { class: "page" }, loading("Connecting to the run…"));
@@ -90,6 +91,7 @@ export function mountRun(el, params) {
     setProgress(overall, done, total);
     overallText.textContent = `${integer(done)} / ${integer(total)} kernels`;
     cancel.hidden = run.state !== "active";
+    summary.dataset.state = run.state; // colours the progress bar
     if (lastState && lastState !== run.state) announce(`Run ${run.id} is ${run.state}`);
     lastState = run.state;
   }
@@ -103,6 +105,7 @@ export function mountRun(el, params) {
   model.addEventListener("change", (e) => {
     if (model.status === "failed" && !model.run) {
       const err = model.error;
+      if (err?.status === 404) return clear(body, state("error", "No such run.", err.message, h("a", { class: "btn", href: "#/runs" }, "Back to the runs")));
       return clear(body, failure(err, () => location.reload()));
     }
     if (!model.run) return;

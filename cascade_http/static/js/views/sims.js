@@ -4,7 +4,7 @@
 
 import { enc } from "../api.js";
 import { bytes, dateTime, elapsed, integer, ipc, NONE, rate } from "../format.js";
-import { clear, downloadButton, h, progressBar, state, stateBadge, syncRows } from "../dom.js";
+import { downloadButton, h, progressBar, state, stateBadge, syncRows } from "../dom.js";
 import { shortName } from "../kernelname.js";
 
 const FINISHED = new Set(["succeeded", "failed", "cancelled"]);

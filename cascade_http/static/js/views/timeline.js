@@ -51,7 +51,7 @@ export function mountTimeline(el, model) {
       { title: "Start", width: "6rem", num: true, cell: (b) => duration(b.start) },
       { title: "Time", width: "6rem", num: true, cell: (b) => duration(b.dur) },
       { title: "Cycles", width: "7rem", num: true, cell: (b) => integer(b.k.gpu_sim_cycle) },
-      { title: "Instructions", width: "8rem", num: true, cell: (b) => integer(b.k.gpu_sim_insn) },
+      { title: "Instructions", width: "9rem", num: true, cell: (b) => integer(b.k.gpu_sim_insn) },
       { title: "IPC", width: "5rem", num: true, cell: (b) => ipc(b.k.gpu_ipc) },
     ],
   });
@@ -254,7 +254,17 @@ export function mountTimeline(el, model) {
       const why = model.kernelsLoaded ? (model.active ? "No kernel has finished yet; bars appear as they do." : "No sim finished a kernel.") : "Loading kernels…";
       clear(body, state(model.kernelsLoaded ? "empty" : "loading", why));
     } else if (!body.contains(wrap)) clear(body, wrap, legend, h("h3", { class: "sub" }, "Kernels"), table.el);
-    clear(legend, colors.entries().slice(0, 24).map(([name, color]) => h("li", { title: name }, h("span", { class: "swatch", style: `background:${color}` }), shortName(name))));
+    const shown = colors.entries().slice(0, 24);
+    const seen = new Map(); // short name -> how many so far: kernels differing only in template arguments
+    clear(
+      legend,
+      shown.map(([name, color]) => {
+        const short = shortName(name);
+        const n = (seen.get(short) ?? 0) + 1;
+        seen.set(short, n);
+        return h("li", { title: name }, h("span", { class: "swatch", style: `background:${color}` }), n > 1 ? `${short} (${n})` : short);
+      }),
+    );
     table.setRows(lanes.flatMap((l) => l.bars));
     draw();
     publish();

@@ -1,0 +1,146 @@
+"""The web app in headless Chromium (Debian's `chromium` package) driven by Playwright's Python
+API, against a real server: uvicorn in a thread, a real nats-server, the fake simulator in a
+temporary Accel-Sim tree, the samples loaded. Screenshots go to test-artifacts/screenshots/.
+
+Playwright's own browser downloads are never used: without /usr/bin/chromium (or without
+the playwright package) these tests are skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+
+from cascade_http.config import Settings
+from cascade_nats import server
+from tests.cascade_http.live import LiveServer, live_server
+from tests.cascade_sim.world import accelsim_tree
+from tests.support import LOGS
+
+CHROMIUM = Path("/usr/bin/chromium")
+TOKEN = "browser-test-token"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+
+def missing() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} is not installed (apt-get install chromium)"
+    if importlib.util.find_spec("playwright") is None:
+        return "the playwright package is not installed (pip install -e '.[test]')"
+    return None
+
+
+if TYPE_CHECKING or missing() is None:
+    from playwright.sync_api import BrowserContext, Page, sync_playwright
+
+
+@contextlib.contextmanager
+def environment(**values: str) -> Iterator[None]:
+    """Environment variables set for what starts meanwhile (the runner passes its own
+    environment to each simulator it launches), restored after."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def cascade(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    root = tmp_path_factory.mktemp("browser-server")
+    with environment(CASCADE_FAKE_ACCELSIM_LOGS=str(LOGS)), server.running(root / "jetstream") as nats:
+        settings = Settings(
+            token=TOKEN, data_dir=root / "data", nats_url=nats.url, accelsim_dir=accelsim_tree(root / "accel-sim"), runner_slots=4
+        )
+        with live_server(settings) as live:
+            yield live
+
+
+@pytest.fixture(scope="module")
+def api(cascade: LiveServer) -> Iterator[httpx.Client]:
+    """The API as a test reads it, to check what the app shows against it."""
+    with httpx.Client(base_url=cascade.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=ARGS,
+            viewport=DESKTOP,
+            accept_downloads=True,
+        )
+        context.set_default_timeout(20_000)
+        yield context
+        context.close()
+
+
+# Resource errors (a 401 or 409 the app shows) are the API's answers, not the page's faults.
+_EXPECTED = re.compile(r"Failed to load resource")
+
+
+@pytest.fixture
+def page(browser: BrowserContext, cascade: LiveServer) -> Iterator[Page]:
+    """A fresh tab (so a fresh sessionStorage: signed out); fails the test on any script error."""
+    tab = browser.new_page()
+    tab.set_viewport_size(DESKTOP)
+    errors: list[str] = []
+    tab.on("pageerror", lambda err: errors.append(f"uncaught: {err}"))
+    tab.on("console", lambda msg: msg.type == "error" and not _EXPECTED.search(msg.text) and errors.append(msg.text))
+    yield tab
+    tab.close()
+    assert not errors, errors
+
+
+def sign_in(page: Page, url: str, route: str = "#/runs") -> None:
+    page.goto(f"{url}/{route}")
+    page.fill("#token", TOKEN)
+    page.click("form button[type=submit]")
+    page.wait_for_selector("#token", state="detached")
+
+
+def shoot(page: Page, name: str, ready: str | None = None) -> None:
+    """Full-page screenshots of what `page` shows, at 1280×800 and at 390×844."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for size, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+        page.set_viewport_size(viewport)
+        if ready:
+            page.wait_for_selector(ready)
+        page.wait_for_timeout(250)  # a frame for canvases to redraw at the new width
+        page.screenshot(path=str(SCREENSHOTS / f"{name}-{size}.png"), full_page=True)
+    page.set_viewport_size(DESKTOP)
+
+
+def data_json(page: Page, selector: str, attribute: str) -> Any:
+    return page.eval_on_selector(selector, f"el => JSON.parse(el.dataset.{attribute} ?? 'null')")

@@ -1,0 +1,375 @@
+"""The web app, end to end in headless Chromium: sign in, upload a shared trace, create a run on
+the fake simulator and watch it finish live, cancel another, check what Timeline and Compare
+draw against the API's numbers, download the Perfetto file; a dropped event stream resumes;
+the samples render; 10,000 kernels stay smooth. Each page is saved at 1280×800 and 390×844."""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import io
+import json
+import statistics
+import tarfile
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from cascade_core import events as ev
+from cascade_core.kernel_names import short_name
+from tests.browser.conftest import TOKEN, data_json, environment, missing, shoot, sign_in
+from tests.browser.proxy import proxy_to
+from tests.cascade_core.test_kernel_names import GRAMMAR_SYMBOLS, REAL_SYMBOLS
+from tests.cascade_http import runs_world as w
+from tests.cascade_http.live import LiveServer
+from tests.support import TRACES
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(missing() is not None, reason=missing() or "")]
+
+FINAL = ("succeeded", "failed", "cancelled")
+
+
+def create_run(api: httpx.Client, trace_id: str, config: str = "SM61_TITANX", count: int = 1) -> dict[str, Any]:
+    response = api.post("/api/runs", json={"trace_id": trace_id, "entries": [{"gpu_config": config, "count": count}]})
+    assert response.status_code == 201, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def ensure_trace(api: httpx.Client, name: str) -> None:
+    """A shared trace uploaded through the API (for tests that do not test uploading)."""
+    if api.get(f"/api/traces/{name}").status_code == 200:
+        return
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        tar.add(TRACES / name, arcname=name)
+    response = api.post(f"/api/traces?id={name}", content=out.getvalue(), headers={"Content-Type": "application/x-tar"})
+    assert response.status_code == 202 and response.json()["state"] == "ready", response.text
+
+
+def sim_states(page: Any) -> list[str]:
+    return page.eval_on_selector_all("#sims-table tbody[data-sim] > tr:first-child", "rows => rows.map(r => r.dataset.state)")
+
+
+def test_sign_in_keeps_the_token_for_the_tab(page: Any, cascade: LiveServer) -> None:
+    page.goto(f"{cascade.url}/")
+    shoot(page, "sign-in", "#token")
+    page.fill("#token", "wrong")
+    page.click("form button[type=submit]")
+    page.wait_for_selector("#token-error:has-text('Invalid token')")
+    sign_in(page, cascade.url)
+    page.wait_for_selector("#runs-table")
+    shoot(page, "runs-fresh-samples", "#runs-table")
+    page.reload()  # kept for the tab: no second sign-in
+    page.wait_for_selector("#runs-table")
+    assert page.evaluate("sessionStorage.getItem('cascade.token')") == TOKEN
+    page.click("#signout")
+    page.wait_for_selector("#token")
+    assert page.evaluate("sessionStorage.getItem('cascade.token')") is None
+
+
+def test_upload_run_watch_timeline_compare_and_perfetto(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    sign_in(page, cascade.url, "#/traces")
+
+    # Upload the shared folder through the folder picker: the app sends it as a tar stream.
+    page.set_input_files("#pick-folder", str(TRACES / "combo-vec-mm-xz"))
+    assert page.input_value("#upload-id") == "combo-vec-mm-xz"
+    page.click("form.upload button[type=submit]")
+    page.wait_for_selector("#upload-result [data-state=ready]", timeout=30_000)
+    page.wait_for_selector("#traces-table tr[data-trace='combo-vec-mm-xz'][data-state=ready]")
+    trace = api.get("/api/traces/combo-vec-mm-xz").json()
+    assert trace["state"] == "ready" and trace["kernel_count"] == 3
+    shoot(page, "traces", "#traces-table")
+
+    # Create a run: only configs of the trace's arch are offered; the API's errors are shown
+    # next to the field they concern.
+    page.click("#upload-result a:has-text('Create a run')")
+    page.wait_for_selector("#new-run")
+    assert page.input_value("#run-trace") == "combo-vec-mm-xz"
+    offered = page.eval_on_selector_all("#run-configs input[type=checkbox]", "els => els.map(e => [e.dataset.config, e.checked])")
+    assert offered == [["SM61_TITANX", True]]
+    shoot(page, "new-run", "#new-run")
+    page.fill("#cfg-SM61_TITANX-count", "65")
+    page.click("#new-run button[type=submit]")
+    refused = api.post("/api/runs", json={"trace_id": "combo-vec-mm-xz", "entries": [{"gpu_config": "SM61_TITANX", "count": 65}]})
+    assert refused.status_code == 422
+    page.wait_for_selector(f"#cfg-SM61_TITANX-error:text-is('{refused.json()['detail'][0]['msg']}')")
+
+    with environment(CASCADE_FAKE_ACCELSIM_PACE="0.4"):
+        page.fill("#cfg-SM61_TITANX-count", "3")
+        page.click("#new-run button[type=submit]")
+        page.wait_for_url("**/#/runs/run-*")
+        run_id = page.url.rsplit("/", 1)[1]
+        page.evaluate("window.__sameDocument = true")
+        page.wait_for_selector("#sims-table tbody[data-sim]")
+        seen_first = sim_states(page)
+        # Every sim reaches succeeded on this page, pushed over the event stream.
+        page.wait_for_function(
+            "() => { const r = [...document.querySelectorAll('#sims-table tbody[data-sim] > tr:first-child')];"
+            " return r.length === 3 && r.every(t => t.dataset.state === 'succeeded') }",
+            timeout=60_000,
+        )
+    assert page.evaluate("window.__sameDocument") is True, "the page was reloaded"
+    assert set(seen_first) <= {"pending", "launching", "running"}, seen_first
+    assert page.eval_on_selector_all("#sims-table .progress-text", "els => els.map(e => e.textContent)") == ["3 / 3"] * 3
+    page.wait_for_selector(".title-badges [data-state=succeeded]")
+    page.wait_for_selector("#link-status:has-text('Final')")
+    run = api.get(f"/api/runs/{run_id}").json()
+    assert run["state"] == "succeeded" and run["sim_counts"] == {"succeeded": 3}
+
+    # On demand: a sim's last log lines, and its files as downloads.
+    first = page.locator("#sims-table tbody[data-sim]").first
+    first.locator("[data-toggle=log]").click()
+    sim = run["sims"][0]
+    assert first.locator("pre.log").inner_text().splitlines() == sim["log_tail"]
+    first.locator("[data-toggle=files]").click()
+    files = [f["name"] for f in api.get(f"/api/sims/{sim['id']}/files").json()]
+    assert first.locator("ul.files button").all_inner_texts() == files
+    shoot(page, "run", "#sims-table")
+
+    # Timeline: each sim's kernels end to end by sim_time_ns, as the API lists them.
+    page.click("a[data-tab=timeline]")
+    page.wait_for_selector("#timeline-canvas[data-kernels='9'][data-bars]")
+    bars = data_json(page, "#timeline-canvas", "bars")
+    kernels = api.get(f"/api/runs/{run_id}/kernels").json()
+    expected = []
+    for lane, s in enumerate(run["sims"]):
+        start = 0.0
+        for k in sorted((k for k in kernels if k["sim_id"] == s["id"]), key=lambda k: k["kernel_index"]):
+            expected.append((lane, s["id"], k["kernel_launch_uid"], k["kernel_name"], start, k["sim_time_ns"]))
+            start += k["sim_time_ns"]
+    drawn = [(b["lane"], b["sim_id"], b["uid"], b["name"], b["start_ns"], b["dur_ns"]) for b in bars]
+    assert [d[:4] for d in drawn] == [e[:4] for e in expected]
+    assert [x for d in drawn for x in d[4:]] == pytest.approx([x for e in expected for x in e[4:]], rel=1e-12)
+    assert page.locator("#timeline-kernels .vt-row").count() == 9
+    box = page.locator("#timeline-canvas").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 28 + 12)  # the first lane, past its middle
+    page.wait_for_selector("#tooltip:not([hidden]) .tip-title")
+    assert "uid" in page.inner_text("#tooltip") and "IPC" in page.inner_text("#tooltip")
+    page.focus("#timeline-canvas")
+    longest = max(e[4] + e[5] for e in expected)
+    page.keyboard.press("+")
+    page.wait_for_function("(end) => JSON.parse(document.querySelector('#timeline-canvas').dataset.view).span_ns < end", arg=longest)
+    page.keyboard.press("0")
+    page.wait_for_function("(end) => JSON.parse(document.querySelector('#timeline-canvas').dataset.view).span_ns > end", arg=longest)
+    shoot(page, "timeline", "#timeline-canvas")
+
+    # Compare: the table and the chart draw the API's comparison.
+    page.click("a[data-tab=compare]")
+    comparison = api.get(f"/api/runs/{run_id}/comparison").json()
+    page.wait_for_selector(f"#compare-table .vt-row >> nth={len(comparison['rows']) - 1}")
+    cells = page.eval_on_selector_all("#compare-table .vt-row [data-config]", "els => els.map(e => [e.dataset.config, Number(e.dataset.ns)])")
+    assert cells == [["SM61_TITANX", pytest.approx(r["sim_ns"]["SM61_TITANX"])] for r in comparison["rows"]]
+    series = data_json(page, "#compare-chart", "series")
+    assert series == [{"name": "SM61_TITANX", "values": [pytest.approx(r["sim_ns"]["SM61_TITANX"]) for r in comparison["rows"]]}]
+    total = float(page.get_attribute("#compare-summary [data-config=SM61_TITANX]", "data-total") or "nan")
+    assert total == pytest.approx(sum(r["sim_ns"]["SM61_TITANX"] for r in comparison["rows"]))
+    shoot(page, "compare", "#compare-table")
+
+    # Perfetto: a Chrome trace JSON with a slice per kernel.
+    with page.expect_download() as download:
+        page.click("button[data-download$='/perfetto']")
+    perfetto = json.loads(download.value.path().read_text())
+    assert download.value.suggested_filename == f"{run_id}-perfetto.json"
+    assert len([e for e in perfetto["traceEvents"] if e["ph"] == "X"]) == 9
+
+    # The runs list shows it, filtered by trace.
+    page.goto(f"{cascade.url}/#/runs?trace=combo-vec-mm-xz")
+    page.wait_for_selector(f"#runs-table tr[data-run='{run_id}'][data-state=succeeded]")
+    shoot(page, "runs", "#runs-table")
+
+
+def test_archive_upload_and_a_failed_trace(page: Any, cascade: LiveServer, api: httpx.Client, tmp_path: Any) -> None:
+    archive = tmp_path / "vectoradd.tar.xz"
+    with tarfile.open(archive, "w:xz") as tar:
+        tar.add(TRACES / "vectoradd-100-32", arcname="vectoradd-100-32")
+    broken = tmp_path / "no-kernelslist.tar.gz"
+    with tarfile.open(broken, "w:gz") as tar:
+        info = tarfile.TarInfo("notes/readme.txt")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"hi\n"))
+    sign_in(page, cascade.url, "#/traces")
+
+    page.set_input_files("#pick-archive", str(archive))
+    assert page.input_value("#upload-id") == "vectoradd"
+    page.click("form.upload button[type=submit]")
+    page.wait_for_selector("#upload-result [data-state=ready]", timeout=30_000)
+    assert api.get("/api/traces/vectoradd").json()["kernel_count"] == 1
+
+    # The id is taken now: the API's 409 is shown next to the id.
+    page.set_input_files("#pick-archive", str(archive))
+    page.click("form.upload button[type=submit]")
+    taken = api.post("/api/traces?id=vectoradd", content=archive.read_bytes(), headers={"Content-Type": "application/x-xz"})
+    assert taken.status_code == 409
+    page.wait_for_selector(f"#upload-id-error:text-is('{taken.json()['detail']}')")
+
+    page.set_input_files("#pick-archive", str(broken))
+    page.click("form.upload button[type=submit]")
+    page.wait_for_selector("#upload-result [data-state=failed]")
+    error = api.get("/api/traces/no-kernelslist").json()["error"]
+    assert page.inner_text("#upload-result p") == error
+    page.wait_for_selector("#traces-table tr[data-trace='no-kernelslist'][data-state=failed] .row-error")
+    assert page.inner_text("#traces-table tr[data-trace='no-kernelslist'] .row-error") == error
+    shoot(page, "traces-failed", "#traces-table")
+
+
+def test_cancel_a_running_run(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    ensure_trace(api, "combo-vec-mm-xz")
+    with environment(CASCADE_FAKE_ACCELSIM_PACE="3"):
+        run = create_run(api, "combo-vec-mm-xz", count=2)
+        sign_in(page, cascade.url, f"#/runs/{run['id']}")
+        page.wait_for_selector("#sims-table tbody[data-sim] > tr[data-state=running]", timeout=30_000)
+        shoot(page, "run-live", "#sims-table")
+    page.click("#cancel-run")
+    page.wait_for_selector("dialog[open]")
+    shoot(page, "cancel-confirm", "dialog[open]")
+    page.click("dialog[open] button[value=yes]")
+    page.wait_for_selector(".title-badges [data-state=cancelled]")
+    page.wait_for_function("() => [...document.querySelectorAll('#sims-table tbody[data-sim] > tr:first-child')].every(t => t.dataset.state === 'cancelled')")
+    assert page.is_hidden("#cancel-run")
+    assert api.get(f"/api/runs/{run['id']}").json()["state"] == "cancelled"
+    shoot(page, "run-cancelled", "#sims-table")
+
+
+def test_a_dropped_stream_resumes_from_the_last_event(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    ensure_trace(api, "combo-vec-mm-xz")
+    streams: list[dict[str, str]] = []
+    page.on("request", lambda r: r.url.endswith("/events") and streams.append(r.headers))
+    with proxy_to(cascade.url) as proxy, environment(CASCADE_FAKE_ACCELSIM_PACE="1"):
+        run = create_run(api, "combo-vec-mm-xz", count=2)
+        sign_in(page, f"http://127.0.0.1:{proxy.port}", f"#/runs/{run['id']}/timeline")
+        page.wait_for_selector("#timeline-canvas[data-kernels]:not([data-kernels='0'])", timeout=30_000)
+        page.evaluate("window.__sameDocument = true")
+        proxy.drop()
+        page.wait_for_function("() => document.querySelector('.title-badges [data-state]')?.dataset.state === 'succeeded'", timeout=60_000)
+        page.wait_for_selector("#timeline-canvas[data-kernels='6']")
+    assert page.evaluate("window.__sameDocument") is True
+    assert len(streams) >= 2 and "last-event-id" not in streams[0] and streams[1]["last-event-id"].isdigit()
+    bars = data_json(page, "#timeline-canvas", "bars")
+    kernels = api.get(f"/api/runs/{run['id']}/kernels").json()
+    assert sorted((b["sim_id"], b["kernel_index"]) for b in bars) == sorted((k["sim_id"], k["kernel_index"]) for k in kernels)
+
+
+def test_samples_render_and_cannot_be_run(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    runs = {r["id"]: r for r in api.get("/api/runs").json()}
+    sample = next((r for r in runs.values() if r["sample"] and r["entries"][0]["gpu_config"] == "SM90_H100"), None)
+    if sample is None:
+        pytest.skip("the server has no LLM-serving sample run")
+    sign_in(page, cascade.url, f"#/runs/{sample['id']}/compare")
+    comparison = api.get(f"/api/runs/{sample['id']}/comparison").json()
+    assert comparison["has_real_timing"]
+    page.wait_for_selector("#compare-summary [data-config=SM90_H100]")
+    card = page.locator("#compare-summary [data-config=SM90_H100]")
+    pairs = [(r["real_ns"], r["sim_ns"]["SM90_H100"]) for r in comparison["rows"] if r["real_ns"] and r["sim_ns"].get("SM90_H100") is not None]
+    errors = [(s - r) / r * 100 for r, s in pairs]
+    assert float(card.get_attribute("data-mape") or "nan") == pytest.approx(statistics.fmean(abs(e) for e in errors))
+    assert float(card.get_attribute("data-r") or "nan") == pytest.approx(statistics.correlation([p[0] for p in pairs], [p[1] for p in pairs]))
+    assert float(card.get_attribute("data-within10") or "nan") == pytest.approx(sum(abs(e) <= 10 for e in errors) / len(errors))
+
+    # The serving steps: TTFT / ITL / e2e, real vs simulated, per config.
+    timelines = api.get(f"/api/runs/{sample['id']}/step-timelines").json()
+    page.wait_for_selector("#requests-table")
+    for metric in ("ttft_ms", "itl_ms_mean", "itl_ms_p50", "e2e_ms"):
+        simulated = statistics.median(t["compare"]["requests"][0][metric]["simulated"] for t in timelines)
+        shown = page.get_attribute(f"#requests-table tr[data-metric={metric}] td[data-config=SM90_H100]", "data-ms")
+        assert float(shown or "nan") == pytest.approx(simulated)
+    assert page.locator("#steps-table .vt-row").count() == len(timelines[0]["compare"]["steps"])
+    shoot(page, "compare-serving", "#steps-table")
+
+    page.click("a[data-tab=timeline]")
+    page.wait_for_selector("#timeline-canvas[data-bars]")
+    shoot(page, "timeline-serving", "#timeline-canvas")
+    page.emulate_media(color_scheme="dark")
+    shoot(page, "timeline-serving-dark", "#timeline-canvas")
+    page.emulate_media(color_scheme="light")
+
+    # A sample trace cannot run: the form says why, in the API's words.
+    trace = next(t for t in api.get("/api/traces").json() if t["sample"] and t["trace_gpu_arch"] == "sm_61")
+    page.goto(f"{cascade.url}/#/runs/new?trace={trace['id']}")
+    page.wait_for_selector("#new-run")
+    page.click("#new-run button[type=submit]")
+    refused = api.post("/api/runs", json={"trace_id": trace["id"], "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})
+    assert refused.status_code == 409
+    page.wait_for_selector(f"#run-trace-error:text-is('{refused.json()['detail']}')")
+    shoot(page, "new-run-sample-refused", "#run-trace-error")
+
+
+def test_ten_thousand_kernels_stay_smooth(page: Any, cascade: LiveServer) -> None:
+    run_id, sim_id, n = "run-big000000001", "sim-big000000001", 10_000
+    at = datetime(2026, 11, 8, 9, tzinfo=UTC)
+    names = [f"_Z{len(f'kernel_{i}')}kernel_{i}Pf" for i in range(40)]
+    common = {"run_id": run_id, "sim_id": sim_id, "attempt": 1}
+    events: list[ev.Event] = [
+        *w.trace_events("big", arch="sm_61", kernel_count=1, step_timeline=False),  # its kernel list: a stand-in
+        w.run_created(run_id, ((sim_id, "SM61_TITANX", 0),), trace_id="big", kernels_total=n, sample=True),
+        ev.SimClaimed(id=w.event_id(), at=at, runner_id="runner-big", host="h", **common),
+        ev.SimLaunched(id=w.event_id(), at=at, launcher_ref="1", host="h", config_digests={}, **common),
+    ]
+    for i in range(n):
+        cycles = 1000 + (i * 7919) % 50_000
+        events.append(
+            ev.KernelFinished(
+                id=w.event_id(), at=at + timedelta(milliseconds=i), kernel_index=i, uid=i + 1, name=names[i % 40],
+                gpu_sim_cycle=cycles, gpu_sim_insn=cycles * 3, gpu_ipc=3.0, sim_time_ns=cycles / 1.417, stats={}, **common,
+            )
+        )
+    done = at + timedelta(seconds=11)
+    events.append(ev.SimHeartbeat(id=w.event_id(), at=done, kernels_done=n, current_kernel=names[(n - 1) % 40], latest=w.LATEST, **common))
+    events.append(ev.SimFinished(id=w.event_id(), at=done, outcome="succeeded", exit_code=0, **common))
+    # From a thread of its own: Playwright's event loop runs in this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(cascade.seed, events).result()
+
+    sign_in(page, cascade.url, f"#/runs/{run_id}/timeline")
+    page.wait_for_selector(f"#timeline-canvas[data-kernels='{n}']", timeout=30_000)
+    # A zoom step redraws within a frame's budget, however many kernels.
+    frame_ms = page.evaluate(
+        """async () => {
+          const c = document.querySelector('#timeline-canvas');
+          const r = c.getBoundingClientRect();
+          const frame = () => new Promise((done) => requestAnimationFrame(() => done()));
+          await frame();
+          const t0 = performance.now();
+          for (let i = 0; i < 20; i++) {
+            c.dispatchEvent(new WheelEvent('wheel', { deltaY: i < 10 ? -120 : 120, clientX: r.left + r.width / 2, clientY: r.top + 40, bubbles: true, cancelable: true }));
+            await frame();
+          }
+          return (performance.now() - t0) / 20;
+        }"""
+    )
+    assert frame_ms < 50, f"{frame_ms:.1f} ms a frame"
+    assert page.locator("#timeline-kernels .vt-row").count() < 60  # virtualised: only what is in view
+    page.click("a[data-tab=compare]")
+    page.wait_for_selector("#compare-table .vt-row")
+    assert page.locator("#compare-table .vt-row").count() < 60
+    page.click("a[data-tab=sims]")
+    page.wait_for_selector("#sims-table tbody[data-sim] .progress-text:has-text('10,000 / 10,000')")
+
+
+def test_short_kernel_names_agree_with_the_server(page: Any, cascade: LiveServer) -> None:
+    symbols = [*REAL_SYMBOLS, *GRAMMAR_SYMBOLS, "nvjet_sm90_hsh_64x8_64x16_4x1_v_bz_bias_TNT", "", "_Z", "_Z6vecAddIf", "_ZTV3Foo", "_ZN1AcviEv", "_Z1f" + "P" * 100_000 + "i"]
+    page.goto(f"{cascade.url}/")
+    shown = page.evaluate("async (symbols) => { const names = await import('/static/js/kernelname.js'); return symbols.map(names.shortName); }", symbols)
+    assert shown == [short_name(s) for s in symbols]
+
+
+def test_folder_archives_built_in_the_browser_read_back(page: Any, cascade: LiveServer) -> None:
+    """tar.js: ustar headers, pax records for long and non-ASCII paths, contents padded."""
+    files = {"t/kernelslist.g": "kernel-1.traceg\n", "t/" + "d" * 120 + "/k.traceg": "x" * 1000, "t/ünïcode.txt": "", "t/b.bin": "\x00" * 513}
+    page.goto(f"{cascade.url}/")
+    encoded = page.evaluate(
+        """async (files) => {
+          const { tarBlob } = await import('/static/js/tar.js');
+          const blob = tarBlob(Object.entries(files).map(([path, text]) => ({ path, file: new File([text], path.split('/').pop()) })));
+          const bytes = new Uint8Array(await blob.arrayBuffer());
+          let s = '';
+          for (const b of bytes) s += String.fromCharCode(b);
+          return btoa(s);
+        }""",
+        files,
+    )
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(encoded))) as tar:
+        read = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()}  # type: ignore[union-attr]
+    assert read == files
