@@ -26,7 +26,7 @@ from cascade_core import events as ev
 from cascade_core.runs import FINISHED, SIM_STATES, run_state
 from projections.rows import (
     KernelRow,
-    LogLineRow,
+    LogChunkRow,
     RealTimingRow,
     RunRow,
     SimFileRow,
@@ -372,10 +372,11 @@ def _fresh_attempt(sim: SimRow, e: ev.SimClaimed) -> SimRow:
 
 def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
     # Lines past the last one recorded are certainly new; earlier ones (a late or repeated
-    # heartbeat) are kept only if absent.
+    # heartbeat) are kept only if their chunk is absent.
     fresh_from = max(0, sim.log_seq + 1 - e.first_line_seq)
-    for i, line in enumerate(e.lines):
-        b.append("sim_log", LogLineRow(sim.id, e.attempt, e.first_line_seq + i, line), new=i >= fresh_from)
+    if e.lines:
+        chunk = LogChunkRow(sim.id, e.attempt, e.first_line_seq, len(e.lines), "\n".join(e.lines))
+        b.append("sim_log", chunk, new=fresh_from == 0)
     row = sim
     if fresh_from < len(e.lines):
         tail = (sim.log_tail + e.lines[fresh_from:])[-LOG_TAIL:]

@@ -115,11 +115,15 @@ class KernelRow(msgspec.Struct, frozen=True):
     seq: int
 
 
-class LogLineRow(msgspec.Struct, frozen=True):
+class LogChunkRow(msgspec.Struct, frozen=True):
+    """The lines of one heartbeat, joined by newlines. A sim prints tens of thousands of
+    lines; a row each would cost more to write than everything else the sim reports."""
+
     sim_id: str
     attempt: int
-    line_seq: int
-    line: str
+    first_line_seq: int
+    line_count: int
+    text: str
 
 
 class SimFileRow(msgspec.Struct, frozen=True):
@@ -143,6 +147,6 @@ APPEND_TABLES: dict[str, tuple[type[msgspec.Struct], tuple[str, ...]]] = {
     "trace_kernels": (TraceKernelRow, ("trace_id", "uid")),
     "trace_real_timing": (RealTimingRow, ("trace_id", "kernel_id")),
     "kernels": (KernelRow, ("sim_id", "attempt", "uid")),
-    "sim_log": (LogLineRow, ("sim_id", "attempt", "line_seq")),
+    "sim_log": (LogChunkRow, ("sim_id", "attempt", "first_line_seq")),
     "sim_files": (SimFileRow, ("sim_id", "attempt", "name")),
 }

@@ -358,9 +358,9 @@ def run_results_chunks(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuC
 
 def log_chunks(con: Con, sim: SimRow) -> Iterator[bytes]:
     """Every log line of the sim's current attempt, in line order, each ending in a newline."""
-    lines = con.execute("SELECT line FROM sim_log WHERE sim_id = ? AND attempt = ? ORDER BY line_seq", [sim.id, sim.attempt])
-    while records := lines.fetchmany(BATCH):
-        yield ("\n".join(r[0] for r in records) + "\n").encode()
+    chunks = con.execute("SELECT text FROM sim_log WHERE sim_id = ? AND attempt = ? ORDER BY first_line_seq", [sim.id, sim.attempt])
+    while records := chunks.fetchmany(16):  # a chunk holds up to ~200 KB of lines
+        yield "".join(r[0] + "\n" for r in records).encode()
 
 
 def _file_rows(con: Con, sim_ids: Sequence[str]) -> list[SimFileRow]:
