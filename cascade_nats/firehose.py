@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from nats.aio.client import Client
 
-Frame = tuple[int, str, bytes]  # stream sequence, subject, payload
+Frame = tuple[int, bytes, bytes]  # stream sequence, subject, payload
 
 _CRLF = b"\r\n"
 _HEARTBEAT_S = 2.0
@@ -141,6 +141,7 @@ class Firehose:
             batch: list[Frame] = []
             pos = 0
             reset = False
+            sid = str(self._sid).encode()
             while True:
                 eol = buf.find(_CRLF, pos)
                 if eol < 0:
@@ -149,21 +150,16 @@ class Firehose:
                 head = line.split(b" ")
                 op = head[0]
                 if op == b"HMSG" or op == b"MSG":
-                    if op == b"HMSG":
-                        hdr_len, total = int(head[-2]), int(head[-1])
-                    else:
-                        hdr_len, total = 0, int(head[-1])
-                    end = eol + 2 + total
+                    hdr_len = int(head[-2]) if op == b"HMSG" else 0
+                    start, end = eol + 2, eol + 2 + int(head[-1])
                     if end + 2 > len(buf):
                         break
-                    body = buf[eol + 2 : end]
                     pos = end + 2
-                    if int(head[2]) != self._sid:
+                    if head[2] != sid:
                         continue  # a message for a consumer we already replaced
-                    reply = head[3].decode() if len(head) == (6 if op == b"HMSG" else 5) else ""
-                    payload = body[hdr_len:]
-                    if not payload and body.startswith(b"NATS/1.0 100"):
-                        reset = self._control(body[:hdr_len], reply) or reset
+                    reply = head[3] if len(head) == (6 if hdr_len else 5) else b""
+                    if start + hdr_len == end and buf.startswith(b"NATS/1.0 100", start):
+                        reset = self._control(buf[start:end], reply.decode()) or reset
                         continue
                     sseq, cseq, pending = _position(reply)
                     if cseq != self._consumer_seq + 1:
@@ -171,7 +167,7 @@ class Firehose:
                         break
                     self._consumer_seq = cseq
                     self.next_seq = sseq + 1
-                    batch.append((sseq, head[1].decode(), payload))
+                    batch.append((sseq, head[1], buf[start + hdr_len : end]))
                 else:
                     pos = eol + 2
                     if op == b"PING":
@@ -199,10 +195,11 @@ class Firehose:
         return False
 
 
-def _position(reply: str) -> tuple[int, int, int]:
+def _position(reply: bytes) -> tuple[int, int, int]:
     """Stream sequence, consumer sequence and pending count from a JetStream ack subject."""
-    tokens = reply.split(".")
-    if len(tokens) == 9:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<time>.<pending>
-        return int(tokens[5]), int(tokens[6]), int(tokens[8])
+    if reply.count(b".") == 8:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<time>.<pending>
+        _, sseq, cseq, _, pending = reply.rsplit(b".", 4)
+        return int(sseq), int(cseq), int(pending)
     # $JS.ACK.<domain>.<account>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<time>.<pending>...
+    tokens = reply.split(b".")
     return int(tokens[7]), int(tokens[8]), int(tokens[10])

@@ -127,7 +127,7 @@ class EventStore:
         """Every stored event on `subject` from `start_seq` until none is pending, oldest first."""
         async for batch in self.raw(subject, start_seq, until_caught_up=True):
             for seq, subj, data in batch:
-                yield Stored(seq, subj, ev.decode(data))
+                yield Stored(seq, subj.decode(), ev.decode(data))
 
     def raw(self, subject: str, start_seq: int, *, until_caught_up: bool) -> AsyncIterator[list[Frame]]:
         """Undecoded (sequence, subject, payload) batches, as fast as the server sends them."""

@@ -18,7 +18,8 @@ The rules for sims live here, in one place:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import msgspec
 
@@ -106,19 +107,17 @@ class _Batch:
         self.traces[row.id] = row
         self.changed.add(("traces", row.id))
 
-    def put_sim(self, seq: int, row: SimRow, *, quiet: bool = False) -> None:
-        """Replace a sim's row; `quiet` for bookkeeping no reader sees, which neither moves
-        the row's sequence nor shows up as a change."""
-        old = self.sims[row.id]
-        if row == old:
-            return  # nothing new: the row keeps the sequence of the event that last changed it
-        if quiet:
-            self.sims[row.id] = row
-            self.changed.add(("sims", row.id))
+    def update_sim(self, seq: int, old: SimRow, changes: dict[str, object], *, quiet: bool = False) -> None:
+        """Change some of a sim's fields. An update that changes nothing leaves the row as it
+        is, with the sequence of the event that last changed it; `quiet` is for bookkeeping
+        no reader sees, which neither moves the sequence nor shows up as a change."""
+        if all(getattr(old, name) == value for name, value in changes.items()):
             return
-        row = msgspec.structs.replace(row, seq=seq)
+        row = msgspec.structs.replace(old, **changes) if quiet else msgspec.structs.replace(old, seq=seq, **changes)
         self.sims[row.id] = row
         self.changed.add(("sims", row.id))
+        if quiet:
+            return
         self.changes.append(Change(seq, row.run_id, "sim", row))
         if old.state != row.state:
             self._count(seq, row.run_id, old.state, row.state)
@@ -153,14 +152,20 @@ def fold(rows: Rows, items: Iterable[tuple[int, ev.Event]]) -> Folded:
 
 
 def _apply(b: _Batch, seq: int, e: ev.Event) -> None:
+    sim_handler = _SIM_HANDLERS.get(type(e))
+    if sim_handler is not None:
+        sim = b.sims.get(e.sim_id)  # type: ignore[attr-defined]
+        if sim is not None:
+            sim_handler(b, seq, sim, e)
+        return
     match e:
-        case ev.SimEvent():
-            _apply_sim(b, seq, e)
+        case ev.SimQueued():
+            pass  # for runners: a queued sim stays pending until one claims it
         case ev.RunCreated():
             _run_created(b, seq, e)
         case ev.RunCancelRequested():
             for sim in [s for s in b.sims.values() if s.run_id == e.run_id and s.state not in FINISHED]:
-                b.put_sim(seq, msgspec.structs.replace(sim, state="cancelled", finished_at=e.at))
+                b.update_sim(seq, sim, {"state": "cancelled", "finished_at": e.at})
         case _:
             _apply_trace(b, seq, e)
 
@@ -307,95 +312,84 @@ def _new_sim(seq: int, e: ev.RunCreated, spec: ev.SimSpec) -> SimRow:
     )
 
 
-def _apply_sim(b: _Batch, seq: int, e: ev.SimEvent) -> None:
-    sim = b.sims.get(e.sim_id)
-    if sim is None or sim.state in FINISHED or isinstance(e, ev.SimQueued):
-        if sim is not None and isinstance(e, ev.SimFileStored) and e.attempt == sim.attempt:
-            _file_stored(b, seq, sim, e)
-        return
-    match e:
-        case ev.SimClaimed() if e.attempt > sim.attempt:
-            if sim.attempt:
-                b.purge_sim(sim.id, e.attempt)
-            b.put_sim(seq, _fresh_attempt(sim, e))
-            return
-        case ev.SimFinished() if e.attempt == sim.attempt:
-            b.put_sim(seq, msgspec.structs.replace(sim, state=e.outcome, exit_code=e.exit_code, error=e.error, finished_at=e.at))
-            return
-    if getattr(e, "attempt", None) != sim.attempt or sim.attempt == 0:
-        return
-    match e:
-        case ev.SimLaunched() if sim.state == "launching":
-            b.put_sim(
-                seq,
-                msgspec.structs.replace(
-                    sim,
-                    state="running",
-                    launcher_ref=e.launcher_ref,
-                    started_at=e.at,
-                    host=e.host,
-                    config_digests=_json.encode(e.config_digests).decode(),
-                    accel_sim_build=e.accel_sim_build,
-                    gpgpu_sim_build=e.gpgpu_sim_build,
-                ),
-            )
-        case ev.SimHeartbeat():
-            _heartbeat(b, seq, sim, e)
-        case ev.KernelFinished():
-            row = KernelRow(
-                sim.id,
-                e.attempt,
-                e.kernel_index,
-                e.uid,
-                e.name,
-                e.gpu_sim_cycle,
-                e.gpu_sim_insn,
-                e.gpu_ipc,
-                e.sim_time_ns,
-                bytes(e.stats).decode(),
-                seq,
-            )
-            new = e.kernel_index >= sim.kernels_recorded
-            b.append("kernels", row, new=new)
-            b.changes.append(Change(seq, sim.run_id, "kernel", row))
-            if new:
-                b.put_sim(seq, msgspec.structs.replace(sim, kernels_recorded=e.kernel_index + 1), quiet=True)
-        case ev.SimFileStored():
-            _file_stored(b, seq, sim, e)
+def _current(sim: SimRow, e: ev.SimEvent) -> bool:
+    """A fact of the sim's current attempt, while it still runs."""
+    return sim.state not in FINISHED and sim.attempt != 0 and e.attempt == sim.attempt  # type: ignore[attr-defined]
 
 
-def _fresh_attempt(sim: SimRow, e: ev.SimClaimed) -> SimRow:
-    return msgspec.structs.replace(
-        sim, state="launching", attempt=e.attempt, runner_id=e.runner_id, host=e.host, **_NO_PROGRESS  # type: ignore[arg-type]
-    )
+def _claimed(b: _Batch, seq: int, sim: SimRow, e: ev.SimClaimed) -> None:
+    if sim.state in FINISHED or e.attempt <= sim.attempt:
+        return
+    if sim.attempt:
+        b.purge_sim(sim.id, e.attempt)
+    b.update_sim(seq, sim, {"state": "launching", "attempt": e.attempt, "runner_id": e.runner_id, "host": e.host, **_NO_PROGRESS})
+
+
+def _finished(b: _Batch, seq: int, sim: SimRow, e: ev.SimFinished) -> None:
+    # Also before any claim (attempt 0): a sim no runner could take fails without one.
+    if sim.state not in FINISHED and e.attempt == sim.attempt:
+        b.update_sim(seq, sim, {"state": e.outcome, "exit_code": e.exit_code, "error": e.error, "finished_at": e.at})
+
+
+def _launched(b: _Batch, seq: int, sim: SimRow, e: ev.SimLaunched) -> None:
+    if not _current(sim, e) or sim.state != "launching":
+        return
+    launched = {
+        "state": "running",
+        "launcher_ref": e.launcher_ref,
+        "started_at": e.at,
+        "host": e.host,
+        "config_digests": _json.encode(e.config_digests).decode(),
+        "accel_sim_build": e.accel_sim_build,
+        "gpgpu_sim_build": e.gpgpu_sim_build,
+    }
+    b.update_sim(seq, sim, launched)
+
+
+def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> None:
+    if not _current(sim, e):
+        return
+    stats = bytes(e.stats).decode()
+    row = KernelRow(sim.id, e.attempt, e.kernel_index, e.uid, e.name, e.gpu_sim_cycle, e.gpu_sim_insn, e.gpu_ipc, e.sim_time_ns, stats, seq)
+    new = e.kernel_index >= sim.kernels_recorded
+    b.append("kernels", row, new=new)
+    b.changes.append(Change(seq, sim.run_id, "kernel", row))
+    if new:
+        b.update_sim(seq, sim, {"kernels_recorded": e.kernel_index + 1}, quiet=True)
 
 
 def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
+    if not _current(sim, e):
+        return
     # Lines past the last one recorded are certainly new; earlier ones (a late or repeated
     # heartbeat) are kept only if their chunk is absent.
     fresh_from = max(0, sim.log_seq + 1 - e.first_line_seq)
     if e.lines:
         chunk = LogChunkRow(sim.id, e.attempt, e.first_line_seq, len(e.lines), "\n".join(e.lines))
         b.append("sim_log", chunk, new=fresh_from == 0)
-    row = sim
+    changes: dict[str, object] = {}
     if fresh_from < len(e.lines):
-        tail = (sim.log_tail + e.lines[fresh_from:])[-LOG_TAIL:]
-        row = msgspec.structs.replace(row, log_tail=tail, log_seq=e.first_line_seq + len(e.lines) - 1)
+        changes["log_tail"] = (sim.log_tail + e.lines[fresh_from:])[-LOG_TAIL:]
+        changes["log_seq"] = e.first_line_seq + len(e.lines) - 1
     if sim.last_heartbeat_at is None or e.at > sim.last_heartbeat_at:
-        row = msgspec.structs.replace(
-            row,
-            last_heartbeat_at=e.at,
-            kernels_done=e.kernels_done,
-            current_kernel=e.current_kernel,
-            gpu_tot_sim_cycle=e.latest.gpu_tot_sim_cycle,
-            gpu_tot_sim_insn=e.latest.gpu_tot_sim_insn,
-            gpu_tot_ipc=e.latest.gpu_tot_ipc,
-            sim_rate_ips=e.latest.sim_rate_ips,
-        )
-    b.put_sim(seq, row)
+        latest = e.latest
+        changes |= {
+            "last_heartbeat_at": e.at,
+            "kernels_done": e.kernels_done,
+            "current_kernel": e.current_kernel,
+            "gpu_tot_sim_cycle": latest.gpu_tot_sim_cycle,
+            "gpu_tot_sim_insn": latest.gpu_tot_sim_insn,
+            "gpu_tot_ipc": latest.gpu_tot_ipc,
+            "sim_rate_ips": latest.sim_rate_ips,
+        }
+    if changes:
+        b.update_sim(seq, sim, changes)
 
 
 def _file_stored(b: _Batch, seq: int, sim: SimRow, e: ev.SimFileStored) -> None:
+    # Kept even after the sim finished: a cancelled sim's log is still worth reading.
+    if e.attempt != sim.attempt:
+        return
     row = SimFileRow(sim.id, e.attempt, e.name, e.size, e.content_type, e.at, e.object_name, e.digest, seq)
     b.append("sim_files", row)
     b.changes.append(Change(seq, sim.run_id, "file", row))
@@ -408,16 +402,26 @@ def touched(items: Iterable[tuple[int, ev.Event]]) -> tuple[set[str], set[str], 
     sims: set[str] = set()
     whole_runs: set[str] = set()
     for _, e in items:
-        match e:
-            case ev.SimEvent():
-                sims.add(e.sim_id)
-                runs.add(e.run_id)
-            case ev.RunCancelRequested():
-                whole_runs.add(e.run_id)
-                runs.add(e.run_id)
-            case ev.RunCreated():
-                runs.add(e.run_id)
-            case _:
-                traces.add(e.trace_id)  # type: ignore[attr-defined]
+        kind = type(e)
+        if kind in _SIM_HANDLERS or kind is ev.SimQueued:
+            sims.add(e.sim_id)  # type: ignore[attr-defined]
+            runs.add(e.run_id)  # type: ignore[attr-defined]
+        elif kind is ev.RunCancelRequested:
+            whole_runs.add(e.run_id)  # type: ignore[attr-defined]
+            runs.add(e.run_id)  # type: ignore[attr-defined]
+        elif kind is ev.RunCreated:
+            runs.add(e.run_id)  # type: ignore[attr-defined]
+        else:
+            traces.add(e.trace_id)  # type: ignore[attr-defined]
     return traces, runs, sims, whole_runs
 
+
+# The events of a sim, by type: the projection's hot path, so dispatched by a dict lookup.
+_SIM_HANDLERS: dict[type, Callable[[_Batch, int, SimRow, Any], None]] = {
+    ev.SimHeartbeat: _heartbeat,
+    ev.KernelFinished: _kernel_finished,
+    ev.SimClaimed: _claimed,
+    ev.SimLaunched: _launched,
+    ev.SimFileStored: _file_stored,
+    ev.SimFinished: _finished,
+}

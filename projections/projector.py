@@ -30,7 +30,7 @@ from projections.rows import APPEND_TABLES, ENTITY_TABLES
 log = logging.getLogger("cascade.projector")
 
 FaultHook = Callable[[str], None]
-MAX_BATCH = 4096
+MAX_BATCH = 8192
 
 
 def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
@@ -39,21 +39,45 @@ def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def load(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, ev.Event]]) -> Rows:
+class RowCache:
+    """Entity rows as the last committed batch left them, so that a batch touching the same
+    sims as the one before (the usual case) reads nothing back from DuckDB. Filled only
+    after a commit and emptied on any failure, so it never shows what DuckDB does not."""
+
+    LIMIT = 50_000
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, msgspec.Struct]] = {table: {} for table in ENTITY_TABLES}
+
+    def update(self, rows: Rows) -> None:
+        for table, cached in self.rows.items():
+            cached.update(getattr(rows, table))
+            if len(cached) > self.LIMIT:
+                cached.clear()
+
+    def clear(self) -> None:
+        for cached in self.rows.values():
+            cached.clear()
+
+
+def load(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, ev.Event]], cache: RowCache) -> Rows:
     """The current rows of everything the batch's events may change."""
     trace_ids, run_ids, sim_ids, whole_runs = touched(items)
 
-    def select(table: str, where: str, keys: set[str]) -> list[msgspec.Struct]:
-        if not keys:
-            return []
-        records = con.execute(f"SELECT * FROM {table} WHERE {where} IN (SELECT unnest(?))", [sorted(keys)]).fetchall()
-        return tables.from_rows(table, records)
+    def select(table: str, where: str, keys: set[str]) -> dict[str, msgspec.Struct]:
+        cached = cache.rows[table]
+        found = {k: cached[k] for k in keys if k in cached} if where == "id" else {}
+        missing = sorted(keys - found.keys())
+        if missing:
+            records = con.execute(f"SELECT * FROM {table} WHERE {where} IN (SELECT unnest(?))", [missing]).fetchall()
+            found.update((r.id, r) for r in tables.from_rows(table, records))  # type: ignore[attr-defined]
+        return found
 
-    sims = select("sims", "id", sim_ids) + select("sims", "run_id", whole_runs)
     return Rows(
-        traces={r.id: r for r in select("traces", "id", trace_ids)},  # type: ignore[attr-defined]
-        runs={r.id: r for r in select("runs", "id", run_ids)},  # type: ignore[attr-defined]
-        sims={r.id: r for r in sims},  # type: ignore[attr-defined]
+        traces=select("traces", "id", trace_ids),  # type: ignore[arg-type]
+        runs=select("runs", "id", run_ids),  # type: ignore[arg-type]
+        # A cancel needs every sim of its run, which only DuckDB knows.
+        sims=select("sims", "id", sim_ids) | select("sims", "run_id", whole_runs),  # type: ignore[arg-type]
     )
 
 
@@ -98,23 +122,33 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[msgspec.Struc
         con.unregister("incoming")
 
 
-def apply(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, ev.Event]], fault: FaultHook | None = None) -> Folded:
+def apply(
+    con: duckdb.DuckDBPyConnection,
+    items: Sequence[tuple[int, ev.Event]],
+    fault: FaultHook | None = None,
+    cache: RowCache | None = None,
+) -> Folded:
     """Fold and write one batch in one transaction."""
+    cache = cache or RowCache()
     con.execute("BEGIN TRANSACTION")
     try:
-        folded = fold(load(con, items), items)
+        folded = fold(load(con, items, cache), items)
         write(con, folded, items[-1][0])
         if fault is not None:
             fault("before_commit")
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
+        cache.clear()
         raise
+    cache.update(folded.rows)
     return folded
 
 
-def apply_frames(con: duckdb.DuckDBPyConnection, frames: Sequence[Frame], fault: FaultHook | None = None) -> Folded:
-    return apply(con, [(seq, ev.decode(data)) for seq, _, data in frames], fault)
+def apply_frames(
+    con: duckdb.DuckDBPyConnection, frames: Sequence[Frame], fault: FaultHook | None, cache: RowCache
+) -> Folded:
+    return apply(con, [(seq, ev.decode(data)) for seq, _, data in frames], fault, cache)
 
 
 class Projector:
@@ -123,6 +157,7 @@ class Projector:
         self.con = con
         self.fault = fault
         self.applied = tables.checkpoint(con)
+        self.cache = RowCache()
         self.live = Live()
         self._advanced = asyncio.Condition()
 
@@ -171,7 +206,7 @@ class Projector:
         frames = [f for f in frames if f[0] > self.applied]
         if not frames:
             return
-        folded = await anyio.to_thread.run_sync(apply_frames, self.con, frames, self.fault)
+        folded = await anyio.to_thread.run_sync(apply_frames, self.con, frames, self.fault, self.cache)
         if self.fault is not None:
             self.fault("after_commit")
         self.applied = frames[-1][0]
