@@ -138,17 +138,21 @@ def main(size_mb: int, paced_kernels: int) -> None:
                 sampler = Sampler(worker.pid)
                 sampler.start()
                 cpu_before = cpu_seconds(worker.pid)
+                nats_pid = int(Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()[0])
+                others_before = cpu_seconds(server.pid), cpu_seconds(nats_pid)
                 started = time.perf_counter()
                 run = request(url, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})
                 wait(url, run["id"], kernels, timeout=1800)  # type: ignore[index]
                 elapsed = time.perf_counter() - started
                 cpu = cpu_seconds(worker.pid) - cpu_before
+                server_cpu, nats_cpu = cpu_seconds(server.pid) - others_before[0], cpu_seconds(nats_pid) - others_before[1]
                 sampler.running = False
                 print(f"output: {size / 1e6:.1f} MB, {kernels} kernels, every stat of each")
                 print(f"end to end (simulator stdout -> queryable kernels): {size / 1e6 / elapsed:.1f} MB/s ({elapsed:.1f} s)")
                 print(f"runner CPU: {cpu * 1e3 / (size / 1e6):.1f} ms per MB of output "
                       f"(a real kernel prints ~150 KB: {cpu / kernels * 1e3:.1f} ms per kernel here)")
                 print(f"runner peak resident memory: {sampler.peak_kb / 1024:.1f} MB")
+                print(f"CPU seconds meanwhile: runner {cpu:.1f}, cascade serve (projector, API) {server_cpu:.1f}, nats-server {nats_cpu:.1f}")
             finally:
                 worker.terminate()
                 worker.wait()

@@ -11,16 +11,15 @@ one sequence (a `sim` and then the `run` it finished) go out together in one wri
   the sequence that last changed it; then the live changes past both N and the catch-up's
   sequence. A sim that changed several times while the client was away is sent once, as it
   is now, so nothing is missed and nothing is sent twice.
-- The stream ends with the run's final `run` event; a run already finished ends the stream
-  after the snapshot (which shows it finished) or after the catch-up. A resume from at or
-  past the final event gets 204 No Content, which tells an EventSource to stop reconnecting.
-  Files a sim stores after its run finished are in the file lists, not in the stream.
+- The stream ends with the run's final `run` event: at once after the snapshot of a run
+  that has already ended (the snapshot shows it), after the catch-up that holds it, or when
+  it is committed. A resume from at or past it has nothing to send: the route answers 204
+  No Content, which tells an EventSource to stop reconnecting. Files a sim stores after its
+  run ended are in the file lists, not in the stream.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 
@@ -33,29 +32,9 @@ from projections.fold import Change
 from projections.queries import runs as q
 from projections.rows import KernelRow, RunRow, SimFileRow, SimRow
 
+KEEP_ALIVE_S = 15.0  # a comment line this often keeps proxies from closing a quiet stream
+
 _encoder = msgspec.json.Encoder()
-
-
-class _Encoded:
-    """Each change encoded once however many streams send it: every subscriber of a run
-    receives the same Change objects, so they are cached by identity (a few thousand)."""
-
-    def __init__(self, size: int = 4096) -> None:
-        self.size = size
-        self._cache: OrderedDict[int, tuple[Change, bytes]] = OrderedDict()
-
-    def __call__(self, change: Change, places: dict[str, q.Place]) -> bytes:
-        hit = self._cache.get(id(change))
-        if hit is not None and hit[0] is change:
-            return hit[1]
-        data = message(change.kind, change.seq, _payload(change, places))
-        self._cache[id(change)] = (change, data)
-        if len(self._cache) > self.size:
-            self._cache.popitem(last=False)
-        return data
-
-
-encoded = _Encoded()
 
 
 def message(kind: str, seq: int, payload: msgspec.Struct) -> bytes:
@@ -76,55 +55,65 @@ def _payload(change: Change, places: dict[str, q.Place]) -> msgspec.Struct:
     raise TypeError(f"no SSE event for {type(row).__name__}")
 
 
-class Stream(msgspec.Struct):
-    """What a stream starts from: its first message (snapshot or catch-up), the sequence
-    it reflects, and whether the run has already ended."""
+class _Encoded:
+    """Each change encoded once however many streams send it: every subscriber of a run
+    receives the same Change objects, so they are cached by identity (the cache holds the
+    object, so its id cannot be reused while cached)."""
 
-    first: bytes
-    seq: int
-    ended: bool
-    places: dict[str, q.Place]
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._cache: OrderedDict[int, tuple[Change, bytes]] = OrderedDict()
+
+    def __call__(self, change: Change, places: dict[str, q.Place]) -> bytes:
+        hit = self._cache.get(id(change))
+        if hit is not None and hit[0] is change:
+            return hit[1]
+        data = message(change.kind, change.seq, _payload(change, places))
+        self._cache[id(change)] = (change, data)
+        if len(self._cache) > self.size:
+            self._cache.popitem(last=False)
+        return data
 
 
-def _chunk(changes: Sequence[Change], places: dict[str, q.Place]) -> tuple[bytes, bool]:
-    """The messages of `changes` (up to the run's end) and whether the run's end was among them."""
+_encoded = _Encoded()
+
+
+def _messages(changes: Sequence[Change], places: dict[str, q.Place]) -> tuple[bytes, bool]:
+    """The messages of `changes` up to the run's end, and whether the end was among them."""
     parts = []
     for change in changes:
-        parts.append(encoded(change, places))
+        parts.append(_encoded(change, places))
         if change.kind == "run":
             return b"".join(parts), True
     return b"".join(parts), False
 
 
-async def start(c: Cascade, run_id: str, last_event_id: int | None) -> Stream | None:
-    """The stream's start, or None if there is no such run."""
-    if last_event_id is None:
-        found = await read(c, q.stream_snapshot, run_id)
-        if found is None:
-            return None
-        seq, detail, places = found
-        return Stream(message("snapshot", seq, detail), seq, detail.state != "active", places)
-    caught = await read(c, q.changes_since, run_id, last_event_id)
-    if caught is None:
-        return None
-    seq, changes, run, places = caught
-    first, ended = _chunk(changes, places)
-    return Stream(first, max(seq, last_event_id), ended or run.state != "active", places)
+def finished_before(run: RunRow, last_event_id: int | None) -> bool:
+    """Whether a stream resumed from `last_event_id` has nothing left to send."""
+    return last_event_id is not None and run.state != "active" and run.seq <= last_event_id
 
 
-async def events(subscription: contextlib.ExitStack, queue: asyncio.Queue[list[Change]], stream: Stream) -> AsyncIterator[bytes]:
-    """The stream's bytes: its start, then live changes until the run ends."""
-    with subscription:
-        if stream.first:
-            yield stream.first
-        if stream.ended:
-            return
-        while True:
-            batch = [change for change in await queue.get() if change.seq > stream.seq]
-            if not batch:
-                continue
-            data, ended = _chunk(batch, stream.places)
-            yield data
-            if ended:
-                return
-
+async def events(c: Cascade, run_id: str, last_event_id: int | None) -> AsyncIterator[bytes]:
+    """The stream's bytes, for a run that exists."""
+    # Subscribed before the read, so every change committed after it is queued.
+    with c.projector.live.subscribe(run_id) as queue:
+        if last_event_id is None:
+            found = await read(c, q.stream_snapshot, run_id)
+            assert found is not None, f"run {run_id} vanished"
+            seen, detail, places = found
+            yield message("snapshot", seen, detail)
+            ended = detail.state != "active"
+        else:
+            caught = await read(c, q.changes_since, run_id, last_event_id)
+            assert caught is not None, f"run {run_id} vanished"
+            checkpoint, changes, run, places = caught
+            seen = max(checkpoint, last_event_id)
+            first, ended = _messages(changes, places)
+            if first:
+                yield first
+            ended = ended or run.state != "active"
+        while not ended:
+            batch = [change for change in await queue.get() if change.seq > seen]
+            if batch:
+                data, ended = _messages(batch, places)
+                yield data

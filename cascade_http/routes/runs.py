@@ -6,7 +6,6 @@ Commands decide with `cascade_core.runs` and append; reads come from the read mo
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import uuid
 from datetime import UTC, datetime
@@ -200,17 +199,13 @@ def _last_event_id(request: Request) -> int | None:
 async def stream_run_events(request: Request) -> Response:
     c = cascade(request)
     run_id = request.path_params["run_id"]
-    subscription = contextlib.ExitStack()
-    with subscription:
-        # Subscribe before reading, so no change committed after the read is missed.
-        queue = subscription.enter_context(c.projector.live.subscribe(run_id))
-        stream = await run_events.start(c, run_id, _last_event_id(request))
-        if stream is None:
-            raise not_found(f"run {run_id} not found")
-        if stream.ended and not stream.first:
-            return Response(status_code=204)
-        body = run_events.events(subscription.pop_all(), queue, stream)
-    return EventSourceResponse(body, ping=15)
+    last_event_id = _last_event_id(request)
+    run = await read(c, q.run_row, run_id)
+    if run is None:
+        raise not_found(f"run {run_id} not found")
+    if run_events.finished_before(run, last_event_id):
+        return Response(status_code=204)
+    return EventSourceResponse(run_events.events(c, run_id, last_event_id), ping=run_events.KEEP_ALIVE_S)
 
 
 routes = [

@@ -22,7 +22,8 @@ from starlette.testclient import TestClient
 from cascade_core import events as ev
 from cascade_core.models import RunEntry, SimMetrics, TraceKernel
 from tests.cascade_core import timeline_fixture
-from tests.cascade_http.conftest import service
+from cascade_http.config import Settings
+from tests.cascade_http.conftest import TOKEN, service
 from tests.cascade_http.reference import text_example
 from tests.support import LOGS, TREE
 
@@ -83,6 +84,13 @@ def reference_tree(root: Path) -> Path:
         config.parent.mkdir(parents=True)
         config.write_text(f"-gpgpu_clock_domains {clock}:{clock}:{clock}:2619.0\n")
     return root
+
+
+def settings(tmp: Path, nats_url: str) -> Settings:
+    """A service over `tmp` with the reference's configs, running no sims itself."""
+    return Settings(
+        token=TOKEN, data_dir=tmp / "data", nats_url=nats_url, accelsim_dir=reference_tree(tmp / "accel-sim"), runner=False, samples=False
+    )
 
 
 def event_id() -> str:
@@ -194,7 +202,7 @@ def kernel_finished(run_id: str, sim_id: str, index: int, when: datetime, *, att
         gpu_sim_insn=insn,
         gpu_ipc=ipc,
         sim_time_ns=sim_time_ns(cycles),
-        stats=stats_map(uid, name, cycles, insn, STATS_KEYS.get(uid, 950)) if stats else {},
+        stats=msgspec.Raw(msgspec.json.encode(stats_map(uid, name, cycles, insn, STATS_KEYS.get(uid, 950)))) if stats else msgspec.Raw(b"{}"),
     )
 
 

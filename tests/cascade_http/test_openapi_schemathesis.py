@@ -15,7 +15,6 @@ from schemathesis import BaseSchema, GenerationMode
 from starlette.routing import Route
 
 from cascade_http.app import routes
-from cascade_http.config import Settings
 from cascade_nats import server
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN
@@ -30,11 +29,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """A server holding the reference's trace and run."""
     tmp: Path = tmp_path_factory.mktemp("schemathesis")
     with server.running(tmp / "jetstream") as nats:
-        settings_ = Settings(
-            token=TOKEN, data_dir=tmp / "data", nats_url=nats.url, accelsim_dir=w.reference_tree(tmp / "accel-sim"),
-            runner=False, samples=False,
-        )
-        with live_server(settings_) as running:
+        with live_server(w.settings(tmp, nats.url)) as running:
             running.seed(w.trace_events() + w.reference_run(), w.reference_objects())
             yield running
 

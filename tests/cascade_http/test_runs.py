@@ -42,11 +42,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """Trace `demo` and run run-210d75c008c4 with both sims succeeded, files stored."""
     tmp = tmp_path_factory.mktemp("world")
     with server.running(tmp / "jetstream") as nats:
-        settings = Settings(
-            token=TOKEN, data_dir=tmp / "data", nats_url=nats.url, accelsim_dir=w.reference_tree(tmp / "accel-sim"),
-            runner=False, samples=False,
-        )
-        with TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        with TestClient(create_app(w.settings(tmp, nats.url)), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
             w.append(client, w.trace_events() + w.reference_run())
             w.store_reference_files(client)
             yield client
@@ -279,6 +275,8 @@ def test_comparison_takes_medians_per_config_and_real_timing_by_kernel_id(client
     rows = client.get("/api/runs/run-m/comparison").json()
     assert rows["has_real_timing"] is True
     assert rows["configs"] == ["SM86_RTX3070", "SM7_QV100"]
+    kernels = client.get("/api/runs/run-m/kernels").json()  # by config (entry order), replica, kernel
+    assert [(k["sim_id"], k["kernel_index"]) for k in kernels] == [(s, i) for s in ("s0", "s1", "s2") for i in range(3)] + [("q0", 0)]
     times = [w.sim_time_ns(c) for c in (6174, 5923, 6216)]
     assert rows["rows"] == [
         {"kernel_index": i, "kernel_name": w.KERNELS[i][1], "real_ns": real[i],

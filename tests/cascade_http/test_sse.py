@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from cascade_core import events as ev
+from cascade_http import run_events
 from cascade_http.config import Settings
 from cascade_nats.store import EventStore
 from tests.cascade_http import runs_world as w
@@ -168,3 +169,28 @@ async def test_a_finished_run_streams_its_snapshot_and_ends(live: LiveServer, ht
         assert response.status_code == 204
     response = await http.get("/api/runs/run-nope/events", headers=AUTH)
     assert (response.status_code, response.json()) == (404, {"detail": "run run-nope not found"})
+
+
+async def test_streams_leave_no_subscription_behind(live: LiveServer, http: httpx.AsyncClient, store: EventStore) -> None:
+    await setup_run(store, live)
+    assert (await http.head(EVENTS, headers=AUTH)).status_code == 200  # HEAD opens no stream
+    async with http.stream("GET", EVENTS, headers=AUTH) as response:
+        async for event in sse_events(response):
+            assert event.event == "snapshot"
+            assert w.RUN_ID in live.cascade.projector.live._subscribers
+            break  # the client goes away
+    with anyio.fail_after(5):
+        while w.RUN_ID in live.cascade.projector.live._subscribers:
+            await anyio.sleep(0.01)
+
+
+async def test_a_quiet_stream_is_kept_alive(
+    live: LiveServer, http: httpx.AsyncClient, store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_events, "KEEP_ALIVE_S", 0.2)  # 15 s in service
+    await setup_run(store, live)
+    with anyio.fail_after(5):
+        async with http.stream("GET", EVENTS, headers=AUTH) as response:
+            async for line in response.aiter_lines():
+                if line.startswith(": ping"):
+                    break
