@@ -58,7 +58,7 @@ def facts(n: int) -> list[ev.Event]:
             out.append(
                 ev.SimHeartbeat(
                     **common, kernels_done=k, current_kernel="_Z6vecAddIfEvPT_S1_S1_i", latest=SimMetrics(6174.0, 19456.0, 3.15, 5e5),
-                    first_line_seq=k + 1, lines=["gpu_sim_cycle = 6174"],
+                    first_line_seq=k + 1, log="gpu_sim_cycle = 6174",
                 )
             )
     return out

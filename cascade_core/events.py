@@ -144,14 +144,20 @@ class SimLaunched(SimEvent, frozen=True, tag="sim.launched.v1"):
 
 
 class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
-    """Progress, and the log lines printed since the last heartbeat (numbered from 1)."""
+    """Progress, and the log lines printed since the last heartbeat: `log` holds them joined
+    by newlines, the first numbered `first_line_seq` (a sim's lines count from 1). One text
+    rather than a list of lines, since a sim prints hundreds of thousands."""
 
     attempt: int
     kernels_done: int
     current_kernel: str | None
     latest: SimMetrics
     first_line_seq: int = 0
-    lines: list[str] = []
+    log: str = ""
+
+    @property
+    def line_count(self) -> int:
+        return self.log.count("\n") + 1 if self.log else 0
 
 
 class KernelFinished(SimEvent, frozen=True, tag="sim.kernel_finished.v1"):

@@ -17,6 +17,8 @@ def _short(value: object) -> str:
     if isinstance(value, msgspec.Struct):
         return "{" + ", ".join(f"{k}={_short(v)}" for k, v in msgspec.structs.asdict(value).items() if v is not None) + "}"
     text = str(value)
+    if "\n" in text:
+        return f"[{text.count(chr(10)) + 1} lines]"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

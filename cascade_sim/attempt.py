@@ -163,7 +163,7 @@ class Attempt:
         async for raw in self.process.stderr:
             line = raw.decode(errors="replace").rstrip("\n")
             self.stderr_tail.append(line)
-            self.report.add_lines([line])
+            self.report.add_lines(line)
 
     async def _tick(self) -> None:
         await asyncio.sleep(LAUNCH_WAIT_S)

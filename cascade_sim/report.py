@@ -68,8 +68,9 @@ class SimReport:
         self.kernels: list[logparse.KernelFinished] = []  # summaries, for kernel-stats.csv
         self.current_kernel: str | None = None
         self.latest = SimMetrics()
-        self.lines: list[str] = []
-        self.lines_bytes = 0
+        self._log: list[str] = []  # complete lines since the last heartbeat, in pieces
+        self._log_bytes = 0
+        self._log_lines = 0
         self.next_line_seq = 1
         self._partial = ""  # stdout after its last line break
         self.build: logparse.Build | None = None
@@ -105,27 +106,32 @@ class SimReport:
                 kernels_done=len(self.kernels),
                 current_kernel=self.current_kernel,
                 latest=self.latest,
-                first_line_seq=self.next_line_seq - len(self.lines),
-                lines=self.lines,
+                first_line_seq=self.next_line_seq - self._log_lines,
+                log="\n".join(self._log),
             )
         )
-        self.lines = []
-        self.lines_bytes = 0
+        self._log = []
+        self._log_bytes = self._log_lines = 0
 
-    def add_lines(self, lines: list[str]) -> None:
-        self.lines.extend(lines)
-        self.lines_bytes += sum(map(len, lines)) + len(lines)
-        self.next_line_seq += len(lines)
-        if self.lines_bytes >= MAX_LINES_BYTES:
+    def add_lines(self, text: str) -> None:
+        """Complete lines of output, joined by newlines (no newline after the last)."""
+        count = text.count("\n") + 1
+        self._log.append(text)
+        self._log_bytes += len(text) + 1
+        self._log_lines += count
+        self.next_line_seq += count
+        if self._log_bytes >= MAX_LINES_BYTES:
             self.heartbeat()
 
-    def stdout(self, text: str) -> None:
+    def stdout(self, chunk: str) -> None:
         """A chunk of the simulator's stdout, split anywhere: its lines go to the log, its
         meaning to events."""
-        lines = (self._partial + text).split("\n")
-        self._partial = lines.pop()
-        self.add_lines(lines)
-        self.handle(self.parser.feed(text))
+        text = self._partial + chunk
+        end = text.rfind("\n")
+        if end >= 0:
+            self.add_lines(text[:end])
+        self._partial = text[end + 1 :]
+        self.handle(self.parser.feed(chunk))
 
     def handle(self, outputs: list[logparse.Output]) -> None:
         for out in outputs:
@@ -164,7 +170,7 @@ class SimReport:
 
     def end_of_output(self) -> None:
         if self._partial:
-            self.add_lines([self._partial])
+            self.add_lines(self._partial)
             self._partial = ""
         self.handle(self.parser.finish())
 

@@ -363,14 +363,15 @@ def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
         return
     # Lines past the last one recorded are certainly new; earlier ones (a late or repeated
     # heartbeat) are kept only if their chunk is absent.
+    count = e.line_count
     fresh_from = max(0, sim.log_seq + 1 - e.first_line_seq)
-    if e.lines:
-        chunk = LogChunkRow(sim.id, e.attempt, e.first_line_seq, len(e.lines), "\n".join(e.lines))
-        b.append("sim_log", chunk, new=fresh_from == 0)
+    if count:
+        b.append("sim_log", LogChunkRow(sim.id, e.attempt, e.first_line_seq, count, e.log), new=fresh_from == 0)
     changes: dict[str, object] = {}
-    if fresh_from < len(e.lines):
-        changes["log_tail"] = (sim.log_tail + e.lines[fresh_from:])[-LOG_TAIL:]
-        changes["log_seq"] = e.first_line_seq + len(e.lines) - 1
+    if fresh_from < count:
+        last = e.log.rsplit("\n", LOG_TAIL)[-min(LOG_TAIL, count - fresh_from) :]
+        changes["log_tail"] = (sim.log_tail + last)[-LOG_TAIL:]
+        changes["log_seq"] = e.first_line_seq + count - 1
     if sim.last_heartbeat_at is None or e.at > sim.last_heartbeat_at:
         latest = e.latest
         changes |= {

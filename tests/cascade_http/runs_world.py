@@ -273,7 +273,7 @@ def sim_life(
                 current_kernel=KERNELS[min(i, len(KERNELS) - 1)][1],
                 latest=SimMetrics(1000.0 * i, 2000.0 * i, 2.0, 500000.0),
                 first_line_seq=i * chunk + 1,
-                lines=part,
+                log="\n".join(part),
                 **common,
             )
         )

@@ -85,7 +85,7 @@ async def test_history_of_one_aggregate_is_one_subject_filter(store: EventStore)
 
 async def test_events_over_the_size_limit_are_refused(store: EventStore) -> None:
     big = ev.SimHeartbeat(
-        id="big", at=AT, run_id="r", sim_id="s", attempt=1, kernels_done=0, current_kernel=None, latest=SimMetrics(), lines=["x" * 1024] * 600
+        id="big", at=AT, run_id="r", sim_id="s", attempt=1, kernels_done=0, current_kernel=None, latest=SimMetrics(), log="x" * 600_000
     )
     with pytest.raises(EventTooLarge):
         await store.append(big)

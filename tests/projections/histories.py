@@ -128,7 +128,7 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
             counters[f"{sim_id}/{attempt}"][0] += 3
             return ev.SimHeartbeat(
                 **common, attempt=attempt, kernels_done=kernels, current_kernel="_Z1kv",
-                latest=SimMetrics(float(lines), 2.0, 0.5, 100.0), first_line_seq=lines + 1, lines=[f"l{lines + j}" for j in range(3)],
+                latest=SimMetrics(float(lines), 2.0, 0.5, 100.0), first_line_seq=lines + 1, log="\n".join(f"l{lines + j}" for j in range(3)),
             )
         case "kernel":
             counters[f"{sim_id}/{attempt}"][1] += 1
