@@ -25,6 +25,7 @@ from nats.js.object_store import ObjectStore
 
 from cascade_nats.firehose import Firehose
 from cascade_nats.pipeline import Pipeline
+from cascade_nats.wire import url_of
 
 BUCKET = "cascade"
 CHUNK_SIZE = 128 * 1024
@@ -54,8 +55,11 @@ class Objects:
         self.bucket = bucket
         self.stream = f"OBJ_{bucket}"
         self.js = nc.jetstream(timeout=10.0)
-        self.pipeline = Pipeline(nc)
+        self.pipeline = Pipeline(url_of(nc))
         self._store: ObjectStore | None = None
+
+    async def close(self) -> None:
+        await self.pipeline.close()
 
     async def ensure(self) -> None:
         try:
@@ -102,7 +106,7 @@ class Objects:
             await self._purge(chunk_subject)
             raise
         finally:
-            self.pipeline.close(batch)
+            self.pipeline.release(batch)
         previous = await self._info(name)
         stored = StoredObject(name, size, digest_of(sha))
         meta = {

@@ -22,6 +22,7 @@ from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_nats.firehose import Firehose, Frame
 from cascade_nats.pipeline import Pipeline, PublishError
+from cascade_nats.wire import url_of
 
 # The server's default max_payload is 1 MiB; events stay well under it, anything bigger is a
 # file in the object store that an event refers to.
@@ -66,7 +67,7 @@ class EventStore:
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream(timeout=10.0)
         self.stream = stream
-        self.pipeline = Pipeline(nc)
+        self.pipeline = Pipeline(url_of(nc))
 
     async def ensure_stream(self) -> None:
         config = api.StreamConfig(
@@ -105,11 +106,15 @@ class EventStore:
 
         A failure raises after the rest were sent; sending the same events again is safe,
         since every event id is deduplicated."""
-        messages = [(subjects.of(e), _payload(e), _headers(e, None)) for e in events]
+        messages = [(subjects.of(e), _payload(e), e.id) for e in events]
         try:
             return await self.pipeline.publish_all(messages, timeout)
         except PublishError as err:
             raise StoreError(str(err)) from err
+
+    async def close(self) -> None:
+        """Close the connection pipelined appends use (the nats-py client is the caller's)."""
+        await self.pipeline.close()
 
     async def last_seq(self) -> int:
         info = await self.js.stream_info(self.stream)
