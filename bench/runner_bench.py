@@ -34,6 +34,10 @@ from tests.cascade_sim.world import accelsim_tree  # noqa: E402
 from tests.support import LOGS, TRACES  # noqa: E402
 
 TOKEN = "bench"
+OUT = REPO / "bench" / "out"
+OUT.mkdir(exist_ok=True)
+# The processes' logs, kept for a look when a number is off.
+LOG = (OUT / "runner_bench.log").open("w")
 LOG_NAME = "combo-vec-mm-xz__SM61_TITANX.log"
 BLOCK_END = "\ngpgpu_silicon_slowdown = "
 UID = re.compile(r"(kernel_launch_uid = |uid: )(\d+)")
@@ -121,7 +125,7 @@ def main(size_mb: int, paced_kernels: int) -> None:
         url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "CASCADE_TOKEN": TOKEN, "CASCADE_FAKE_ACCELSIM_LOGS": str(logs)}
         server = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "serve", "--port", str(port), "--data-dir", str(tmp / "data"),
-                                   "--accelsim-dir", str(tree), "--no-runner"], env=env, stdout=subprocess.DEVNULL, stderr=sys.stderr if os.environ.get("BENCH_DEBUG") else subprocess.DEVNULL)
+                                   "--accelsim-dir", str(tree), "--no-runner"], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
         try:
             for _ in range(300):
                 try:
@@ -132,7 +136,7 @@ def main(size_mb: int, paced_kernels: int) -> None:
             nats_url = (tmp / "data" / "nats.url").read_text()
             upload(url, "combo-vec-mm-xz")
             worker = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "worker", "--nats-url", nats_url, "--accelsim-dir", str(tree),
-                                       "--slots", "1", "--work-dir", str(tmp / "worker")], env=env, stdout=subprocess.DEVNULL, stderr=sys.stderr if os.environ.get("BENCH_DEBUG") else subprocess.DEVNULL)
+                                       "--slots", "1", "--work-dir", str(tmp / "worker")], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
             try:
                 time.sleep(2)
                 sampler = Sampler(worker.pid)
@@ -171,7 +175,7 @@ def latency(url: str, nats_url: str, tree: Path, tmp: Path, kernels: int, env: d
     times = tmp / "block-times.txt"
     paced_env = {**env, "CASCADE_FAKE_ACCELSIM_LOGS": str(logs), "CASCADE_FAKE_ACCELSIM_PACE": "0.1", "CASCADE_FAKE_ACCELSIM_BLOCK_TIMES": str(times)}
     worker = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "worker", "--nats-url", nats_url, "--accelsim-dir", str(tree),
-                               "--slots", "1", "--work-dir", str(tmp / "worker-paced")], env=paced_env, stdout=subprocess.DEVNULL, stderr=sys.stderr if os.environ.get("BENCH_DEBUG") else subprocess.DEVNULL)
+                               "--slots", "1", "--work-dir", str(tmp / "worker-paced")], env=paced_env, stdout=subprocess.DEVNULL, stderr=LOG)
     arrivals: list[float] = []
     try:
         run = request(url, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})

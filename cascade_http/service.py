@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import AsyncIterator, Hashable
 
 import anyio
@@ -50,6 +51,8 @@ class Cascade:
         self.projector = projector
         self.install = install
         self.gpu_configs: list[GpuConfig] = install.configs() if install is not None else []
+        self._cursors = projector.con.cursor()
+        self._cursors_lock = threading.Lock()
         self.step_timelines = StepTimelines(objects)
         self.comparisons: Lru[Hashable, Comparison] = Lru(64)
 
@@ -57,8 +60,13 @@ class Cascade:
         return next((c for c in self.gpu_configs if c.name == name), None)
 
     def reader(self) -> duckdb.DuckDBPyConnection:
-        """A connection for one reading thread; DuckDB shows it the last committed batch."""
-        return self.projector.con.cursor()
+        """A connection for one reading thread; DuckDB shows it the last committed batch.
+
+        A DuckDB connection is not safe to use from two threads at once, and making a cursor
+        uses the one it is made from, so cursors come from a connection of their own, one at
+        a time, never from the projector's while it writes."""
+        with self._cursors_lock:
+            return self._cursors.cursor()
 
     async def queue_depth(self) -> int:
         """Sims waiting for a runner: launch requests not yet taken."""

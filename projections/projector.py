@@ -33,10 +33,23 @@ FaultHook = Callable[[str], None]
 MAX_BATCH = 8192
 
 
+# DuckDB checkpoints (folds its write-ahead log into the database file, compressing) inside a
+# commit once the log passes a threshold, which stalls that commit for as long as it takes.
+# The projector checkpoints itself instead, after a batch is committed and announced.
+CHECKPOINT_AT = 16 << 20
+
+
 def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(str(path))
+    con.execute("SET checkpoint_threshold = '1GB'")
     tables.create_all(con)
     return con
+
+
+def wal_of(con: duckdb.DuckDBPyConnection) -> Path | None:
+    """The database's write-ahead log file, or None for an in-memory database."""
+    row = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    return Path(f"{row[0]}.wal") if row and row[0] else None
 
 
 class RowCache:
@@ -165,6 +178,7 @@ class Projector:
         self.fault = fault
         self.applied = tables.checkpoint(con)
         self.cache = RowCache()
+        self._wal = wal_of(con)
         self.live = Live()
         self._advanced = asyncio.Condition()
 
@@ -220,6 +234,8 @@ class Projector:
         self.live.publish(folded.changes)
         async with self._advanced:
             self._advanced.notify_all()
+        if self._wal is not None and self._wal.exists() and self._wal.stat().st_size > CHECKPOINT_AT:
+            await anyio.to_thread.run_sync(self.con.execute, "CHECKPOINT")
 
     async def wait_for(self, seq: int, timeout: float = 10.0) -> None:
         """Return once events up to `seq` are queryable."""
