@@ -178,7 +178,7 @@ async def reads(nats_url: str, base: str, n: int, repeat: int, sims: int, kernel
                 await asyncio.sleep(0.005)
             cold += await timings(http, f"/api/runs/{RUN}/comparison", 1)
         await nc.close()
-        report(f"GET /api/runs/{{id}}/comparison (after each new kernel)", cold)
+        report("GET /api/runs/{id}/comparison (after each new kernel)", cold)
         rates, seconds = [], []
         for _ in range(repeat):
             t = time.perf_counter()

@@ -30,7 +30,6 @@ from cascade_core.ids import is_trace_id
 from cascade_core.models import GpuConfig, Trace, TraceKernel
 from cascade_core.timeline import TimelineError, validate_timeline
 from cascade_core.tracefiles import (
-    CASCADE_JSON,
     KERNELSLIST,
     REAL_TIMING,
     KernelHeader,

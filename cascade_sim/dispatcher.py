@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 
 import nats.js.api as api
-import nats.js.errors
 from nats.js.client import JetStreamContext
 
 from cascade_core import events as ev

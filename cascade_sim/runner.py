@@ -21,8 +21,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
-import nats.errors
-import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.kv import KeyValue

@@ -190,7 +190,7 @@ def _trace(con: Con, run: RunSummary) -> Trace:
     trace = traces.trace_summary(con, run.trace_id)
     if trace is not None:
         return trace
-    return traces._trace(_one(con, "traces", "id = ?", [run.trace_id]))
+    return traces.trace_from_row(_one(con, "traces", "id = ?", [run.trace_id]))
 
 
 def _trace_detail(con: Con, run: RunSummary) -> TraceDetail:

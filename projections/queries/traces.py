@@ -24,12 +24,12 @@ _layers = msgspec.json.Decoder(list[str | int])
 def list_traces(con: Con) -> list[Trace]:
     """Every trace not deleted, newest first."""
     records = con.execute("SELECT * FROM traces WHERE NOT deleted ORDER BY created_at DESC, id").fetchall()
-    return [_trace(row) for row in tables.from_rows("traces", records)]  # type: ignore[arg-type]
+    return [trace_from_row(row) for row in tables.from_rows("traces", records)]  # type: ignore[arg-type]
 
 
 def trace_summary(con: Con, trace_id: str) -> Trace | None:
     row = _row(con, trace_id)
-    return None if row is None else _trace(row)
+    return None if row is None else trace_from_row(row)
 
 
 def trace_detail(con: Con, trace_id: str) -> TraceDetail | None:
@@ -42,7 +42,7 @@ def trace_detail(con: Con, trace_id: str) -> TraceDetail | None:
         "SELECT uid, name, grid, block, shmem, nregs, file, cuda_stream_id FROM trace_kernels WHERE trace_id = ? ORDER BY uid",
         [trace_id],
     ).fetchall()
-    summary = _trace(row)
+    summary = trace_from_row(row)
     metadata = TraceMetadata(
         status="ok" if row.state == "ready" else row.state,
         files=[TraceFileRef(object_key(trace_id, path), size) for path, size in files],
@@ -68,7 +68,7 @@ def _row(con: Con, trace_id: str) -> TraceRow | None:
     return rows[0] if rows else None  # type: ignore[return-value]
 
 
-def _trace(row: TraceRow) -> Trace:
+def trace_from_row(row: TraceRow) -> Trace:
     """The row as the API shows it: every Trace field is a column of the same name, with
     `layers` stored as JSON text."""
     fields = {name: getattr(row, name) for name in Trace.__struct_fields__}

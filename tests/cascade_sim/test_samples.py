@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from starlette.testclient import TestClient
 
 from cascade_http.app import create_app
