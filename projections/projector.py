@@ -37,6 +37,7 @@ MAX_BATCH = 8192
 # commit once the log passes a threshold, which stalls that commit for as long as it takes.
 # The projector checkpoints itself instead, after a batch is committed and announced.
 CHECKPOINT_AT = 16 << 20
+RETRY_S = 1.0
 
 
 def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
@@ -44,6 +45,13 @@ def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
     con.execute("SET checkpoint_threshold = '1GB'")
     tables.create_all(con)
     return con
+
+
+def _checkpoint(con: duckdb.DuckDBPyConnection) -> None:
+    try:
+        con.execute("CHECKPOINT")
+    except duckdb.TransactionException:
+        pass  # a reader's transaction is open; the next batch tries again
 
 
 def wal_of(con: duckdb.DuckDBPyConnection) -> Path | None:
@@ -183,8 +191,17 @@ class Projector:
         self._advanced = asyncio.Condition()
 
     async def run(self) -> None:
-        """Apply batches as they arrive, forever."""
-        await self._consume(until_caught_up=False)
+        """Apply batches as they arrive, forever. A failure (the stream's server gone, a
+        broken connection) leaves DuckDB at its last committed batch, so the projector starts
+        again from there, after a pause, rather than stopping for good."""
+        while True:
+            try:
+                await self._consume(until_caught_up=False)
+            except Exception:
+                log.exception("projection stopped at sequence %d; resuming from there", self.applied)
+                self.cache.clear()
+                self.applied = tables.checkpoint(self.con)
+                await anyio.sleep(RETRY_S)
 
     async def catch_up(self, *, until_seq: int | None = None) -> None:
         """Apply everything stored now, or up to `until_seq`, then return."""
@@ -235,7 +252,7 @@ class Projector:
         async with self._advanced:
             self._advanced.notify_all()
         if self._wal is not None and self._wal.exists() and self._wal.stat().st_size > CHECKPOINT_AT:
-            await anyio.to_thread.run_sync(self.con.execute, "CHECKPOINT")
+            await anyio.to_thread.run_sync(_checkpoint, self.con)
 
     async def wait_for(self, seq: int, timeout: float = 10.0) -> None:
         """Return once events up to `seq` are queryable."""

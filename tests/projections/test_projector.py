@@ -72,3 +72,27 @@ async def test_live_projection_reaches_each_append(store: EventStore, tmp_path: 
     assert sims == {"sim-a0": "succeeded", "sim-a1": "cancelled", "sim-a2": "cancelled"}
     kernels = con.execute("SELECT sim_id, attempt, uid FROM kernels ORDER BY ALL").fetchall()
     assert kernels == [("sim-a0", 2, 1), ("sim-a0", 2, 2), ("sim-a1", 1, 1)]
+
+
+async def test_a_running_projector_resumes_after_a_failure(store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import anyio
+
+    monkeypatch.setattr(projector_module, "RETRY_S", 0.01)
+    monkeypatch.setattr(projector_module, "MAX_BATCH", 5)
+    failures = []
+
+    def fail_once(where: str) -> None:
+        if where == "before_commit" and not failures:
+            failures.append(where)
+            raise Crash(where)
+
+    con = connect(tmp_path / "live.duckdb")
+    projector = Projector(store, con, fault=fail_once)
+    seqs = await store.append_facts(lifecycle())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(projector.run)
+        await projector.wait_for(seqs[-1], timeout=10)
+        tg.cancel_scope.cancel()
+    assert failures == ["before_commit"]
+    await replay(store, tmp_path / "fresh.duckdb")
+    assert dump(con) == dump(connect(tmp_path / "fresh.duckdb"))
