@@ -42,7 +42,7 @@ RETRY_S = 1.0
 
 def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(str(path))
-    con.execute("SET checkpoint_threshold = '1GB'")
+    con.execute("SET checkpoint_threshold = '256MB'")  # DuckDB's own, should the projector's keep failing
     tables.create_all(con)
     return con
 

@@ -249,28 +249,44 @@ def run_kernel_chunks(con: Con, run: RunSummary) -> Iterator[bytes]:
         yield from kernel_chunks(con, run, [s.id for s in sim_rows(con, run)], stats=False)
 
 
-def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
-    """Row i: the kernels of index i, with each config's median sim_time_ns over the
-    replicas that finished it (null if none did), the name from the first sim by config and
-    replica, and the i-th row of the trace's real timing by kernel_id."""
+def _comparison_rows(con: Con, run: RunSummary, real: list[float], indices: list[int] | None) -> list[ComparisonRow]:
+    """Comparison rows for the given kernel indices (all when None)."""
     names = configs(run)
+    only = "AND k.kernel_index IN (SELECT unnest(?))" if indices is not None else ""
     records = con.execute(
         f"""SELECT k.kernel_index, s.gpu_config, median(k.sim_time_ns), arg_min(k.name, s.replica)
-            FROM {_CURRENT_KERNELS} WHERE s.run_id = ?
+            FROM {_CURRENT_KERNELS} WHERE s.run_id = ? {only}
             GROUP BY k.kernel_index, s.gpu_config
             ORDER BY k.kernel_index, list_position(?, s.gpu_config)""",
-        [run.id, names],
+        [run.id, *([indices] if indices is not None else []), names],
     ).fetchall()
-    real: list[float] = []
-    if has_real_timing:
-        timing = "SELECT duration_ns FROM trace_real_timing WHERE trace_id = ? ORDER BY kernel_id"
-        real = [r[0] for r in con.execute(timing, [run.trace_id]).fetchall()]
     rows: list[ComparisonRow] = []
     for index, config, median, name in records:
         if not rows or rows[-1].kernel_index != index:
             rows.append(ComparisonRow(index, name, real[index] if index < len(real) else None, dict.fromkeys(names)))
         rows[-1].sim_ns[config] = median
-    return Comparison(has_real_timing=has_real_timing, configs=names, rows=rows)
+    return rows
+
+
+def _real_timing(con: Con, trace_id: str, has_real_timing: bool) -> list[float]:
+    if not has_real_timing:
+        return []
+    return [r[0] for r in con.execute("SELECT duration_ns FROM trace_real_timing WHERE trace_id = ? ORDER BY kernel_id", [trace_id]).fetchall()]
+
+
+def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
+    """Row i: the kernels of index i, with each config's median sim_time_ns over the
+    replicas that finished it (null if none did), the name from the first sim by config and
+    replica, and the i-th row of the trace's real timing by kernel_id."""
+    real = _real_timing(con, run.trace_id, has_real_timing)
+    return Comparison(has_real_timing=has_real_timing, configs=configs(run), rows=_comparison_rows(con, run, real, None))
+
+
+class _Computed(msgspec.Struct, frozen=True):
+    comparison: Comparison
+    real: list[float]
+    kernels: int  # the kernels table's rows when computed
+    last_seq: int  # and its highest sequence
 
 
 class Cache(Protocol):
@@ -279,20 +295,36 @@ class Cache(Protocol):
 
 
 def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
-    """The run's comparison, from `cache` while nothing it depends on has changed: the
-    trace, the kernels and the real timing tables. The check is cheap (no scan): a row added
-    to `kernels` has a higher sequence than any there, one removed lowers the count."""
+    """The run's comparison, kept per run and brought up to date from the kernels added since
+    (the rows of only the kernel indices they touch are computed again): a run that is still
+    simulating changes a row or two between requests, out of thousands. Both checks read only
+    what is new: the kernels table's metadata, and its rows past the last sequence seen."""
     with snapshot(con):
         trace = _trace(con, run)
-        tables_now = con.execute(
-            "SELECT (SELECT max(seq) FROM kernels), (SELECT count(*) FROM kernels), (SELECT count(*) FROM trace_real_timing)"
-        ).fetchall()[0]
-        version = (run.id, trace.created_at, trace.has_real_timing, *tables_now)
-        found: Comparison | None = cache.get(version)
-        if found is None:
-            found = comparison(con, run, trace.has_real_timing)
-            cache[version] = found
-        return found
+        last_seq, kernels = con.execute("SELECT coalesce((SELECT max(seq) FROM kernels), 0), (SELECT count(*) FROM kernels)").fetchone()  # type: ignore[misc]
+        key = (run.id, trace.created_at, trace.has_real_timing, con.execute("SELECT count(*) FROM trace_real_timing").fetchone())
+        known: _Computed | None = cache.get(key)
+        if known is not None and (known.kernels, known.last_seq) == (kernels, last_seq):
+            return known.comparison
+        touched: list[int] | None = None
+        if known is not None:
+            added, touched = con.execute(
+                "SELECT count(*), list(DISTINCT k.kernel_index) FILTER (WHERE s.run_id = ?) "
+                "FROM kernels k LEFT JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt WHERE k.seq > ?",
+                [run.id, known.last_seq],
+            ).fetchone()  # type: ignore[misc]
+            if known.kernels + added != kernels:
+                touched = None  # rows went away too (a sim's new attempt): start over
+        if known is None or touched is None:
+            real = _real_timing(con, run.trace_id, trace.has_real_timing)
+            result = Comparison(has_real_timing=trace.has_real_timing, configs=configs(run), rows=_comparison_rows(con, run, real, None))
+        else:
+            real = known.real
+            fresh = {row.kernel_index: row for row in _comparison_rows(con, run, real, sorted(touched))} if touched else {}
+            rows = [fresh.pop(row.kernel_index, row) for row in known.comparison.rows]
+            result = msgspec.structs.replace(known.comparison, rows=rows + sorted(fresh.values(), key=lambda r: r.kernel_index))
+        cache[key] = _Computed(result, real, kernels, last_seq)
+        return result
 
 
 class SimKernelTimes(msgspec.Struct, frozen=True):
