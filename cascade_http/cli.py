@@ -195,11 +195,12 @@ async def _store(settings: Settings) -> AsyncIterator[object]:
         settings.nats_url = url_file.read_text().strip()
     with _nats(settings) as url:
         nc = await _connect_once(url)
+        store = EventStore(nc)
         try:
-            store = EventStore(nc)
             await store.ensure_stream()
             yield store
         finally:
+            await store.close()
             await nc.close()
 
 

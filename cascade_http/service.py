@@ -103,10 +103,10 @@ async def running(settings: Settings) -> AsyncIterator[Cascade]:
     if settings.nats_url is None:
         raise ValueError("running() needs a NATS URL; `cascade serve` starts the embedded server first")
     nc = await connect_nats(settings.nats_url)
+    store = EventStore(nc)
+    objects = Objects(nc)
     try:
-        store = EventStore(nc)
         await store.ensure_stream()
-        objects = Objects(nc)
         await objects.ensure()
         if settings.samples:
             await samples.load(store, objects)
@@ -138,4 +138,6 @@ async def running(settings: Settings) -> AsyncIterator[Cascade]:
             tg.cancel_scope.cancel()
         con.close()
     finally:
+        await store.close()
+        await objects.close()
         await nc.close()

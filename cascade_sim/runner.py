@@ -95,6 +95,8 @@ class Runner:
             await cancels.unsubscribe()
             with anyio.CancelScope(shield=True):
                 await registry.withdraw(self._kv, self.id)
+                await self.store.close()
+                await self.objects.close()
 
     async def _take_requests(self, tg: anyio.abc.TaskGroup) -> None:
         sub = await self.store.js.pull_subscribe_bind(subjects.LAUNCH_CONSUMER, subjects.STREAM)

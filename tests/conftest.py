@@ -45,7 +45,8 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
 
 
 @pytest.fixture
-async def store(nc: Client) -> EventStore:
+async def store(nc: Client) -> AsyncIterator[EventStore]:
     s = EventStore(nc)
     await s.ensure_stream()
-    return s
+    yield s
+    await s.close()

@@ -47,14 +47,16 @@ class LiveServer(msgspec.Struct):
 
         async def seed() -> None:
             nc = await nats.connect(self.nats_url)
+            files, store = Objects(nc), EventStore(nc)
             try:
-                store = Objects(nc)
-                await store.ensure()
+                await files.ensure()
                 for name, data in objects.items():
-                    await store.put(name, _once(data))
-                seqs = await EventStore(nc).append_facts(list(events), timeout=30.0)
+                    await files.put(name, _once(data))
+                seqs = await store.append_facts(list(events), timeout=30.0)
                 await self.projected(seqs[-1])
             finally:
+                await files.close()
+                await store.close()
                 await nc.close()
 
         anyio.run(seed)

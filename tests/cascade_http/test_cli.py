@@ -87,7 +87,10 @@ async def append_lifecycle(nats_url: str) -> int:
     try:
         store = EventStore(nc)
         await store.ensure_stream()
-        return (await store.append_facts(lifecycle()))[-1]
+        try:
+            return (await store.append_facts(lifecycle()))[-1]
+        finally:
+            await store.close()
     finally:
         await nc.close()
 
@@ -107,6 +110,9 @@ def test_serve_starts_and_stops_its_nats_server_and_a_restart_keeps_the_read_mod
         # The dispatcher queues the lifecycle run's three sims for runners (none runs here).
         wait_projected(url, last + 3)
         stored = health(url)["stream_seq"]
+        live = run_cli("replay", "--verify", "--url", url, "--data-dir", str(data))
+        assert live.returncode == 0, live.stdout + live.stderr
+        assert "equal to a fresh replay" in live.stdout
     assert not nats_servers_under(data), "no orphan nats-server after Ctrl-C"
     assert not (data / "nats.url").exists()
     before = dump(duckdb.connect(str(data / "readmodel.duckdb"), read_only=True))

@@ -18,10 +18,11 @@ async def pieces(data: bytes, size: int) -> AsyncIterator[bytes]:
 
 
 @pytest.fixture
-async def objects(nc: Client) -> Objects:
+async def objects(nc: Client) -> AsyncIterator[Objects]:
     o = Objects(nc)
     await o.ensure()
-    return o
+    yield o
+    await o.close()
 
 
 @pytest.mark.parametrize("size", [0, 1, CHUNK_SIZE, CHUNK_SIZE * 3 + 17])
