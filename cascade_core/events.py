@@ -19,7 +19,7 @@ from cascade_core.models import RunEntry, SimMetrics, TraceKernel
 
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False):
     id: str
     at: datetime
     causation_id: str | None = None
@@ -222,7 +222,18 @@ def encode(event: Event) -> bytes:
 
 
 def decode(data: bytes) -> Event:
-    event: Event = _decoder.decode(data)
+    return _current(_decoder.decode(data))
+
+
+def decode_all(data: list[bytes]) -> list[Event]:
+    """Many events in one decoder call, as JSON lines (encoded JSON holds no raw newline)."""
+    events: list[Event] = _decoder.decode_lines(b"\n".join(data))
+    if len(events) != len(data):  # an empty payload makes no line: decode one by one to name it
+        return [decode(one) for one in data]
+    return [_current(event) for event in events] if UPCASTERS else events
+
+
+def _current(event: Event) -> Event:
     while (upcast := UPCASTERS.get(type(event))) is not None:
         event = upcast(event)
     return event

@@ -7,6 +7,7 @@ reversible escape that only ever yields `[A-Za-z0-9_-]`, so no id can split or f
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated
 
@@ -22,6 +23,7 @@ _PLAIN = re.compile(r"[A-Za-z0-9-]")
 _ALL_PLAIN = re.compile(r"[A-Za-z0-9-]+")
 
 
+@functools.lru_cache(maxsize=4096)  # every event of a sim names the same run and sim
 def subject_token(value: str) -> str:
     """Escape `value` into one safe subject token: `_` and anything outside [A-Za-z0-9-]
     become `_` followed by the character's UTF-8 bytes in hex, two digits each."""

@@ -134,10 +134,10 @@ class Firehose:
 
 
 def _position(reply: bytes) -> tuple[int, int, int]:
-    """Stream sequence, consumer sequence and pending count from a JetStream ack subject."""
-    if reply.count(b".") == 8:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<time>.<pending>
-        _, sseq, cseq, _, pending = reply.rsplit(b".", 4)
-        return int(sseq), int(cseq), int(pending)
-    # $JS.ACK.<domain>.<account>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<time>.<pending>...
+    """Stream sequence, consumer sequence and pending count from a JetStream ack subject:
+    $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<time>.<pending>, or with
+    <domain>.<account> after ACK and a random token at the end."""
     tokens = reply.split(b".")
+    if len(tokens) == 9:
+        return int(tokens[5]), int(tokens[6]), int(tokens[8])
     return int(tokens[7]), int(tokens[8]), int(tokens[10])

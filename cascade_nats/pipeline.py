@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import secrets
 
 from cascade_nats.wire import Wire, WireError
@@ -40,10 +41,13 @@ class Batch:
         self._out = bytearray()
 
     async def publish(self, subject: str, payload: bytes, msg_id: str | None = None) -> None:
+        if self.add(subject, payload, msg_id):
+            await self.settle()
+
+    def add(self, subject: str, payload: bytes, msg_id: str | None = None) -> bool:
+        """Frame one message without waiting: True once the caller must `await settle()`
+        (enough frames gathered to write, or as many in flight as allowed)."""
         index = len(self.seqs)
-        if index - self.acked >= MAX_IN_FLIGHT:
-            await self._flush()
-            await asyncio.wait_for(self._acked(index - MAX_IN_FLIGHT // 2), self._timeout)
         self.seqs.append(0)
         reply = f"{self._reply}{index}"
         out = self._out
@@ -55,8 +59,13 @@ class Batch:
             out += header
         out += payload
         out += b"\r\n"
-        if len(out) >= _WRITE_AT:
-            await self._flush()
+        return len(out) >= _WRITE_AT or index + 1 - self.acked >= MAX_IN_FLIGHT
+
+    async def settle(self) -> None:
+        """Write what is gathered; with too many in flight, wait until half are acked."""
+        await self._flush()
+        if len(self.seqs) - self.acked >= MAX_IN_FLIGHT:
+            await asyncio.wait_for(self._acked(len(self.seqs) - MAX_IN_FLIGHT // 2), self._timeout)
 
     async def _flush(self) -> None:
         # Frames go to the socket in large writes: a write per message costs a system call each.
@@ -121,7 +130,8 @@ class Pipeline:
         batch = await self.batch(timeout)
         try:
             for subject, payload, msg_id in messages:
-                await batch.publish(subject, payload, msg_id)
+                if batch.add(subject, payload, msg_id):
+                    await batch.settle()
             return await batch.done()
         finally:
             self.release(batch)
@@ -169,8 +179,8 @@ def _ack(payload: bytes, header: bytes) -> tuple[int, str | None]:
         start = payload.find(b'"description":"')
         description = payload[start + 15 : payload.find(b'"', start + 15)] if start >= 0 else payload
         return 0, description.decode(errors="replace")
-    start = payload.find(b'"seq":') + 6
-    end = start
-    while end < len(payload) and payload[end : end + 1].isdigit():
-        end += 1
-    return int(payload[start:end]), None
+    found = _SEQ.search(payload)
+    return (int(found[1]), None) if found else (0, f"an ack without a sequence: {payload[:80]!r}")
+
+
+_SEQ = re.compile(rb'"seq":(\d+)')

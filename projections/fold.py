@@ -26,6 +26,7 @@ import msgspec
 from cascade_core import events as ev
 from cascade_core.runs import FINISHED, SIM_STATES, run_state
 from projections.rows import (
+    APPEND_TABLES,
     KernelRow,
     LogChunkRow,
     RealTimingRow,
@@ -51,7 +52,7 @@ class Rows(msgspec.Struct, frozen=True):
     sims: dict[str, SimRow] = {}
 
 
-class Change(msgspec.Struct, frozen=True):
+class Change(msgspec.Struct, frozen=True, gc=False):
     """Something a run's live event stream shows: a sim, kernel, file or run row as it
     stood right after the event at `seq`."""
 
@@ -81,43 +82,41 @@ class _Batch:
         self.runs = dict(rows.runs)
         self.sims = dict(rows.sims)
         self.changed: set[tuple[str, str]] = set()
-        self.appended: dict[str, list[msgspec.Struct]] = {}
-        self.checked: dict[str, list[msgspec.Struct]] = {}
+        self.appended: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
+        self.checked: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
         self.purged_attempts: dict[str, int] = {}
         self.purged_traces: set[str] = set()
         self.changes: list[Change] = []
-
-    def append(self, table: str, row: msgspec.Struct, *, new: bool = False) -> None:
-        (self.appended if new else self.checked).setdefault(table, []).append(row)
 
     def purge_sim(self, sim_id: str, attempt: int) -> None:
         """Forget the rows of the sim's attempts before `attempt`, stored or in this batch."""
         self.purged_attempts[sim_id] = attempt
         for rows in (self.appended, self.checked):
             for table in ("kernels", "sim_log", "sim_files"):
-                rows[table] = [r for r in rows.get(table, []) if r.sim_id != sim_id or r.attempt >= attempt]  # type: ignore[attr-defined]
+                rows[table] = [r for r in rows[table] if r.sim_id != sim_id or r.attempt >= attempt]  # type: ignore[attr-defined]
 
     def purge_trace(self, trace_id: str) -> None:
         self.purged_traces.add(trace_id)
         for rows in (self.appended, self.checked):
             for table in ("trace_files", "trace_kernels", "trace_real_timing"):
-                rows[table] = [r for r in rows.get(table, []) if r.trace_id != trace_id]  # type: ignore[attr-defined]
+                rows[table] = [r for r in rows[table] if r.trace_id != trace_id]  # type: ignore[attr-defined]
 
     def put_trace(self, row: TraceRow) -> None:
         self.traces[row.id] = row
         self.changed.add(("traces", row.id))
 
-    def update_sim(self, seq: int, old: SimRow, changes: dict[str, object], *, quiet: bool = False) -> None:
+    def update_sim(self, seq: int, old: SimRow, changes: dict[str, object]) -> None:
         """Change some of a sim's fields. An update that changes nothing leaves the row as it
-        is, with the sequence of the event that last changed it; `quiet` is for bookkeeping
-        no reader sees, which neither moves the sequence nor shows up as a change."""
-        if all(getattr(old, name) == value for name, value in changes.items()):
-            return
-        row = msgspec.structs.replace(old, **changes) if quiet else msgspec.structs.replace(old, seq=seq, **changes)
+        is, with the sequence of the event that last changed it."""
+        for name, value in changes.items():
+            if getattr(old, name) != value:
+                self.put_sim(seq, old, msgspec.structs.replace(old, seq=seq, **changes))
+                return
+
+    def put_sim(self, seq: int, old: SimRow, row: SimRow) -> None:
+        """A sim's row as the event at `seq` changed it from `old`."""
         self.sims[row.id] = row
         self.changed.add(("sims", row.id))
-        if quiet:
-            return
         self.changes.append(Change(seq, row.run_id, "sim", row))
         if old.state != row.state:
             self._count(seq, row.run_id, old.state, row.state)
@@ -182,18 +181,18 @@ def _apply_trace(b: _Batch, seq: int, e: ev.Event) -> None:
             return
         case ev.TraceFilesStored() if trace is not None and _open(trace):
             for f in e.files:
-                b.append("trace_files", TraceFileRow(trace_id, f.path, f.bytes, f.digest))
+                b.checked["trace_files"].append(TraceFileRow(trace_id, f.path, f.bytes, f.digest))
             if trace.state == "uploading":  # the whole upload is stored: processing it starts
                 b.put_trace(msgspec.structs.replace(trace, state="processing", updated_at=e.at, seq=seq))
             return
         case ev.TraceKernelsListed() if trace is not None and _open(trace):
             for k in e.kernels:
                 row = TraceKernelRow(trace_id, k.uid, k.name, k.grid, k.block, k.shmem, k.nregs, k.file, k.cuda_stream_id)
-                b.append("trace_kernels", row)
+                b.checked["trace_kernels"].append(row)
             return
         case ev.TraceRealTimingListed() if trace is not None and _open(trace):
             for r in e.rows:
-                b.append("trace_real_timing", RealTimingRow(trace_id, r.kernel_id, r.kernel_name, r.duration_ns))
+                b.checked["trace_real_timing"].append(RealTimingRow(trace_id, r.kernel_id, r.kernel_name, r.duration_ns))
             return
     if trace is None or trace.deleted or trace.state in ("ready", "failed") and not isinstance(e, ev.TraceDeleted):
         return
@@ -351,11 +350,14 @@ def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> 
         return
     stats = bytes(e.stats).decode()
     row = KernelRow(sim.id, e.attempt, e.kernel_index, e.uid, e.name, e.gpu_sim_cycle, e.gpu_sim_insn, e.gpu_ipc, e.sim_time_ns, stats, seq)
-    new = e.kernel_index >= sim.kernels_recorded
-    b.append("kernels", row, new=new)
     b.changes.append(Change(seq, sim.run_id, "kernel", row))
-    if new:
-        b.update_sim(seq, sim, {"kernels_recorded": e.kernel_index + 1}, quiet=True)
+    if e.kernel_index < sim.kernels_recorded:
+        b.checked["kernels"].append(row)
+        return
+    b.appended["kernels"].append(row)
+    # Bookkeeping no reader sees: the row keeps the sequence it had and shows no change.
+    b.sims[sim.id] = msgspec.structs.replace(sim, kernels_recorded=e.kernel_index + 1)
+    b.changed.add(("sims", sim.id))
 
 
 def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
@@ -366,25 +368,26 @@ def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
     count = e.line_count
     fresh_from = max(0, sim.log_seq + 1 - e.first_line_seq)
     if count:
-        b.append("sim_log", LogChunkRow(sim.id, e.attempt, e.first_line_seq, count, e.log), new=fresh_from == 0)
-    changes: dict[str, object] = {}
+        chunk = LogChunkRow(sim.id, e.attempt, e.first_line_seq, count, e.log)
+        (b.appended if fresh_from == 0 else b.checked)["sim_log"].append(chunk)
+    # Either change certainly changes the row: new lines move `log_seq` on, a later
+    # heartbeat moves `last_heartbeat_at` on.
+    changes: dict[str, Any] = {}
     if fresh_from < count:
         last = e.log.rsplit("\n", LOG_TAIL)[-min(LOG_TAIL, count - fresh_from) :]
         changes["log_tail"] = (sim.log_tail + last)[-LOG_TAIL:]
         changes["log_seq"] = e.first_line_seq + count - 1
     if sim.last_heartbeat_at is None or e.at > sim.last_heartbeat_at:
         latest = e.latest
-        changes |= {
-            "last_heartbeat_at": e.at,
-            "kernels_done": e.kernels_done,
-            "current_kernel": e.current_kernel,
-            "gpu_tot_sim_cycle": latest.gpu_tot_sim_cycle,
-            "gpu_tot_sim_insn": latest.gpu_tot_sim_insn,
-            "gpu_tot_ipc": latest.gpu_tot_ipc,
-            "sim_rate_ips": latest.sim_rate_ips,
-        }
+        changes["last_heartbeat_at"] = e.at
+        changes["kernels_done"] = e.kernels_done
+        changes["current_kernel"] = e.current_kernel
+        changes["gpu_tot_sim_cycle"] = latest.gpu_tot_sim_cycle
+        changes["gpu_tot_sim_insn"] = latest.gpu_tot_sim_insn
+        changes["gpu_tot_ipc"] = latest.gpu_tot_ipc
+        changes["sim_rate_ips"] = latest.sim_rate_ips
     if changes:
-        b.update_sim(seq, sim, changes)
+        b.put_sim(seq, sim, msgspec.structs.replace(sim, seq=seq, **changes))
 
 
 def _file_stored(b: _Batch, seq: int, sim: SimRow, e: ev.SimFileStored) -> None:
@@ -392,7 +395,7 @@ def _file_stored(b: _Batch, seq: int, sim: SimRow, e: ev.SimFileStored) -> None:
     if e.attempt != sim.attempt:
         return
     row = SimFileRow(sim.id, e.attempt, e.name, e.size, e.content_type, e.at, e.object_name, e.digest, seq)
-    b.append("sim_files", row)
+    b.checked["sim_files"].append(row)
     b.changes.append(Change(seq, sim.run_id, "file", row))
 
 

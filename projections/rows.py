@@ -11,7 +11,7 @@ from datetime import datetime
 import msgspec
 
 
-class TraceRow(msgspec.Struct, frozen=True, kw_only=True):
+class TraceRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     id: str
     state: str
     error: str | None
@@ -31,14 +31,14 @@ class TraceRow(msgspec.Struct, frozen=True, kw_only=True):
     seq: int
 
 
-class TraceFileRow(msgspec.Struct, frozen=True):
+class TraceFileRow(msgspec.Struct, frozen=True, gc=False):
     trace_id: str
     path: str
     bytes: int
     digest: str
 
 
-class TraceKernelRow(msgspec.Struct, frozen=True):
+class TraceKernelRow(msgspec.Struct, frozen=True, gc=False):
     trace_id: str
     uid: int
     name: str
@@ -50,14 +50,14 @@ class TraceKernelRow(msgspec.Struct, frozen=True):
     cuda_stream_id: int | None
 
 
-class RealTimingRow(msgspec.Struct, frozen=True):
+class RealTimingRow(msgspec.Struct, frozen=True, gc=False):
     trace_id: str
     kernel_id: int
     kernel_name: str
     duration_ns: float
 
 
-class RunRow(msgspec.Struct, frozen=True, kw_only=True):
+class RunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     id: str
     trace_id: str
     created_at: datetime
@@ -69,7 +69,7 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True):
     seq: int
 
 
-class SimRow(msgspec.Struct, frozen=True, kw_only=True):
+class SimRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     id: str
     run_id: str
     gpu_config: str
@@ -101,7 +101,7 @@ class SimRow(msgspec.Struct, frozen=True, kw_only=True):
     seq: int
 
 
-class KernelRow(msgspec.Struct, frozen=True):
+class KernelRow(msgspec.Struct, frozen=True, gc=False):
     sim_id: str
     attempt: int
     kernel_index: int
@@ -115,7 +115,7 @@ class KernelRow(msgspec.Struct, frozen=True):
     seq: int
 
 
-class LogChunkRow(msgspec.Struct, frozen=True):
+class LogChunkRow(msgspec.Struct, frozen=True, gc=False):
     """The lines of one heartbeat, joined by newlines. A sim prints tens of thousands of
     lines; a row each would cost more to write than everything else the sim reports."""
 
@@ -126,7 +126,7 @@ class LogChunkRow(msgspec.Struct, frozen=True):
     text: str
 
 
-class SimFileRow(msgspec.Struct, frozen=True):
+class SimFileRow(msgspec.Struct, frozen=True, gc=False):
     sim_id: str
     attempt: int
     name: str
