@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,15 +72,16 @@ def request(url: str, path: str, body: object | None = None) -> object:
         return json.loads(r.read())
 
 
-def wait(url: str, run_id: str, kernels: int, timeout: float) -> None:
+def wait(url: str, run_id: str, kernels: int, timeout: float) -> dict:
+    """The run once every kernel is queryable."""
     deadline = time.monotonic() + timeout
     while True:
         run = request(url, f"/api/runs/{run_id}")
         if run["state"] != "active" and run["sims"][0]["kernels_done"] >= kernels:  # type: ignore[index]
-            return
+            return run  # type: ignore[return-value]
         assert run["state"] in ("active", "succeeded"), run
         assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+        time.sleep(0.2)  # each poll costs the server a run detail query, ~10 ms of CPU here
 
 
 class Sampler(threading.Thread):
@@ -146,13 +148,17 @@ def main(size_mb: int, paced_kernels: int) -> None:
                 others_before = cpu_seconds(server.pid), cpu_seconds(nats_pid)
                 started = time.perf_counter()
                 run = request(url, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})
-                wait(url, run["id"], kernels, timeout=1800)  # type: ignore[index]
+                done = wait(url, run["id"], kernels, timeout=1800)  # type: ignore[index]
                 elapsed = time.perf_counter() - started
+                sim = done["sims"][0]
+                created, began, ended = (datetime.fromisoformat(t).timestamp() for t in (done["created_at"], sim["started_at"], sim["finished_at"]))
                 cpu = cpu_seconds(worker.pid) - cpu_before
                 server_cpu, nats_cpu = cpu_seconds(server.pid) - others_before[0], cpu_seconds(nats_pid) - others_before[1]
                 sampler.running = False
                 print(f"output: {size / 1e6:.1f} MB, {kernels} kernels, every stat of each")
                 print(f"end to end (simulator stdout -> queryable kernels): {size / 1e6 / elapsed:.1f} MB/s ({elapsed:.1f} s)")
+                print(f"  of which: created -> simulator running {began - created:.1f} s, running -> runner done {ended - began:.1f} s "
+                      f"({size / 1e6 / (ended - began):.1f} MB/s), then until queryable {elapsed - (ended - created):.1f} s")
                 print(f"runner CPU: {cpu * 1e3 / (size / 1e6):.1f} ms per MB of output "
                       f"(a real kernel prints ~150 KB: {cpu / kernels * 1e3:.1f} ms per kernel here)")
                 print(f"runner peak resident memory: {sampler.peak_kb / 1024:.1f} MB")
@@ -160,12 +166,24 @@ def main(size_mb: int, paced_kernels: int) -> None:
             finally:
                 worker.terminate()
                 worker.wait()
+            # The paced run measures steady state: it starts once the burst above is folded in.
+            print(f"write-ahead log folded into the database {quiet(tmp / 'data' / 'readmodel.duckdb.wal'):.1f} s after the burst")
             print(latency(url, nats_url, tree, tmp, paced_kernels, env))
         finally:
             server.terminate()
             server.wait()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def quiet(wal: Path, timeout: float = 300) -> float:
+    """Wait until the server has folded its write-ahead log into the database file, which it
+    does once the stream goes quiet; returns how long that took."""
+    started = time.perf_counter()
+    while wal.exists() and wal.stat().st_size > 0:
+        assert time.perf_counter() - started < timeout, "the write-ahead log was never folded in"
+        time.sleep(0.05)
+    return time.perf_counter() - started
 
 
 def latency(url: str, nats_url: str, tree: Path, tmp: Path, kernels: int, env: dict[str, str]) -> str:

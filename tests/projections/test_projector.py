@@ -107,3 +107,27 @@ def test_a_batch_stops_at_its_event_count_or_its_byte_bound(monkeypatch: pytest.
     big = [(1, b"s", b"x" * 60), (2, b"s", b"x" * 60), (3, b"s", b"x")]
     assert projector_module.batch_length(big) == 2  # the event that passes the bound ends it
     assert projector_module.batch_length([(1, b"s", b"x" * 500)]) == 1
+
+
+async def test_the_write_ahead_log_is_folded_in_when_the_stream_goes_quiet(
+    store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anyio
+
+    monkeypatch.setattr(projector_module, "CHECKPOINT_IDLE_AT", 0)
+    monkeypatch.setattr(projector_module, "IDLE_S", 0.3)
+    con = connect(tmp_path / "live.duckdb")
+    con.execute("CHECKPOINT")
+    wal = tmp_path / "live.duckdb.wal"
+    projector = Projector(store, con)
+    seqs = await store.append_facts(lifecycle())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(projector.run)
+        await projector.wait_for(seqs[-1], timeout=10)
+        assert wal.exists() and wal.stat().st_size > 0, "the batch went to the log first"
+        with anyio.fail_after(5):
+            while wal.exists() and wal.stat().st_size > 0:
+                await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()
+    await replay(store, tmp_path / "fresh.duckdb")
+    assert dump(con) == dump(connect(tmp_path / "fresh.duckdb"))
