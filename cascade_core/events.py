@@ -226,11 +226,17 @@ def decode(data: bytes) -> Event:
 
 
 def decode_all(data: list[bytes]) -> list[Event]:
-    """Many events in one decoder call, as JSON lines (encoded JSON holds no raw newline)."""
-    events: list[Event] = _decoder.decode_lines(b"\n".join(data))
-    if len(events) != len(data):  # an empty payload makes no line: decode one by one to name it
-        return [decode(one) for one in data]
-    return [_current(event) for event in events] if UPCASTERS else events
+    """Many events. Small ones go to the decoder in one call, as JSON lines (encoded JSON
+    holds no raw newline), which saves a call each; big ones (log chunks, stats maps) one by
+    one, since joining them would copy every byte once more."""
+    if len(data) > 1 and sum(map(len, data)) < _JOIN_BELOW * len(data):
+        events: list[Event] = _decoder.decode_lines(b"\n".join(data))
+        if len(events) == len(data):  # else an empty payload made no line: decode one by one to name it
+            return [_current(event) for event in events] if UPCASTERS else events
+    return [decode(one) for one in data]
+
+
+_JOIN_BELOW = 4096  # bytes per event on average
 
 
 def _current(event: Event) -> Event:
