@@ -23,6 +23,7 @@ from pathlib import Path
 import nats
 
 from cascade_core import events as ev
+from cascade_core.heap import settle_heap
 from cascade_core.models import RunEntry, SimMetrics
 from cascade_nats import server
 from cascade_nats.store import EventStore
@@ -70,6 +71,7 @@ def facts(n: int, start: int = 0) -> list[ev.Event]:
 async def publish(url: str, n: int, start: int) -> tuple[float, float]:
     """Publish events `start` to `start + n`; the rate, and the wall-clock time the first
     publish began (so the end-to-end clock leaves out this process's start-up)."""
+    settle_heap()  # as a runner does when it starts
     nc = await nats.connect(url)
     store = EventStore(nc)
     events = facts(n, start)
@@ -108,6 +110,8 @@ async def main(n: int) -> None:
         await projector.wait_for(first + n - 1, timeout=600)
         e2e_rate = n / (time.time() - began)
         task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        con.close()
 
         total = await store.last_seq()
         started = time.perf_counter()

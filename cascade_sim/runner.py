@@ -27,6 +27,7 @@ from nats.js.kv import KeyValue
 
 from cascade_core import events as ev
 from cascade_core import subjects
+from cascade_core.heap import settle_heap
 from cascade_core.models import Runner as RunnerInfo
 from cascade_nats.objects import Objects
 from cascade_nats.store import ConcurrencyError, EventStore
@@ -86,6 +87,7 @@ class Runner:
         await ensure_consumers(self.store.js, ack_wait_s=self.ack_wait_s)
         self._kv = await registry.bucket(self.store.js)
         cancels = await self.nc.subscribe(subjects.RUN_EVENTS, cb=self._on_run_event)
+        settle_heap()
         log.info("runner %s: %d slots, configs %s", self.id, self.slots, ", ".join(self.configs) or "none")
         try:
             async with anyio.create_task_group() as tg:

@@ -10,7 +10,6 @@ from `live` once it is committed.
 from __future__ import annotations
 
 import asyncio
-import gc
 import itertools
 import logging
 from collections.abc import Callable, Sequence
@@ -22,6 +21,7 @@ import msgspec
 
 from cascade_core import events as ev
 from cascade_core import subjects
+from cascade_core.heap import settle_heap
 from cascade_nats.firehose import Frame
 from cascade_nats.store import EventStore
 from projections import tables
@@ -79,14 +79,6 @@ def batch_length(frames: list[Frame]) -> int:
         if size >= MAX_BATCH_BYTES:
             return count
     return min(len(frames), MAX_BATCH)
-
-
-def settle_heap() -> None:
-    """Move everything alive now (modules, the app, caches) out of the collector's reach.
-    Projecting allocates objects by the million and so sets off full collections, each of
-    which would walk the whole heap again: a tenth of replay's time before this."""
-    gc.collect()
-    gc.freeze()
 
 
 class RowCache:
