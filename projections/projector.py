@@ -148,15 +148,12 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int) -> None:
 
 
 # Up to this many rows go in as one parameterised statement: for the few rows a live event
-# brings, that costs a third of handing DuckDB an Arrow table; beyond it, Arrow wins. Rows
-# carrying a log chunk or a stats map (tens of KB) go in through Arrow however few they are:
-# binding such a text as a parameter costs a fifth more (measured).
+# brings, that costs a third of handing DuckDB an Arrow table; beyond it, Arrow wins.
 FEW_ROWS = 8
-_BULKY = frozenset({"kernels", "sim_log"})
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[msgspec.Struct], dedupe: tuple[str, ...] | None) -> None:
-    if dedupe is None and len(rows) <= FEW_ROWS and table not in _BULKY:
+    if dedupe is None and len(rows) <= FEW_ROWS:
         width = len(rows[0].__struct_fields__)
         values = ", ".join(["(" + ", ".join(["?"] * width) + ")"] * len(rows))
         con.execute(f"INSERT INTO {table} VALUES {values}", [v for row in rows for v in msgspec.structs.astuple(row)])
