@@ -1,8 +1,11 @@
-"""What tests share besides fixtures: where the read-only Accel-Sim material is."""
+"""What tests share besides fixtures: where the read-only Accel-Sim material is, and waiting
+for something that happens in another process or thread."""
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -21,3 +24,11 @@ ACCELSIM = SHARED / "accelsim"
 TRACES = ACCELSIM / "traces"
 LOGS = ACCELSIM / "logs"
 TREE = ACCELSIM / "tree"
+
+
+def wait_until(condition: Callable[[], object], timeout: float, message: str = "timed out") -> None:
+    """Poll `condition` every 50 ms until it holds; fail with `message` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, message
+        time.sleep(0.05)

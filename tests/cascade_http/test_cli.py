@@ -20,6 +20,7 @@ import pytest
 from cascade_nats.store import EventStore
 from tests.projections.histories import lifecycle
 from tests.projections.test_fold import dump
+from tests.support import wait_until
 
 CASCADE = [sys.executable, "-m", "cascade_http.cli"]
 
@@ -96,10 +97,7 @@ async def append_lifecycle(nats_url: str) -> int:
 
 
 def wait_projected(url: str, seq: int) -> None:
-    deadline = time.monotonic() + 20
-    while health(url)["projected_seq"] < seq:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: health(url)["projected_seq"] >= seq, 20)
 
 
 def test_serve_starts_and_stops_its_nats_server_and_a_restart_keeps_the_read_model(tmp_path: Path) -> None:

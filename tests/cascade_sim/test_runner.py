@@ -25,7 +25,7 @@ from tests.cascade_sim.world import (
     wait_run,
     worker,
 )
-from tests.support import TRACES
+from tests.support import TRACES, wait_until
 
 TOKEN = "t"
 
@@ -148,10 +148,7 @@ def test_sigterm_mid_kernel_is_cancelled_when_we_cancel_and_failed_otherwise(
         else:
             assert (run["state"], sim["state"], sim["exit_code"]) == ("failed", "failed", 143)
             assert sim["error"] == "killed by signal 15 (SIGTERM)"
-        deadline = time.monotonic() + 10
-        while list((tmp_path / "data" / "runner" / "sims").glob("*")):
-            assert time.monotonic() < deadline, "no leftover working directory"
-            time.sleep(0.05)
+        wait_until(lambda: not list((tmp_path / "data" / "runner" / "sims").glob("*")), 10, "no leftover working directory")
 
 
 def test_the_wall_time_limit_fails_a_sim_saying_so(tmp_path: Path, nats_url: str, tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,10 +166,7 @@ def test_a_killed_runner_loses_no_sim_and_records_no_kernel_twice(tmp_path: Path
         store_trace(service(client), client, "combo", TRACES / "combo-vec-mm-xz", "sm_61")
         with worker(nats_url, tree, tmp_path / "w1", lease_s=2, CASCADE_FAKE_ACCELSIM_PACE="1.5") as first:
             run_id = create_run(client, "combo", "SM61_TITANX")["id"]
-            deadline = time.monotonic() + 30
-            while client.get(f"/api/runs/{run_id}").json()["sims"][0]["kernels_done"] < 1:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            wait_until(lambda: client.get(f"/api/runs/{run_id}").json()["sims"][0]["kernels_done"] >= 1, 30)
             first.send_signal(signal.SIGKILL)
             first.wait()
         with worker(nats_url, tree, tmp_path / "w2", lease_s=2):
@@ -193,10 +187,7 @@ def test_after_the_allowed_attempts_a_lost_sim_fails_saying_the_runner_was_lost(
         sim_id = client.get(f"/api/runs/{run_id}").json()["sims"][0]["id"]
         for attempt in range(1, 4):
             with worker(nats_url, tree, tmp_path / f"w{attempt}", lease_s=1.5, CASCADE_FAKE_ACCELSIM_PACE="30") as w:
-                deadline = time.monotonic() + 30
-                while len(client.portal.call(_claims, service(client), sim_id)) < attempt:  # type: ignore[union-attr]
-                    assert time.monotonic() < deadline
-                    time.sleep(0.05)
+                wait_until(lambda n=attempt: len(client.portal.call(_claims, service(client), sim_id)) >= n, 30)  # type: ignore[union-attr]
                 w.send_signal(signal.SIGKILL)
                 w.wait()
         with worker(nats_url, tree, tmp_path / "w4", lease_s=1.5):
