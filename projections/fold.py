@@ -115,11 +115,15 @@ class _Batch:
 
     def put_sim(self, seq: int, old: SimRow, row: SimRow) -> None:
         """A sim's row as the event at `seq` changed it from `old`."""
-        self.sims[row.id] = row
-        self.changed.add(("sims", row.id))
+        self.keep_sim(row)
         self.changes.append(Change(seq, row.run_id, "sim", row))
         if old.state != row.state:
             self._count(seq, row.run_id, old.state, row.state)
+
+    def keep_sim(self, row: SimRow) -> None:
+        """A sim's row to write, with no change of it shown to live streams."""
+        self.sims[row.id] = row
+        self.changed.add(("sims", row.id))
 
     def _count(self, seq: int, run_id: str, old: str, new: str) -> None:
         run = self.runs[run_id]
@@ -267,8 +271,7 @@ def _run_created(b: _Batch, seq: int, e: ev.RunCreated) -> None:
     )
     b.changed.add(("runs", e.run_id))
     for spec in e.sims:
-        b.sims[spec.sim_id] = _new_sim(seq, e, spec)
-        b.changed.add(("sims", spec.sim_id))
+        b.keep_sim(_new_sim(seq, e, spec))
 
 
 # What an attempt's run sets; a sim starts without, and a new attempt starts over.
@@ -356,8 +359,7 @@ def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> 
         return
     b.appended["kernels"].append(row)
     # Bookkeeping no reader sees: the row keeps the sequence it had and shows no change.
-    b.sims[sim.id] = msgspec.structs.replace(sim, kernels_recorded=e.kernel_index + 1)
-    b.changed.add(("sims", sim.id))
+    b.keep_sim(msgspec.structs.replace(sim, kernels_recorded=e.kernel_index + 1))
 
 
 def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
