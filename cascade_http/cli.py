@@ -5,7 +5,8 @@
     cascade events     print an aggregate's history
     cascade trace upload DIR   stream a trace directory to a running server
 
-An unusable setting ends the command with one line `cascade: error: ...` and exit status 2.
+An unusable setting ends the command with one line `cascade: error: ...` and exit status 2;
+a reader that stops reading (`| head`) ends it quietly with status 141, as SIGPIPE would.
 """
 
 from __future__ import annotations
@@ -14,28 +15,35 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 
+from cascade_http import datadir, event_log, locate
 from cascade_http.config import (
     ConfigError,
     Settings,
+    absolute,
+    bind_port,
     check_accelsim_dir,
-    check_data_dir,
-    check_port,
     load_or_create_token,
     resolve,
+    url_of,
 )
 
 log = logging.getLogger("cascade")
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", help="where the read model and the embedded NATS store live (CASCADE_DATA_DIR)")
+def _common(parser: argparse.ArgumentParser, *, api: bool = False) -> None:
+    if api:
+        locate.add_arguments(parser)
+    else:
+        parser.add_argument("--data-dir", help="where the read model and the embedded NATS store live (CASCADE_DATA_DIR)")
     parser.add_argument("--nats-url", help="use this NATS server or cluster instead of the embedded one (CASCADE_NATS_URL)")
 
 
@@ -52,12 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--runner-slots", type=int, help="sims this process runs at once (CASCADE_RUNNER_SLOTS)")
 
     replay = sub.add_parser("replay", help="rebuild a read model from the event log, or verify the live one")
-    _common(replay)
+    _common(replay, api=True)
     what = replay.add_mutually_exclusive_group(required=True)
     what.add_argument("--db", help="build a fresh DuckDB read model in this file")
     what.add_argument("--verify", action="store_true", help="check that a fresh replay equals the live read model")
     replay.add_argument("--force", action="store_true", help="overwrite --db if it exists")
-    replay.add_argument("--url", help="the running server, for --verify (CASCADE_URL)")
 
     worker = sub.add_parser("worker", help="run sims on this machine for a Cascade cluster (needs only NATS)")
     worker.add_argument("--nats-url", help="the cluster's NATS (CASCADE_NATS_URL)")
@@ -82,8 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace_upload = trace_sub.add_parser("upload", help="upload an Accel-Sim trace directory, with a progress bar")
     trace_upload.add_argument("directory", help="the trace directory (kernelslist.g and its kernel files)")
     trace_upload.add_argument("--id", help="the trace's id (default: a new trace-<hex> id)")
-    trace_upload.add_argument("--url", help="the server (CASCADE_URL, default http://127.0.0.1:8000)")
-    trace_upload.add_argument("--data-dir", help="where the API token is, if CASCADE_TOKEN is not set (CASCADE_DATA_DIR)")
+    locate.add_arguments(trace_upload)
     return parser
 
 
@@ -91,12 +97,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
+        sys.stdout.flush()  # here, so that a closed pipe is noticed here
+        return status
     except ConfigError as err:
         print(f"cascade: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # Whatever is still buffered goes nowhere, rather than failing again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -113,95 +125,32 @@ def serve(args: argparse.Namespace) -> int:
     from cascade_http.app import create_app
 
     settings = _settings(args)
-    check_data_dir(settings.data_dir)
-    check_port(settings.host, settings.port)
     check_accelsim_dir(settings.accelsim_dir)
-    if settings.nats_url is not None:
-        asyncio.run(_check_nats(settings.nats_url))
-    if settings.token is None:
-        settings.token, created = load_or_create_token(settings.data_dir)
-        if created:
-            print(f"cascade: API token (stored in {settings.data_dir / 'token'}): {settings.token}", flush=True)
-    with _nats(settings) as url:
-        settings.nats_url = url
-        config = uvicorn.Config(
-            create_app(settings), host=settings.host, port=settings.port, lifespan="on", log_level="info", timeout_graceful_shutdown=5
-        )
-        server = uvicorn.Server(config)
-        # uvicorn shuts down on SIGINT/SIGTERM and then raises the signal again; let that end
-        # this function normally, so the embedded nats-server is stopped after the app.
-        signal.signal(signal.SIGTERM, _stop)
-        with contextlib.suppress(KeyboardInterrupt, SystemExit):
-            server.run()
-        return 0 if server.started else 1
+    # Nothing in the data dir is touched before its lock is held: a second server on a live
+    # data dir stops here and leaves the first one's files and processes alone.
+    with datadir.lock(settings.data_dir), bind_port(settings.host, settings.port) as listener:
+        if settings.nats_url is not None:
+            asyncio.run(event_log.check_nats(settings.nats_url))
+        if settings.token is None:
+            settings.token, created = load_or_create_token(settings.data_dir)
+            if created:
+                print(f"cascade: API token (stored in {settings.data_dir / 'token'}): {settings.token}", flush=True)
+        with event_log.configured_or_embedded(settings) as nats_url:
+            settings.nats_url = nats_url
+            service = datadir.Service(pid=os.getpid(), api_url=url_of(listener), nats_url=nats_url, started_at=datetime.now(UTC))
+            config = uvicorn.Config(create_app(settings), lifespan="on", log_level="info", timeout_graceful_shutdown=5)
+            server = uvicorn.Server(config)
+            # uvicorn shuts down on SIGINT/SIGTERM and then raises the signal again; let that end
+            # this function normally, so the embedded nats-server is stopped after the app.
+            signal.signal(signal.SIGTERM, _stop)
+            with datadir.published(settings.data_dir, service), contextlib.suppress(KeyboardInterrupt, SystemExit):
+                log.info("API on %s, data dir %s", service.api_url, settings.data_dir)
+                server.run(sockets=[listener])
+            return 0 if server.started else 1
 
 
 def _stop(signum: int, frame: object) -> None:
     raise SystemExit(0)
-
-
-@contextlib.contextmanager
-def _nats(settings: Settings):  # type: ignore[no-untyped-def]
-    """The NATS URL to use: the configured one once it answers, else a fresh embedded server
-    whose URL is left in the data dir while it runs (for `replay` and `events`)."""
-    from cascade_nats import server
-
-    if settings.nats_url is not None:
-        yield settings.nats_url
-        return
-    try:
-        embedded = server.start(settings.store_dir)
-    except server.NatsServerError as err:
-        raise ConfigError(f"embedded nats-server (store {settings.store_dir}): {err}") from err
-    url_file = settings.data_dir / "nats.url"
-    url_file.write_text(embedded.url)
-    try:
-        yield embedded.url
-    finally:
-        url_file.unlink(missing_ok=True)
-        embedded.stop()
-
-
-async def _check_nats(url: str) -> None:
-    """Fail fast with one line if no NATS server greets us at `url`."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url if "://" in url else f"nats://{url}")
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port or 4222), 3)
-        greeting = await asyncio.wait_for(reader.readline(), 3)
-        writer.close()
-    except (OSError, TimeoutError) as err:
-        raise ConfigError(f"NATS at {url}: unreachable ({getattr(err, 'strerror', None) or 'no answer'})") from err
-    if not greeting.startswith(b"INFO "):
-        raise ConfigError(f"NATS at {url}: not a NATS server")
-
-
-async def _connect_once(url: str):  # type: ignore[no-untyped-def]
-    import nats
-
-    await _check_nats(url)
-    return await nats.connect(url, name="cascade-cli", connect_timeout=3)
-
-
-@contextlib.asynccontextmanager
-async def _store(settings: Settings) -> AsyncIterator[object]:
-    """An event store on the configured NATS, on the running server's embedded one, or on a
-    temporary embedded server over the data dir's stored events."""
-    from cascade_nats.store import EventStore
-
-    url_file = settings.data_dir / "nats.url"
-    if settings.nats_url is None and url_file.exists():
-        settings.nats_url = url_file.read_text().strip()
-    with _nats(settings) as url:
-        nc = await _connect_once(url)
-        store = EventStore(nc)
-        try:
-            await store.ensure_stream()
-            yield store
-        finally:
-            await store.close()
-            await nc.close()
 
 
 # --- worker -------------------------------------------------------------------------------
@@ -214,9 +163,11 @@ def worker(args: argparse.Namespace) -> int:
     if settings.accelsim_dir is None:
         raise ConfigError("cascade worker needs --accelsim-dir (or CASCADE_ACCELSIM_DIR): a local Accel-Sim install")
     check_accelsim_dir(settings.accelsim_dir)
-    check_data_dir(Path(args.work_dir))
-    asyncio.run(_check_nats(settings.nats_url))
-    asyncio.run(_work(settings, Path(args.work_dir)))
+    # The simulator runs in a directory of its own: the paths it gets must be absolute.
+    work_dir = absolute(Path(args.work_dir))
+    with datadir.lock(work_dir, "work dir"):
+        asyncio.run(event_log.check_nats(settings.nats_url))
+        asyncio.run(_work(settings, work_dir))
     return 0
 
 
@@ -259,7 +210,7 @@ async def _run_worker(settings: Settings, work_dir: Path) -> None:
 def replay(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.verify:
-        return _verify(settings, args.url)
+        return _verify(args, settings)
     db = Path(args.db)
     if db.exists():
         if not args.force:
@@ -274,27 +225,20 @@ async def _replay_to(settings: Settings, db: Path) -> int:
 
     from projections.replay import replay as run_replay
 
-    async with _store(settings) as store:
-        started = time.perf_counter()
-        seq = await run_replay(store, db)  # type: ignore[arg-type]
-        elapsed = time.perf_counter() - started
+    with event_log.for_reading(settings) as url:
+        async with event_log.open_store(url) as store:
+            started = time.perf_counter()
+            seq = await run_replay(store, db)
+            elapsed = time.perf_counter() - started
     print(f"replayed {seq} events into {db} in {elapsed:.2f}s ({seq / max(elapsed, 1e-9):,.0f} events/s)")
     return 0
 
 
-def _verify(settings: Settings, url: str | None) -> int:
-    import os
-
-    url = url or os.environ.get("CASCADE_URL")
-    if url is None and (settings.data_dir / "nats.url").exists():
-        url = f"http://{settings.host}:{settings.port}"
-    if url is not None:
-        from cascade_http.client import ApiClient
-
-        raw = ApiClient(url, settings.token).post("/api/replay/verify")
+def _verify(args: argparse.Namespace, settings: Settings) -> int:
+    if locate.served_url(args) is not None:
         from projections.replay import Verification
 
-        report = msgspec.json.decode(raw, type=Verification)
+        report = msgspec.json.decode(locate.api_client(args).post("/api/replay/verify"), type=Verification)
     else:
         report = asyncio.run(_verify_offline(settings))
     for check in report.tables:
@@ -312,15 +256,17 @@ async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
 
     if not settings.db_path.exists():
         raise ConfigError(f"no read model at {settings.db_path}")
-    try:
-        con = duckdb.connect(str(settings.db_path))
-    except duckdb.IOException as err:
-        raise ConfigError(f"read model {settings.db_path}: in use by a running server; pass --url") from err
-    try:
-        async with _store(settings) as store:
-            return await verify(store, con.cursor())  # type: ignore[arg-type]
-    finally:
-        con.close()
+    with datadir.lock(settings.data_dir):
+        try:
+            con = duckdb.connect(str(settings.db_path))
+        except duckdb.IOException as err:
+            raise ConfigError(f"read model {settings.db_path}: in use by another process ({err})") from err
+        try:
+            with event_log.configured_or_embedded(settings) as url:
+                async with event_log.open_store(url) as store:
+                    return await verify(store, con.cursor())
+        finally:
+            con.close()
 
 
 # --- timeline -----------------------------------------------------------------------------
@@ -360,15 +306,16 @@ async def _events(settings: Settings, aggregate_id: str, *, as_json: bool) -> in
     from cascade_http.history import describe
 
     found = 0
-    async with _store(settings) as store:
-        for subject in (subjects.trace(aggregate_id), subjects.run_history(aggregate_id), subjects.sim_history(aggregate_id)):
-            async for item in store.read(subject):  # type: ignore[attr-defined]
-                found += 1
-                if as_json:
-                    line = {"seq": item.seq, "subject": item.subject, "event": item.event}
-                    print(msgspec.json.encode(line).decode())
-                else:
-                    print(describe(item.seq, item.event))
+    with event_log.for_reading(settings) as url:
+        async with event_log.open_store(url) as store:
+            for subject in (subjects.trace(aggregate_id), subjects.run_history(aggregate_id), subjects.sim_history(aggregate_id)):
+                async for item in store.read(subject):
+                    found += 1
+                    if as_json:
+                        line = {"seq": item.seq, "subject": item.subject, "event": item.event}
+                        print(msgspec.json.encode(line).decode())
+                    else:
+                        print(describe(item.seq, item.event))
     if not found:
         print(f"cascade: no events for {aggregate_id!r}", file=sys.stderr)
         return 1
@@ -379,17 +326,9 @@ async def _events(settings: Settings, aggregate_id: str, *, as_json: bool) -> in
 
 
 def trace(args: argparse.Namespace) -> int:
-    import os
-
-    from cascade_http.client import ApiClient
     from cascade_http.uploads_cli import upload
 
-    settings = _settings(args)
-    token = settings.token
-    if token is None and (settings.data_dir / "token").exists():
-        token = (settings.data_dir / "token").read_text().strip()
-    url = args.url or os.environ.get("CASCADE_URL") or f"http://{settings.host}:{settings.port}"
-    return upload(ApiClient(url, token), Path(args.directory), args.id)
+    return upload(locate.api_client(args), Path(args.directory), args.id)
 
 
 COMMANDS = {"serve": serve, "worker": worker, "replay": replay, "events": events, "timeline": timeline, "trace": trace}

@@ -19,9 +19,22 @@ class SendInterrupted(ConfigError):
 
 
 class ApiClient:
-    def __init__(self, url: str, token: str | None) -> None:
+    """`on_unauthorized` and `on_unreachable` say where the token and the URL came from, for
+    the errors that are most likely their fault."""
+
+    def __init__(self, url: str, token: str | None, *, on_unauthorized: str = "", on_unreachable: str = "") -> None:
         self.url = url.rstrip("/")
         self.token = token
+        self.on_unauthorized = on_unauthorized
+        self.on_unreachable = on_unreachable
+
+    def _refused(self, method: str, path: str, status: int, body: bytes) -> ConfigError:
+        hint = f" ({self.on_unauthorized})" if status == 401 and self.on_unauthorized else ""
+        return ConfigError(f"{method} {path}: {status} {_detail(body)}{hint}")
+
+    def _unreachable(self, reason: object) -> ConfigError:
+        hint = f" ({self.on_unreachable})" if self.on_unreachable else ""
+        return ConfigError(f"{self.url}: unreachable ({reason}){hint}")
 
     def request(
         self, method: str, path: str, body: bytes | Iterable[bytes] | None = None, headers: dict[str, str] | None = None
@@ -33,9 +46,9 @@ class ApiClient:
             with urllib.request.urlopen(request, timeout=600) as response:
                 return response.read()  # type: ignore[no-any-return]
         except urllib.error.HTTPError as err:
-            raise ConfigError(f"{method} {path}: {err.code} {err.read().decode(errors='replace')}") from err
+            raise self._refused(method, path, err.code, err.read()) from err
         except urllib.error.URLError as err:
-            raise ConfigError(f"{self.url}: unreachable ({err.reason})") from err
+            raise self._unreachable(err.reason) from err
 
     def post(self, path: str) -> bytes:
         return self.request("POST", path, b"")
@@ -50,6 +63,10 @@ class ApiClient:
         parts = urllib.parse.urlsplit(self.url + path)
         https = parts.scheme == "https"
         conn = (http.client.HTTPSConnection if https else http.client.HTTPConnection)(parts.netloc, timeout=600)
+        try:
+            conn.connect()
+        except OSError as err:
+            raise self._unreachable(err.strerror or err) from err
         try:
             conn.putrequest(method, f"{parts.path}?{parts.query}" if parts.query else parts.path, skip_accept_encoding=True)
             for name, value in {**headers, "Content-Length": str(length), "Expect": "100-continue"}.items():
@@ -76,7 +93,7 @@ class ApiClient:
         finally:
             conn.close()
         if status >= 400:
-            raise ConfigError(f"{method} {path}: {status} {_detail(body)}")
+            raise self._refused(method, path, status, body)
         return body
 
 

@@ -3,6 +3,7 @@ unusable setting into one clear line at start."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 import socket
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import msgspec
 
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
 DEFAULT_MAX_UPLOAD_BYTES = 64 * 1024**3
 
 
@@ -18,8 +21,8 @@ class ConfigError(Exception):
 
 
 class Settings(msgspec.Struct, kw_only=True):
-    host: str = "127.0.0.1"
-    port: int = 8000
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
     token: str | None = None
     data_dir: Path = Path(".cascade")
     nats_url: str | None = None
@@ -30,6 +33,13 @@ class Settings(msgspec.Struct, kw_only=True):
     sim_timeout_s: float | None = None
     runner_lease_s: float = 30.0  # a runner that goes quiet this long loses its sims to another
     samples: bool = True
+
+    def __post_init__(self) -> None:
+        # The simulator runs in a directory of its own, and a path is logged or stored for
+        # later: every path derived from these must mean the same from anywhere.
+        self.data_dir = absolute(self.data_dir)
+        if self.accelsim_dir is not None:
+            self.accelsim_dir = absolute(self.accelsim_dir)
 
     @property
     def db_path(self) -> Path:
@@ -54,8 +64,15 @@ ENV = {
 }
 
 
+def absolute(path: Path) -> Path:
+    """`path` from the root, `~` expanded and symbolic links followed."""
+    return path.expanduser().resolve()
+
+
 def resolve(flags: dict[str, object], environ: os._Environ[str] | dict[str, str] = os.environ) -> Settings:
     """Flags that were given, else environment variables, else defaults."""
+    if ENV["token"] in environ and not environ[ENV["token"]].strip():
+        raise ConfigError(f"{ENV['token']} is set but empty; unset it to use the data dir's token file")
     values: dict[str, object] = {}
     for field, var in ENV.items():
         if environ.get(var):
@@ -74,23 +91,26 @@ def _paths(type_: type, value: object) -> object:
     raise NotImplementedError
 
 
-def check_data_dir(path: Path) -> None:
+def bind_port(host: str, port: int) -> socket.socket:
+    """A socket listening on `host`:`port` (0: any free port), for the server to take over;
+    connections made before it serves wait in the backlog instead of being refused."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".write-test-{secrets.token_hex(4)}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        sock.bind((host, port))
+        sock.listen(2048)
     except OSError as err:
-        raise ConfigError(f"data dir {path}: not writable ({err.strerror or err})") from err
+        sock.close()
+        raise ConfigError(f"port {port} on {host}: {err.strerror or err}") from err
+    return sock
 
 
-def check_port(host: str, port: int) -> None:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as err:
-            raise ConfigError(f"port {port} on {host}: {err.strerror or err}") from err
+def url_of(sock: socket.socket) -> str:
+    """The URL a local client reaches a listening socket at (loopback for "any address")."""
+    host, port = sock.getsockname()[:2]
+    if ipaddress.ip_address(host).is_unspecified:
+        host = "::1" if ":" in host else "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def check_accelsim_dir(path: Path | None) -> None:
@@ -100,11 +120,31 @@ def check_accelsim_dir(path: Path | None) -> None:
         raise ConfigError(f"accelsim dir {path}: not an Accel-Sim install (no gpu-simulator/ inside)")
 
 
+def read_token(path: Path) -> str | None:
+    """The token stored in `path`, None if there is no such file. A token file others can
+    read is refused rather than fixed: the token in it may have been read already."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise ConfigError(f"token file {path}: {err.strerror or err}") from err
+    with os.fdopen(fd) as f:
+        mode = os.fstat(fd).st_mode & 0o777
+        if mode & 0o077:
+            raise ConfigError(f"token file {path}: readable or writable by others (mode {mode:o}); chmod 600 it, or delete it for a new token")
+        token = f.read().strip()
+    if not token:
+        raise ConfigError(f"token file {path}: empty; put the token in it, or delete it for a new token")
+    return token
+
+
 def load_or_create_token(data_dir: Path) -> tuple[str, bool]:
     """The data dir's stored token, generating it on first use; True when just created."""
     path = data_dir / "token"
-    if path.exists():
-        return path.read_text().strip(), False
+    token = read_token(path)
+    if token is not None:
+        return token, False
     token = secrets.token_urlsafe(24)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:

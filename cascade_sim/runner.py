@@ -58,6 +58,9 @@ class Runner:
         grace_s: float = 5.0,
         keep_failed: bool = False,
     ) -> None:
+        if not (work_dir.is_absolute() and install.root.is_absolute()):
+            # The simulator runs in a directory of its own, where a relative path means another place.
+            raise ValueError(f"the runner needs absolute paths, not {work_dir} and {install.root}")
         self.nc = nc
         self.install = install
         self.store = EventStore(nc)

@@ -180,6 +180,7 @@ def test_cascade_trace_upload_end_to_end(settings: Settings, tmp_path: Path) -> 
     data_dir = tmp_path / "client-data"
     data_dir.mkdir()
     (data_dir / "token").write_text(TOKEN + "\n")
+    (data_dir / "token").chmod(0o600)
     with live_server(settings) as live:
         done = cli(str(TRACES / "combo-vec-mm-xz"), "--id", "combo", "--url", live.url, CASCADE_TOKEN=TOKEN)
         assert done.returncode == 0, done.stderr
