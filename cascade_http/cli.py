@@ -24,7 +24,7 @@ from pathlib import Path
 
 import msgspec
 
-from cascade_http import datadir, event_log, locate
+from cascade_http import datadir, event_log, locate, logs
 from cascade_http.config import (
     ConfigError,
     Settings,
@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure()
     try:
         status = COMMANDS[args.command](args)
         sys.stdout.flush()  # here, so that a closed pipe is noticed here
@@ -138,7 +138,8 @@ def serve(args: argparse.Namespace) -> int:
         with event_log.configured_or_embedded(settings) as nats_url:
             settings.nats_url = nats_url
             service = datadir.Service(pid=os.getpid(), api_url=url_of(listener), nats_url=nats_url, started_at=datetime.now(UTC))
-            config = uvicorn.Config(create_app(settings), lifespan="on", log_level="info", timeout_graceful_shutdown=5)
+            # No logging config of uvicorn's own: its lines go through the redacting root handler.
+            config = uvicorn.Config(create_app(settings), lifespan="on", log_config=None, log_level="info", timeout_graceful_shutdown=5)
             server = uvicorn.Server(config)
             # uvicorn shuts down on SIGINT/SIGTERM and then raises the signal again; let that end
             # this function normally, so the embedded nats-server is stopped after the app.
