@@ -31,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from cascade_http import datadir  # noqa: E402
 from tests.cascade_sim.world import accelsim_tree  # noqa: E402
 from tests.support import LOGS, TRACES  # noqa: E402
 
@@ -123,19 +124,21 @@ def main(size_mb: int, paced_kernels: int) -> None:
         logs.mkdir()
         kernels = big_log(logs / LOG_NAME, size=size_mb * 1024 * 1024)
         size = (logs / LOG_NAME).stat().st_size
-        port = 18000 + os.getpid() % 1000
-        url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "CASCADE_TOKEN": TOKEN, "CASCADE_FAKE_ACCELSIM_LOGS": str(logs)}
-        server = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "serve", "--port", str(port), "--data-dir", str(tmp / "data"),
+        server = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "serve", "--port", "0", "--data-dir", str(tmp / "data"),
                                    "--accelsim-dir", str(tree), "--no-runner"], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
         try:
             for _ in range(300):
+                service = datadir.live_service(tmp / "data")  # where the server listens, once it does
                 try:
-                    request(url, "/api/health")
-                    break
+                    if service is not None:
+                        request(service.api_url, "/api/health")
+                        break
                 except OSError:
-                    time.sleep(0.1)
-            nats_url = (tmp / "data" / "nats.url").read_text()
+                    pass
+                time.sleep(0.1)
+            assert service is not None, "the server did not start"
+            url, nats_url = service.api_url, service.nats_url
             upload(url, "combo-vec-mm-xz")
             worker = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "worker", "--nats-url", nats_url, "--accelsim-dir", str(tree),
                                        "--slots", "1", "--work-dir", str(tmp / "worker")], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
