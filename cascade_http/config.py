@@ -121,8 +121,8 @@ def check_accelsim_dir(path: Path | None) -> None:
 
 
 def read_token(path: Path) -> str | None:
-    """The token stored in `path`, None if there is no such file. A token file others can
-    read is refused rather than fixed: the token in it may have been read already."""
+    """The token stored in `path`, None if there is no such file. A token file that others
+    can read or write is refused rather than fixed: its token may be known already."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
