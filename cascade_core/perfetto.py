@@ -2,9 +2,10 @@
 
 Each config of the run is a process, each of its sims (replicas) a thread, and each
 finished kernel a slice. The clock is simulated time: a sim's kernels are laid end to end
-by `sim_time_ns`, since the simulator runs them one after another and reports no start
-times of its own. Field names and order follow the Chrome trace event format, which is
-also the order the API reference shows.
+(the simulator runs them one after another and reports no start times of its own), each
+slice from the sim's cycle count before it to the count after it, in whole nanoseconds.
+Field names and order follow the Chrome trace event format, which is also the order the
+API reference shows.
 """
 
 from __future__ import annotations
@@ -71,26 +72,39 @@ class PerfettoTrace(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     other_data: OtherData
 
 
-def _us(ns: float) -> float:
+def _us(ns: int) -> float:
     # Trace timestamps are in microseconds; a nanosecond is the finest step worth keeping.
-    return round(ns / 1000, 3)
+    # Whole nanoseconds print with at most 3 decimals, and Perfetto's llround(ts * 1000)
+    # reads back exactly those nanoseconds.
+    return ns / 1000
+
+
+def _ns_per_cycle(kernels: Sequence[KernelStat]) -> float:
+    """The sim's clock as its kernels record it (sim_time_ns = gpu_sim_cycle / MHz * 1000):
+    the one the runner used, whatever the config says now."""
+    timed = next((k for k in kernels if k.gpu_sim_cycle > 0), None)
+    return timed.sim_time_ns / timed.gpu_sim_cycle if timed else 0.0
 
 
 def _slices(pid: int, tid: int, kernels: Iterable[KernelStat]) -> list[SliceEvent]:
+    ordered = sorted(kernels, key=lambda k: k.kernel_index)
+    ns_per_cycle = _ns_per_cycle(ordered)
     slices: list[SliceEvent] = []
-    start_ns = 0.0
     start_cycle = 0
-    for kernel in sorted(kernels, key=lambda k: k.kernel_index):
+    start_ns = 0
+    for kernel in ordered:
         end_cycle = start_cycle + kernel.gpu_sim_cycle
+        # Both ends from the cumulative cycle count, each converted and rounded once: a slice
+        # ends exactly where the next begins, and rounding never accumulates along a sim.
+        end_ns = round(end_cycle * ns_per_cycle)
         slices.append(
             SliceEvent(
                 pid=pid,
                 tid=tid,
                 cat="kernel",
                 name=f"k{kernel.kernel_launch_uid} {short_name(kernel.kernel_name)}",
-                # From the exact running total, so rounding never accumulates along a sim.
                 ts=_us(start_ns),
-                dur=_us(kernel.sim_time_ns),
+                dur=_us(end_ns - start_ns),
                 args=SliceArgs(
                     kernel_index=kernel.kernel_index,
                     uid=kernel.kernel_launch_uid,
@@ -104,8 +118,7 @@ def _slices(pid: int, tid: int, kernels: Iterable[KernelStat]) -> list[SliceEven
                 ),
             )
         )
-        start_ns += kernel.sim_time_ns
-        start_cycle = end_cycle
+        start_cycle, start_ns = end_cycle, end_ns
     return slices
 
 

@@ -12,7 +12,7 @@ import contextlib
 import importlib.util
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,8 +130,43 @@ def sign_in(page: Page, url: str, route: str = "#/runs") -> None:
     page.wait_for_selector("#token", state="detached")
 
 
-def shoot(page: Page, name: str, ready: str | None = None) -> None:
-    """Full-page screenshots of what `page` shows, at 1280×800 and at 390×844."""
+# What is cut off or spills out at the current size: the page wider than the window, an
+# element reaching out of its panel (unless inside something that scrolls sideways, where it
+# can be scrolled to), a column header that does not show its whole title.
+LAYOUT_PROBLEMS = """() => {
+  const problems = [];
+  const name = (el) => el.id ? `#${el.id}` : `${el.tagName.toLowerCase()}.${[...el.classList].join('.')} "${el.textContent.trim().slice(0, 40)}"`;
+  const root = document.documentElement;
+  if (root.scrollWidth > root.clientWidth + 1) problems.push(`the page is ${root.scrollWidth}px wide in a ${root.clientWidth}px window`);
+  const scrolls = (el) => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+  for (const panel of document.querySelectorAll('.panel, .run-summary, .card')) {
+    const box = panel.getBoundingClientRect();
+    for (const el of panel.querySelectorAll('*')) {
+      let up = el.parentElement;
+      while (up !== panel && !scrolls(up)) up = up.parentElement;
+      if (up !== panel) continue;
+      const r = el.getBoundingClientRect();
+      if (r.width && r.height && (r.left < box.left - 1 || r.right > box.right + 1)) problems.push(`${name(el)} spills out of ${name(panel)}`);
+    }
+  }
+  const probe = document.body.appendChild(document.createElement('span'));
+  for (const head of document.querySelectorAll('.vt-head > *, .table thead th')) {
+    if (!head.offsetWidth || head.querySelector('.sr-only')) continue; // not shown (a phone's cards), or only to screen readers
+    const cs = getComputedStyle(head);
+    probe.style.cssText = 'position:absolute;visibility:hidden;white-space:nowrap';
+    for (const p of ['fontFamily', 'fontSize', 'fontWeight', 'fontStyle', 'letterSpacing', 'textTransform']) probe.style[p] = cs[p];
+    probe.textContent = head.textContent;
+    const room = head.getBoundingClientRect().width - ['paddingLeft', 'paddingRight', 'borderLeftWidth', 'borderRightWidth'].reduce((a, p) => a + parseFloat(cs[p]), 0);
+    if (probe.getBoundingClientRect().width > room + 0.05) problems.push(`header "${head.textContent}" is cut`);
+  }
+  probe.remove();
+  return problems;
+}"""
+
+
+def shoot(page: Page, name: str, ready: str | None = None, check: Callable[[Page, str], None] | None = None) -> None:
+    """Full-page screenshots of what `page` shows, at 1280×800 and at 390×844; at each size,
+    nothing may be cut off or spill out (LAYOUT_PROBLEMS), and `check(page, size)` holds."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     for size, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
         page.set_viewport_size(viewport)
@@ -139,6 +174,10 @@ def shoot(page: Page, name: str, ready: str | None = None) -> None:
             page.wait_for_selector(ready)
         page.wait_for_timeout(250)  # a frame for canvases to redraw at the new width
         page.screenshot(path=str(SCREENSHOTS / f"{name}-{size}.png"), full_page=True)
+        problems = page.evaluate(LAYOUT_PROBLEMS)
+        assert not problems, f"{name} at {size}: {problems}"
+        if check:
+            check(page, size)
     page.set_viewport_size(DESKTOP)
 
 

@@ -9,12 +9,14 @@ import base64
 import concurrent.futures
 import io
 import json
+import re
 import statistics
 import tarfile
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from cascade_core import events as ev
@@ -52,6 +54,79 @@ def sim_states(page: Any) -> list[str]:
     return page.eval_on_selector_all("#sims-table tbody[data-sim] > tr:first-child", "rows => rows.map(r => r.dataset.state)")
 
 
+def finished_sim(run_id: str, sim_id: str, kernels: list[tuple[str, int]], clock_mhz: float, at: datetime) -> list[ev.Event]:
+    """A sim's life as a runner appends it: claimed, launched, a kernel result per
+    (name, cycles) a millisecond apart, a last heartbeat, succeeded."""
+    common: dict[str, Any] = {"run_id": run_id, "sim_id": sim_id, "attempt": 1}
+    events: list[ev.Event] = [
+        ev.SimClaimed(id=w.event_id(), at=at, runner_id="runner-seeded", host="h", **common),
+        ev.SimLaunched(id=w.event_id(), at=at, launcher_ref="1", host="h", config_digests={}, **common),
+    ]
+    for i, (name, cycles) in enumerate(kernels):
+        events.append(
+            ev.KernelFinished(
+                id=w.event_id(), at=at + timedelta(milliseconds=i), kernel_index=i, uid=i + 1, name=name, gpu_sim_cycle=cycles,
+                gpu_sim_insn=cycles * 3, gpu_ipc=3.0, sim_time_ns=cycles / clock_mhz * 1000, stats=msgspec.Raw(b"{}"), **common,
+            )
+        )
+    done = at + timedelta(milliseconds=len(kernels) + 1)
+    events.append(ev.SimHeartbeat(id=w.event_id(), at=done, kernels_done=len(kernels), current_kernel=kernels[-1][0], latest=w.LATEST, **common))
+    events.append(ev.SimFinished(id=w.event_id(), at=done, outcome="succeeded", exit_code=0, **common))
+    return events
+
+
+def seed(cascade: LiveServer, events: list[ev.Event]) -> None:
+    # From a thread of its own: Playwright's event loop runs in this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(cascade.seed, events).result()
+
+
+def assert_new_run_offered_where_the_api_takes_it(page: Any, api: httpx.Client) -> None:
+    """The traces list offers "New run" for ready traces that are not samples: the API
+    refuses the others with 409."""
+    for t in api.get("/api/traces").json():
+        offered = page.locator(f"#traces-table tr[data-trace='{t['id']}'] a:has-text('New run')").count()
+        assert offered == (t["state"] == "ready" and not t["sample"]), t
+
+
+# Per frame, the count pills and the sims table's states, from the first frame on the page
+# to the one where all `n` sims succeeded.
+WATCH_COUNTS = """(n) => {
+  const watch = (window.__counts = { seen: [], mismatches: [], done: false });
+  const key = (counts) => JSON.stringify(Object.entries(counts).sort());
+  const frame = () => {
+    const pills = {};
+    for (const chip of document.querySelectorAll('#run-counts .chip')) pills[chip.dataset.state] = parseInt(chip.textContent, 10);
+    const table = {};
+    for (const row of document.querySelectorAll('#sims-table tbody[data-sim] > tr:first-child')) table[row.dataset.state] = (table[row.dataset.state] ?? 0) + 1;
+    if (key(pills) !== key(table)) watch.mismatches.push({ pills, table });
+    if (watch.seen.at(-1) !== key(table)) watch.seen.push(key(table));
+    if (table.succeeded === n) watch.done = true;
+    else requestAnimationFrame(frame);
+  };
+  requestAnimationFrame(frame);
+}"""
+
+
+def lanes_apart(page: Any, size: str) -> None:
+    """Every timeline lane tells its replica: on the canvas, each label ends in the sim's
+    replica and no two are alike; in the kernel table, the replica is never cut."""
+    labels = data_json(page, "#timeline-canvas", "labels")
+    lanes = sorted({(b["lane"], b["gpu_config"], b["replica"]) for b in data_json(page, "#timeline-canvas", "bars")})
+    assert len(labels) == len(lanes) and len(set(labels)) == len(labels), (size, labels)
+    for label, (_, config, replica) in zip(labels, lanes, strict=True):
+        assert label.endswith(f"r{replica}") and "…" not in label, (size, label, config)
+    cut = page.eval_on_selector_all(
+        "#timeline-kernels .vt-row .lane-name",
+        """names => names.filter((name) => {
+          const cell = name.parentElement.getBoundingClientRect();
+          const replica = name.querySelector('.lane-replica').getBoundingClientRect();
+          return replica.right > cell.right || name.scrollWidth > name.clientWidth + 1;
+        }).map((name) => name.textContent)""",
+    )
+    assert not cut, (size, cut)
+
+
 def test_sign_in_keeps_the_token_for_the_tab(page: Any, cascade: LiveServer) -> None:
     page.goto(f"{cascade.url}/")
     shoot(page, "sign-in", "#token")
@@ -80,6 +155,7 @@ def test_upload_run_watch_timeline_compare_and_perfetto(page: Any, cascade: Live
     page.wait_for_selector("#traces-table tr[data-trace='combo-vec-mm-xz'][data-state=ready]")
     trace = api.get("/api/traces/combo-vec-mm-xz").json()
     assert trace["state"] == "ready" and trace["kernel_count"] == 3
+    assert_new_run_offered_where_the_api_takes_it(page, api)
     shoot(page, "traces", "#traces-table")
 
     # Create a run: only configs of the trace's arch are offered; the API's errors are shown
@@ -154,7 +230,7 @@ def test_upload_run_watch_timeline_compare_and_perfetto(page: Any, cascade: Live
     page.wait_for_function("(end) => JSON.parse(document.querySelector('#timeline-canvas').dataset.view).span_ns < end", arg=longest)
     page.keyboard.press("0")
     page.wait_for_function("(end) => JSON.parse(document.querySelector('#timeline-canvas').dataset.view).span_ns > end", arg=longest)
-    shoot(page, "timeline", "#timeline-canvas")
+    shoot(page, "timeline", "#timeline-canvas", check=lanes_apart)
 
     # Compare: the table and the chart draw the API's comparison.
     page.click("a[data-tab=compare]")
@@ -212,6 +288,7 @@ def test_archive_upload_and_a_failed_trace(page: Any, cascade: LiveServer, api: 
     assert page.inner_text("#upload-result p") == error
     page.wait_for_selector("#traces-table tr[data-trace='no-kernelslist'][data-state=failed] .row-error")
     assert page.inner_text("#traces-table tr[data-trace='no-kernelslist'] .row-error") == error
+    assert_new_run_offered_where_the_api_takes_it(page, api)
     shoot(page, "traces-failed", "#traces-table")
 
 
@@ -246,7 +323,7 @@ def test_a_dropped_stream_resumes_from_the_last_event(page: Any, cascade: LiveSe
         page.wait_for_function("() => document.querySelector('.title-badges [data-state]')?.dataset.state === 'succeeded'", timeout=60_000)
         page.wait_for_selector("#timeline-canvas[data-kernels='6']")
     assert page.evaluate("window.__sameDocument") is True
-    assert len(streams) >= 2 and "last-event-id" not in streams[0] and streams[1]["last-event-id"].isdigit()
+    assert len(streams) >= 2 and "last-event-id" not in streams[0] and re.fullmatch(r"\d+(\.\d+)?", streams[1]["last-event-id"])
     bars = data_json(page, "#timeline-canvas", "bars")
     kernels = api.get(f"/api/runs/{run['id']}/kernels").json()
     assert sorted((b["sim_id"], b["kernel_index"]) for b in bars) == sorted((k["sim_id"], k["kernel_index"]) for k in kernels)
@@ -276,6 +353,13 @@ def test_samples_render_and_cannot_be_run(page: Any, cascade: LiveServer, api: h
         shown = page.get_attribute(f"#requests-table tr[data-metric={metric}] td[data-config=SM90_H100]", "data-ms")
         assert float(shown or "nan") == pytest.approx(simulated)
     assert page.locator("#steps-table .vt-row").count() == len(timelines[0]["compare"]["steps"])
+    # Under 1 % of its kernels simulated: its near-zero errors come with a caveat saying so,
+    # beside the mean errors and the requests' errors.
+    fraction = statistics.median(t["simulated"]["summary"]["simulation"]["coverage"]["kernel_fraction"] for t in timelines)
+    assert fraction < 0.01
+    for caveat in ("#steps-summary [data-config=SM90_H100] .caveat", "#requests-table caption .caveat[data-config=SM90_H100]"):
+        assert page.is_visible(caveat)
+        assert f"{100 * fraction:.2f} %" in page.inner_text(caveat), page.inner_text(caveat)
     shoot(page, "compare-serving", "#steps-table")
 
     page.click("a[data-tab=timeline]")
@@ -285,42 +369,78 @@ def test_samples_render_and_cannot_be_run(page: Any, cascade: LiveServer, api: h
     shoot(page, "timeline-serving-dark", "#timeline-canvas")
     page.emulate_media(color_scheme="light")
 
-    # A sample trace cannot run: the form says why, in the API's words.
-    trace = next(t for t in api.get("/api/traces").json() if t["sample"] and t["trace_gpu_arch"] == "sm_61")
-    page.goto(f"{cascade.url}/#/runs/new?trace={trace['id']}")
-    page.wait_for_selector("#new-run")
-    page.click("#new-run button[type=submit]")
+    # A sample trace cannot run (the API refuses it), so the form does not offer it, and
+    # says why when asked for one.
+    traces = api.get("/api/traces").json()
+    trace = next(t for t in traces if t["sample"] and t["trace_gpu_arch"] == "sm_61")
     refused = api.post("/api/runs", json={"trace_id": trace["id"], "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})
     assert refused.status_code == 409
-    page.wait_for_selector(f"#run-trace-error:text-is('{refused.json()['detail']}')")
-    shoot(page, "new-run-sample-refused", "#run-trace-error")
+    page.goto(f"{cascade.url}/#/runs/new?trace={trace['id']}")
+    page.wait_for_selector("#new-run, .state-empty")
+    offered = page.eval_on_selector_all("#run-trace option", "els => els.map(e => e.value)")
+    assert offered == [t["id"] for t in traces if t["state"] == "ready" and not t["sample"]]
+    assert "is a sample" in page.inner_text("#run-trace-note, .state-empty")
+    shoot(page, "new-run-sample-refused", "#run-trace-note, .state-empty")
+
+
+def test_the_counts_follow_the_sims_live(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    """The pills over a run's page count the sims as the table shows them, in every frame,
+    while the sims go from pending to running to succeeded (more sims than runner slots, so
+    some wait while others finish)."""
+    ensure_trace(api, "combo-vec-mm-xz")
+    with environment(CASCADE_FAKE_ACCELSIM_PACE="0.5"):
+        run = create_run(api, "combo-vec-mm-xz", count=6)
+        sign_in(page, cascade.url, f"#/runs/{run['id']}")
+        page.wait_for_selector("#sims-table tbody[data-sim]")
+        page.evaluate(WATCH_COUNTS, 6)
+        shoot(page, "run-counts-live", "#sims-table")
+        page.wait_for_function("() => window.__counts.done", timeout=90_000)
+    watched = page.evaluate("window.__counts")
+    assert not watched["mismatches"], watched["mismatches"][:5]
+    mixed = [json.loads(k) for k in watched["seen"] if len(json.loads(k)) > 1 and "succeeded" in dict(json.loads(k))]
+    assert mixed, f"never saw some sims succeeded while others were not: {watched['seen']}"
+    assert page.inner_text("#run-counts") == "6 succeeded"
+    assert api.get(f"/api/runs/{run['id']}").json()["sim_counts"] == {"succeeded": 6}
+
+
+def test_compare_and_timeline_of_two_configs(page: Any, cascade: LiveServer) -> None:
+    """Two configs with two replicas each: Compare's headers ("vs SM61_TITANX") are whole,
+    and the timeline's lanes tell config and replica apart, at both sizes."""
+    run_id = "run-twoconfigs001"
+    sims = [(f"sim-twoconfigs{c}{r}", config, r) for c, config in enumerate(("SM61_TITANX", "SM7_QV100")) for r in range(2)]
+    clocks = {"SM61_TITANX": 1417.0, "SM7_QV100": 1132.0}
+    at = datetime(2026, 11, 8, 9, tzinfo=UTC)
+    kernels = [("_Z6vecAddIfEvPT_S1_S1_i", 5533), ("_Z8mult_gpuIfEvPT_S1_S1_ii", 7506), ("_Z6vecAddIfEvPT_S1_S1_i", 5409)]
+    seed(
+        cascade,
+        [
+            *w.trace_events("two-configs", arch="sm_61", kernel_count=3, step_timeline=False),
+            w.run_created(run_id, sims, trace_id="two-configs", kernels_total=3, sample=True),
+            *(e for sim_id, config, r in sims for e in finished_sim(run_id, sim_id, [(n, c + 97 * r) for n, c in kernels], clocks[config], at)),
+        ],
+    )
+    sign_in(page, cascade.url, f"#/runs/{run_id}/compare")
+    page.wait_for_selector("#compare-table .vt-row")
+    headers = page.eval_on_selector_all("#compare-table .vt-head > *", "els => els.map(e => e.textContent)")
+    assert headers == ["#", "Kernel", "SM61_TITANX", "SM7_QV100", "vs SM61_TITANX"]
+    shoot(page, "compare-configs", "#compare-table .vt-row")
+    page.click("a[data-tab=timeline]")
+    page.wait_for_selector("#timeline-canvas[data-kernels='12'][data-labels]")
+    shoot(page, "timeline-configs", "#timeline-canvas", check=lanes_apart)
 
 
 def test_ten_thousand_kernels_stay_smooth(page: Any, cascade: LiveServer) -> None:
     run_id, sim_id, n = "run-big000000001", "sim-big000000001", 10_000
-    at = datetime(2026, 11, 8, 9, tzinfo=UTC)
     names = [f"_Z{len(f'kernel_{i}')}kernel_{i}Pf" for i in range(40)]
-    common = {"run_id": run_id, "sim_id": sim_id, "attempt": 1}
-    events: list[ev.Event] = [
-        *w.trace_events("big", arch="sm_61", kernel_count=1, step_timeline=False),  # its kernel list: a stand-in
-        w.run_created(run_id, ((sim_id, "SM61_TITANX", 0),), trace_id="big", kernels_total=n, sample=True),
-        ev.SimClaimed(id=w.event_id(), at=at, runner_id="runner-big", host="h", **common),
-        ev.SimLaunched(id=w.event_id(), at=at, launcher_ref="1", host="h", config_digests={}, **common),
-    ]
-    for i in range(n):
-        cycles = 1000 + (i * 7919) % 50_000
-        events.append(
-            ev.KernelFinished(
-                id=w.event_id(), at=at + timedelta(milliseconds=i), kernel_index=i, uid=i + 1, name=names[i % 40],
-                gpu_sim_cycle=cycles, gpu_sim_insn=cycles * 3, gpu_ipc=3.0, sim_time_ns=cycles / 1.417, stats={}, **common,
-            )
-        )
-    done = at + timedelta(seconds=11)
-    events.append(ev.SimHeartbeat(id=w.event_id(), at=done, kernels_done=n, current_kernel=names[(n - 1) % 40], latest=w.LATEST, **common))
-    events.append(ev.SimFinished(id=w.event_id(), at=done, outcome="succeeded", exit_code=0, **common))
-    # From a thread of its own: Playwright's event loop runs in this one.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        pool.submit(cascade.seed, events).result()
+    kernels = [(names[i % 40], 1000 + (i * 7919) % 50_000) for i in range(n)]
+    seed(
+        cascade,
+        [
+            *w.trace_events("big", arch="sm_61", kernel_count=1, step_timeline=False),  # its kernel list: a stand-in
+            w.run_created(run_id, ((sim_id, "SM61_TITANX", 0),), trace_id="big", kernels_total=n, sample=True),
+            *finished_sim(run_id, sim_id, kernels, 1417.0, datetime(2026, 11, 8, 9, tzinfo=UTC)),
+        ],
+    )
 
     sign_in(page, cascade.url, f"#/runs/{run_id}/timeline")
     page.wait_for_selector(f"#timeline-canvas[data-kernels='{n}']", timeout=30_000)

@@ -1,12 +1,18 @@
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any
 
 import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cascade_core.models import KernelStat, RunEntry, RunSummary, Sim, SimMetrics
 from cascade_core.perfetto import perfetto_trace
+from cascade_sim.samples import H100, LLM_KERNELS
 
 AT = datetime(2026, 11, 8, 8, 59, 3, tzinfo=timezone.utc)
 
@@ -200,11 +206,49 @@ def test_processes_follow_entry_order_and_threads_replicas() -> None:
     assert [(e["pid"], e["tid"]) for e in trace["traceEvents"] if e["ph"] == "X"] == [(2, 1), (2, 1)]
 
 
-def test_timestamps_come_from_the_exact_running_total() -> None:
-    # Three 0.4 ns kernels: each rounds to 0.0 us, but the third starts at 0.8 ns -> 0.001 us.
-    kernels = [kernel("s", i, f"k{i}", 1, 1, 1.0, 0.4) for i in range(3)]
+def slices_as_printed(kernels: list[KernelStat]) -> list[dict[str, Any]]:
+    """The slices of one sim's `kernels` as the JSON says them, numbers as the exact decimals
+    printed (Decimal), so that sums are the sums of what a reader sees."""
     trace = perfetto_trace(run(RunEntry("SM7_QV100", 1)), [sim("s", "SM7_QV100", 0)], kernels)
-    slices = [e for e in as_json(trace)["traceEvents"] if e["ph"] == "X"]  # type: ignore[index]
-    assert [(e["ts"], e["dur"]) for e in slices] == [(0.0, 0.0), (0.0, 0.0), (0.001, 0.0)]
+    events = json.loads(msgspec.json.encode(trace), parse_float=Decimal)["traceEvents"]
+    return [e for e in events if e["ph"] == "X"]
+
+
+def test_slices_come_from_the_cumulative_cycles() -> None:
+    # Three 0.4 ns kernels: their ends, 0.4, 0.8 and 1.2 ns, round to 0, 1 and 1 ns.
+    slices = slices_as_printed([kernel("s", i, f"k{i}", 1, 1, 1.0, 0.4) for i in range(3)])
+    assert [(e["ts"], e["dur"]) for e in slices] == [(0, 0), (0, Decimal("0.001")), (Decimal("0.001"), 0)]
     assert [(e["args"]["start_cycle"], e["args"]["end_cycle"]) for e in slices] == [(0, 1), (1, 2), (2, 3)]
     assert [e["name"] for e in slices] == ["k1 k0", "k2 k1", "k3 k2"]
+
+
+def test_the_llm_sample_slices_meet_end_to_end() -> None:
+    # Kernels 10 and 11 of the LLM sample (SM90_H100, 1980 MHz): rounded on their own, k10's
+    # ts + dur came out 1 ns past k11's ts.
+    clock = H100.core_clock_mhz
+    kernels = [kernel("s", i, name, cycles, insn, 1.0, cycles / clock * 1000) for i, (name, cycles, insn) in enumerate(LLM_KERNELS)]
+    slices = slices_as_printed(kernels)
+    assert [e["ts"] + e["dur"] for e in slices[:-1]] == [e["ts"] for e in slices[1:]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cycles=st.lists(st.integers(min_value=0, max_value=10**10), min_size=1, max_size=40),
+    clock_mhz=st.floats(min_value=100.0, max_value=5000.0, allow_nan=False),
+)
+def test_slices_never_overlap(cycles: list[int], clock_mhz: float) -> None:
+    """For any cycle counts and core clock, as the runner records them: each slice ends
+    exactly where the next begins, as printed (microseconds, at most 3 decimals) and as
+    Perfetto reads it (llround(ts * 1000) ns), and each end is the sim's cumulative cycles
+    in nanoseconds, rounded once."""
+    kernels = [kernel("s", i, f"k{i}", c, c, 1.0, c / clock_mhz * 1000) for i, c in enumerate(cycles)]
+    slices = slices_as_printed(kernels)
+    assert slices[0]["ts"] == 0
+    for e in slices:
+        assert e["dur"] >= 0 and all(-e[k].as_tuple().exponent <= 3 for k in ("ts", "dur") if isinstance(e[k], Decimal))
+    for e, successor in zip(slices, slices[1:]):
+        assert e["ts"] + e["dur"] == successor["ts"]
+        assert round(float(e["ts"]) * 1000) + round(float(e["dur"]) * 1000) == round(float(successor["ts"]) * 1000)
+    for e, end_cycle in zip(slices, itertools.accumulate(cycles)):
+        assert e["args"]["end_cycle"] == end_cycle
+        assert abs((e["ts"] + e["dur"]) * 1000 - Decimal(end_cycle * 1000) / Decimal(clock_mhz)) <= Decimal("0.5000001")

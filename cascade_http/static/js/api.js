@@ -95,3 +95,8 @@ export async function download(path, fallbackName) {
 }
 
 export const enc = encodeURIComponent;
+
+/** Whether POST /api/runs would take `trace`: a ready one that is not a sample (samples hold no instruction traces). */
+export function runnable(trace) {
+  return trace.state === "ready" && !trace.sample;
+}

@@ -65,6 +65,11 @@ export function integer(n) {
   return known(n) ? grouped.format(n) : NONE;
 }
 
+/** "1 kernel", "3 kernels", "10,000 kernels". */
+export function counted(n, noun) {
+  return `${integer(n)} ${noun}${n === 1 ? "" : "s"}`;
+}
+
 /** 26560256 -> "26.6 M". */
 export function compact(n) {
   if (!known(n)) return NONE;

@@ -2,7 +2,7 @@
 
 import { api, onUnauthorized, token } from "./api.js";
 import { clear, h, markCurrent } from "./dom.js";
-import { integer } from "./format.js";
+import { counted, integer } from "./format.js";
 import { mountRuns } from "./views/runs.js";
 import { mountNewRun } from "./views/newrun.js";
 import { mountRun } from "./views/run.js";
@@ -103,8 +103,8 @@ async function checkHealth() {
     clear(
       health,
       h("span", { class: "dot", "aria-hidden": "true" }),
-      `${hl.runners} runner${hl.runners === 1 ? "" : "s"} · ${integer(hl.queue_depth)} queued`,
-      lag > 0 ? ` · ${integer(lag)} behind` : "",
+      h("span", { class: "health-text" }, h("span", {}, counted(hl.runners, "runner")), " · ", h("span", {}, `${integer(hl.queue_depth)} queued`)),
+      lag > 0 ? h("span", { class: "health-lag" }, ` · ${integer(lag)} behind`) : "", // a phone has no room for it: the title says it
     );
   } catch {
     health.className = "health down";

@@ -1,6 +1,10 @@
 // One run as it is now, kept live from its event stream: the run, its sims, the kernels they
 // finished and the files they stored. The sims, timeline and compare tabs all read it.
 //
+// The sims are the one source of truth for what they are doing: the run's own `sim_counts`
+// is only sent with the snapshot and the final `run` event, so counts are derived from the
+// sims as they change (simCounts) rather than read from it.
+//
 // The stream's snapshot carries the run and its sims; kernels and files come from their list
 // routes right after the snapshot, and from `kernel` / `file` events from then on. Both are
 // keyed (sim + kernel index, sim + file name), so what arrives twice is kept once. A dropped
@@ -9,11 +13,16 @@
 import { api, enc } from "./api.js";
 import { eventStream } from "./sse.js";
 
+/** A RunSummary or RunDetail without what its sims tell (kept in RunModel.sims instead). */
+function runPart({ sims: _sims, sim_counts: _counts, ...run }) {
+  return run;
+}
+
 export class RunModel extends EventTarget {
   constructor(id) {
     super();
     this.id = id;
-    this.run = null; // RunDetail without its sims
+    this.run = null; // RunDetail without its sims and their counts
     this.sims = new Map(); // sim id -> Sim
     this.kernels = new Map(); // sim id -> KernelStat[] by kernel_index
     this.kernelCount = 0;
@@ -63,7 +72,7 @@ export class RunModel extends EventTarget {
         break;
       case "run": {
         const wasActive = this.active;
-        this.run = { ...this.run, ...data };
+        this.run = { ...this.run, ...runPart(data) };
         this.changed("run");
         if (wasActive && !this.active) this.loadFiles(); // files stored after the end are only listed
         break;
@@ -121,15 +130,21 @@ export class RunModel extends EventTarget {
     );
   }
 
+  /** Sims per state, as the run's `sim_counts` would say it now: { running: 2, succeeded: 1 }. */
+  simCounts() {
+    const counts = {};
+    for (const sim of this.sims.values()) counts[sim.state] = (counts[sim.state] ?? 0) + 1;
+    return counts;
+  }
+
   filesOf(simId) {
     return [...this.files.values()].filter((f) => f.sim_id === simId).sort((a, b) => a.name.localeCompare(b.name));
   }
 
   /** Takes the run and sims of a RunDetail: the snapshot's, or what a cancel answered. */
   replace(detail) {
-    const { sims, ...run } = detail;
-    this.run = run;
-    for (const sim of sims) this.sims.set(sim.id, sim);
+    this.run = runPart(detail);
+    for (const sim of detail.sims) this.sims.set(sim.id, sim);
     this.changed("run", "sims");
   }
 

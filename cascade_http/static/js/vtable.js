@@ -6,6 +6,14 @@ import { h, perFrame } from "./dom.js";
 
 const OVERSCAN = 8;
 
+/** A column's grid track widened to at least `need` px, and its minimum width. */
+function track(width, need) {
+  const [, min, max] = /^minmax\((.+?),(.+)\)$/.exec(width.replace(/\s+/g, "")) ?? [null, width, width];
+  if (!need) return { track: width, min };
+  const wide = `max(${min}, ${need}px)`;
+  return { track: min === max ? wide : `minmax(${wide}, ${max})`, min: wide };
+}
+
 /**
  * columns: [{ title, cell(row, i) -> string | Node, width: CSS grid track, num?: bool, data?(row) -> attrs }]
  * Returns { el, setRows(rows), setColumns(columns) }.
@@ -19,13 +27,37 @@ export function virtualTable({ label, columns, rowHeight = 30, maxHeight = 420, 
   const table = h("div", { class: "vt", role: "table", "aria-label": label, id }, head, body);
   const el = h("div", { class: "vt-wrap" }, table);
 
+  let headWidths = null; // px each header needs, measured once the table is laid out
+
   function layout() {
-    table.style.setProperty("--vt-cols", cols.map((c) => c.width ?? "minmax(6rem, 1fr)").join(" "));
-    table.style.setProperty("--vt-row", `${rowHeight}px`);
     head.replaceChildren(...cols.map((c) => h("div", { role: "columnheader", class: c.num ? "num" : "" }, c.title)));
+    headWidths = null;
+    size();
+  }
+
+  // Every column at least as wide as its header, so no title is cut ("vs SM61_TITANX"), and
+  // the table at least as wide as its columns (it scrolls sideways on a phone).
+  function size() {
+    const tracks = cols.map((c, i) => track(c.width ?? "minmax(6rem, 1fr)", headWidths?.[i]));
+    table.style.setProperty("--vt-cols", tracks.map((t) => t.track).join(" "));
+    table.style.setProperty("--vt-min", `calc(${tracks.map((t) => t.min).join(" + ")})`);
+    table.style.setProperty("--vt-row", `${rowHeight}px`);
+  }
+
+  function measureHead() {
+    if (headWidths || !head.offsetWidth) return; // not shown yet: measured when it is
+    // A hidden copy of the header row, each title at its own width, unclipped.
+    const probe = head.cloneNode(true);
+    probe.style.cssText = "position:absolute;visibility:hidden;display:flex;width:max-content";
+    probe.setAttribute("aria-hidden", "true");
+    head.after(probe);
+    headWidths = [...probe.children].map((cell) => Math.ceil(cell.getBoundingClientRect().width));
+    probe.remove();
+    size();
   }
 
   const render = perFrame(() => {
+    measureHead();
     const total = rows.length;
     table.setAttribute("aria-rowcount", String(total + 1));
     spacer.style.height = `${total * rowHeight}px`;

@@ -20,6 +20,20 @@ const REQUEST_METRICS = [
   ["e2e_ms", "End to end"],
 ];
 
+// Under this share of kernels simulated, a step timeline is mostly measured time: its errors
+// are small by construction and say little about the simulator.
+const FEW_SIMULATED = 0.05;
+
+/** The caveat for a config's step-timeline errors when it simulated few kernels, else null. */
+function coverageCaveat(cfg, { kernels, gpuTime }) {
+  if (!(kernels < FEW_SIMULATED)) return null;
+  return h(
+    "p",
+    { class: "caveat", role: "note", dataset: { config: cfg, kernelFraction: kernels } },
+    `Only ${percent(100 * kernels)} of kernels (${percent(100 * gpuTime)} of GPU time) were simulated; the rest keep their measured times, so these errors are small by construction.`,
+  );
+}
+
 function errCell(pct) {
   if (pct === null || pct === undefined) return NONE;
   const cls = Math.abs(pct) <= 10 ? "err-ok" : Math.abs(pct) <= 25 ? "err-warn" : "err-bad";
@@ -147,6 +161,13 @@ export function mountCompare(el, model) {
     const groups = byConfig(timelines);
     const configs = [...groups.keys()];
     const first = timelines[0];
+    const coverage = new Map(
+      configs.map((cfg) => {
+        const cov = (k) => med(groups.get(cfg), (t) => t.simulated.summary?.simulation?.coverage?.[k]) ?? NaN;
+        return [cfg, { kernels: cov("kernel_fraction"), gpuTime: cov("gpu_time_fraction") }];
+      }),
+    );
+    const few = configs.filter((cfg) => coverage.get(cfg).kernels < FEW_SIMULATED);
 
     const requestRows = first.compare.requests.flatMap((req, ri) =>
       REQUEST_METRICS.map(([key, name]) => ({ repeat: req.repeat, key, name, real: req[key].real, sims: configs.map((cfg) => med(groups.get(cfg), (t) => t.compare.requests[ri]?.[key]?.simulated)) })),
@@ -154,7 +175,12 @@ export function mountCompare(el, model) {
     const requests = h(
       "table",
       { class: "table compact", id: "requests-table" },
-      h("caption", {}, "Requests: real vs simulated"),
+      h(
+        "caption",
+        {},
+        "Requests: real vs simulated",
+        few.map((cfg) => h("p", { class: "caveat", role: "note", dataset: { config: cfg } }, `${cfg} simulated only ${percent(100 * coverage.get(cfg).kernels)} of kernels: its errors here are mostly measured time.`)),
+      ),
       h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Metric"), h("th", { scope: "col", class: "num" }, "Real"), configs.map((c) => [h("th", { scope: "col", class: "num mono" }, c), h("th", { scope: "col", class: "num" }, "Error")]))),
       h(
         "tbody",
@@ -195,10 +221,10 @@ export function mountCompare(el, model) {
 
     const cards = h(
       "div",
-      { class: "cards" },
+      { class: "cards", id: "steps-summary" },
       configs.map((cfg) => {
         const g = groups.get(cfg);
-        const cov = (k) => med(g, (t) => t.simulated.summary?.simulation?.coverage?.[k]);
+        const { kernels, gpuTime } = coverage.get(cfg);
         return h(
           "article",
           { class: "card stat-card", dataset: { config: cfg } },
@@ -208,9 +234,10 @@ export function mountCompare(el, model) {
             { class: "stats" },
             h("dt", {}, "Wall, mean abs. error"), h("dd", {}, percent(med(g, (t) => t.compare.summary?.wall_ns?.mean_abs_error_pct))),
             h("dt", {}, "GPU, mean abs. error"), h("dd", {}, percent(med(g, (t) => t.compare.summary?.gpu_busy_ns?.mean_abs_error_pct))),
-            h("dt", {}, "Kernels simulated"), h("dd", {}, percent(100 * (cov("kernel_fraction") ?? NaN))),
-            h("dt", {}, "GPU time simulated"), h("dd", {}, percent(100 * (cov("gpu_time_fraction") ?? NaN))),
+            h("dt", {}, "Kernels simulated"), h("dd", {}, percent(100 * kernels)),
+            h("dt", {}, "GPU time simulated"), h("dd", {}, percent(100 * gpuTime)),
           ),
+          coverageCaveat(cfg, coverage.get(cfg)),
         );
       }),
     );

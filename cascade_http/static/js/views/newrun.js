@@ -1,10 +1,10 @@
-// The create-run form: a ready trace, the GPU configs of its arch (the suggested one first),
-// a sim count per config. What the API refuses is shown next to the field it concerns, in
-// the API's own words (so the form does no validation of its own).
+// The create-run form: a trace the API can run (ready, not a sample), the GPU configs of its
+// arch (the suggested one first), a sim count per config. What the API refuses is shown next
+// to the field it concerns, in the API's own words (so the form does no validation of its own).
 
-import { api } from "../api.js";
-import { bytes, integer } from "../format.js";
-import { clear, failure, h, loading, sampleBadge, state } from "../dom.js";
+import { api, runnable } from "../api.js";
+import { bytes, counted } from "../format.js";
+import { clear, failure, h, loading, state } from "../dom.js";
 
 export function mountNewRun(el, _params, query) {
   document.title = "New run · Cascade";
@@ -26,19 +26,25 @@ export function mountNewRun(el, _params, query) {
   return {};
 }
 
+/** Why `trace` (asked for by id) is not offered, or null when it is. */
+function notOffered(trace, id) {
+  if (!trace) return `There is no trace ${id}.`;
+  if (trace.sample) return `Trace ${id} is a sample: it holds no instruction traces, so it cannot be simulated again. Its runs show what it did.`;
+  return `Trace ${id} is ${trace.state}: only a ready trace can be run.`;
+}
+
 function form(body, traces, configs, wanted) {
-  const ready = traces.filter((t) => t.state === "ready").sort((a, b) => a.sample - b.sample); // samples cannot run: last
+  const ready = traces.filter(runnable);
+  const unwanted = wanted && !ready.some((t) => t.id === wanted) ? notOffered(traces.find((t) => t.id === wanted), wanted) : null;
   if (!ready.length) {
-    return clear(body, state("empty", "No trace is ready to run.", "Upload a trace first; it can be run once it is ready.", h("a", { class: "btn", href: "#/traces" }, "Go to traces")));
+    const samples = traces.some((t) => t.sample) ? " Sample traces cannot be run: they hold no instruction traces." : "";
+    return clear(body, state("empty", "No trace is ready to run.", `${unwanted ?? ""} Upload a trace first; it can be run once it is ready.${samples}`.trim(), h("a", { class: "btn", href: "#/traces" }, "Go to traces")));
   }
-  const traceSelect = h(
-    "select",
-    { id: "run-trace", name: "trace_id", "aria-describedby": "run-trace-info run-trace-error" },
-    ready.map((t) => h("option", { value: t.id }, `${t.id}${t.sample ? " (sample)" : ""}`)),
-  );
-  if (wanted && ready.some((t) => t.id === wanted)) traceSelect.value = wanted;
+  const traceSelect = h("select", { id: "run-trace", name: "trace_id", "aria-describedby": "run-trace-info run-trace-error" }, ready.map((t) => h("option", { value: t.id }, t.id)));
+  if (wanted && !unwanted) traceSelect.value = wanted;
   const traceInfo = h("p", { id: "run-trace-info", class: "hint" });
   const traceError = h("p", { id: "run-trace-error", class: "field-error", role: "alert" });
+  const traceNote = h("p", { id: "run-trace-note", class: "notice notice-warn", role: "status", hidden: !unwanted }, unwanted);
   const configList = h("div", { class: "cfg-list", id: "run-configs" });
   const configsError = h("p", { id: "run-configs-error", class: "field-error", role: "alert" });
   const formError = h("p", { class: "field-error", role: "alert" });
@@ -49,9 +55,8 @@ function form(body, traces, configs, wanted) {
     const trace = ready.find((t) => t.id === traceSelect.value);
     clear(
       traceInfo,
-      `${trace.trace_gpu_arch ?? "arch unknown"} · ${integer(trace.kernel_count)} kernels · ${bytes(trace.bytes)}`,
+      `${trace.trace_gpu_arch ?? "arch unknown"} · ${counted(trace.kernel_count, "kernel")} · ${bytes(trace.bytes)}`,
       trace.model ? ` · ${trace.model}` : "",
-      trace.sample ? [" ", sampleBadge()] : "",
     );
     const matching = configs
       .filter((c) => c.arch === trace.trace_gpu_arch)
@@ -131,6 +136,7 @@ function form(body, traces, configs, wanted) {
     h(
       "form",
       { class: "card form", onsubmit: create, novalidate: true, id: "new-run" },
+      traceNote,
       h("div", { class: "field" }, h("label", { for: "run-trace" }, "Trace"), traceSelect, traceInfo, traceError),
       h(
         "fieldset",

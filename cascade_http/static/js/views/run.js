@@ -3,7 +3,7 @@
 // Switching tabs keeps the stream; leaving the run closes it.
 
 import { api, enc } from "../api.js";
-import { age, dateTime, integer } from "../format.js";
+import { age, counted, dateTime, integer } from "../format.js";
 import { announce, clear, confirmDialog, downloadButton, entriesText, failure, h, loading, markCurrent, progressBar, sampleBadge, setProgress, simCounts, state, stateBadge } from "../dom.js";
 import { RunModel } from "../runmodel.js";
 import { mountSims } from "./sims.js";
@@ -81,7 +81,7 @@ export function mountRun(el, params) {
       ` · ${entriesText(run.entries)} · created `,
       h("time", { datetime: run.created_at, title: dateTime(run.created_at) }, age(run.created_at)),
     );
-    clear(counts, simCounts(run.sim_counts));
+    clear(counts, simCounts(model.simCounts()));
     let done = 0;
     let total = 0;
     for (const s of model.sims.values()) {
@@ -122,7 +122,7 @@ export function mountRun(el, params) {
     const unfinished = [...model.sims.values()].filter((s) => !["succeeded", "failed", "cancelled"].includes(s.state)).length;
     const ok = await confirmDialog({
       title: `Cancel run ${params.id}?`,
-      message: `${unfinished} unfinished sim${unfinished === 1 ? "" : "s"} will be cancelled and stopped. Finished sims keep their state and results.`,
+      message: `${counted(unfinished, "unfinished sim")} will be cancelled and stopped. Finished sims keep their state and results.`,
       confirm: "Cancel run",
       cancel: "Keep running",
     });

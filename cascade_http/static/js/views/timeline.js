@@ -4,7 +4,7 @@
 // is bounded by the canvas's width: per lane, at most one bar per pixel column is drawn.
 // The bars drawn are also on the canvas as `data-bars` (JSON) and in the kernel table below.
 
-import { duration, integer, ipc, ticks, timeUnit } from "../format.js";
+import { counted, duration, integer, ipc, ticks, timeUnit } from "../format.js";
 import { clear, facts, h, hideTip, perFrame, showTip, state, throttle } from "../dom.js";
 import { shortName } from "../kernelname.js";
 import { colorMap, cssVar, fitCanvas, textOn } from "../palette.js";
@@ -44,7 +44,7 @@ export function mountTimeline(el, model) {
     id: "timeline-kernels",
     label: "Kernels on the timeline",
     columns: [
-      { title: "Lane", width: "minmax(9rem,1.2fr)", cell: (b) => b.lane },
+      { title: "Lane", width: "minmax(10rem,1.2fr)", cell: (b) => laneName(b.lane) },
       { title: "#", width: "3.5rem", num: true, cell: (b) => b.k.kernel_index },
       { title: "uid", width: "3.5rem", num: true, cell: (b) => b.k.kernel_launch_uid },
       { title: "Kernel", width: "minmax(10rem,2fr)", cell: (b) => h("span", { class: "mono", title: b.k.kernel_name }, shortName(b.k.kernel_name)) },
@@ -61,17 +61,20 @@ export function mountTimeline(el, model) {
   function build() {
     colors = colorMap();
     end = 0;
-    lanes = model.orderedSims().map((sim) => {
+    const sims = model.orderedSims();
+    const short = shortConfigs(sims.map((s) => s.gpu_config));
+    lanes = sims.map((sim) => {
+      const replica = `r${sim.replica}`;
+      const lane = { sim, replica, config: sim.gpu_config, short: short.get(sim.gpu_config), label: `${sim.gpu_config} · ${replica}`, bars: [] };
       let t = 0;
-      const bars = [];
       for (const k of model.kernels.get(sim.id) ?? []) {
         if (!k) continue;
-        bars.push({ start: t, dur: k.sim_time_ns, k, lane: `${sim.gpu_config} · r${sim.replica}` });
+        lane.bars.push({ start: t, dur: k.sim_time_ns, k, lane });
         colors.get(k.kernel_name);
         t += k.sim_time_ns;
       }
       end = Math.max(end, t);
-      return { sim, label: `${sim.gpu_config} · r${sim.replica}`, bars };
+      return lane;
     });
   }
 
@@ -83,7 +86,7 @@ export function mountTimeline(el, model) {
 
   function plot() {
     const width = wrap.clientWidth;
-    const gutter = width < 560 ? 92 : 168;
+    const gutter = width < 560 ? 108 : 168;
     return { width, gutter, plotW: Math.max(10, width - gutter - 8) };
   }
 
@@ -137,11 +140,13 @@ export function mountTimeline(el, model) {
       ctx.fillText(duration(t, unit), px, AXIS / 2 - 2);
     }
 
+    const labels = [];
     lanes.forEach((lane, i) => {
       const y = AXIS + i * (LANE + GAP);
       ctx.textAlign = "left";
       ctx.fillStyle = text;
-      ctx.fillText(fitText(ctx, lane.label, gutter - 12), 6, y + LANE / 2);
+      labels.push(laneText(ctx, lane, gutter - 12));
+      ctx.fillText(labels[i], 6, y + LANE / 2);
       ctx.save();
       ctx.beginPath();
       ctx.rect(gutter, y, plotW, LANE);
@@ -166,6 +171,7 @@ export function mountTimeline(el, model) {
     });
     canvas.setAttribute("aria-label", `Timeline of ${lanes.length} lanes and ${model.kernelCount} kernels, ${duration(view.t0)} to ${duration(view.t0 + view.span)} shown. The kernel table below lists them.`);
     canvas.dataset.view = JSON.stringify({ t0_ns: view.t0, span_ns: view.span });
+    canvas.dataset.labels = JSON.stringify(labels); // the lane labels as drawn, for tests
   });
 
   function barAt(px, py) {
@@ -249,7 +255,7 @@ export function mountTimeline(el, model) {
   function render() {
     build();
     if (fitted) view = { t0: 0, span: end > 0 ? end * 1.02 : 1 };
-    summary.textContent = `${lanes.length} lane${lanes.length === 1 ? "" : "s"} · ${integer(model.kernelCount)} kernels · longest ${duration(end)}`;
+    summary.textContent = `${counted(lanes.length, "lane")} · ${counted(model.kernelCount, "kernel")} · longest ${duration(end)}`;
     if (!model.kernelCount) {
       const why = model.kernelsLoaded ? (model.active ? "No kernel has finished yet; bars appear as they do." : "No sim finished a kernel.") : "Loading kernels…";
       clear(body, state(model.kernelsLoaded ? "empty" : "loading", why));
@@ -293,6 +299,38 @@ function firstVisible(bars, t) {
     else hi = mid - 1;
   }
   return lo;
+}
+
+/**
+ * Configs as short as they can be told apart: "SM61_TITANX" -> "TITANX" (its "SM<n>_" prefix
+ * off) unless another of `configs` would read the same.
+ */
+function shortConfigs(configs) {
+  const unique = [...new Set(configs)];
+  const bare = (c) => c.replace(/^SM\d+_(?=.)/, "");
+  const taken = new Map();
+  for (const c of unique) taken.set(bare(c), (taken.get(bare(c)) ?? 0) + 1);
+  return new Map(unique.map((c) => [c, taken.get(bare(c)) > 1 ? c : bare(c)]));
+}
+
+/**
+ * A lane's label in `width` pixels. The replica is always shown whole, so the lanes of one
+ * config stay apart on a phone: the full config if it fits, else the short one, else the
+ * short one cut.
+ */
+function laneText(ctx, lane, width) {
+  for (const config of [lane.config, lane.short]) {
+    const text = `${config} · ${lane.replica}`;
+    if (ctx.measureText(text).width <= width) return text;
+  }
+  const tail = ` ${lane.replica}`;
+  const head = fitText(ctx, lane.short, width - ctx.measureText(tail).width);
+  return head ? `${head}${tail}` : lane.replica;
+}
+
+/** A lane in the kernel table: the config cut first, the replica never. */
+function laneName(lane) {
+  return h("span", { class: "lane-name", title: lane.label }, h("span", { class: "lane-config" }, lane.config), h("span", { class: "lane-replica" }, ` · ${lane.replica}`));
 }
 
 function fitText(ctx, text, width) {

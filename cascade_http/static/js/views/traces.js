@@ -3,8 +3,8 @@
 // progress bar and then the processing state. The list refreshes every 2 s while a trace is
 // being uploaded or processed, every 15 s otherwise.
 
-import { authHeaders, errorOf, api, enc } from "../api.js";
-import { age, bytes, dateTime, integer, NONE } from "../format.js";
+import { authHeaders, errorOf, api, enc, runnable } from "../api.js";
+import { age, bytes, counted, dateTime, integer, NONE } from "../format.js";
 import { announce, clear, confirmDialog, failure, h, loading, progressBar, sampleBadge, setProgress, state, stateBadge, syncRows } from "../dom.js";
 import { poller } from "../poll.js";
 import { tarBlob } from "../tar.js";
@@ -75,7 +75,7 @@ export function mountTraces(el) {
       h(
         "td",
         { class: "actions" },
-        t.state === "ready" ? h("a", { class: "btn btn-small", href: `#/runs/new?trace=${enc(t.id)}` }, "New run") : null,
+        runnable(t) ? h("a", { class: "btn btn-small", href: `#/runs/new?trace=${enc(t.id)}` }, "New run") : null,
         t.sample ? null : h("button", { class: "btn btn-small btn-ghost", type: "button", onclick: () => remove(t), "aria-label": `Delete trace ${t.id}` }, "Delete"),
       ),
     );
@@ -149,7 +149,7 @@ function uploadPanel({ onStart, onDone }) {
         h("strong", { class: "mono" }, trace.id), " ", stateBadge(trace.state),
         failed
           ? h("p", {}, trace.error)
-          : h("p", {}, `${trace.trace_gpu_arch ?? "arch unknown"} · ${integer(trace.kernel_count)} kernels · ${bytes(trace.bytes)} `, trace.state === "ready" ? h("a", { href: `#/runs/new?trace=${enc(trace.id)}` }, "Create a run") : null),
+          : h("p", {}, `${trace.trace_gpu_arch ?? "arch unknown"} · ${counted(trace.kernel_count, "kernel")} · ${bytes(trace.bytes)} `, runnable(trace) ? h("a", { href: `#/runs/new?trace=${enc(trace.id)}` }, "Create a run") : null),
       ),
     );
     announce(`Trace ${trace.id} is ${trace.state}`);
