@@ -37,6 +37,8 @@ class Settings(msgspec.Struct, kw_only=True):
     # Real traces expand up to 74-fold (a tar.xz of plain .traceg text), a gzip bomb 1032-fold
     # and an xz bomb thousands-fold, so a bomb is refused soon after it passes RATIO_FLOOR.
     max_expansion_ratio: Annotated[float, msgspec.Meta(ge=1)] = 200.0
+    max_body_bytes: Positive = 1 << 20
+    max_sims_per_run: Positive = 1024
     runner: bool = True
     runner_slots: int = os.cpu_count() or 1
     sim_timeout_s: float | None = None
@@ -67,6 +69,8 @@ ENV = {
     "max_upload_bytes": "CASCADE_MAX_UPLOAD_BYTES",
     "max_expanded_bytes": "CASCADE_MAX_EXPANDED_BYTES",
     "max_expansion_ratio": "CASCADE_MAX_EXPANSION_RATIO",
+    "max_body_bytes": "CASCADE_MAX_BODY_BYTES",
+    "max_sims_per_run": "CASCADE_MAX_SIMS_PER_RUN",
     "runner_slots": "CASCADE_RUNNER_SLOTS",
     "sim_timeout_s": "CASCADE_SIM_TIMEOUT",
     "runner_lease_s": "CASCADE_RUNNER_LEASE",

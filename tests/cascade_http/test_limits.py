@@ -1,5 +1,6 @@
 """Limits on every input, each refusal shown with its status, its message, and nothing stored:
-trace uploads that expand too far once decompressed (compression bombs)."""
+trace uploads that expand too far once decompressed (compression bombs), JSON bodies over
+their size, and runs of too many sims or too big to record."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import gzip
 import lzma
 import re
 import tarfile
+from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
@@ -15,12 +17,24 @@ from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_core.limits import RATIO_FLOOR, Expansion
 from cascade_http.config import ConfigError, resolve
+from cascade_nats.store import MAX_EVENT_BYTES
+from tests.cascade_http import runs_world as w
+from tests.cascade_http.asgi import AUTH, call
 from tests.cascade_http.conftest import service
 from tests.cascade_http.trace_archives import chunk_messages, files_of, history, stored, tar_of, upload
 
 MiB = 1 << 20
 VEC_FILES = files_of("vectoradd-100-32")
 REFUSED = ["trace.upload_started.v1", "trace.failed.v1", "trace.deleted.v1"]
+
+
+@pytest.fixture
+def accelsim_dir(tmp_path: Path) -> Path:
+    return w.reference_tree(tmp_path / "accel-sim")
+
+
+def last_seq(client: TestClient) -> int:
+    return client.portal.call(service(client).store.last_seq)  # type: ignore[union-attr]
 
 
 def failures(client: TestClient, trace_id: str) -> list[str]:
@@ -125,20 +139,101 @@ def test_the_expanded_size_is_capped_at_four_times_the_upload_limit_unless_set(c
     assert upload(client, body, "parts-2", "gzip").json()["state"] == "ready"
 
 
-# --- the document and the settings ------------------------------------------------------------
+# --- JSON bodies -------------------------------------------------------------------------------
+
+
+def run_body(*entries: tuple[str, int], trace_id: str = "demo") -> dict[str, object]:
+    return {"trace_id": trace_id, "entries": [{"gpu_config": c, "count": n} for c, n in entries]}
+
+
+def assert_no_run(client: TestClient, seq: int) -> None:
+    assert last_seq(client) == seq
+    assert client.get("/api/runs").json() == []
+
+
+def test_a_body_over_the_limit_is_refused_whole_or_streamed_without_being_read(client: TestClient) -> None:
+    w.append(client, w.trace_events())
+    seq = last_seq(client)
+    big = b'{"trace_id": "' + b"x" * MiB + b'", "entries": []}'
+    response = client.post("/api/runs", content=big, headers={"Content-Type": "application/json"})
+    detail = f"the body is {len(big)} bytes, over this server's limit of 1048576 bytes (CASCADE_MAX_BODY_BYTES)"
+    assert (response.status_code, response.json()) == (413, {"detail": detail})
+
+    # A declared length over the limit: refused before any of the body is read.
+    pieces = [b"x" * 65536] * 100
+    declared = (AUTH, (b"content-type", b"application/json"), (b"content-length", str(100 * 65536).encode()))
+    answer = call(client, "POST", "/api/runs", headers=declared, chunks=pieces)
+    assert (answer.status, answer.body, answer.read) == (
+        413,
+        {"detail": "the body is 6553600 bytes, over this server's limit of 1048576 bytes (CASCADE_MAX_BODY_BYTES)"},
+        0,
+    )
+    # No length: read until it is over the limit, and no further.
+    answer = call(client, "POST", "/api/runs", headers=declared[:2], chunks=pieces)
+    assert (answer.status, answer.body) == (413, {"detail": "the body is over this server's limit of 1048576 bytes (CASCADE_MAX_BODY_BYTES)"})
+    assert answer.read == MiB // 65536 + 1
+    assert_no_run(client, seq)
+
+    service(client).settings.max_body_bytes = 2 * MiB
+    assert client.post("/api/runs", content=big, headers={"Content-Type": "application/json"}).status_code == 422
+
+
+def test_a_run_of_more_sims_than_the_limit_is_refused(client: TestClient) -> None:
+    w.append(client, w.trace_events())
+    seq = last_seq(client)
+    response = client.post("/api/runs", json=run_body(*[("SM86_RTX3070", 64)] * 100))
+    detail = (
+        "the run asks for 6400 sims in 100 entries, more than this server's limit of 1024 sims per run "
+        "(CASCADE_MAX_SIMS_PER_RUN); split it into smaller runs"
+    )
+    assert (response.status_code, response.json()) == (422, {"detail": detail})
+    response = client.post("/api/runs", json=run_body(*[("SM86_RTX3070", 1)] * 5000))
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("the run asks for 5000 sims in 5000 entries, more than")
+    # The reference's errors come first.
+    response = client.post("/api/runs", json=run_body(*[("SM86_RTX3070", 64)] * 100, trace_id="nope"))
+    assert (response.status_code, response.json()) == (404, {"detail": "trace nope not found"})
+    assert_no_run(client, seq)
+
+    run = client.post("/api/runs", json=run_body(*[("SM86_RTX3070", 64)] * 16))
+    assert run.status_code == 201 and len(run.json()["sims"]) == 1024
+
+
+def test_a_run_too_big_to_record_is_a_413_and_never_reaches_the_store(client: TestClient) -> None:
+    """The last resort, for a server whose sim limit was raised past what one event holds."""
+    w.append(client, w.trace_events())
+    seq = last_seq(client)
+    service(client).settings.max_sims_per_run = 10_000
+    response = client.post("/api/runs", json=run_body(*[("SM86_RTX3070", 1)] * 5000))
+    assert response.status_code == 413
+    assert re.fullmatch(
+        rf"the request is too large to record \(run.created.v1 is \d+ bytes, over the {MAX_EVENT_BYTES} limit\); make it smaller",
+        response.json()["detail"],
+    ), response.text
+    assert_no_run(client, seq)
 
 
 def test_the_openapi_document_lists_every_new_refusal(client: TestClient) -> None:
     paths = client.get("/api/openapi.json").json()["paths"]
+    create = paths["/api/runs"]["post"]["responses"]
+    assert "CASCADE_MAX_BODY_BYTES" in create["413"]["description"]
+    assert "CASCADE_MAX_SIMS_PER_RUN" in create["422"]["description"]
     upload_413 = paths["/api/traces"]["post"]["responses"]["413"]["description"]
     assert "CASCADE_MAX_EXPANDED_BYTES" in upload_413 and "CASCADE_MAX_EXPANSION_RATIO" in upload_413
 
 
 def test_the_limits_are_settings_with_their_defaults() -> None:
     defaults = resolve({}, {})
-    assert resolve({}, {}).expansion == Expansion(4 * 64 * 1024**3, 200.0)
-    environ = {"CASCADE_MAX_UPLOAD_BYTES": "1000", "CASCADE_MAX_EXPANSION_RATIO": "50.5"}
-    assert resolve({}, environ).expansion == Expansion(4000, 50.5)
+    assert defaults.expansion == Expansion(4 * 64 * 1024**3, 200.0)
+    assert (defaults.max_body_bytes, defaults.max_sims_per_run) == (MiB, 1024)
+    environ = {
+        "CASCADE_MAX_UPLOAD_BYTES": "1000",
+        "CASCADE_MAX_EXPANSION_RATIO": "50.5",
+        "CASCADE_MAX_BODY_BYTES": "2048",
+        "CASCADE_MAX_SIMS_PER_RUN": "10",
+    }
+    settings = resolve({}, environ)
+    assert (settings.expansion, settings.max_body_bytes, settings.max_sims_per_run) == (Expansion(4000, 50.5), 2048, 10)
     assert resolve({}, environ | {"CASCADE_MAX_EXPANDED_BYTES": "3000"}).expansion == Expansion(3000, 50.5)
-    with pytest.raises(ConfigError, match="^CASCADE_MAX_EXPANDED_BYTES: Expected `int` >= 1$"):
-        resolve({}, {"CASCADE_MAX_EXPANDED_BYTES": "0"})
+    with pytest.raises(ConfigError, match="^CASCADE_MAX_SIMS_PER_RUN: Expected `int` >= 1$"):
+        resolve({}, {"CASCADE_MAX_SIMS_PER_RUN": "0"})
