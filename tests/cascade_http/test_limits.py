@@ -1,6 +1,6 @@
 """Limits on every input, each refusal shown with its status, its message, and nothing stored:
 trace uploads that expand too far once decompressed (compression bombs), JSON bodies over
-their size, and runs of too many sims or too big to record."""
+their size, runs of too many sims or too big to record, and two Authorization headers."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from cascade_http.config import ConfigError, resolve
 from cascade_nats.store import MAX_EVENT_BYTES
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.asgi import AUTH, call
-from tests.cascade_http.conftest import service
+from tests.cascade_http.conftest import TOKEN, service
 from tests.cascade_http.trace_archives import chunk_messages, files_of, history, stored, tar_of, upload
 
 MiB = 1 << 20
@@ -213,11 +213,30 @@ def test_a_run_too_big_to_record_is_a_413_and_never_reaches_the_store(client: Te
     assert_no_run(client, seq)
 
 
+# --- authentication ----------------------------------------------------------------------------
+
+
+def test_two_authorization_headers_are_refused_even_when_both_are_right(client: TestClient) -> None:
+    w.append(client, w.trace_events())
+    seq = last_seq(client)
+    wrong = (b"authorization", b"Bearer not-the-token")
+    detail = {"detail": "2 Authorization headers were sent; send exactly one"}
+    for headers in ([AUTH, AUTH], [AUTH, wrong], [wrong, AUTH]):
+        answer = call(client, "GET", "/api/runs", headers=headers)
+        assert (answer.status, answer.body) == (401, detail)
+    body = b'{"trace_id": "demo", "entries": [{"gpu_config": "SM86_RTX3070", "count": 1}]}'
+    answer = call(client, "POST", "/api/runs", headers=[AUTH, wrong, (b"content-type", b"application/json")], chunks=[body])
+    assert (answer.status, answer.body) == (401, detail)
+    assert_no_run(client, seq)
+    assert call(client, "GET", "/api/runs", headers=[(b"authorization", f"Bearer {TOKEN}".encode())]).status == 200
+
+
 def test_the_openapi_document_lists_every_new_refusal(client: TestClient) -> None:
     paths = client.get("/api/openapi.json").json()["paths"]
     create = paths["/api/runs"]["post"]["responses"]
     assert "CASCADE_MAX_BODY_BYTES" in create["413"]["description"]
     assert "CASCADE_MAX_SIMS_PER_RUN" in create["422"]["description"]
+    assert "more than one Authorization header" in create["401"]["description"]
     upload_413 = paths["/api/traces"]["post"]["responses"]["413"]["description"]
     assert "CASCADE_MAX_EXPANDED_BYTES" in upload_413 and "CASCADE_MAX_EXPANSION_RATIO" in upload_413
 
