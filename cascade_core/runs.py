@@ -50,6 +50,10 @@ class BadEntry(Rejected):
     """An entry names an unknown config, or one of another arch than the trace."""
 
 
+class TooManySims(Rejected):
+    """The entries ask for more sims than one run may have."""
+
+
 class CreateRun(msgspec.Struct, frozen=True, kw_only=True):
     event_id: str
     at: datetime
@@ -67,10 +71,11 @@ def sim_count(body: RunCreate) -> int:
     return sum(entry.count for entry in body.entries)
 
 
-def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConfig]) -> list[ev.Event]:
-    """The run, with its sims: each entry fans out to `count` sims. Replicas are numbered
-    from 0 per config, so two entries naming the same config continue one numbering."""
-    trace_id = cmd.body.trace_id
+def check_create(body: RunCreate, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int) -> Trace:
+    """The trace a run of `body` would simulate, or `Rejected` saying why there can be no such
+    run: the reference's reasons in its order, then more than `max_sims` sims (every entry
+    being at least one, that caps the entries too, and with them the size of the run's event)."""
+    trace_id = body.trace_id
     if trace is None:
         raise TraceNotFound(f"trace {trace_id} not found")
     if trace.sample:
@@ -78,12 +83,25 @@ def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConf
     if trace.state != "ready":
         raise TraceNotUsable(f"trace {trace_id} is {trace.state}, not ready")
     by_name = {c.name: c for c in configs}
-    for entry in cmd.body.entries:
+    for entry in body.entries:
         config = by_name.get(entry.gpu_config)
         if config is None:
             raise BadEntry(f"unknown GPU config {entry.gpu_config}")
         if config.arch != trace.trace_gpu_arch:
             raise BadEntry(f"{config.name} is {config.arch} but trace {trace_id} is {trace.trace_gpu_arch}")
+    sims = sim_count(body)
+    if sims > max_sims:
+        raise TooManySims(
+            f"the run asks for {sims} sims in {len(body.entries)} entries, more than this server's limit of "
+            f"{max_sims} sims per run (CASCADE_MAX_SIMS_PER_RUN); split it into smaller runs"
+        )
+    return trace
+
+
+def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int) -> list[ev.Event]:
+    """The run, with its sims: each entry fans out to `count` sims. Replicas are numbered
+    from 0 per config, so two entries naming the same config continue one numbering."""
+    trace = check_create(cmd.body, trace, configs, max_sims=max_sims)
     if len(cmd.sim_ids) != sim_count(cmd.body):
         raise ValueError(f"{len(cmd.sim_ids)} sim ids for {sim_count(cmd.body)} sims")
     ids = iter(cmd.sim_ids)
@@ -97,7 +115,7 @@ def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConf
         id=cmd.event_id,
         at=cmd.at,
         run_id=cmd.run_id,
-        trace_id=trace_id,
+        trace_id=cmd.body.trace_id,
         entries=list(cmd.body.entries),
         sims=sims,
         kernels_total=trace.kernel_count,

@@ -27,6 +27,7 @@ import msgspec
 from cascade_core import events as ev
 from cascade_core.gpu_configs import suggested_config
 from cascade_core.ids import is_trace_id
+from cascade_core.limits import too_large
 from cascade_core.models import GpuConfig, Trace, TraceKernel
 from cascade_core.timeline import TimelineError, validate_timeline
 from cascade_core.tracefiles import (
@@ -144,13 +145,12 @@ def check_upload(trace_id: str, content_type: str | None, content_length: int | 
             "application/x-tar, application/gzip or application/x-xz",
         )
     if content_length is not None and content_length > limit:
-        raise Refused(413, too_large(limit, content_length))
+        raise Refused(413, upload_too_large(limit, content_length))
     return compression
 
 
-def too_large(limit: int, size: int | None = None) -> str:
-    size_said = "" if size is None else f" {size} bytes,"
-    return f"the upload is{size_said} over this server's limit of {limit} bytes (CASCADE_MAX_UPLOAD_BYTES)"
+def upload_too_large(limit: int, size: int | None = None) -> str:
+    return too_large("upload", limit, "CASCADE_MAX_UPLOAD_BYTES", size)
 
 
 def decide_upload(last: ev.Event | None, upload: Upload, at: datetime, *, content_type: str) -> ev.TraceUploadStarted:
@@ -225,11 +225,12 @@ def interrupted(upload: Upload, received: int, at: datetime) -> ev.TraceFailed:
     return failed(upload, f"the upload was interrupted: the client disconnected after sending {received} bytes; upload the trace again", at)
 
 
-def over_limit(upload: Upload, limit: int, at: datetime) -> list[ev.Event]:
-    """A body without a declared length went past the limit: the trace fails and is deleted
-    at once, so nothing is kept and the id is free, as when a declared length is refused."""
+def over_limit(upload: Upload, detail: str, at: datetime) -> list[ev.Event]:
+    """The upload went past a limit as it streamed in (`detail` says which): the trace fails
+    and is deleted at once, so nothing is kept and the id is free, as when a declared length
+    is refused."""
     deleted = ev.TraceDeleted(**upload.envelope("deleted", at), trace_id=upload.trace_id)
-    return [failed(upload, too_large(limit), at), deleted]
+    return [failed(upload, detail, at), deleted]
 
 
 def _text(raw: bytes, name: str) -> str:

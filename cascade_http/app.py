@@ -23,6 +23,7 @@ from cascade_http.config import Settings
 from cascade_http.openapi import document, operation
 from cascade_http.responses import MsgspecResponse
 from cascade_http.validation import RequestValidationError
+from cascade_nats.store import EventTooLarge
 
 VERSION = "0.1.0"
 WEB_DIR = Path(__file__).parent / "static"
@@ -49,6 +50,12 @@ async def openapi(request: Request) -> Response:
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     return MsgspecResponse(ErrorDetail(str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
+
+
+async def event_too_large(request: Request, exc: Exception) -> Response:
+    """The last resort for a request whose event the store refused before sending it: every
+    route's own limits should have refused the request first."""
+    return MsgspecResponse(ErrorDetail(f"the request is too large to record ({exc}); make it smaller"), status_code=413)
 
 
 async def validation_error(request: Request, exc: Exception) -> Response:
@@ -91,7 +98,7 @@ def create_app(settings: Settings) -> Starlette:
     app = Starlette(
         routes=[*app_routes, *web_routes()],
         middleware=[Middleware(BearerAuth)],
-        exception_handlers={HTTPException: http_error, RequestValidationError: validation_error},
+        exception_handlers={HTTPException: http_error, RequestValidationError: validation_error, EventTooLarge: event_too_large},
         lifespan=lifespan,
     )
     app.state.token = settings.token

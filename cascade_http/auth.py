@@ -1,7 +1,7 @@
 """Bearer-token authentication for `/api`.
 
-Every `/api` route needs `Authorization: Bearer <token>`, compared in constant time, except
-the OpenAPI document and the health check. Browsers' EventSource cannot set headers, so the
+Every `/api` route needs one `Authorization: Bearer <token>` header, compared in constant
+time, except the OpenAPI document and the health check. Browsers' EventSource cannot set headers, so the
 run event stream (and only it) also takes the token as `?token=`.
 """
 
@@ -22,12 +22,15 @@ QUERY_TOKEN_PATH = re.compile(r"^/api/runs/[^/]+/events$")
 def _problem(scope: Scope) -> str | None:
     """Why the request is not authenticated, or None if it is."""
     expected: str = scope["app"].state.token
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            if scheme.lower() != "bearer" or not token.strip():
-                return "Authorization header must be 'Bearer <token>'"
-            return None if hmac.compare_digest(token.strip().encode(), expected.encode()) else "Invalid token"
+    given = [value for name, value in scope["headers"] if name == b"authorization"]
+    if len(given) > 1:
+        # Proxies and servers disagree on which of several counts, so none does.
+        return f"{len(given)} Authorization headers were sent; send exactly one"
+    if given:
+        scheme, _, token = given[0].decode("latin-1").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return "Authorization header must be 'Bearer <token>'"
+        return None if hmac.compare_digest(token.strip().encode(), expected.encode()) else "Invalid token"
     if QUERY_TOKEN_PATH.match(scope["path"]):
         for pair in scope.get("query_string", b"").decode("latin-1").split("&"):
             key, _, value = pair.partition("=")

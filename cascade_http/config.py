@@ -8,12 +8,19 @@ import os
 import secrets
 import socket
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
+
+from cascade_core.limits import Expansion
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 DEFAULT_MAX_UPLOAD_BYTES = 64 * 1024**3
+# Without its own setting, a trace may expand to this many times the largest body taken.
+EXPANDED_PER_UPLOAD_BYTE = 4
+
+Positive = Annotated[int, msgspec.Meta(ge=1)]
 
 
 class ConfigError(Exception):
@@ -28,6 +35,12 @@ class Settings(msgspec.Struct, kw_only=True):
     nats_url: str | None = None
     accelsim_dir: Path | None = None
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    max_expanded_bytes: Positive | None = None  # None: EXPANDED_PER_UPLOAD_BYTE x max_upload_bytes
+    # Real traces expand up to 74-fold (a tar.xz of plain .traceg text), a gzip bomb 1032-fold
+    # and an xz bomb thousands-fold, so a bomb is refused soon after it passes RATIO_FLOOR.
+    max_expansion_ratio: Annotated[float, msgspec.Meta(ge=1)] = 200.0
+    max_body_bytes: Positive = 1 << 20
+    max_sims_per_run: Positive = 1024
     runner: bool = True
     runner_slots: int = os.cpu_count() or 1
     sim_timeout_s: float | None = None
@@ -49,6 +62,11 @@ class Settings(msgspec.Struct, kw_only=True):
     def store_dir(self) -> Path:
         return self.data_dir / "jetstream"
 
+    @property
+    def expansion(self) -> Expansion:
+        expanded = self.max_expanded_bytes or EXPANDED_PER_UPLOAD_BYTE * self.max_upload_bytes
+        return Expansion(expanded, self.max_expansion_ratio)
+
 
 ENV = {
     "host": "CASCADE_HOST",
@@ -58,6 +76,10 @@ ENV = {
     "nats_url": "CASCADE_NATS_URL",
     "accelsim_dir": "CASCADE_ACCELSIM_DIR",
     "max_upload_bytes": "CASCADE_MAX_UPLOAD_BYTES",
+    "max_expanded_bytes": "CASCADE_MAX_EXPANDED_BYTES",
+    "max_expansion_ratio": "CASCADE_MAX_EXPANSION_RATIO",
+    "max_body_bytes": "CASCADE_MAX_BODY_BYTES",
+    "max_sims_per_run": "CASCADE_MAX_SIMS_PER_RUN",
     "runner_slots": "CASCADE_RUNNER_SLOTS",
     "sim_timeout_s": "CASCADE_SIM_TIMEOUT",
     "runner_lease_s": "CASCADE_RUNNER_LEASE",

@@ -103,7 +103,7 @@ def _operation(path: str, route: Route, op: Operation, by_type: dict[Any, Any]) 
         out["description"] = op.description
     if op.auth:
         out["security"] = [{"bearer": []}]
-        out["responses"]["401"] = _error("Missing or wrong bearer token.", by_type)
+        out["responses"]["401"] = _error("Missing or wrong bearer token, or more than one Authorization header.", by_type)
     if op.body is not None:
         if op.body is bytes:
             content = {m: {"schema": {"type": "string", "format": "binary"}} for m in op.body_media_types}

@@ -21,17 +21,17 @@ from cascade_core.models import Comparison, GpuConfig, KernelStat, RunCreate, Ru
 from cascade_core.perfetto import PerfettoTrace, perfetto_trace
 from cascade_core.timeline import SimStepTimeline
 from cascade_http import run_events
+from cascade_http.bodies import json_body
 from cascade_http.openapi import operation
 from cascade_http.readmodel import read, streamed
 from cascade_http.responses import ApiError, MsgspecResponse, download, not_found
 from cascade_http.service import Cascade, cascade
-from cascade_http.validation import UnparsableBody, decode_body
 from cascade_nats.store import ConcurrencyError
 from projections.queries import runs as q
 from projections.queries.traces import trace_summary
 
 NO_RUN = {404: "No run has this id."}
-REJECTED = {decide.TraceNotFound: 404, decide.TraceNotUsable: 409, decide.BadEntry: 422}
+REJECTED = {decide.TraceNotFound: 404, decide.TraceNotUsable: 409, decide.BadEntry: 422, decide.TooManySims: 422}
 
 
 def _now() -> datetime:
@@ -72,16 +72,26 @@ async def list_gpu_configs(request: Request) -> Response:
         400: "The body is not parsable.",
         404: "trace_id names no trace.",
         409: "The trace is not ready, or is a sample, which has no instruction traces.",
-        422: "An entry names an unknown gpu_config or one of another arch than the trace's, or the body fails validation.",
+        413: "The body is over CASCADE_MAX_BODY_BYTES, or the run would be too large to record.",
+        422: "An entry names an unknown gpu_config or one of another arch than the trace's, the entries ask for "
+        "more sims than CASCADE_MAX_SIMS_PER_RUN, or the body fails validation.",
     },
 )
 async def create_run(request: Request) -> Response:
     c = cascade(request)
+    body = await json_body(request, RunCreate)
     try:
-        body = decode_body(await request.body(), RunCreate)
-    except UnparsableBody:
-        raise ApiError(400, "There was an error parsing the body") from None
+        run_id = await _create(c, body)
+    except decide.Rejected as err:
+        raise ApiError(REJECTED[type(err)], str(err)) from None
+    return MsgspecResponse(await _detail(c, run_id), status_code=201)
+
+
+async def _create(c: Cascade, body: RunCreate) -> str:
+    """The id of the run created; `Rejected` says why none was."""
+    max_sims = c.settings.max_sims_per_run
     trace = await read(c, trace_summary, body.trace_id)
+    decide.check_create(body, trace, c.gpu_configs, max_sims=max_sims)  # before drawing an id per sim
     while True:
         command = decide.CreateRun(
             event_id=_event_id(),
@@ -90,16 +100,13 @@ async def create_run(request: Request) -> Response:
             sim_ids=[f"sim-{secrets.token_hex(6)}" for _ in range(decide.sim_count(body))],
             body=body,
         )
-        try:
-            events = decide.decide_create(command, trace, c.gpu_configs)
-        except decide.Rejected as err:
-            raise ApiError(REJECTED[type(err)], str(err)) from None
+        events = decide.decide_create(command, trace, c.gpu_configs, max_sims=max_sims)
         try:
             for event in events:
                 await c.append(event, expected_last_subject_seq=0)
         except ConcurrencyError:
             continue  # the random run id is taken: draw another
-        return MsgspecResponse(await _detail(c, command.run_id), status_code=201)
+        return command.run_id
 
 
 @operation(summary="List runs", description="Every run, newest first, with per-state sim counts.", response=list[RunSummary])

@@ -11,6 +11,7 @@ from starlette.routing import Route
 from cascade_core import subjects
 from cascade_core.models import Trace, TraceDetail
 from cascade_core.traces import MEDIA_TYPES, Refused, check_upload, decide_delete, new_trace_id, object_prefix
+from cascade_http.bodies import content_length
 from cascade_http.openapi import operation
 from cascade_http.readmodel import read
 from cascade_http.responses import ApiError, MsgspecResponse, not_found
@@ -30,11 +31,6 @@ def _uploading(request: Request) -> set[str]:
     return state.trace_uploads  # type: ignore[no-any-return]
 
 
-def _content_length(request: Request) -> int | None:
-    value = request.headers.get("content-length")
-    return int(value) if value is not None and value.isdigit() else None
-
-
 @operation(
     summary="Upload a trace",
     description="Takes an Accel-Sim trace directory as a tar stream, plain or compressed as the Content-Type says, "
@@ -49,7 +45,8 @@ def _content_length(request: Request) -> int | None:
     query={"id": "The trace's id: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit."},
     errors={
         409: "The id is taken by a trace that is not deleted.",
-        413: "The body is over CASCADE_MAX_UPLOAD_BYTES; nothing is kept.",
+        413: "The body is over CASCADE_MAX_UPLOAD_BYTES, or once decompressed over CASCADE_MAX_EXPANDED_BYTES or "
+        "more than CASCADE_MAX_EXPANSION_RATIO times its compressed size; nothing is kept.",
         415: "The Content-Type is not application/x-tar, application/gzip or application/x-xz.",
         422: "The id is not valid.",
     },
@@ -59,7 +56,7 @@ async def upload_trace(request: Request) -> Response:
     trace_id = request.query_params.get("id") or new_trace_id()
     content_type = request.headers.get("content-type", "")
     try:
-        compression = check_upload(trace_id, content_type, _content_length(request), c.settings.max_upload_bytes)
+        compression = check_upload(trace_id, content_type, content_length(request), c.settings.max_upload_bytes)
         await receive_trace(c, trace_id, compression, content_type, request.stream(), _uploading(request))
     except Refused as refused:
         raise ApiError(refused.status, refused.detail) from None

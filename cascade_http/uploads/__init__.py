@@ -1,7 +1,7 @@
 """Trace uploads: the request body streamed through decompression and a tar reader into the
 object store, each file looked at on the way, then decided on by `cascade_core.traces`.
 
-    body.py      the body: size limit, decompression
+    body.py      the body's decompression, and how far it may expand
     inflate.py   incremental gzip / xz decoding with bounded output
     tar.py       the tar stream, entry by entry
     layout.py    entry names to trace paths (root or one top folder)

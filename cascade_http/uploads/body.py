@@ -1,6 +1,7 @@
-"""The request body as a stream of tar bytes: counted against the size limit, and decoded as
-its Content-Type says, with the decoding (the CPU-heavy part) in worker threads so the event
-loop keeps serving other requests."""
+"""The request body as a stream of tar bytes: decoded as its Content-Type says, with the
+decoding (the CPU-heavy part) in worker threads so the event loop keeps serving other
+requests, and counted as it comes out, so a small body that expands enormously (a
+compression bomb) is refused long before it is stored."""
 
 from __future__ import annotations
 
@@ -8,45 +9,30 @@ from collections.abc import AsyncIterable, AsyncIterator
 
 import anyio
 
+from cascade_core.limits import Expansion
 from cascade_core.traces import Compression
+from cascade_http.bodies import TooLarge
 from cascade_http.uploads.inflate import Inflater
 
 # Body chunks are gathered to this size before a thread decodes them: fewer thread hops.
 BLOCK = 256 * 1024
 
 
-class TooLarge(Exception):
-    def __init__(self, received: int, limit: int) -> None:
-        super().__init__(f"received {received} bytes, over the limit of {limit}")
-        self.received = received
-        self.limit = limit
+async def decoded(chunks: AsyncIterable[bytes], compression: Compression, expansion: Expansion) -> AsyncIterator[bytes]:
+    """The tar stream inside the body; raises `TraceError` if the compression is broken and
+    `TooLarge` once the stream expands past `expansion`."""
+    inflater = None if compression == "tar" else Inflater(compression, "the upload")
+    expanded = 0
+    async for piece in chunks if inflater is None else _inflated(chunks, inflater):
+        expanded += len(piece)
+        # A piece comes from input the decoder was already handed: the ratio is never overstated.
+        problem = expansion.problem(expanded, expanded if inflater is None else inflater.total_in)
+        if problem is not None:
+            raise TooLarge(problem)
+        yield piece
 
 
-class Limited:
-    """The body's chunks until more than `limit` bytes came, then `TooLarge`; `received`
-    counts the bytes so far."""
-
-    def __init__(self, chunks: AsyncIterable[bytes], limit: int) -> None:
-        self.chunks = chunks
-        self.limit = limit
-        self.received = 0
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self.chunks:
-            self.received += len(chunk)
-            if self.received > self.limit:
-                raise TooLarge(self.received, self.limit)
-            if chunk:
-                yield chunk
-
-
-async def decoded(chunks: AsyncIterable[bytes], compression: Compression) -> AsyncIterator[bytes]:
-    """The tar stream inside the body; raises `TraceError` if the compression is broken."""
-    if compression == "tar":
-        async for chunk in chunks:
-            yield chunk
-        return
-    inflater = Inflater(compression, "the upload")
+async def _inflated(chunks: AsyncIterable[bytes], inflater: Inflater) -> AsyncIterator[bytes]:
     async for block in _gathered(chunks, BLOCK):
         pieces = inflater.feed(block)
         while (piece := await anyio.to_thread.run_sync(next, pieces, None)) is not None:

@@ -2,7 +2,8 @@
 
 `Inflater.feed` decodes whatever input it is given and yields the output in pieces of at
 most `PIECE` bytes, so a small input that expands enormously (a compression bomb) never sits
-in memory whole. Concatenated gzip members and xz streams, and the zero padding xz allows
+in memory whole. It hands the input to the decoder `STEP` bytes at a time and counts them in
+`total_in`, so a caller can weigh the output against the input it came from. Concatenated gzip members and xz streams, and the zero padding xz allows
 between streams, are read as one stream, as `gzip -d` and `xz -d` do. Errors are
 `TraceError`s naming `what` is being decoded, ready to show to the uploader.
 """
@@ -17,6 +18,7 @@ from typing import Literal
 from cascade_core.tracefiles import TraceError
 
 PIECE = 1 << 20
+STEP = 64 * 1024
 # An xz file made with `xz -9` needs 65 MiB to decode; anything asking for more than this is
 # not worth the server's memory.
 XZ_MEMLIMIT = 128 << 20
@@ -37,14 +39,16 @@ class Inflater:
         self._streams = 0
 
     def feed(self, data: bytes) -> Iterator[bytes]:
-        self.total_in += len(data)
         self._fed = self._fed or bool(data)
-        while data:
-            if self._decoder is None:
-                data = self._start(data)
+        for start in range(0, len(data), STEP):
+            step = data[start : start + STEP]
+            self.total_in += len(step)
+            while step:
                 if self._decoder is None:
-                    return
-            data = yield from self._decode(data)
+                    step = self._start(step)
+                    if self._decoder is None:
+                        break
+                step = yield from self._decode(step)
 
     def finish(self) -> None:
         """Raise if the input ended in the middle of a stream, or held none at all."""

@@ -12,8 +12,9 @@ How each way of ending shows in the log:
   the body streams in ends the upload at once, and the answer goes out while the client may
   still be sending (uvicorn reads and drops the rest of the body, then closes);
 - a client that disconnects: upload_started, failed ("interrupted"), no files kept;
-- a body over the size limit: upload_started, failed, deleted: nothing is kept and the id is
-  free again, just as when a declared Content-Length is refused at once (413 both ways).
+- a body over the size limit, or one that expands past the expanded-size or ratio limit once
+  decompressed: upload_started, failed, deleted: nothing is kept and the id is free again,
+  just as when a declared Content-Length is refused at once (413 every way).
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ from cascade_core.traces import (
     interrupted,
     object_prefix,
     over_limit,
-    too_large,
+    upload_too_large,
 )
+from cascade_http.bodies import Limited, TooLarge
 from cascade_http.service import Cascade
-from cascade_http.uploads.body import Limited, TooLarge, decoded
+from cascade_http.uploads.body import decoded
 from cascade_http.uploads.store import remove, store_archive
 from cascade_nats.store import ConcurrencyError
 
@@ -70,7 +72,7 @@ async def receive_trace(
     c: Cascade, trace_id: str, compression: Compression, content_type: str, body: AsyncIterable[bytes], uploading: set[str]
 ) -> None:
     """Store and process one upload; the trace's state in the read model tells the outcome.
-    Raises `Refused` for a taken id (409) and a body over the limit (413)."""
+    Raises `Refused` for a taken id (409) and a body over a limit (413)."""
     upload = Upload(trace_id, secrets.token_hex(8))
     last = await c.store.last_on(subjects.trace(trace_id))
     started = decide_upload(last.event if last else None, upload, now(), content_type=content_type)
@@ -83,7 +85,8 @@ async def receive_trace(
         if last is not None:
             # The id was used before: remove anything its deletion may have left behind.
             await c.objects.delete_prefix(object_prefix(trace_id))
-        await _receive(c, upload, compression, Limited(body, c.settings.max_upload_bytes), _Chain(c, seq))
+        limit = c.settings.max_upload_bytes
+        await _receive(c, upload, compression, Limited(body, limit, upload_too_large(limit)), _Chain(c, seq))
     except ConcurrencyError:
         raise Refused(409, f"trace {trace_id} was changed by another request during its upload") from None
     finally:
@@ -91,8 +94,9 @@ async def receive_trace(
 
 
 async def _receive(c: Cascade, upload: Upload, compression: Compression, body: Limited, chain: _Chain) -> None:
+    expansion = c.settings.expansion
     try:
-        received = await store_archive(c.objects, upload.trace_id, decoded(body, compression))
+        received = await store_archive(c.objects, upload.trace_id, decoded(body, compression, expansion), expansion)
     except TraceError as error:
         await _shielded(chain.append([failed(upload, str(error), now())]))
         return
@@ -100,8 +104,8 @@ async def _receive(c: Cascade, upload: Upload, compression: Compression, body: L
         await _shielded(chain.append([interrupted(upload, body.received, now())]))
         return
     except TooLarge as large:
-        await _shielded(chain.append(over_limit(upload, large.limit, now())))
-        raise Refused(413, too_large(large.limit)) from None
+        await _shielded(chain.append(over_limit(upload, large.detail, now())))
+        raise Refused(413, large.detail) from None
     except Exception as error:
         await _shielded(chain.append([failed(upload, f"the server could not store the upload ({error}); upload it again", now())]))
         raise

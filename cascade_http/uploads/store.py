@@ -1,9 +1,10 @@
 """Storing an upload's archive: each file into the object store under
 `accelsim-traces/<id>/<path>` as it streams past, while `Findings` looks at it.
 
-Only regular files and directories may be in the archive. Whatever goes wrong, from a bad
-member to a client that disconnects, the files stored so far are removed before the error
-goes on, so a failed upload leaves nothing behind.
+Only regular files and directories may be in the archive, and none that says it is bigger
+than a whole trace may expand to. Whatever goes wrong, from a bad member to a client that
+disconnects, the files stored so far are removed before the error goes on, so a failed
+upload leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -13,18 +14,20 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable
 import anyio
 
 from cascade_core import events as ev
+from cascade_core.limits import Expansion
 from cascade_core.tracefiles import TraceError
 from cascade_core.traces import Received, object_key
+from cascade_http.bodies import TooLarge
 from cascade_http.uploads.findings import Findings, Watch
 from cascade_http.uploads.layout import Layout
 from cascade_http.uploads.tar import TarReader
 from cascade_nats.objects import Objects
 
 
-async def store_archive(objects: Objects, trace_id: str, tar_stream: AsyncIterable[bytes]) -> Received:
+async def store_archive(objects: Objects, trace_id: str, tar_stream: AsyncIterable[bytes], expansion: Expansion) -> Received:
     stored: dict[str, ev.StoredFile] = {}
     try:
-        return await _store(objects, trace_id, tar_stream, stored)
+        return await _store(objects, trace_id, tar_stream, expansion, stored)
     except BaseException:
         with anyio.CancelScope(shield=True):
             await remove(objects, trace_id, stored.values())
@@ -36,7 +39,9 @@ async def remove(objects: Objects, trace_id: str, files: Iterable[ev.StoredFile]
         await objects.delete(object_key(trace_id, f.path))
 
 
-async def _store(objects: Objects, trace_id: str, tar_stream: AsyncIterable[bytes], stored: dict[str, ev.StoredFile]) -> Received:
+async def _store(
+    objects: Objects, trace_id: str, tar_stream: AsyncIterable[bytes], expansion: Expansion, stored: dict[str, ev.StoredFile]
+) -> Received:
     reader = TarReader(tar_stream)
     layout = Layout()
     findings = Findings()
@@ -46,6 +51,8 @@ async def _store(objects: Objects, trace_id: str, tar_stream: AsyncIterable[byte
                 f"archive member {entry.name[:200]!r} is a {entry.kind}; a trace archive may hold only "
                 "regular files and directories"
             )
+        if (problem := expansion.member_problem(entry.name, entry.size)) is not None:
+            raise TooLarge(problem)
         placed = layout.place(entry.name, entry.kind)
         if placed.moved_under is not None:
             await _move_under(objects, trace_id, stored, placed.moved_under)

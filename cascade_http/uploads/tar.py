@@ -109,7 +109,7 @@ class TarReader:
                 continue
             kind = _KINDS.get(info.type, f"member of tar type {info.type.decode('latin-1')!r}")
             name = pax.get("path", long_name if long_name is not None else info.name)
-            size = int(pax["size"]) if "size" in pax and pax["size"].isdigit() else info.size
+            size = _pax_size(pax["size"], self._where()) if "size" in pax else info.size
             if kind == "directory":
                 name = name.rstrip("/")
             entry = Entry(name, kind, size)
@@ -175,6 +175,14 @@ class TarReader:
                 f"the archive is truncated: it ends inside {last.name!r} ({last.size - self._left} of {last.size} bytes present)"
             )
         return TraceError(f"the archive is truncated: it ends {self._where()} without the end-of-archive block")
+
+
+def _pax_size(value: str, where: str) -> int:
+    """A pax size record's value: ASCII digits, at most 20 (10^20 bytes is past any file).
+    `int` alone would take other scripts' digits, and fail past 4300 of them."""
+    if not (value.isascii() and value.isdigit() and len(value) <= 20):
+        raise TraceError(f"the archive is damaged: the pax extended header {where} gives the size {value[:40]!r}")
+    return int(value)
 
 
 def _pax_records(data: bytes, where: str) -> dict[str, str]:

@@ -14,7 +14,9 @@ from cascade_core.runs import (
     CancelRun,
     CreateRun,
     TraceNotFound,
+    TooManySims,
     TraceNotUsable,
+    check_create,
     decide_cancel,
     decide_create,
     run_state,
@@ -65,7 +67,7 @@ def summary(state: str, counts: dict[str, int], *, sample: bool = False) -> RunS
 
 
 def test_create_fans_each_entry_out_by_replica_in_entry_order() -> None:
-    [created] = decide_create(create(("SM86_RTX3080", 1), ("SM86_RTX3070", 2)), TRACE, CONFIGS)
+    [created] = decide_create(create(("SM86_RTX3080", 1), ("SM86_RTX3070", 2)), TRACE, CONFIGS, max_sims=1024)
     assert created == ev.RunCreated(
         id="e1",
         at=AT,
@@ -82,7 +84,7 @@ def test_create_fans_each_entry_out_by_replica_in_entry_order() -> None:
 
 
 def test_entries_naming_one_config_continue_its_replica_numbers() -> None:
-    [created] = decide_create(create(("SM86_RTX3070", 2), ("SM86_RTX3070", 1)), TRACE, CONFIGS)
+    [created] = decide_create(create(("SM86_RTX3070", 2), ("SM86_RTX3070", 1)), TRACE, CONFIGS, max_sims=1024)
     assert [s.replica for s in created.sims] == [0, 1, 2]  # type: ignore[attr-defined]
 
 
@@ -97,7 +99,7 @@ def test_entries_naming_one_config_continue_its_replica_numbers() -> None:
 )
 def test_create_needs_a_ready_trace_that_is_not_a_sample(trace: Trace | None, error: type[Exception], detail: str) -> None:
     with pytest.raises(error) as raised:
-        decide_create(create(("SM86_RTX3070", 1)), trace, CONFIGS)
+        decide_create(create(("SM86_RTX3070", 1)), trace, CONFIGS, max_sims=1024)
     assert str(raised.value) == detail
 
 
@@ -110,8 +112,22 @@ def test_create_needs_a_ready_trace_that_is_not_a_sample(trace: Trace | None, er
 )
 def test_every_entry_needs_a_known_config_of_the_traces_arch(config: str, detail: str) -> None:
     with pytest.raises(BadEntry) as raised:
-        decide_create(create(("SM86_RTX3070", 1), (config, 1)), TRACE, CONFIGS)
+        decide_create(create(("SM86_RTX3070", 1), (config, 1)), TRACE, CONFIGS, max_sims=1024)
     assert str(raised.value) == detail
+
+
+def test_a_run_may_have_at_most_max_sims_sims_which_caps_its_entries_too() -> None:
+    assert check_create(create(("SM86_RTX3070", 64), ("SM86_RTX3080", 64)).body, TRACE, CONFIGS, max_sims=128) == TRACE
+    with pytest.raises(TooManySims) as raised:
+        check_create(create(("SM86_RTX3070", 64), ("SM86_RTX3080", 65)).body, TRACE, CONFIGS, max_sims=128)
+    assert str(raised.value) == (
+        "the run asks for 129 sims in 2 entries, more than this server's limit of 128 sims per run "
+        "(CASCADE_MAX_SIMS_PER_RUN); split it into smaller runs"
+    )
+    with pytest.raises(TooManySims, match="asks for 129 sims in 129 entries"):
+        decide_create(create(*[("SM86_RTX3070", 1)] * 129), TRACE, CONFIGS, max_sims=128)
+    with pytest.raises(TraceNotFound):  # the reference's reasons come first
+        check_create(create(("SM86_RTX3070", 129)).body, None, CONFIGS, max_sims=128)
 
 
 def test_cancel_asks_once_while_a_sim_is_unfinished() -> None:

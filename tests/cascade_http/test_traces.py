@@ -143,6 +143,18 @@ def _corrupt_xz() -> bytes:
     return bytes(data)
 
 
+def _pax_sized(size: str) -> bytes:
+    """The vector add trace and a member whose pax header gives `size` as its size."""
+    extra = member("kernel-9.traceg", data=b"x")
+    extra.pax_headers = {"size": size}
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in VEC_FILES.items():
+            tar.addfile(member(name, data=data), io.BytesIO(data))
+        tar.addfile(extra, io.BytesIO(b"x"))
+    return out.getvalue()
+
+
 def _two_archs() -> dict[str, bytes]:
     other = VEC_HEADER.replace(b"-binary version = 61", b"-binary version = 70")
     return {"kernelslist.g": b"kernel-1.traceg\nkernel-2.traceg\n", "kernel-1.traceg": VEC_HEADER, "kernel-2.traceg": other}
@@ -195,6 +207,12 @@ BAD_UPLOADS: dict[str, tuple[bytes, str, str]] = {
     "hard link": (_with(member("again.traceg", tarfile.LNKTYPE, linkname="kernel-1.traceg")), "tar", "'again.traceg' is a hard link"),
     "device": (_with(member("null", tarfile.CHRTYPE)), "tar", "'null' is a character device"),
     "fifo": (_with(member("pipe", tarfile.FIFOTYPE)), "tar", "'pipe' is a fifo"),
+    "pax size in other digits": (
+        _pax_sized("²"), "tar", "the archive is damaged: the pax extended header after 'kernelslist.g' gives the size '²'"
+    ),
+    "pax size past int's digits": (
+        _pax_sized("9" * 5000), "tar", f"the archive is damaged: the pax extended header after 'kernelslist.g' gives the size '{'9' * 40}'"
+    ),
 }
 
 

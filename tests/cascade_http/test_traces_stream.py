@@ -24,6 +24,7 @@ from starlette.testclient import TestClient
 
 from cascade_http.config import Settings
 from cascade_nats.objects import BUCKET
+from tests.cascade_http.asgi import AUTH, call
 from tests.cascade_http.conftest import TOKEN, service
 from tests.cascade_http.live import live_server
 from tests.cascade_http.trace_archives import chunk_messages, files_of, history, stored, tar_of
@@ -35,37 +36,9 @@ BODY = tar_of(files_of("matrixmul-32-32"))  # about 180 KB
 def post_asgi(client: TestClient, trace_id: str, chunks: list[bytes], *, end: str) -> tuple[int, dict[str, Any]]:
     """POST `chunks` as a body without Content-Length straight into the app; `end` is
     "complete" or "disconnect"."""
-    messages: list[dict[str, Any]] = [{"type": "http.request", "body": c, "more_body": True} for c in chunks]
-    messages.append({"type": "http.request", "body": b"", "more_body": False} if end == "complete" else {"type": "http.disconnect"})
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/api/traces",
-        "raw_path": b"/api/traces",
-        "root_path": "",
-        "query_string": f"id={trace_id}".encode(),
-        "headers": [(b"authorization", f"Bearer {TOKEN}".encode()), (b"content-type", b"application/x-tar")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-    }
-
-    async def call() -> tuple[int, dict[str, Any]]:
-        sent: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            return messages.pop(0) if messages else {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        await client.app(scope, receive, send)  # type: ignore[arg-type]
-        return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]) or b"{}")
-
-    status, body = client.portal.call(call)  # type: ignore[union-attr]
-    return int(status), body
+    headers = (AUTH, (b"content-type", b"application/x-tar"))
+    answer = call(client, "POST", "/api/traces", query=f"id={trace_id}", headers=headers, chunks=chunks, end=end)
+    return answer.status, answer.body
 
 
 def pieces(data: bytes, size: int) -> list[bytes]:
