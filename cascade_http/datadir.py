@@ -36,8 +36,11 @@ class Service(msgspec.Struct, frozen=True, kw_only=True):
 
     pid: int
     api_url: str
-    nats_url: str
+    nats_url: str  # where it is, never with credentials
     started_at: datetime
+    # The data dir's own nats-server, which lets in the data dir's user and password
+    # (`event_log`); otherwise the configured NATS, whose credentials are not kept here.
+    nats_embedded: bool = False
 
 
 class Lock:
