@@ -37,6 +37,9 @@ from cascade_http.config import (
 )
 
 log = logging.getLogger("cascade")
+# Commands that write a data dir (or a worker's work dir, or a replayed read model): what they
+# make is their user's alone, and so is what the embedded nats-server they start makes.
+PRIVATE = {"serve", "worker", "replay", "events"}
 
 
 def _common(parser: argparse.ArgumentParser, *, api: bool = False) -> None:
@@ -96,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logs.configure()
+    if args.command in PRIVATE:
+        os.umask(0o077)
     try:
         status = COMMANDS[args.command](args)
         sys.stdout.flush()  # here, so that a closed pipe is noticed here
