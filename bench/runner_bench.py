@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cascade_http import datadir  # noqa: E402
+from cascade_http import datadir, event_log  # noqa: E402
 from tests.cascade_sim.world import accelsim_tree  # noqa: E402
 from tests.support import LOGS, TRACES  # noqa: E402
 
@@ -138,9 +138,10 @@ def main(size_mb: int, paced_kernels: int) -> None:
                     pass
                 time.sleep(0.1)
             assert service is not None, "the server did not start"
-            url, nats_url = service.api_url, service.nats_url
+            # The worker logs in to the server's NATS with the data dir's password, given in its environment.
+            url, env = service.api_url, {**env, "CASCADE_NATS_URL": event_log.live_nats_url(tmp / "data", service)}
             upload(url, "combo-vec-mm-xz")
-            worker = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "worker", "--nats-url", nats_url, "--accelsim-dir", str(tree),
+            worker = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "worker", "--accelsim-dir", str(tree),
                                        "--slots", "1", "--work-dir", str(tmp / "worker")], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
             try:
                 time.sleep(2)
@@ -171,7 +172,7 @@ def main(size_mb: int, paced_kernels: int) -> None:
                 worker.wait()
             # The paced run measures steady state: it starts once the burst above is folded in.
             print(f"write-ahead log folded into the database {quiet(tmp / 'data' / 'readmodel.duckdb.wal'):.1f} s after the burst")
-            print(latency(url, nats_url, tree, tmp, paced_kernels, env))
+            print(latency(url, tree, tmp, paced_kernels, env))
         finally:
             server.terminate()
             server.wait()
@@ -189,13 +190,13 @@ def quiet(wal: Path, timeout: float = 300) -> float:
     return time.perf_counter() - started
 
 
-def latency(url: str, nats_url: str, tree: Path, tmp: Path, kernels: int, env: dict[str, str]) -> str:
+def latency(url: str, tree: Path, tmp: Path, kernels: int, env: dict[str, str]) -> str:
     logs = tmp / "logs-paced"
     logs.mkdir()
     big_log(logs / LOG_NAME, rounds=max(1, kernels // 3))
     times = tmp / "block-times.txt"
     paced_env = {**env, "CASCADE_FAKE_ACCELSIM_LOGS": str(logs), "CASCADE_FAKE_ACCELSIM_PACE": "0.1", "CASCADE_FAKE_ACCELSIM_BLOCK_TIMES": str(times)}
-    worker = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "worker", "--nats-url", nats_url, "--accelsim-dir", str(tree),
+    worker = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "worker", "--accelsim-dir", str(tree),
                                "--slots", "1", "--work-dir", str(tmp / "worker-paced")], env=paced_env, stdout=subprocess.DEVNULL, stderr=LOG)
     arrivals: list[float] = []
     try:

@@ -115,8 +115,8 @@ def free_port() -> int:
 
 def start_server(data: Path, nats_url: str, port: int) -> subprocess.Popen[bytes]:
     cascade = Path(sys.executable).parent / "cascade"
-    env = {**os.environ, "CASCADE_TOKEN": TOKEN}
-    args = [str(cascade), "serve", "--no-runner", "--data-dir", str(data), "--nats-url", nats_url, "--port", str(port), "--accelsim-dir", str(TREE)]
+    env = {**os.environ, "CASCADE_TOKEN": TOKEN, "CASCADE_NATS_URL": nats_url}  # the URL carries a password: not in argv
+    args = [str(cascade), "serve", "--no-runner", "--data-dir", str(data), "--port", str(port), "--accelsim-dir", str(TREE)]
     process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

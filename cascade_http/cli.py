@@ -31,12 +31,15 @@ from cascade_http.config import (
     absolute,
     bind_port,
     check_accelsim_dir,
-    load_or_create_token,
+    load_or_create_secret,
     resolve,
     url_of,
 )
 
 log = logging.getLogger("cascade")
+# Commands that write a data dir (or a worker's work dir, or a replayed read model): what they
+# make is their user's alone, and so is what the embedded nats-server they start makes.
+PRIVATE = {"serve", "worker", "replay", "events"}
 
 
 def _common(parser: argparse.ArgumentParser, *, api: bool = False) -> None:
@@ -96,12 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logs.configure()
+    if args.command in PRIVATE:
+        os.umask(0o077)
     try:
         status = COMMANDS[args.command](args)
         sys.stdout.flush()  # here, so that a closed pipe is noticed here
         return status
     except ConfigError as err:
-        print(f"cascade: error: {err}", file=sys.stderr)
+        print(f"cascade: error: {logs.redact(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -132,12 +137,14 @@ def serve(args: argparse.Namespace) -> int:
         if settings.nats_url is not None:
             asyncio.run(event_log.check_nats(settings.nats_url))
         if settings.token is None:
-            settings.token, created = load_or_create_token(settings.data_dir)
+            settings.token, created = load_or_create_secret(settings.token_path, "token")
             if created:
-                print(f"cascade: API token (stored in {settings.data_dir / 'token'}): {settings.token}", flush=True)
-        with event_log.configured_or_embedded(settings) as nats_url:
-            settings.nats_url = nats_url
-            service = datadir.Service(pid=os.getpid(), api_url=url_of(listener), nats_url=nats_url, started_at=datetime.now(UTC))
+                print(f"cascade: API token (stored in {settings.token_path}): {settings.token}", flush=True)
+        with event_log.configured_or_embedded(settings) as nats:
+            settings.nats_url = nats.url
+            service = datadir.Service(
+                pid=os.getpid(), api_url=url_of(listener), nats_url=nats.address, started_at=datetime.now(UTC), nats_embedded=nats.embedded
+            )
             # No logging config of uvicorn's own: its lines go through the redacting root handler.
             config = uvicorn.Config(create_app(settings), lifespan="on", log_config=None, log_level="info", timeout_graceful_shutdown=5)
             server = uvicorn.Server(config)
@@ -263,8 +270,8 @@ async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
         except duckdb.IOException as err:
             raise ConfigError(f"read model {settings.db_path}: in use by another process ({err})") from err
         try:
-            with event_log.configured_or_embedded(settings) as url:
-                async with event_log.open_store(url) as store:
+            with event_log.configured_or_embedded(settings) as nats:
+                async with event_log.open_store(nats.url) as store:
                     return await verify(store, con.cursor())
         finally:
             con.close()

@@ -22,6 +22,10 @@ EXPANDED_PER_UPLOAD_BYTE = 4
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 
+# The data dir's secrets: the API token, and the password of the embedded nats-server's user.
+TOKEN_FILE = "token"
+NATS_PASSWORD_FILE = "nats-password"
+
 
 class ConfigError(Exception):
     """A setting that cannot work; the message names it and says why."""
@@ -66,6 +70,14 @@ class Settings(msgspec.Struct, kw_only=True):
     def expansion(self) -> Expansion:
         expanded = self.max_expanded_bytes or EXPANDED_PER_UPLOAD_BYTE * self.max_upload_bytes
         return Expansion(expanded, self.max_expansion_ratio)
+
+    @property
+    def token_path(self) -> Path:
+        return self.data_dir / TOKEN_FILE
+
+    @property
+    def nats_password_path(self) -> Path:
+        return self.data_dir / NATS_PASSWORD_FILE
 
 
 ENV = {
@@ -142,33 +154,34 @@ def check_accelsim_dir(path: Path | None) -> None:
         raise ConfigError(f"accelsim dir {path}: not an Accel-Sim install (no gpu-simulator/ inside)")
 
 
-def read_token(path: Path) -> str | None:
-    """The token stored in `path`, None if there is no such file. A token file that others
-    can read or write is refused rather than fixed: its token may be known already."""
+def read_secret(path: Path, what: str) -> str | None:
+    """The secret stored in `path` (`what` it is, for messages), None if there is no such
+    file. A file that others can read or write is refused rather than fixed: its secret may
+    be known already."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     except OSError as err:
-        raise ConfigError(f"token file {path}: {err.strerror or err}") from err
+        raise ConfigError(f"{what} file {path}: {err.strerror or err}") from err
     with os.fdopen(fd) as f:
         mode = os.fstat(fd).st_mode & 0o777
         if mode & 0o077:
-            raise ConfigError(f"token file {path}: readable or writable by others (mode {mode:o}); chmod 600 it, or delete it for a new token")
-        token = f.read().strip()
-    if not token:
-        raise ConfigError(f"token file {path}: empty; put the token in it, or delete it for a new token")
-    return token
+            raise ConfigError(f"{what} file {path}: readable or writable by others (mode {mode:o}); chmod 600 it, or delete it for a new {what}")
+        secret = f.read().strip()
+    if not secret:
+        raise ConfigError(f"{what} file {path}: empty; put the {what} in it, or delete it for a new {what}")
+    return secret
 
 
-def load_or_create_token(data_dir: Path) -> tuple[str, bool]:
-    """The data dir's stored token, generating it on first use; True when just created."""
-    path = data_dir / "token"
-    token = read_token(path)
-    if token is not None:
-        return token, False
-    token = secrets.token_urlsafe(24)
+def load_or_create_secret(path: Path, what: str) -> tuple[str, bool]:
+    """The secret stored in `path`, generated on first use (URL-safe characters); True when
+    just created."""
+    secret = read_secret(path, what)
+    if secret is not None:
+        return secret, False
+    secret = secrets.token_urlsafe(24)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    return token, True
+        f.write(secret + "\n")
+    return secret, True

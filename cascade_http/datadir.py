@@ -6,13 +6,20 @@ commands where the process holding it serves.
 nats-server runs), and holds that process's pid. While it serves, `cascade serve` also keeps
 `<data dir>/service.json`. A service file tells the truth only while its lock is held, so
 whoever takes the lock removes one that a dead process left behind.
+
+Everything in a data dir is its owner's alone: directories 0700, files 0600. The commands
+that write one set their umask so (`cli`), and whoever takes the lock tightens what an older
+version left open, except the secrets (`token`, `nats-password`), which are refused rather
+than fixed when others could read them (`config.read_secret`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
+import stat
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -21,10 +28,13 @@ from types import TracebackType
 
 import msgspec
 
-from cascade_http.config import ConfigError
+from cascade_http.config import NATS_PASSWORD_FILE, TOKEN_FILE, ConfigError
+
+log = logging.getLogger("cascade")
 
 LOCK = "lock"
 SERVICE = "service.json"
+SECRETS = (TOKEN_FILE, NATS_PASSWORD_FILE)
 # Another command looking at the lock holds it shared for a moment; a start that meets it
 # tries again rather than reporting that command as the owner.
 LOCK_TRIES = 5
@@ -36,8 +46,11 @@ class Service(msgspec.Struct, frozen=True, kw_only=True):
 
     pid: int
     api_url: str
-    nats_url: str
+    nats_url: str  # where it is, never with credentials
     started_at: datetime
+    # The data dir's own nats-server, which lets in the data dir's user and password
+    # (`event_log`); otherwise the configured NATS, whose credentials are not kept here.
+    nats_embedded: bool = False
 
 
 class Lock:
@@ -58,7 +71,8 @@ class Lock:
 
 def try_lock(directory: Path, what: str = "data dir") -> Lock | None:
     """The directory's lock (made with the directory if need be), or None when another
-    process holds it."""
+    process holds it. Whoever takes it removes a stale service file and makes the directory
+    private (`make_private`)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
@@ -76,7 +90,33 @@ def try_lock(directory: Path, what: str = "data dir") -> Lock | None:
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     (directory / SERVICE).unlink(missing_ok=True)
-    return Lock(fd)
+    held = Lock(fd)
+    try:
+        opened = make_private(directory, what)
+    except ConfigError:
+        held.release()
+        raise
+    if opened:
+        log.info("%s %s: %d files and directories were open to others (as older versions left them); made private (0700, 0600)", what, directory, opened)
+    return held
+
+
+def make_private(directory: Path, what: str = "data dir") -> int:
+    """Take group's and others' access away from the directory and everything in it
+    (symbolic links, and what they point to, aside); how many it changed. The secrets are
+    left for their readers to refuse."""
+    inside = (Path(root, name) for root, dirs, files in os.walk(directory) for name in (*dirs, *files))
+    changed = 0
+    for path in (directory, *inside):
+        mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode) or not mode & 0o077 or (path.parent == directory and path.name in SECRETS):
+            continue
+        try:
+            path.chmod(stat.S_IMODE(mode) & 0o700)
+        except OSError as err:
+            raise ConfigError(f"{what} {directory}: cannot make {path} private ({err.strerror or err})") from err
+        changed += 1
+    return changed
 
 
 def lock(directory: Path, what: str = "data dir") -> Lock:

@@ -17,7 +17,7 @@ import msgspec
 
 from cascade_http import datadir
 from cascade_http.client import ApiClient
-from cascade_http.config import DEFAULT_HOST, DEFAULT_PORT, ENV, ConfigError, Settings, read_token, resolve
+from cascade_http.config import DEFAULT_HOST, DEFAULT_PORT, ENV, ConfigError, Settings, read_secret, resolve
 
 DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 ENV_URL = "CASCADE_URL"
@@ -58,13 +58,13 @@ def api_client(args: argparse.Namespace) -> ApiClient:
     located = served_url(args) or Located(
         DEFAULT_URL, f"the default: no server holds {settings.data_dir}; pass --url, or --data-dir with the server's data dir"
     )
-    token_file = settings.data_dir / "token"
+    token_file = settings.token_path
     token = settings.token
     if token is not None:
         other = f"unset it to use {token_file}" if token_file.exists() else f"{token_file} does not exist either"
         refused = f"the token from {ENV['token']}; {other}"
     else:
-        token = read_token(token_file)
+        token = read_secret(token_file, "token")
         if token is None:
             raise ConfigError(
                 f"no API token: {ENV['token']} is not set and {token_file} does not exist; "

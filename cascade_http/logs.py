@@ -1,9 +1,10 @@
-"""The service's log lines, with the API token taken out.
+"""The service's log lines, with the API token and NATS credentials taken out.
 
 Browsers' EventSource sends the token as `?token=` on the run event stream, and uvicorn's
 access log writes request paths whole, so every line that Cascade or uvicorn logs (through
 the one root handler set up here; uvicorn is started with no logging config of its own)
-passes a formatter that replaces the value of any `token=` parameter, right or wrong.
+passes a formatter that replaces the value of any `token=` parameter, right or wrong, and
+the credentials of any URL (`nats://user:password@host`), tracebacks included.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import logging
 import re
 
+from cascade_nats.wire import REDACTED, redacted
+
 TOKEN_PARAMETER = re.compile(r"(token=)[^&\s\"'#]*", re.IGNORECASE)
-REDACTED = "[redacted]"
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def redact(text: str) -> str:
-    return TOKEN_PARAMETER.sub(rf"\g<1>{REDACTED}", text)
+    return redacted(TOKEN_PARAMETER.sub(rf"\g<1>{REDACTED}", text))
 
 
 class RedactingFormatter(logging.Formatter):

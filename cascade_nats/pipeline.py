@@ -15,7 +15,7 @@ import itertools
 import re
 import secrets
 
-from cascade_nats.wire import Wire, WireError
+from cascade_nats.wire import Wire, WireError, redacted
 
 MAX_IN_FLIGHT = 8192
 _WRITE_AT = 256 << 10  # bytes of frames gathered before they are written
@@ -162,7 +162,7 @@ class Pipeline:
                         seq, error = _ack(body[header_length:], body[:header_length])
                         batch.record(int(index), seq, error)
         except (WireError, OSError) as err:
-            reason = f"lost the connection to {self.url}: {err}"
+            reason = f"lost the connection to {redacted(self.url)}: {err}"
         finally:
             self._wire = None
             wire.close()

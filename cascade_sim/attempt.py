@@ -35,6 +35,9 @@ HEARTBEAT_S = 2.0
 LAUNCH_WAIT_S = 2.0  # how long the launch event waits for the simulator's build strings
 READ_SIZE = 64 * 1024
 STDERR_TAIL = 50
+# Cascade's secrets that may be in the runner's environment (`cascade_http.config.ENV`): the
+# API token, and the NATS URL with its credentials. The simulator needs neither.
+WITHHELD = ("CASCADE_TOKEN", "CASCADE_NATS_URL")
 
 
 class Stop:
@@ -103,7 +106,7 @@ class Attempt:
         return args
 
     def _environment(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = {name: value for name, value in os.environ.items() if name not in WITHHELD}
         libraries = [str(p) for p in self.install.library_dirs()]
         env["LD_LIBRARY_PATH"] = os.pathsep.join([*libraries, env.get("LD_LIBRARY_PATH", "")]).strip(os.pathsep)
         xz = shutil.which("xz")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgspec
 
-from cascade_http import datadir
+from cascade_http import datadir, event_log
 from cascade_http.config import ENV
 from cascade_http.locate import ENV_URL
 
@@ -43,8 +43,23 @@ class Served(msgspec.Struct):
     def url(self) -> str:
         return self.service.api_url
 
+    @property
+    def nats_url(self) -> str:
+        """Its NATS, logged in as every command on its data dir logs in."""
+        return event_log.live_nats_url(self.data_dir, self.service)
+
     def text(self) -> str:
         return self.output.read_text(errors="replace")
+
+
+def api(url: str, token: str, method: str, path: str, body: object = None) -> dict:  # type: ignore[type-arg]
+    """A JSON request to the API with its token; the JSON answer."""
+    request = urllib.request.Request(
+        url + path, method=method, data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())  # type: ignore[no-any-return]
 
 
 def health(url: str) -> dict[str, int]:

@@ -65,7 +65,7 @@ def test_serve_starts_and_stops_its_nats_server_and_a_restart_keeps_the_read_mod
         assert nats_servers_under(data), "the embedded nats-server runs under the data dir"
         assert (data / "service.json").stat().st_mode & 0o777 == 0o600
         assert served.service.api_url.startswith("http://127.0.0.1:") and not served.service.api_url.endswith(":0")
-        last = asyncio.run(append_lifecycle(served.service.nats_url))
+        last = asyncio.run(append_lifecycle(served.nats_url))
         # The dispatcher queues the lifecycle run's three sims for runners (none runs here).
         wait_projected(served.url, last + 3)
         stored = health(served.url)["stream_seq"]
@@ -109,14 +109,14 @@ def test_a_second_serve_on_a_live_data_dir_fails_in_one_line_and_leaves_the_firs
         assert (data / "service.json").read_bytes() == service_before
         after = (data / "readmodel.duckdb").stat()
         assert (after.st_ino, after.st_mtime_ns) == (db_before.st_ino, db_before.st_mtime_ns)
-        last = asyncio.run(append_lifecycle(first.service.nats_url))
+        last = asyncio.run(append_lifecycle(first.nats_url))
         wait_projected(first.url, last)
 
 
 def test_events_and_replay_on_a_live_data_dir_use_its_server(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with serving(data, "--no-runner", env=env()) as served:
-        last = asyncio.run(append_lifecycle(served.service.nats_url))
+        last = asyncio.run(append_lifecycle(served.nats_url))
         log = data / "jetstream" / "nats-server.log"
         log_inode, log_before = log.stat().st_ino, log.read_bytes()
 
@@ -150,33 +150,34 @@ def test_events_and_serve_refuse_a_data_dir_held_by_a_process_that_serves_nothin
 def test_replay_builds_a_fresh_read_model_and_events_prints_history(tmp_path: Path, nats_url: str) -> None:
     last = asyncio.run(append_lifecycle(nats_url))
     db = tmp_path / "audit.duckdb"
-    out = run_cli("replay", "--db", str(db), "--nats-url", nats_url)
+    # The URL carries the test server's password: in the environment, as a command line is public.
+    out = run_cli("replay", "--db", str(db), CASCADE_NATS_URL=nats_url)
     assert out.returncode == 0, out.stderr
     assert f"replayed {last} events" in out.stdout
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT count(*) FROM sims").fetchone() == (3,)
 
-    again = run_cli("replay", "--db", str(db), "--nats-url", nats_url)
+    again = run_cli("replay", "--db", str(db), CASCADE_NATS_URL=nats_url)
     assert again.returncode == 2 and "exists" in again.stderr
 
-    history = run_cli("events", "sim-a1", "--nats-url", nats_url)
+    history = run_cli("events", "sim-a1", CASCADE_NATS_URL=nats_url)
     assert history.returncode == 0, history.stderr
     lines = history.stdout.splitlines()
     assert [line.split()[2] for line in lines] == [
         "sim.claimed.v1", "sim.launched.v1", "sim.kernel_finished.v1", "sim.heartbeat.v1", "sim.file_stored.v1", "sim.finished.v1"
     ]
-    as_json = run_cli("events", "run-a", "--json", "--nats-url", nats_url)
+    as_json = run_cli("events", "run-a", "--json", CASCADE_NATS_URL=nats_url)
     records = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert records[0]["event"]["type"] == "run.created.v1"
     assert [r["seq"] for r in records] == sorted(r["seq"] for r in records)
-    assert run_cli("events", "nope", "--nats-url", nats_url).returncode == 1
+    assert run_cli("events", "nope", CASCADE_NATS_URL=nats_url).returncode == 1
 
 
 def test_events_over_a_stopped_data_dir_hold_it_while_their_server_runs_and_end_quietly_on_a_closed_pipe(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with serving(data, "--no-runner", env=env()) as served:
         # Many times more than a pipe holds, so `events` is still writing when its reader goes.
-        asyncio.run(append_lifecycle(served.service.nats_url, heartbeats_of_100k=10))
+        asyncio.run(append_lifecycle(served.nats_url, heartbeats_of_100k=10))
     reader = subprocess.Popen(
         [*CASCADE, "events", "run-a", "--json", "--data-dir", str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env()
     )
@@ -223,7 +224,7 @@ def test_bad_config_is_one_clear_line(tmp_path: Path, args: list[str], extra: di
 )
 def test_an_unsafe_or_empty_token_file_stops_serve(tmp_path: Path, content: str, mode: int, expected: str) -> None:
     data = tmp_path / "d"
-    data.mkdir()
+    data.mkdir(mode=0o700)  # as serve makes it: one open to others would be tightened, and logged
     (data / "token").write_text(content)
     (data / "token").chmod(mode)
     line = one_error_line(cli("serve", "--data-dir", str(data), "--port", "0"))

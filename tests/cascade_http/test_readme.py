@@ -8,30 +8,19 @@ follow find the real one the way they find 8000, in the data dir's service file.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 from cascade_http import datadir
-from tests.cascade_http.served import clean_env, health, start, stop
+from tests.cascade_http.served import api, clean_env, health, start, stop
 from tests.cascade_sim.world import accelsim_tree
 from tests.support import TRACES, wait_until
 
 # The console script the README runs (`.venv/bin/cascade`), beside this interpreter.
 CASCADE = Path(sys.executable).with_name("cascade")
 SIM_COMMAND = re.compile(r"sim \S+ attempt \d+: pid \d+ runs (\S+) -trace (\S+)")
-
-
-def api(url: str, token: str, method: str, path: str, body: object = None) -> dict:  # type: ignore[type-arg]
-    request = urllib.request.Request(
-        url + path, method=method, data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())  # type: ignore[no-any-return]
 
 
 def run_to_the_end(url: str, token: str, trace_id: str) -> dict:  # type: ignore[type-arg]
@@ -88,10 +77,11 @@ def test_a_worker_with_its_default_work_dir_runs_sims_from_a_fresh_directory(tmp
         [str(CASCADE), "serve", "--data-dir", str(data), "--accelsim-dir", str(tmp_path / "accel-sim"), "--no-runner"],
         data, tmp_path / "serve.log", env=env,
     )
+    # The URL carries the password: in the environment, not on the command line, where others see it.
     with (tmp_path / "worker.log").open("wb") as out:
         worker = subprocess.Popen(
-            [str(CASCADE), "worker", "--nats-url", served.service.nats_url, "--accelsim-dir", "../accel-sim"],
-            cwd=fresh, env=env, stdout=out, stderr=subprocess.STDOUT,
+            [str(CASCADE), "worker", "--accelsim-dir", "../accel-sim"],
+            cwd=fresh, env={**env, "CASCADE_NATS_URL": served.nats_url}, stdout=out, stderr=subprocess.STDOUT,
         )
     try:
         wait_until(lambda: health(served.url)["runners"] == 1, 30, "the worker did not announce itself")

@@ -5,7 +5,6 @@ no event of the run it served."""
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import urllib.error
 import urllib.request
@@ -14,7 +13,7 @@ from pathlib import Path
 import nats
 
 from cascade_nats.store import EventStore
-from tests.cascade_http.served import clean_env, cli, serving
+from tests.cascade_http.served import api, clean_env, cli, serving
 from tests.cascade_sim.world import accelsim_tree
 from tests.support import TRACES
 
@@ -45,13 +44,7 @@ def test_the_token_is_in_no_log_line_error_body_or_event(tmp_path: Path) -> None
     with serving(data, "--accelsim-dir", str(accelsim_tree(tmp_path / "accel-sim")), env=env) as served:
         uploaded = cli("trace", "upload", str(TRACES / "vectoradd-100-32"), "--id", "va", "--data-dir", str(data), env=env)
         assert uploaded.returncode == 0, uploaded.stderr
-        request = urllib.request.Request(
-            served.url + "/api/runs", method="POST",
-            data=json.dumps({"trace_id": "va", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]}).encode(),
-            headers={"Authorization": f"Bearer {good}", "Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=30) as response:
-            run_id = json.loads(response.read())["id"]
+        run_id = api(served.url, good, "POST", "/api/runs", {"trace_id": "va", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})["id"]
 
         # Live from creation to the end of the run, authenticated by the query string alone.
         status, stream = get(f"{served.url}/api/runs/{run_id}/events?token={good}")
@@ -65,7 +58,7 @@ def test_the_token_is_in_no_log_line_error_body_or_event(tmp_path: Path) -> None
         answers = {path: get(served.url + path) for path in refused}
         assert {path: status for path, (status, _) in answers.items()} == refused
         bodies = [stream, *(body for _, body in answers.values())]
-        events = asyncio.run(every_event(served.service.nats_url))
+        events = asyncio.run(every_event(served.nats_url))
 
     logs = served.text() + (data / "jetstream" / "nats-server.log").read_text(errors="replace")
     assert logs.count("token=[redacted]") >= len(refused) + 1, logs  # the access log has every request

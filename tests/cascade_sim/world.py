@@ -100,11 +100,13 @@ def wait_run(client: TestClient, run_id: str, timeout: float = 60, until: str = 
 
 @contextmanager
 def worker(nats_url: str, accelsim_dir: Path, work_dir: Path, *, slots: int = 1, lease_s: float = 30, **env: str) -> Iterator[subprocess.Popen[str]]:
-    """A `cascade worker` process on the given NATS, stopped (SIGKILL if need be) at the end."""
+    """A `cascade worker` process on the given NATS, stopped (SIGKILL if need be) at the end.
+    The URL, which carries the server's password, is in its environment: a command line is
+    there for every local user to read."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "cascade_http.cli", "worker", "--nats-url", nats_url, "--accelsim-dir", str(accelsim_dir),
+        [sys.executable, "-m", "cascade_http.cli", "worker", "--accelsim-dir", str(accelsim_dir),
          "--slots", str(slots), "--work-dir", str(work_dir)],
-        env={**os.environ, "CASCADE_RUNNER_LEASE": str(lease_s), **env},
+        env={**os.environ, "CASCADE_NATS_URL": nats_url, "CASCADE_RUNNER_LEASE": str(lease_s), **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
