@@ -56,7 +56,7 @@ class ApiClient:
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            return urllib.request.urlopen(request, timeout=timeout)  # type: ignore[no-any-return]
+            return urllib.request.urlopen(request, timeout=timeout)
         except urllib.error.HTTPError as err:
             with err:
                 raise ConfigError(f"{method} {path}: {err.code} {_detail(err.read())}") from None
