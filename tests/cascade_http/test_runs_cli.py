@@ -379,4 +379,4 @@ def test_errors_are_one_line_with_the_apis_detail(live: LiveServer) -> None:
     port = free_port()
     command = [sys.executable, "-m", "cascade_http.cli", "runs", "--url", f"http://127.0.0.1:{port}"]
     out = subprocess.run(command, capture_output=True, text=True, timeout=60, env=cli_env())
-    assert (out.returncode, out.stderr) == (2, f"cascade: error: http://127.0.0.1:{port}: unreachable (Connection refused)\n")
+    assert (out.returncode, out.stderr) == (2, f"cascade: error: http://127.0.0.1:{port}: unreachable (Connection refused) (URL from --url)\n")
