@@ -146,6 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
     _json(cancel, "the RunDetail after cancelling")
     locate.add_arguments(cancel)
 
+    compare = sub.add_parser("compare", help="a run's kernels: simulated time per config (median of replicas) and real time")
+    compare.add_argument("run_id", metavar="RUN", help="a run's id")
+    _json(compare, "the Comparison")
+    locate.add_arguments(compare)
+
     runs = sub.add_parser("runs", help="list runs, newest first")
     _json(runs, "the list")
     locate.add_arguments(runs)
@@ -414,6 +419,7 @@ COMMANDS = {
     "run show": runs_cli.show,
     "run cancel": runs_cli.cancel,
     "runs": runs_cli.list_runs,
+    "compare": runs_cli.compare,
     "results": runs_cli.results,
 }
 

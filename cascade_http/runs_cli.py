@@ -18,7 +18,7 @@ from urllib.parse import quote
 import msgspec
 
 from cascade_core.ids import is_file_name
-from cascade_core.models import GpuConfig, RunCreate, RunDetail, RunEntry, RunFile, RunSummary
+from cascade_core.models import Comparison, GpuConfig, RunCreate, RunDetail, RunEntry, RunFile, RunSummary
 from cascade_http import run_watch, runs_text
 from cascade_http.client import ApiClient
 from cascade_http.config import ConfigError
@@ -109,6 +109,11 @@ def show(args: argparse.Namespace) -> int:
 def cancel(args: argparse.Namespace) -> int:
     raw = api_client(args).post(f"/api/runs/{_id(args.run_id)}/cancel")
     return _answer(args, raw, RunDetail, lambda run: [f"run {run.id} {run.state}: {runs_text.counts(run.sim_counts)}"])
+
+
+def compare(args: argparse.Namespace) -> int:
+    raw = api_client(args).get(f"/api/runs/{_id(args.run_id)}/comparison")
+    return _answer(args, raw, Comparison, runs_text.comparison_table)
 
 
 # --- cascade results RUN -o DIR --------------------------------------------------------------

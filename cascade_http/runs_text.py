@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import get_args
 
 from cascade_core.kernel_names import short_name
-from cascade_core.models import RunDetail, RunSummary, Sim, SimState
+from cascade_core.models import Comparison, RunDetail, RunSummary, Sim, SimState
 
 NONE = "-"
 BAR_WIDTH = 20
@@ -139,3 +139,34 @@ def run_text(detail: RunDetail) -> list[str]:
             if sim.log_tail:
                 lines += [f"  last {len(sim.log_tail)} log lines:", *(f"  | {line}" for line in sim.log_tail)]
     return lines
+
+
+# --- a run's comparison --------------------------------------------------------------------
+
+
+def comparison_table(comparison: Comparison) -> list[str]:
+    """Each kernel's simulated time per config (the median over replicas), its real time
+    when the trace has one, and last each config's total and its ratio to the first's."""
+    if not comparison.rows:
+        return ["no kernel has finished yet"]
+    configs = comparison.configs
+    real = comparison.has_real_timing
+    header = ["#", "kernel", *configs, *(["real"] if real else [])]
+    rows = [
+        [str(row.kernel_index), short_name(row.kernel_name), *(_time(row.sim_ns.get(c)) for c in configs),
+         *([_time(row.real_ns)] if real else [])]
+        for row in comparison.rows
+    ]
+    totals = {c: sum(t for row in comparison.rows if (t := row.sim_ns.get(c)) is not None) for c in configs}
+    real_total = sum(row.real_ns for row in comparison.rows if row.real_ns is not None)
+    rows.append(["", "total", *(_time(totals[c]) for c in configs), *([_time(real_total)] if real else [])])
+    first = totals[configs[0]]
+    rows.append(["", f"vs {configs[0]}", *(f"{totals[c] / first:.3f}x" if first else NONE for c in configs),
+                 *([f"{real_total / first:.3f}x" if first else NONE] if real else [])])
+    right = frozenset(range(2, len(header)))
+    return table(header, rows, right=right)
+
+
+def _time(ns: float | None) -> str:
+    """Nanoseconds as µs with three decimals, the unit Perfetto and the web app use."""
+    return NONE if ns is None else f"{ns / 1e3:,.3f} µs"

@@ -187,6 +187,16 @@ def test_run_watch_shows_each_sims_progress_and_the_outcome(live: LiveServer, tm
     as_json = cascade(live, "runs", "--json")
     assert json.loads(as_json.stdout) == newest
 
+    compared = cascade(live, "compare", run_id)
+    assert compared.returncode == 0, compared.stderr
+    comparison = api(live, f"/api/runs/{run_id}/comparison").json()
+    head, *kernel_rows, total, ratio = compared.stdout.splitlines()
+    assert head.split() == ["#", "kernel", "SM61_TITANX"]
+    assert [r.split()[:2] for r in kernel_rows] == [[str(k), n] for k, n in ((0, "vecAdd"), (1, "mult_gpu"), (2, "vecAdd"))]
+    assert [float(r.split()[2]) for r in kernel_rows] == [round(row["sim_ns"]["SM61_TITANX"] / 1e3, 3) for row in comparison["rows"]]
+    assert total.split()[0] == "total" and ratio.split() == ["vs", "SM61_TITANX", "1.000x"]
+    assert json.loads(cascade(live, "compare", run_id, "--json").stdout) == comparison
+
     out = tmp_path / "downloaded"
     fetched = cascade(live, "results", run_id, "-o", str(out))
     assert fetched.returncode == 0, fetched.stderr
