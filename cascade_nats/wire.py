@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from nats.aio.client import Client
 
@@ -33,6 +33,24 @@ def url_of(nc: Client) -> str:
     return nc.connected_url.geturl() if nc.connected_url else ""
 
 
+async def _greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, url: str, parts: SplitResult) -> None:
+    """The protocol's handshake: the server's INFO, our CONNECT, a PING answered."""
+    info = await reader.readline()
+    if not info.startswith(b"INFO "):
+        raise WireError(f"unexpected greeting from {url}: {info[:80]!r}")
+    connect: dict[str, object] = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True}
+    connect |= {"lang": "python-cascade", "version": "1", "protocol": 1}
+    if parts.username and parts.password:
+        connect |= {"user": parts.username, "pass": parts.password}
+    elif parts.username:
+        connect["auth_token"] = parts.username
+    writer.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
+    await writer.drain()
+    while (line := await reader.readline()) != b"PONG\r\n":
+        if line.startswith(b"-ERR") or not line:
+            raise WireError(f"{url} refused the connection: {line.decode(errors='replace').strip()}")
+
+
 class Wire:
     def __init__(self, url: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.url = url
@@ -46,20 +64,11 @@ class Wire:
         if parts.scheme not in ("nats", ""):
             raise WireError(f"the bulk connection speaks plain nats://, not {parts.scheme}://")
         reader, writer = await asyncio.open_connection(parts.hostname or "127.0.0.1", parts.port or 4222)
-        info = await reader.readline()
-        if not info.startswith(b"INFO "):
-            raise WireError(f"unexpected greeting from {url}: {info[:80]!r}")
-        connect: dict[str, object] = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True}
-        connect |= {"lang": "python-cascade", "version": "1", "protocol": 1}
-        if parts.username and parts.password:
-            connect |= {"user": parts.username, "pass": parts.password}
-        elif parts.username:
-            connect["auth_token"] = parts.username
-        writer.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
-        await writer.drain()
-        while (line := await reader.readline()) != b"PONG\r\n":
-            if line.startswith(b"-ERR") or not line:
-                raise WireError(f"{url} refused the connection: {line.decode(errors='replace').strip()}")
+        try:
+            await _greet(reader, writer, url, parts)
+        except BaseException:  # refused, or cancelled on the way (a service stopping as it starts)
+            writer.close()
+            raise
         return cls(url, reader, writer)
 
     def subscribe(self, subject: str) -> bytes:
