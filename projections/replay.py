@@ -50,13 +50,14 @@ def compare(live: duckdb.DuckDBPyConnection, fresh_path: Path, seq: int) -> Veri
     try:
         checks = []
         for table in [*tables.ROW_TYPES, "checkpoint"]:
+            columns = tables.compared_columns(table)
             count = live.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]
             fresh_count = live.execute(f"SELECT count(*) FROM fresh.{table}").fetchone()[0]  # type: ignore[index]
             only_live = live.execute(
-                f"SELECT count(*) FROM (SELECT * FROM {table} EXCEPT ALL SELECT * FROM fresh.{table})"
+                f"SELECT count(*) FROM (SELECT {columns} FROM {table} EXCEPT ALL SELECT {columns} FROM fresh.{table})"
             ).fetchone()[0]  # type: ignore[index]
             only_fresh = live.execute(
-                f"SELECT count(*) FROM (SELECT * FROM fresh.{table} EXCEPT ALL SELECT * FROM {table})"
+                f"SELECT count(*) FROM (SELECT {columns} FROM fresh.{table} EXCEPT ALL SELECT {columns} FROM {table})"
             ).fetchone()[0]  # type: ignore[index]
             checks.append(TableCheck(table, count, fresh_count, only_live, only_fresh))
     finally:
