@@ -72,10 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("-o", "--output", help="write the SimStepTimeline JSON to this file")
     timeline.add_argument("--json", action="store_true", help="print the JSON instead of a summary")
 
-    events = sub.add_parser("events", help="print an aggregate's history, oldest first")
+    events = sub.add_parser("events", help="print an aggregate's history, oldest first, or what was parked")
     _common(events)
-    events.add_argument("aggregate_id", help="a trace, run or sim id")
+    events.add_argument("aggregate_id", nargs="?", help="a trace, run or sim id")
     events.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    events.add_argument("--parked", action="store_true", help="list the stored messages no consumer could use, from the server")
+    events.add_argument("--url", help="the running server, for --parked (CASCADE_URL)")
 
     trace = sub.add_parser("trace", help="work with traces on a running server")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True)
@@ -352,26 +354,43 @@ def timeline(args: argparse.Namespace) -> int:
 
 
 def events(args: argparse.Namespace) -> int:
+    if args.parked == (args.aggregate_id is not None):
+        raise ConfigError("cascade events takes a trace, run or sim id, or --parked")
+    if args.parked:
+        return _parked(args)
     return asyncio.run(_events(_settings(args), args.aggregate_id, as_json=args.json))
 
 
 async def _events(settings: Settings, aggregate_id: str, *, as_json: bool) -> int:
     from cascade_core import subjects
-    from cascade_http.history import describe
+    from cascade_http.history import describe, describe_unread
+    from cascade_nats.store import Stored
 
     found = 0
     async with _store(settings) as store:
         for subject in (subjects.trace(aggregate_id), subjects.run_history(aggregate_id), subjects.sim_history(aggregate_id)):
-            async for item in store.read(subject):  # type: ignore[attr-defined]
+            async for item in store.history(subject):  # type: ignore[attr-defined]
                 found += 1
                 if as_json:
-                    line = {"seq": item.seq, "subject": item.subject, "event": item.event}
-                    print(msgspec.json.encode(line).decode())
+                    print(msgspec.json.encode(item).decode())
                 else:
-                    print(describe(item.seq, item.event))
+                    print(describe(item.seq, item.event) if isinstance(item, Stored) else describe_unread(item))
     if not found:
         print(f"cascade: no events for {aggregate_id!r}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _parked(args: argparse.Namespace) -> int:
+    from cascade_core.models import ParkedEvent
+    from cascade_http.history import describe_parked
+    from cascade_http.locate import api_client
+
+    parked = msgspec.json.decode(api_client(args).get("/api/parked"), type=list[ParkedEvent])
+    for event in parked:
+        print(msgspec.json.encode(event).decode() if args.json else describe_parked(event))
+    if not parked and not args.json:
+        print("nothing parked")
     return 0
 
 
@@ -379,17 +398,10 @@ async def _events(settings: Settings, aggregate_id: str, *, as_json: bool) -> in
 
 
 def trace(args: argparse.Namespace) -> int:
-    import os
-
-    from cascade_http.client import ApiClient
+    from cascade_http.locate import api_client
     from cascade_http.uploads_cli import upload
 
-    settings = _settings(args)
-    token = settings.token
-    if token is None and (settings.data_dir / "token").exists():
-        token = (settings.data_dir / "token").read_text().strip()
-    url = args.url or os.environ.get("CASCADE_URL") or f"http://{settings.host}:{settings.port}"
-    return upload(ApiClient(url, token), Path(args.directory), args.id)
+    return upload(api_client(args), Path(args.directory), args.id)
 
 
 COMMANDS = {"serve": serve, "worker": worker, "replay": replay, "events": events, "timeline": timeline, "trace": trace}

@@ -105,6 +105,7 @@ async function checkHealth() {
       h("span", { class: "dot", "aria-hidden": "true" }),
       `${hl.runners} runner${hl.runners === 1 ? "" : "s"} · ${integer(hl.queue_depth)} queued`,
       lag > 0 ? ` · ${integer(lag)} behind` : "",
+      hl.parked ? ` · ${integer(hl.parked)} parked` : "",
     );
   } catch {
     health.className = "health down";
