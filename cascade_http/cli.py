@@ -263,22 +263,21 @@ def replay(args: argparse.Namespace) -> int:
     if args.verify:
         return _verify(settings, args.url)
     db = Path(args.db)
-    if db.exists():
-        if not args.force:
-            raise ConfigError(f"--db {db}: exists; remove it or pass --force")
-        db.unlink()
-        db.with_suffix(db.suffix + ".wal").unlink(missing_ok=True)
+    if db.exists() and not args.force:
+        raise ConfigError(f"--db {db}: exists; remove it or pass --force")
+    if not db.parent.is_dir():
+        raise ConfigError(f"--db {db}: no directory {db.parent}")
     return asyncio.run(_replay_to(settings, db))
 
 
 async def _replay_to(settings: Settings, db: Path) -> int:
     import time
 
-    from projections.replay import replay as run_replay
+    from projections.replay import replay_file
 
     async with _store(settings) as store:
         started = time.perf_counter()
-        seq = await run_replay(store, db)  # type: ignore[arg-type]
+        seq = await replay_file(store, db)  # type: ignore[arg-type]
         elapsed = time.perf_counter() - started
     print(f"replayed {seq} events into {db} in {elapsed:.2f}s ({seq / max(elapsed, 1e-9):,.0f} events/s)")
     return 0
