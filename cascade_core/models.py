@@ -193,6 +193,18 @@ class Health(msgspec.Struct, frozen=True, kw_only=True):
     projected_seq: int
     queue_depth: int
     runners: int
+    parked: int  # stored messages no consumer could use (`GET /api/parked`)
+
+
+class ParkedEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored message that is no event this version can use, or one it cannot apply:
+    every consumer went on past it."""
+
+    seq: int
+    subject: str
+    event_type: str | None
+    error: str
+    parked_at: datetime
 
 
 class ErrorDetail(msgspec.Struct, frozen=True):

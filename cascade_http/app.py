@@ -21,9 +21,11 @@ from cascade_http.service import cascade
 from cascade_http.auth import BearerAuth
 from cascade_http.config import Settings
 from cascade_http.openapi import document, operation
+from cascade_http.readmodel import read
 from cascade_http.responses import MsgspecResponse
 from cascade_http.validation import RequestValidationError
 from cascade_nats.store import EventTooLarge
+from projections.queries.parked import parked_count
 
 VERSION = "0.1.0"
 WEB_DIR = Path(__file__).parent / "static"
@@ -39,6 +41,7 @@ async def health(request: Request) -> Response:
             projected_seq=c.projector.applied,
             queue_depth=await c.queue_depth(),
             runners=len(await c.runners()),
+            parked=await read(c, parked_count),
         )
     )
 

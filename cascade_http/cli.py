@@ -114,10 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("-o", "--output", help="write the SimStepTimeline JSON to this file")
     timeline.add_argument("--json", action="store_true", help="print the JSON instead of a summary")
 
-    events = sub.add_parser("events", help="print an aggregate's history, oldest first")
+    events = sub.add_parser("events", help="print an aggregate's history, oldest first, or what was parked")
     _common(events)
-    events.add_argument("aggregate_id", help="a trace, run or sim id")
+    events.add_argument("aggregate_id", nargs="?", help="a trace, run or sim id")
     events.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    events.add_argument("--parked", action="store_true", help="list the stored messages no consumer could use, from the server")
+    events.add_argument("--url", help="the running server, for --parked (CASCADE_URL)")
 
     trace = sub.add_parser("trace", help="work with traces on a running server")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True)
@@ -289,23 +291,22 @@ def replay(args: argparse.Namespace) -> int:
     if args.verify:
         return _verify(args, settings)
     db = Path(args.db)
-    if db.exists():
-        if not args.force:
-            raise ConfigError(f"--db {db}: exists; remove it or pass --force")
-        db.unlink()
-        db.with_suffix(db.suffix + ".wal").unlink(missing_ok=True)
+    if db.exists() and not args.force:
+        raise ConfigError(f"--db {db}: exists; remove it or pass --force")
+    if not db.parent.is_dir():
+        raise ConfigError(f"--db {db}: no directory {db.parent}")
     return asyncio.run(_replay_to(settings, db))
 
 
 async def _replay_to(settings: Settings, db: Path) -> int:
     import time
 
-    from projections.replay import replay as run_replay
+    from projections.replay import replay_file
 
     with event_log.for_reading(settings) as url:
         async with event_log.open_store(url) as store:
             started = time.perf_counter()
-            seq = await run_replay(store, db)
+            seq = await replay_file(store, db)
             elapsed = time.perf_counter() - started
     print(f"replayed {seq} events into {db} in {elapsed:.2f}s ({seq / max(elapsed, 1e-9):,.0f} events/s)")
     return 0
@@ -375,27 +376,44 @@ def timeline(args: argparse.Namespace) -> int:
 
 
 def events(args: argparse.Namespace) -> int:
+    if args.parked == (args.aggregate_id is not None):
+        raise ConfigError("cascade events takes a trace, run or sim id, or --parked")
+    if args.parked:
+        return _parked(args)
     return asyncio.run(_events(_settings(args), args.aggregate_id, as_json=args.json))
 
 
 async def _events(settings: Settings, aggregate_id: str, *, as_json: bool) -> int:
     from cascade_core import subjects
-    from cascade_http.history import describe
+    from cascade_http.history import describe, describe_unread
+    from cascade_nats.store import Stored
 
     found = 0
     with event_log.for_reading(settings) as url:
         async with event_log.open_store(url) as store:
             for subject in (subjects.trace(aggregate_id), subjects.run_history(aggregate_id), subjects.sim_history(aggregate_id)):
-                async for item in store.read(subject):
+                async for item in store.history(subject):
                     found += 1
                     if as_json:
-                        line = {"seq": item.seq, "subject": item.subject, "event": item.event}
-                        print(msgspec.json.encode(line).decode())
+                        print(msgspec.json.encode(item).decode())
                     else:
-                        print(describe(item.seq, item.event))
+                        print(describe(item.seq, item.event) if isinstance(item, Stored) else describe_unread(item))
     if not found:
         print(f"cascade: no events for {aggregate_id!r}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _parked(args: argparse.Namespace) -> int:
+    from cascade_core.models import ParkedEvent
+    from cascade_http.history import describe_parked
+    from cascade_http.locate import api_client
+
+    parked = msgspec.json.decode(api_client(args).get("/api/parked"), type=list[ParkedEvent])
+    for event in parked:
+        print(msgspec.json.encode(event).decode() if args.json else describe_parked(event))
+    if not parked and not args.json:
+        print("nothing parked")
     return 0
 
 

@@ -33,7 +33,7 @@ from cascade_nats.objects import Objects
 from cascade_nats.store import ConcurrencyError, EventStore
 from cascade_sim import registry
 from cascade_sim.attempt import HEARTBEAT_S, Attempt, Stop
-from cascade_sim.dispatcher import ensure_consumers
+from cascade_sim.dispatcher import consumed_event, ensure_consumers
 from cascade_sim.install import AccelSimInstall
 from cascade_sim.report import Job
 from cascade_sim.reporter import Reporter
@@ -116,8 +116,11 @@ class Runner:
             except TimeoutError:  # nothing to take (nats-py raises its own or asyncio's)
                 continue
             for msg in messages:
-                request = ev.decode(msg.data)
-                assert isinstance(request, ev.SimQueued)
+                request = consumed_event(msg)
+                if request is None:
+                    await msg.term()
+                    continue
+                assert isinstance(request, ev.SimQueued)  # nothing else belongs on a queued subject
                 # The slot is taken now, before the task starts, so the next fetch asks for less.
                 self.running[request.sim_id] = (None, Stop())
                 tg.start_soon(self._serve, msg, request)
@@ -138,7 +141,10 @@ class Runner:
             await asyncio.sleep(registry.ANNOUNCE_EVERY_S)
 
     async def _on_run_event(self, msg: Msg) -> None:
-        event = ev.decode(msg.data)
+        try:
+            event = subjects.decode(msg.subject.encode(), msg.data)
+        except ev.Unreadable:
+            return  # the projector parks it and says so; for a runner it cancels nothing
         if isinstance(event, ev.RunCancelRequested):
             for job, stop in list(self.running.values()):
                 if job is not None and job.run_id == event.run_id:
@@ -302,3 +308,4 @@ class Runner:
             last = await self.store.last_on(life)
             if last is not None and getattr(last.event, "attempt", job.attempt) != job.attempt:
                 stop.request(report=False)
+

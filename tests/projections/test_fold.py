@@ -36,7 +36,7 @@ def project(items: Sequence[tuple[int, ev.Event]], cuts: Sequence[int] = (), *, 
 
 def dump(con: duckdb.DuckDBPyConnection, *, with_checkpoint: bool = True) -> dict[str, list[tuple[object, ...]]]:
     names = [*tables.ROW_TYPES, "checkpoint"] if with_checkpoint else list(tables.ROW_TYPES)
-    return {t: sorted(con.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in names}
+    return {t: sorted(con.execute(f"SELECT {tables.compared_columns(t)} FROM {t}").fetchall(), key=repr) for t in names}
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
