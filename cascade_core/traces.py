@@ -57,8 +57,6 @@ MEDIA_TYPES: dict[str, Compression] = {
     "application/x-xz": "xz",
 }
 
-OBJECT_PREFIX = "accelsim-traces"
-
 # Every event stays far below the event store's 512 KiB: a batch closes at whichever comes first.
 MAX_FILES_PER_EVENT = 500
 MAX_KERNELS_PER_EVENT = 500
@@ -113,14 +111,6 @@ class Received(msgspec.Struct, frozen=True, kw_only=True):
 def new_trace_id() -> str:
     """An id for a trace whose uploader chose none."""
     return f"trace-{secrets.token_hex(6)}"
-
-
-def object_key(trace_id: str, path: str) -> str:
-    return f"{OBJECT_PREFIX}/{trace_id}/{path}"
-
-
-def object_prefix(trace_id: str) -> str:
-    return f"{OBJECT_PREFIX}/{trace_id}/"
 
 
 # --- before anything is stored ----------------------------------------------------------------

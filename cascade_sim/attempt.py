@@ -23,6 +23,7 @@ from pathlib import Path
 
 import msgspec
 
+from cascade_core.object_names import sim_file
 from cascade_nats.objects import Objects
 from cascade_sim import logparse
 from cascade_sim.install import AccelSimInstall
@@ -207,7 +208,7 @@ class Attempt:
             if path.is_file() and str(relative) not in inputs:
                 files.append((stored_name(relative), path))
         for name, source in files:
-            object_name = f"sims/{self.job.sim_id}/{self.job.attempt}/{name}"
+            object_name = sim_file(self.job.sim_id, self.job.attempt, name)
             stored = await self.objects.put(object_name, _content(source), content_type=content_type(name))
             self.report.file_stored(name, stored.size, object_name, stored.digest)
         self.report.heartbeat()

@@ -10,7 +10,8 @@ from starlette.routing import Route
 
 from cascade_core import subjects
 from cascade_core.models import Trace, TraceDetail
-from cascade_core.traces import MEDIA_TYPES, Refused, check_upload, decide_delete, new_trace_id, object_prefix
+from cascade_core.object_names import trace_prefix
+from cascade_core.traces import MEDIA_TYPES, Refused, check_upload, decide_delete, new_trace_id
 from cascade_http.bodies import content_length
 from cascade_http.openapi import operation
 from cascade_http.readmodel import read
@@ -113,7 +114,7 @@ async def delete_trace(request: Request) -> Response:
         raise ApiError(refused.status, refused.detail) from None
     except ConcurrencyError:
         raise ApiError(409, f"trace {trace_id} changed while it was being deleted; try again") from None
-    await c.objects.delete_prefix(object_prefix(trace_id))
+    await c.objects.delete_prefix(trace_prefix(trace_id))
     return Response(status_code=204)
 
 

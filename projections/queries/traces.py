@@ -12,7 +12,7 @@ import duckdb
 import msgspec
 
 from cascade_core.models import Trace, TraceDetail, TraceFileRef, TraceKernel, TraceMetadata
-from cascade_core.traces import object_key
+from cascade_core.object_names import trace_file
 from projections import tables
 from projections.rows import TraceRow
 
@@ -45,7 +45,7 @@ def trace_detail(con: Con, trace_id: str) -> TraceDetail | None:
     summary = trace_from_row(row)
     metadata = TraceMetadata(
         status="ok" if row.state == "ready" else row.state,
-        files=[TraceFileRef(object_key(trace_id, path), size) for path, size in files],
+        files=[TraceFileRef(trace_file(trace_id, path), size) for path, size in files],
         trace_gpu_arch=row.trace_gpu_arch,
         suggested_sim_config=row.suggested_sim_config,
     )
