@@ -1,5 +1,5 @@
 """Running one sim attempt: a fresh working directory, the real simulator, its output turned
-into events as it is printed (`report.SimReport`), its files stored, and the outcome decided.
+into events as it is printed (`sim_report.SimReport`), its files stored, and the outcome decided.
 
 The output is read in chunks as it comes and never held whole: each chunk goes to the
 gzipped log file, to the log lines that heartbeats carry, and to the streaming parser, whose
@@ -23,12 +23,13 @@ from pathlib import Path
 
 import msgspec
 
+from cascade_core.kernel_stats import kernel_stats_csv
 from cascade_core.object_names import sim_file
 from cascade_nats.objects import Objects
 from cascade_sim import logparse
 from cascade_sim.install import AccelSimInstall
-from cascade_sim.report import Job, Launch, SimReport, content_type, kernel_stats_csv
-from cascade_sim.reporter import Reporter
+from cascade_sim.event_sender import EventSender
+from cascade_sim.sim_report import Job, Launch, SimReport, content_type
 
 log = logging.getLogger("cascade.runner")
 
@@ -71,7 +72,7 @@ class Attempt:
         job: Job,
         install: AccelSimInstall,
         objects: Objects,
-        reporter: Reporter,
+        sender: EventSender,
         workdir: Path,
         trace_dir: Path,
         host: str,
@@ -83,14 +84,14 @@ class Attempt:
         self.job = job
         self.install = install
         self.objects = objects
-        self.reporter = reporter
+        self.sender = sender
         self.workdir = workdir
         self.trace_dir = trace_dir
         self.host = host
         self.stop = stop
         self.grace_s = grace_s
         self.timeout_s = timeout_s
-        self.report = SimReport(job, reporter.emit, reporter.next_id, reporter.now)
+        self.report = SimReport(job, sender.emit, sender.next_id, sender.now)
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self.config_digests: dict[str, str] = {}
         self.process: asyncio.subprocess.Process | None = None

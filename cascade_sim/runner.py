@@ -35,8 +35,8 @@ from cascade_sim import registry
 from cascade_sim.attempt import HEARTBEAT_S, Attempt, Stop
 from cascade_sim.dispatcher import consumed_event, ensure_consumers
 from cascade_sim.install import AccelSimInstall
-from cascade_sim.report import Job
-from cascade_sim.reporter import Reporter
+from cascade_sim.event_sender import EventSender
+from cascade_sim.sim_report import Job
 from cascade_sim.trace_cache import TraceCache, TraceUnavailable
 
 log = logging.getLogger("cascade.runner")
@@ -183,7 +183,7 @@ class Runner:
         if claim is None or claim is BUSY:
             return claim is None
         job = Job(request.run_id, request.sim_id, claim, request.trace_id, config, request.kernels_total)
-        reporter = Reporter(self.store, job.sim_id, job.attempt)
+        reporter = EventSender(self.store, job.sim_id, job.attempt)
         stop = Stop()
         self.running[job.sim_id] = (job, stop)
         if await self._cancelled(job):
@@ -284,7 +284,7 @@ class Runner:
         await self.store.append(self._failed(request, attempt, "unrunnable", f"no runner has GPU config {request.gpu_config}"))
         return True
 
-    async def _fail(self, job: Job, reporter: Reporter, error: str) -> None:
+    async def _fail(self, job: Job, reporter: EventSender, error: str) -> None:
         reporter.emit(
             ev.SimFinished(
                 id=reporter.next_id(), at=reporter.now(), run_id=job.run_id, sim_id=job.sim_id,

@@ -27,12 +27,13 @@ import msgspec
 
 from cascade_core import events as ev
 from cascade_core import subjects
+from cascade_core.kernel_stats import kernel_stats_csv
 from cascade_core.models import GpuConfig, RunEntry, TraceKernel
 from cascade_core.object_names import digest, sim_file, trace_file
 from cascade_core.tracefiles import KernelLaunch, parse_kernel_header, parse_kernelslist, trace_arch, trace_kernels
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
-from cascade_sim.report import Job, Launch, SimReport, kernel_stats_csv
+from cascade_sim.sim_report import Job, Launch, SimReport
 
 log = logging.getLogger("cascade.samples")
 

@@ -19,7 +19,7 @@ log = logging.getLogger("cascade.runner")
 RETRY_S = (0.5, 1, 2, 5, 10)
 
 
-class Reporter:
+class EventSender:
     def __init__(self, store: EventStore, sim_id: str, attempt: int) -> None:
         self.store = store
         self.prefix = f"{sim_id}.{attempt}"

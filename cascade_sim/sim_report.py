@@ -47,15 +47,6 @@ def content_type(name: str) -> str:
     )
 
 
-def kernel_stats_csv(kernels: list[logparse.KernelFinished]) -> bytes:
-    """`uid,name,gpu_sim_cycle,gpu_sim_insn,ipc`, ipc at full precision (insn / cycle)."""
-    rows = ["uid,name,gpu_sim_cycle,gpu_sim_insn,ipc"]
-    for k in kernels:
-        ipc = k.gpu_sim_insn / k.gpu_sim_cycle if k.gpu_sim_cycle else 0.0
-        rows.append(f"{k.uid},{k.name},{k.gpu_sim_cycle},{k.gpu_sim_insn},{ipc!r}")
-    return ("\n".join(rows) + "\n").encode()
-
-
 class SimReport:
     def __init__(
         self, job: Job, emit: Callable[[ev.Event], None], next_id: Callable[[], str], now: Callable[[], datetime]
