@@ -124,7 +124,7 @@ class RunDetail(RunSummary, frozen=True, kw_only=True):
     sims: list[Sim]
 
 
-class KernelStat(msgspec.Struct, frozen=True, kw_only=True):
+class KernelStat(msgspec.Struct, frozen=True):
     sim_id: str
     kernel_index: int
     kernel_name: str

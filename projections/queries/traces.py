@@ -14,11 +14,14 @@ import msgspec
 from cascade_core.models import Trace, TraceDetail, TraceFileRef, TraceKernel, TraceMetadata
 from cascade_core.object_names import trace_file
 from projections import tables
+from projections.queries.convert import from_row
 from projections.rows import TraceRow
 
 Con = duckdb.DuckDBPyConnection
 
 _layers = msgspec.json.Decoder(list[str | int])
+# Every TraceKernel field is a trace_kernels column of the same name: rows come in its order.
+_TRACE_KERNEL_COLUMNS = ", ".join(TraceKernel.__struct_fields__)
 
 
 def list_traces(con: Con) -> list[Trace]:
@@ -38,10 +41,7 @@ def trace_detail(con: Con, trace_id: str) -> TraceDetail | None:
     if row is None:
         return None
     files = con.execute("SELECT path, bytes FROM trace_files WHERE trace_id = ? ORDER BY path", [trace_id]).fetchall()
-    kernels = con.execute(
-        "SELECT uid, name, grid, block, shmem, nregs, file, cuda_stream_id FROM trace_kernels WHERE trace_id = ? ORDER BY uid",
-        [trace_id],
-    ).fetchall()
+    kernels = con.execute(f"SELECT {_TRACE_KERNEL_COLUMNS} FROM trace_kernels WHERE trace_id = ? ORDER BY uid", [trace_id]).fetchall()
     summary = trace_from_row(row)
     metadata = TraceMetadata(
         status="ok" if row.state == "ready" else row.state,
@@ -71,5 +71,4 @@ def _row(con: Con, trace_id: str) -> TraceRow | None:
 def trace_from_row(row: TraceRow) -> Trace:
     """The row as the API shows it: every Trace field is a column of the same name, with
     `layers` stored as JSON text."""
-    fields = {name: getattr(row, name) for name in Trace.__struct_fields__}
-    return Trace(**{**fields, "layers": _layers.decode(row.layers)})
+    return from_row(Trace, row, layers=_layers.decode(row.layers))
