@@ -28,7 +28,7 @@ from cascade_core import events as ev
 from cascade_core.gpu_configs import suggested_config
 from cascade_core.ids import is_trace_id
 from cascade_core.limits import too_large
-from cascade_core.models import GpuConfig, Trace, TraceKernel
+from cascade_core.models import GpuConfig, Trace
 from cascade_core.timeline import TimelineError, validate_timeline
 from cascade_core.tracefiles import (
     KERNELSLIST,
@@ -230,7 +230,7 @@ def _text(raw: bytes, name: str) -> str:
         raise TraceError(f"{name} is not UTF-8 text (byte {error.start} is 0x{raw[error.start]:02x}); save it as UTF-8") from None
 
 
-def _kernels(received: Received) -> tuple[list[TraceKernel], str]:
+def _kernels(received: Received) -> tuple[list[ev.TracedKernel], str]:
     """The trace's kernels in launch order and its arch, or the first problem with them."""
     if received.kernelslist is None:
         elsewhere = f" (found {', '.join(received.kernelslists_elsewhere[:3])})" if received.kernelslists_elsewhere else ""

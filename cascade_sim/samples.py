@@ -28,7 +28,7 @@ import msgspec
 from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_core.kernel_stats import kernel_stats_csv
-from cascade_core.models import GpuConfig, RunEntry, TraceKernel
+from cascade_core.models import GpuConfig
 from cascade_core.object_names import digest, sim_file, trace_file
 from cascade_core.tracefiles import KernelLaunch, parse_kernel_header, parse_kernelslist, trace_arch, trace_kernels
 from cascade_nats.objects import Objects
@@ -140,7 +140,7 @@ def recorded(name: str, folder: str, log_file: str) -> Sample:
     events.append(
         ev.RunCreated(
             id=clock.next_id(), at=clock.now(), run_id=run_id, trace_id=trace_id,
-            entries=[RunEntry(TITANX.name, RECORDED_REPLICAS)], sims=sims, kernels_total=kernel_count, sample=True,
+            entries=[ev.ConfigCount(TITANX.name, RECORDED_REPLICAS)], sims=sims, kernels_total=kernel_count, sample=True,
         )
     )
     log_text = _data("cascade_sim.sample_data", f"accelsim/{log_file}").decode()
@@ -230,7 +230,7 @@ def llm() -> Sample:
     trace_files = _llm_trace_files()
     files = {trace_file(LLM_TRACE, path): content for path, content in trace_files.items()}
     kernels = [
-        TraceKernel(uid, name, "1x1x1", "128x1x1", 0, 0, f"kernel-{uid}.traceg.xz") for uid, (name, _, _) in enumerate(LLM_KERNELS, 1)
+        ev.TracedKernel(uid, name, "1x1x1", "128x1x1", 0, 0, f"kernel-{uid}.traceg.xz") for uid, (name, _, _) in enumerate(LLM_KERNELS, 1)
     ]
     real = [
         ev.RealTiming(int(k), n, float(d))
@@ -254,7 +254,7 @@ def llm() -> Sample:
     sim_id = "sim-sample-opt125m-h100-0"
     events.append(
         ev.RunCreated(
-            id=clock.next_id(), at=SAMPLE_AT, run_id=LLM_RUN, trace_id=LLM_TRACE, entries=[RunEntry(H100.name, 1)],
+            id=clock.next_id(), at=SAMPLE_AT, run_id=LLM_RUN, trace_id=LLM_TRACE, entries=[ev.ConfigCount(H100.name, 1)],
             sims=[ev.SimSpec(sim_id, H100.name, 0)], kernels_total=len(kernels), sample=True,
         )
     )

@@ -11,7 +11,7 @@ from datetime import datetime
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, SimMetrics
+from cascade_core.models import GpuConfig
 from cascade_sim import logparse
 
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
@@ -58,7 +58,7 @@ class SimReport:
         self.parser = logparse.LogParser()
         self.kernels: list[logparse.KernelFinished] = []  # summaries, for kernel-stats.csv
         self.current_kernel: str | None = None
-        self.latest = SimMetrics()
+        self.latest = ev.SimTotals()
         self._log: list[str] = []  # complete lines since the last heartbeat, in pieces
         self._log_bytes = 0
         self._log_lines = 0
@@ -133,7 +133,7 @@ class SimReport:
                     self.launched_once()
                     self.current_kernel = out.name
                 case logparse.Totals():
-                    self.latest = SimMetrics(
+                    self.latest = ev.SimTotals(
                         float(out.gpu_tot_sim_cycle), float(out.gpu_tot_sim_insn), out.gpu_tot_ipc, float(out.sim_rate_ips)
                     )
                 case logparse.Build():

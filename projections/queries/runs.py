@@ -20,6 +20,7 @@ from typing import Any, Protocol, cast
 import duckdb
 import msgspec
 
+from cascade_core import events as ev
 from cascade_core.models import (
     Comparison,
     ComparisonRow,
@@ -49,7 +50,7 @@ BATCH = 4096
 Con = duckdb.DuckDBPyConnection
 Place = tuple[str, int]  # a sim's (gpu_config, replica)
 
-_entries = msgspec.json.Decoder(list[RunEntry])
+_entries = msgspec.json.Decoder(list[ev.ConfigCount])
 _counts = msgspec.json.Decoder(dict[str, int])
 _encoder = msgspec.json.Encoder()
 # Stands in for a list while a Struct is encoded and is then split out: msgspec never writes
@@ -94,7 +95,8 @@ def sim_from_row(row: SimRow) -> Sim:
 
 
 def run_from_row(row: RunRow) -> RunSummary:
-    return from_row(RunSummary, row, entries=_entries.decode(row.entries), sim_counts=_counts.decode(row.sim_counts))
+    entries = [from_row(RunEntry, entry) for entry in _entries.decode(row.entries)]
+    return from_row(RunSummary, row, entries=entries, sim_counts=_counts.decode(row.sim_counts))
 
 
 def kernel_from_row(row: KernelRow) -> KernelStat:

@@ -9,7 +9,6 @@ import msgspec
 from hypothesis import strategies as st
 
 from cascade_core import events as ev
-from cascade_core.models import RunEntry, SimMetrics, TraceKernel
 
 T0 = datetime(2026, 11, 8, 8, 0, tzinfo=UTC)
 
@@ -97,7 +96,7 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
                 files = [ev.StoredFile("kernelslist.g", 10, "d1"), ev.StoredFile("kernel-1.traceg", 99, "d2")]
                 return ev.TraceFilesStored(id=eid, at=at, trace_id=trace_id, files=files)
             case "kernels":
-                kernels = [TraceKernel(1, "_Z1kv", "1x1x1", "32x1x1", 0, 8, "kernel-1.traceg")]
+                kernels = [ev.TracedKernel(1, "_Z1kv", "1x1x1", "32x1x1", 0, 8, "kernel-1.traceg")]
                 return ev.TraceKernelsListed(id=eid, at=at, trace_id=trace_id, kernels=kernels)
             case "ready":
                 return ev.TraceReady(
@@ -112,7 +111,7 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
         _, run_id, sims = item
         specs = [ev.SimSpec(s, "SM61_TITANX", i) for i, s in enumerate(sims)]
         return ev.RunCreated(
-            id=eid, at=at, run_id=run_id, trace_id="tr.0", entries=[RunEntry("SM61_TITANX", len(sims))], sims=specs, kernels_total=3
+            id=eid, at=at, run_id=run_id, trace_id="tr.0", entries=[ev.ConfigCount("SM61_TITANX", len(sims))], sims=specs, kernels_total=3
         )
     if kind == "cancel":
         return ev.RunCancelRequested(id=eid, at=at, run_id=item[1])
@@ -128,7 +127,7 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
             counters[f"{sim_id}/{attempt}"][0] += 3
             return ev.SimHeartbeat(
                 **common, attempt=attempt, kernels_done=kernels, current_kernel="_Z1kv",
-                latest=SimMetrics(float(lines), 2.0, 0.5, 100.0), first_line_seq=lines + 1, log="\n".join(f"l{lines + j}" for j in range(3)),
+                latest=ev.SimTotals(float(lines), 2.0, 0.5, 100.0), first_line_seq=lines + 1, log="\n".join(f"l{lines + j}" for j in range(3)),
             )
         case "kernel":
             counters[f"{sim_id}/{attempt}"][1] += 1
