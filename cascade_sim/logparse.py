@@ -48,7 +48,7 @@ __all__ = [
     "BreakMaxCycles",
     "Build",
     "ExitDetected",
-    "KernelFinished",
+    "KernelBlock",
     "KernelLaunched",
     "LogParser",
     "Outcome",
@@ -80,8 +80,8 @@ class KernelLaunched(msgspec.Struct, frozen=True):
     uid: int
 
 
-class KernelFinished(msgspec.Struct, frozen=True):
-    """A kernel's stats block; `stats` holds every pair of the block (see the module doc)."""
+class KernelBlock(msgspec.Struct, frozen=True):
+    """A finished kernel's stats block; `stats` holds every pair of the block (see the module doc)."""
 
     uid: int
     name: str
@@ -107,7 +107,7 @@ class ExitDetected(msgspec.Struct, frozen=True):
 
 class BreakMaxCycles(msgspec.Struct, frozen=True):
     """`GPGPU-Sim: ** break due to reaching the maximum cycles (or instructions) **`: the
-    simulation was cut; the kernel running then gets no `KernelFinished`."""
+    simulation was cut; the kernel running then gets no `KernelBlock`."""
 
 
 class SimError(msgspec.Struct, frozen=True):
@@ -116,7 +116,7 @@ class SimError(msgspec.Struct, frozen=True):
     message: str
 
 
-Output = Build | KernelLaunched | KernelFinished | Totals | ExitDetected | BreakMaxCycles | SimError
+Output = Build | KernelLaunched | KernelBlock | Totals | ExitDetected | BreakMaxCycles | SimError
 
 
 class Outcome(msgspec.Struct, frozen=True):
@@ -360,7 +360,7 @@ class LogParser:
             stats["kernel_name"] = name
             uid = stats.get("kernel_launch_uid")
             out.append(
-                KernelFinished(
+                KernelBlock(
                     uid=int(uid) if isinstance(uid, float) else self._last_uid,
                     name=name,
                     gpu_sim_cycle=int(_number(stats, "gpu_sim_cycle")),

@@ -56,7 +56,7 @@ class SimReport:
         self.next_id = next_id
         self.now = now
         self.parser = logparse.LogParser()
-        self.kernels: list[logparse.KernelFinished] = []  # summaries, for kernel-stats.csv
+        self.kernels: list[logparse.KernelBlock] = []  # summaries, for kernel-stats.csv
         self.current_kernel: str | None = None
         self.latest = ev.SimTotals()
         self._log: list[str] = []  # complete lines since the last heartbeat, in pieces
@@ -127,7 +127,7 @@ class SimReport:
     def handle(self, outputs: list[logparse.Output]) -> None:
         for out in outputs:
             match out:
-                case logparse.KernelFinished():
+                case logparse.KernelBlock():
                     self._kernel_finished(out)
                 case logparse.KernelLaunched():
                     self.launched_once()
@@ -140,7 +140,7 @@ class SimReport:
                     self.build = out
                     self.launched_once()
 
-    def _kernel_finished(self, k: logparse.KernelFinished) -> None:
+    def _kernel_finished(self, k: logparse.KernelBlock) -> None:
         self.launched_once()
         self.emit(
             ev.KernelFinished(

@@ -62,7 +62,7 @@ def recorded_kernels() -> list[dict[str, object]]:
     parser = LogParser()
     outputs = parser.feed(RECORDED) + parser.finish()
     return [{"uid": o.uid, "name": o.name, "cycles": o.gpu_sim_cycle, "insn": o.gpu_sim_insn, "ipc": o.gpu_ipc, "stats": o.stats}
-            for o in outputs if type(o).__name__ == "KernelFinished"]
+            for o in outputs if type(o).__name__ == "KernelBlock"]
 
 
 def without_wall_clock(stats: dict[str, object]) -> dict[str, object]:

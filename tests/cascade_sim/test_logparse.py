@@ -17,7 +17,7 @@ from cascade_sim.logparse import (
     BreakMaxCycles,
     Build,
     ExitDetected,
-    KernelFinished,
+    KernelBlock,
     KernelLaunched,
     LogParser,
     Outcome,
@@ -69,8 +69,8 @@ def parsed(name: str) -> list[Output]:
     return parse([log(name)])[0]
 
 
-def finished(name: str) -> list[KernelFinished]:
-    return [o for o in parsed(name) if isinstance(o, KernelFinished)]
+def finished(name: str) -> list[KernelBlock]:
+    return [o for o in parsed(name) if isinstance(o, KernelBlock)]
 
 
 # --- a slow reference reading of the grammar in cascade_sim.logparse's module doc ---------
@@ -269,7 +269,7 @@ def test_unfinished_block_is_dropped() -> None:
     text = log("vectoradd-100-32__SM61_TITANX.log")
     cut = text[: text.index("gpgpu_simulation_rate")]
     out, _ = parse([cut])
-    assert not [o for o in out if isinstance(o, (KernelFinished, Totals))]
+    assert not [o for o in out if isinstance(o, (KernelBlock, Totals))]
     assert out[-1] == KernelLaunched(VECADD, 1)
 
 
