@@ -327,7 +327,10 @@ class Codec:
 
     def _upcast(self, event: Event) -> Event:
         stored = event_type(event)
-        while (upcast := self._upcasters.get(type(event))) is not None:
+        for _ in self._upcasters:  # each step leaves an old type behind: a chain has no more
+            upcast = self._upcasters.get(type(event))
+            if upcast is None:
+                break
             try:
                 event = upcast(event)
             except Exception as err:  # noqa: BLE001 - whatever an upcaster trips on, the event is unusable

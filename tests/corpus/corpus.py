@@ -1,0 +1,87 @@
+"""The recorded event corpus: what a version of Cascade stored, which every later version
+must still decode and replay to the same tables.
+
+`events-v1.jsonl` holds one stored message a line, `{"subject": ..., "event": ...}`, the event
+exactly as its bytes were stored (recorded from a live service by `record.py`, never edited).
+`tables-v1.json` is the read model those events replay to, table by table; strings longer
+than `LONG` characters are kept as their length and digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import msgspec
+
+from cascade_core import events as ev
+from cascade_nats.store import EventStore
+from projections import tables
+from projections.replay import replay
+
+HERE = Path(__file__).parent
+EVENTS = HERE / "events-v1.jsonl"
+TABLES = HERE / "tables-v1.json"
+RECORD = "python -m tests.corpus.record"  # run from the checkout, with its venv
+LONG = 200
+
+
+class Line(msgspec.Struct, frozen=True):
+    subject: str
+    event: msgspec.Raw  # the stored bytes, untouched
+
+
+def lines(path: Path = EVENTS) -> list[Line]:
+    return msgspec.json.Decoder(Line).decode_lines(path.read_bytes())
+
+
+def data(line: Line) -> bytes:
+    return bytes(line.event)
+
+
+def encode_line(subject: str, event: bytes) -> bytes:
+    return msgspec.json.encode(Line(subject, msgspec.Raw(event)))
+
+
+async def publish(store: EventStore, corpus: list[Line]) -> list[int]:
+    """Store every message as recorded, in order; returns their stream sequences."""
+    messages: list[tuple[str, bytes, str | None]] = [(line.subject, data(line), ev.decode(data(line)).id) for line in corpus]
+    return await store.pipeline.publish_all(messages, 60)
+
+
+async def replayed(store: EventStore, corpus: list[Line], db: Path) -> dict[str, Table]:
+    """The tables `corpus` replays to, stored into an empty `store` and projected into `db`."""
+    await publish(store, corpus)
+    await replay(store, db)
+    with duckdb.connect(str(db)) as con:
+        return dump(con)
+
+
+class Table(msgspec.Struct, frozen=True):
+    columns: list[str]
+    rows: list[list[Any]]
+
+
+def dump(con: duckdb.DuckDBPyConnection) -> dict[str, Table]:
+    """Every table of the read model (checkpoint included), its rows sorted, in the columns
+    two read models of one log agree on, with values as JSON holds them."""
+    out: dict[str, Table] = {}
+    for table in [*tables.ROW_TYPES, "checkpoint"]:
+        result = con.execute(f"SELECT {tables.compared_columns(table)} FROM {table} ORDER BY ALL")
+        columns = [d[0] for d in result.description]
+        out[table] = Table(columns, [[_value(v) for v in record] for record in result.fetchall()])
+    return msgspec.json.decode(msgspec.json.encode(out), type=dict[str, Table])  # datetimes as text
+
+
+def read_tables(path: Path = TABLES) -> dict[str, Table]:
+    return msgspec.json.decode(path.read_bytes(), type=dict[str, Table])
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > LONG:
+        return f"{len(value)} characters, sha256 {hashlib.sha256(value.encode()).hexdigest()}"
+    if isinstance(value, list):
+        return [_value(v) for v in value]
+    return value
