@@ -311,7 +311,9 @@ class Codec:
             except msgspec.DecodeError:
                 events = []  # one of them is no event: decoded one by one, it is named
             if len(events) == len(data):  # else an empty payload made no line: decode one by one to name it
-                return [self._upcast(event) for event in events] if self._upcasters else events
+                if not self._upcasters:
+                    return events
+                return [self._upcast(event) if type(event) in self._upcasters else event for event in events]
         return [self.decode(one) for one in data]
 
     def _unreadable(self, data: bytes, err: msgspec.DecodeError) -> Unreadable:

@@ -59,8 +59,9 @@ _HOLE = msgspec.Raw(b"\x00")
 _EMPTY_STATS = msgspec.Raw(b"{}")
 
 _CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
-# KernelStat's fields but its last, stats, as the kernels table's columns in the Struct's own
-# order: a row is built from them as they come, then stats as stored (or left empty).
+# The kernels table's column of each KernelStat field whose name differs. Lists select every
+# field but the last, stats, in the Struct's own order, so a row is built from them as they
+# come, then stats as stored (or left empty).
 _KERNEL_STAT_COLUMN = {"kernel_name": "name", "kernel_launch_uid": "uid"}
 *_KERNEL_FIELDS, _STATS = KernelStat.__struct_fields__
 assert _STATS == "stats"
@@ -101,7 +102,8 @@ def run_from_row(row: RunRow) -> RunSummary:
 
 def kernel_from_row(row: KernelRow) -> KernelStat:
     """A kernel as lists and live streams show it: its stats map left empty."""
-    return from_row(KernelStat, row, kernel_name=row.name, kernel_launch_uid=row.uid, stats={})
+    renamed = {field: getattr(row, column) for field, column in _KERNEL_STAT_COLUMN.items()}
+    return from_row(KernelStat, row, **renamed, stats={})
 
 
 def file_from_row(row: SimFileRow, place: Place) -> RunFile:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, get_args
+from typing import Any, NamedTuple, cast, get_args
 
 import msgspec
 import pytest
@@ -195,13 +195,13 @@ def test_an_upcaster_chain_must_end_in_a_current_type(upcast: str) -> None:
         newer, stored = codec(ev.TraceReady, TraceReadyV2, {ev.TraceReady: lambda old: old}), v1
     else:
         newer = ev.Codec(list(get_args(ev.AnyEvent)), {TraceReadyV2: lambda v2: v2})
-        stored = ev.encode(trace_ready_v2(ev.decode(v1)))  # type: ignore[arg-type]
+        stored = ev.encode(trace_ready_v2(cast(ev.TraceReady, ev.decode(v1))))
     with pytest.raises(ev.Unreadable, match="no current event type"):
         newer.decode(stored)
 
 
 def test_a_version_from_a_newer_cascade_is_unreadable_here_not_misread() -> None:
-    stored_v2 = ev.encode(trace_ready_v2(ev.decode(recorded(ev.TraceReady)[0])))  # type: ignore[arg-type]
+    stored_v2 = ev.encode(trace_ready_v2(cast(ev.TraceReady, ev.decode(recorded(ev.TraceReady)[0]))))
     with pytest.raises(ev.Unreadable) as raised:
         ev.decode(stored_v2)
     assert raised.value.event_type == "trace.ready.v2" and "written by a newer version" in raised.value.error

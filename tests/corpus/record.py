@@ -31,10 +31,10 @@ from starlette.testclient import TestClient
 
 from cascade_http.app import create_app
 from cascade_http.config import Settings
-from cascade_http.service import Cascade
 from cascade_nats import server
 from cascade_nats.store import EventStore
 from cascade_sim import samples
+from tests.cascade_http.conftest import service
 from tests.cascade_http.trace_archives import files_of, tar_of, upload
 from tests.cascade_sim.world import TITANX, accelsim_tree, add_config_lines, create_run, wait_run
 from tests.corpus import corpus
@@ -51,9 +51,9 @@ def live(tmp: Path, nats_url: str) -> None:
     add_config_lines(tree, BAD_CONFIG, "-no_such_option 1")
     settings = Settings(token=TOKEN, data_dir=tmp / "data", nats_url=nats_url, accelsim_dir=tree, runner_slots=2, samples=False)
     with TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
-        service: Cascade = client.app.state.cascade  # type: ignore[attr-defined]
         # The LLM-serving sample (real timing, a step timeline); the runs below stand for the recorded ones.
-        client.portal.call(samples.load, service.store, service.objects, lambda: [samples.llm()])  # type: ignore[union-attr]
+        store, objects = service(client).store, service(client).objects
+        client.portal.call(samples.load, store, objects, lambda: [samples.llm()])  # type: ignore[union-attr]  # a portal inside `with`
 
         vectoradd = files_of("vectoradd-100-32") | {"real_timing.csv": b"kernel_id,kernel_name,duration_ns\n1,_Z6vecAddIfEvPT_S1_S1_i,3232\n"}
         _ready(client, tar_of(vectoradd), "vectoradd")
