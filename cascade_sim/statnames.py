@@ -98,7 +98,9 @@ def _tail(seg: str) -> tuple[str | None, str | None, str]:
 
 
 def _line(segs: Sequence[str], title: str | None) -> list[str]:
-    """The names of one line's values within the line, `segs` being the text around them."""
+    """The names of one line's values within the line (docs/stats-naming.md, "Names within a
+    line", whose numbers the comments give), `segs` being the text around the values and
+    `title` the title above naming this line, if it does."""
     count = len(segs) - 1
     tails = [_tail(s) for s in segs[1:]]
     leads = [segs[0], *(t[2] for t in tails[:-1])]
@@ -120,7 +122,7 @@ def _line(segs: Sequence[str], title: str | None) -> list[str]:
         run, run_base = [], None
 
     for j in range(count):
-        word, unit, _ = tails[j]
+        word, paren_unit, _ = tails[j]
         text = leads[j]
         if paren is not None and ")" in text:
             paren, text = None, text[text.index(")") + 1 :]
@@ -131,28 +133,28 @@ def _line(segs: Sequence[str], title: str | None) -> list[str]:
         if "(" in text:
             cut = text.rindex("(")
             paren, text = ctx or _clean(text[:cut]), text[cut + 1 :]
-        if brace is None and paren is None and ": " in text:
+        if brace is None and paren is None and ": " in text:  # 2
             cut = text.rindex(": ")
             line_label, key_label, text = _clean(text[:cut]), None, text[cut + 2 :]
         key = text.strip().rsplit(",", 1)[-1].strip()
         continuation = False
-        if brace is not None:
+        if brace is not None:  # 8
             name = f"{brace}{{{key.rstrip(':').strip()}}}"
-        elif paren is not None:
+        elif paren is not None:  # 7
             name = f"{paren} ({key.rstrip('=:').strip() or word or ''})"
-        elif key == "/" and j and ctx:
+        elif key == "/" and j and ctx:  # 6
             items[j - 1] = f"{ctx}.numerator"
             name = f"{ctx}.denominator"
         elif key == "=":
             name = ctx or ""
-        elif key.endswith("="):
+        elif key.endswith("="):  # 1, 2
             name = ctx = _join(line_label, key_label, key[:-1].strip())
-        elif key.endswith(":"):
+        elif key.endswith(":"):  # 3
             key_label = ctx = _join(line_label, key[:-1].strip())
             name = f"{key_label}.{word}" if word else key_label
-        elif key:
+        elif key:  # 4
             name = ctx = _join(line_label, key_label, key)
-        else:
+        else:  # 5
             base = key_label or ctx or line_label or ""
             if word:
                 name = f"{base}.{word}"
@@ -170,8 +172,8 @@ def _line(segs: Sequence[str], title: str | None) -> list[str]:
                 run.append(j)
         if not continuation:
             flush()
-        if unit:
-            name = f"{name} {unit}"
+        if paren_unit:  # 1: `(inst/sec)`
+            name = f"{name} {paren_unit}"
         items.append(name)
     flush()
     return items
