@@ -18,12 +18,13 @@ The rules for sims live here, in one place:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
 
 from cascade_core import events as ev
+from cascade_core.models import RunEntry
 from cascade_core.runs import FINISHED, SIM_STATES, run_state
 from projections.rows import (
     APPEND_TABLES,
@@ -42,6 +43,7 @@ LOG_TAIL = 20
 
 _json = msgspec.json.Encoder()
 _counts_decoder = msgspec.json.Decoder(dict[str, int])
+_entries = msgspec.json.Decoder(list[RunEntry])
 
 
 class Rows(msgspec.Struct, frozen=True):
@@ -167,8 +169,7 @@ def _apply(b: _Batch, seq: int, e: ev.Event) -> None:
         case ev.RunCreated():
             _run_created(b, seq, e)
         case ev.RunCancelRequested():
-            for sim in [s for s in b.sims.values() if s.run_id == e.run_id and s.state not in FINISHED]:
-                b.update_sim(seq, sim, {"state": "cancelled", "finished_at": e.at})
+            _cancel_requested(b, seq, e)
         case _:
             _apply_trace(b, seq, e)
 
@@ -272,6 +273,26 @@ def _run_created(b: _Batch, seq: int, e: ev.RunCreated) -> None:
     b.changed.add(("runs", e.run_id))
     for spec in e.sims:
         b.keep_sim(_new_sim(seq, e, spec))
+
+
+def _cancel_requested(b: _Batch, seq: int, e: ev.RunCancelRequested) -> None:
+    run = b.runs.get(e.run_id)
+    if run is None:
+        return
+    # In the order the run lists its sims, not the order they were loaded in: the changes'
+    # order must not depend on where a batch began.
+    configs = [entry.gpu_config for entry in _entries.decode(run.entries)]
+    for sim in listed([s for s in b.sims.values() if s.run_id == e.run_id and s.state not in FINISHED], configs):
+        b.update_sim(seq, sim, {"state": "cancelled", "finished_at": e.at})
+
+
+def listed(sims: Iterable[SimRow], configs: Sequence[str]) -> list[SimRow]:
+    """Sims in the order their run lists them: by config, in the order of the run's
+    entries (`configs`, a config's first entry counting), then by replica."""
+    order: dict[str, int] = {}
+    for i, config in enumerate(configs):
+        order.setdefault(config, i)
+    return sorted(sims, key=lambda s: (order.get(s.gpu_config, len(order)), s.replica))
 
 
 # What an attempt's run sets; a sim starts without, and a new attempt starts over.

@@ -39,7 +39,7 @@ from cascade_core.models import (
     TraceMetadata,
 )
 from projections import tables
-from projections.fold import Change
+from projections.fold import Change, listed
 from projections.queries import traces
 from projections.rows import KernelRow, RunRow, SimFileRow, SimRow
 
@@ -172,9 +172,7 @@ def configs(run: RunSummary) -> list[str]:
 
 def sim_rows(con: Con, run: RunSummary) -> list[SimRow]:
     """The run's sims by config, then replica."""
-    order = {c: i for i, c in enumerate(configs(run))}
-    rows = cast(list[SimRow], _select(con, "sims", "run_id = ?", [run.id]))
-    return sorted(rows, key=lambda r: (order.get(r.gpu_config, len(order)), r.replica))
+    return listed(cast(list[SimRow], _select(con, "sims", "run_id = ?", [run.id])), configs(run))
 
 
 def places(sims: Sequence[SimRow]) -> dict[str, Place]:
