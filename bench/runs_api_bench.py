@@ -213,7 +213,7 @@ async def sse_kernel_ids(host: str, port: int, path: str, ready: asyncio.Semapho
                 if b"event: snapshot" in message:
                     ready.release()
                 elif b"event: kernel" in message:
-                    out[int(message.split(b"id: ", 1)[1].split(b"\r\n", 1)[0])] = now
+                    out[int(message.split(b"id: ", 1)[1].split(b".", 1)[0])] = now  # id <seq>.<k>
     finally:
         writer.close()
 

@@ -194,10 +194,15 @@ def apply(
     return folded
 
 
+def decoded(frames: Sequence[Frame]) -> list[tuple[int, ev.Event]]:
+    """Frames read from the stream as the fold takes them: (sequence, event)."""
+    return list(zip([f[0] for f in frames], ev.decode_all([f[2] for f in frames])))
+
+
 def apply_frames(
     con: duckdb.DuckDBPyConnection, frames: Sequence[Frame], fault: FaultHook | None, cache: RowCache
 ) -> Folded:
-    return apply(con, list(zip([f[0] for f in frames], ev.decode_all([f[2] for f in frames]))), fault, cache)
+    return apply(con, decoded(frames), fault, cache)
 
 
 class Projector:

@@ -39,9 +39,10 @@ def dump(con: duckdb.DuckDBPyConnection, *, with_checkpoint: bool = True) -> dic
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories(), cuts=st.lists(st.integers(min_value=0), max_size=6), data=st.data())
 def test_batch_boundaries_do_not_matter(history: list[ev.Event], cuts: list[int], data: st.DataObject) -> None:
-    # Batches change neither the tables nor the changes live streams show, in their order
-    # (a cancel's sims): where a batch begins is an accident of timing, and whether its rows
-    # came from the cache or from DuckDB must not matter either.
+    # Batches change neither the tables nor the changes live streams show: a resumed run
+    # event stream folds the run's history from the log in batches of its own
+    # (cascade_http/run_events.py), so each change, numbered within its event, must be the
+    # one the projector published, whether its batch's rows came from the cache or DuckDB.
     items = list(enumerate(history, 1))
     con, cache = fresh(0), RowCache()
     changes = []
