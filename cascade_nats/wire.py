@@ -46,20 +46,26 @@ class Wire:
         if parts.scheme not in ("nats", ""):
             raise WireError(f"the bulk connection speaks plain nats://, not {parts.scheme}://")
         reader, writer = await asyncio.open_connection(parts.hostname or "127.0.0.1", parts.port or 4222)
-        info = await reader.readline()
-        if not info.startswith(b"INFO "):
-            raise WireError(f"unexpected greeting from {url}: {info[:80]!r}")
-        connect: dict[str, object] = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True}
-        connect |= {"lang": "python-cascade", "version": "1", "protocol": 1}
-        if parts.username and parts.password:
-            connect |= {"user": parts.username, "pass": parts.password}
-        elif parts.username:
-            connect["auth_token"] = parts.username
-        writer.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
-        await writer.drain()
-        while (line := await reader.readline()) != b"PONG\r\n":
-            if line.startswith(b"-ERR") or not line:
-                raise WireError(f"{url} refused the connection: {line.decode(errors='replace').strip()}")
+        try:
+            info = await reader.readline()
+            if not info.startswith(b"INFO "):
+                raise WireError(f"unexpected greeting from {url}: {info[:80]!r}")
+            connect: dict[str, object] = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True}
+            connect |= {"lang": "python-cascade", "version": "1", "protocol": 1}
+            if parts.username and parts.password:
+                connect |= {"user": parts.username, "pass": parts.password}
+            elif parts.username:
+                connect["auth_token"] = parts.username
+            writer.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
+            await writer.drain()
+            while (line := await reader.readline()) != b"PONG\r\n":
+                if line.startswith(b"-ERR") or not line:
+                    raise WireError(f"{url} refused the connection: {line.decode(errors='replace').strip()}")
+        except BaseException:
+            # Refused, or cancelled (a projector stopping, a stream's client gone): a
+            # connection nobody holds would stay open until the collector finds it.
+            writer.close()
+            raise
         return cls(url, reader, writer)
 
     def subscribe(self, subject: str) -> bytes:
