@@ -87,7 +87,7 @@ def pieces(data: st.DataObject, n: int, label: str) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=histories(), data=st.data())
 def test_a_resumed_stream_is_the_tail_of_a_continuous_one(history: list[ev.Event], data: st.DataObject) -> None:
     # JetStream deduplicates only within its window: a retry later is stored again.
