@@ -14,9 +14,11 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 
 import anyio
 import httpx
+import msgspec
 import pytest
 
 from cascade_core import events as ev
+from cascade_core import subjects
 from cascade_http import run_events
 from cascade_http.config import Settings
 from cascade_nats.store import EventStore
@@ -225,3 +227,32 @@ async def test_a_quiet_stream_is_kept_alive(
             async for line in response.aiter_lines():
                 if line.startswith(": ping"):
                     break
+
+
+async def test_a_resume_leaves_out_what_the_projector_parked(live: LiveServer, http: httpx.AsyncClient, store: EventStore) -> None:
+    """Messages on the run's subjects that no consumer can use (not JSON; a kernel whose cycle
+    count no BIGINT holds, which the fold takes and DuckDB refuses) are parked by the
+    projector and left out of its changes; a catch-up folded from the log leaves them out
+    too, so a resume still equals the continuous stream."""
+    await setup_run(store, live)
+    lives = sim_lives()
+    kernel = next(e for e in lives if isinstance(e, ev.KernelFinished))
+    too_big = msgspec.structs.replace(kernel, id="too-big", kernel_index=kernel.kernel_index + 100, uid=999, gpu_sim_cycle=2**63)
+    poison = [
+        (f"cascade.ev.run.{w.RUN_ID}.sim.{w.SIMS[0]}.data", b"not json"),
+        (subjects.of(too_big), ev.encode(too_big)),
+    ]
+    with anyio.fail_after(30):
+        async with http.stream("GET", EVENTS, headers=AUTH) as response:
+            await append(store, live, lives[:10])
+            for subject, data in poison:
+                await store.js.publish(subject, data, stream="CASCADE")
+            await append(store, live, lives[10:])
+            along = [e async for e in sse_events(response)]
+    assert (along[-1].event, along[-1].data["state"]) == ("run", "succeeded")
+    health = (await http.get("/api/health")).json()
+    assert health["parked"] == 2
+    for cut in range(1, len(along)):
+        async with http.stream("GET", EVENTS, headers={**AUTH, "Last-Event-ID": along[cut].id}) as response:
+            resumed = [e async for e in sse_events(response)] if response.status_code == 200 else []
+        assert resumed == along[cut + 1 :], along[cut].id
