@@ -1,7 +1,6 @@
 """The read model's rows: one Struct per table, fields in column order, built by field name.
 
-`seq` on a row is the stream sequence of the event that last changed it, which is what a live
-run-event stream resumes from.
+`seq` on a row is the stream sequence of the event that last changed it.
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     trace_id: str
     created_at: datetime
     state: str
-    entries: str  # JSON list of RunEntry, in request order
+    entries: str  # JSON list of events.ConfigCount, in request order
     sim_counts: str  # JSON object: state -> count
     sample: bool
     kernels_total: int

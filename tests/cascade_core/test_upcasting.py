@@ -89,6 +89,7 @@ class KernelFinishedV2(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v2"):
     gpu_ipc: float
     sim_time_ns: float
     stats: msgspec.Raw = msgspec.Raw(b"{}")
+    stats_naming: int = 1
 
 
 class KernelFinishedV3(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v3"):
@@ -101,6 +102,7 @@ class KernelFinishedV3(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v3"):
     gpu_ipc: float
     sim_time_ns: float
     stats: msgspec.Raw = msgspec.Raw(b"{}")
+    stats_naming: int = 1
 
 
 def renamed(new_type: type[ev.Event], old_name: str, new_name: str) -> Callable[[Any], ev.Event]:
@@ -149,7 +151,7 @@ CASES = {
         ev.KernelFinished,
         KernelFinishedV3,
         {ev.KernelFinished: renamed(KernelFinishedV2, "uid", "launch_uid"), KernelFinishedV2: renamed(KernelFinishedV3, "gpu_sim_cycle", "cycles")},
-        lambda v1, now: (now.launch_uid, now.cycles, now.stats) == (v1.uid, v1.gpu_sim_cycle, v1.stats),
+        lambda v1, now: (now.launch_uid, now.cycles, now.stats, now.stats_naming) == (v1.uid, v1.gpu_sim_cycle, v1.stats, v1.stats_naming),
     ),
 }
 
