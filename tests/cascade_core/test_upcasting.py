@@ -3,7 +3,7 @@ event type carries a limit of the API's.
 
 Each test pretends a newer Cascade: it defines a v2 (a field renamed, merged or split) of a
 v1 type of one aggregate, makes the real v1 type the old one with an upcaster, and decodes
-the recorded v1 events of the corpus (tests/corpus) through it."""
+the recorded v1 events of the corpora (tests/corpus) through it."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def codec(replaced: type[ev.Event], current: type[ev.Event], upcasters: Upcaster
 
 
 def recorded(event_type: type[ev.Event]) -> list[bytes]:
-    found = [corpus.data(line) for line in corpus.lines() if type(ev.decode(corpus.data(line))) is event_type]
+    found = [corpus.data(line) for line in corpus.every_line() if type(ev.decode(corpus.data(line))) is event_type]
     assert found, f"the corpus has no {ev.tag_of(event_type)}"
     return found
 
@@ -171,7 +171,7 @@ def test_a_recorded_v1_event_decodes_as_the_current_version(aggregate: str) -> N
 def test_what_a_fold_is_given_is_only_ever_of_current_types(aggregate: str) -> None:
     old, new, upcasters, _ = CASES[aggregate]
     newer = codec(old, new, upcasters)
-    stored = [corpus.data(line) for line in corpus.lines()]
+    stored = [corpus.data(line) for line in corpus.every_line()]
     batched = newer.decode_all(stored)  # small ones in one call, big ones one by one
     assert batched == [newer.decode(one) for one in stored]
     seen = {type(e) for e in batched}

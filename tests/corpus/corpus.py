@@ -1,10 +1,12 @@
-"""The recorded event corpus: what a version of Cascade stored, which every later version
+"""The recorded event corpora: what versions of Cascade stored, which every later version
 must still decode and replay to the same tables.
 
-`events-v1.jsonl` holds one stored message a line, `{"subject": ..., "event": ...}`, the event
-exactly as its bytes were stored (recorded from a live service by `record.py`, never edited).
-`tables-v1.json` is the read model those events replay to, table by table; strings longer
-than `LONG` characters are kept as their length and digest.
+A corpus is recorded whenever what stored events hold changes, by a new version of a type or
+a new field (`events-v2.jsonl`: kernel results with `stats_naming` 2, the stats names of
+docs/stats-naming.md, and a trace's `layers`). `events-v<n>.jsonl` holds one stored message a line, `{"subject": ..., "event": ...}`,
+the event exactly as its bytes were stored (recorded from a live service by `record.py`,
+never edited). `tables-v<n>.json` is the read model those events replay to, table by table;
+strings longer than `LONG` characters are kept as their length and digest.
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ from projections import tables
 from projections.replay import replay
 
 HERE = Path(__file__).parent
-EVENTS = HERE / "events-v1.jsonl"
-TABLES = HERE / "tables-v1.json"
+VERSIONS = (1, 2)  # the recorded corpora, oldest first; the newest is what this version stores
 RECORD = "python -m tests.corpus.record"  # run from the checkout, with its venv
 LONG = 200
 
@@ -33,8 +34,25 @@ class Line(msgspec.Struct, frozen=True):
     event: msgspec.Raw  # the stored bytes, untouched
 
 
-def lines(path: Path = EVENTS) -> list[Line]:
+def events_file(version: int) -> Path:
+    return HERE / f"events-v{version}.jsonl"
+
+
+def tables_file(version: int) -> Path:
+    return HERE / f"tables-v{version}.json"
+
+
+def lines(path: Path) -> list[Line]:
     return msgspec.json.Decoder(Line).decode_lines(path.read_bytes())
+
+
+def recorded(version: int) -> list[Line]:
+    return lines(events_file(version))
+
+
+def every_line() -> list[Line]:
+    """The lines of every corpus, oldest first."""
+    return [line for version in VERSIONS for line in recorded(version)]
 
 
 def data(line: Line) -> bytes:
@@ -75,8 +93,8 @@ def dump(con: duckdb.DuckDBPyConnection) -> dict[str, Table]:
     return msgspec.json.decode(msgspec.json.encode(out), type=dict[str, Table])  # datetimes as text
 
 
-def read_tables(path: Path = TABLES) -> dict[str, Table]:
-    return msgspec.json.decode(path.read_bytes(), type=dict[str, Table])
+def read_tables(version: int) -> dict[str, Table]:
+    return msgspec.json.decode(tables_file(version).read_bytes(), type=dict[str, Table])
 
 
 def _value(value: Any) -> Any:

@@ -1,18 +1,19 @@
-"""Record the event corpus, or the tables it replays to. Never run by the tests.
+"""Record an event corpus, or the tables the corpora replay to. Never run by the tests.
 
     .venv/bin/python -m tests.corpus.record events FILE   a new corpus from a live service (FILE must not exist)
-    .venv/bin/python -m tests.corpus.record tables        tables-v1.json again, from events-v1.jsonl
+    .venv/bin/python -m tests.corpus.record tables        every tables-v<n>.json again, from its events-v<n>.jsonl
 
-`events-v1.jsonl` is what version 1 of the events looked like when stored; it is never
-recorded again. A new event version records a corpus of its own beside it (`events-v2.jsonl`),
-and both must go on decoding. `tables` is for a deliberate change of what the read model
-holds (a row type, a fold rule): the test fails until the dump is made again, and the diff
-of `tables-v1.json` shows what the change did to the tables.
+A recorded corpus is what the events looked like when stored; it is never recorded again.
+A change to what events hold (a new version of a type, a new field) records a corpus of its
+own beside the others (`events-v3.jsonl`, added to `corpus.VERSIONS`), and all must go on
+decoding. `tables` is for a deliberate change of what the read model holds (a row type, a
+fold rule): the test fails until the dumps are made again, and the diff of the
+`tables-v<n>.json` shows what the change did to the tables.
 
 The live service runs the fake simulator (which replays recorded Accel-Sim output) through
-the real runner on an embedded nats-server: the LLM-serving sample, an upload with real timing,
-a run that succeeds, one that fails in the simulator, one cancelled mid-kernel, an upload
-that fails, and a deleted trace.
+the real runner on an embedded nats-server: the LLM-serving sample, an upload with real
+timing and a `cascade.json`, a run that succeeds, one that fails in the simulator, one
+cancelled mid-kernel, an upload that fails, and a deleted trace.
 """
 
 from __future__ import annotations
@@ -55,7 +56,10 @@ def live(tmp: Path, nats_url: str) -> None:
         store, objects = service(client).store, service(client).objects
         client.portal.call(samples.load, store, objects, lambda: [samples.llm()])  # type: ignore[union-attr]  # a portal inside `with`
 
-        vectoradd = files_of("vectoradd-100-32") | {"real_timing.csv": b"kernel_id,kernel_name,duration_ns\n1,_Z6vecAddIfEvPT_S1_S1_i,3232\n"}
+        vectoradd = files_of("vectoradd-100-32") | {
+            "real_timing.csv": b"kernel_id,kernel_name,duration_ns\n1,_Z6vecAddIfEvPT_S1_S1_i,3232\n",
+            "cascade.json": b'{"model": "vector add", "layers": ["add", 1], "source_gpu": "TITAN X (Pascal)"}',
+        }
         _ready(client, tar_of(vectoradd), "vectoradd")
         assert wait_run(client, create_run(client, "vectoradd", "SM61_TITANX")["id"])["state"] == "succeeded"
         assert wait_run(client, create_run(client, "vectoradd", BAD_CONFIG)["id"])["state"] == "failed"
@@ -120,22 +124,24 @@ def record_events(path: Path) -> None:
     print(f"{path}: {len(corpus.lines(path))} events")
 
 
-async def _replayed(nats_url: str, db: Path) -> dict[str, corpus.Table]:
+async def _replayed(nats_url: str, version: int, db: Path) -> dict[str, corpus.Table]:
     nc = await nats.connect(nats_url)
     store = EventStore(nc)
     try:
         await store.ensure_stream()
-        return await corpus.replayed(store, corpus.lines(), db)
+        return await corpus.replayed(store, corpus.recorded(version), db)
     finally:
         await store.close()
         await nc.close()
 
 
 def record_tables() -> None:
-    with tempfile.TemporaryDirectory(prefix="cascade-corpus-") as tmp, server.running(Path(tmp) / "js") as nats_server:
-        dumped = asyncio.run(_replayed(nats_server.url, Path(tmp) / "replay.duckdb"))
-    corpus.TABLES.write_bytes(msgspec.json.format(msgspec.json.encode(dumped), indent=1) + b"\n")
-    print(f"{corpus.TABLES}: {sum(len(t.rows) for t in dumped.values())} rows in {len(dumped)} tables")
+    for version in corpus.VERSIONS:  # each into a stream of its own
+        with tempfile.TemporaryDirectory(prefix="cascade-corpus-") as tmp, server.running(Path(tmp) / "js") as nats_server:
+            dumped = asyncio.run(_replayed(nats_server.url, version, Path(tmp) / "replay.duckdb"))
+        path = corpus.tables_file(version)
+        path.write_bytes(msgspec.json.format(msgspec.json.encode(dumped), indent=1) + b"\n")
+        print(f"{path}: {sum(len(t.rows) for t in dumped.values())} rows in {len(dumped)} tables")
 
 
 if __name__ == "__main__":
