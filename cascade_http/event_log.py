@@ -129,10 +129,10 @@ async def check_nats(url: str) -> None:
 
 
 async def _connect_once(url: str) -> Client:
-    import nats
+    from cascade_nats.connect import connect
 
     await check_nats(url)
-    return await nats.connect(url, name="cascade-cli", connect_timeout=3)
+    return await connect(url, name="cascade-cli", connect_timeout=3)
 
 
 @contextlib.asynccontextmanager

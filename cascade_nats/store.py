@@ -10,7 +10,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import contextlib
+from collections.abc import AsyncGenerator, Sequence
 
 import msgspec
 import nats.js.api as api
@@ -128,12 +129,13 @@ class EventStore:
             return None
         return Stored(msg.seq or 0, msg.subject, ev.decode(msg.data or b""))
 
-    async def read(self, subject: str = subjects.ALL, start_seq: int = 1) -> AsyncIterator[Stored]:
+    async def read(self, subject: str = subjects.ALL, start_seq: int = 1) -> AsyncGenerator[Stored, None]:
         """Every stored event on `subject` from `start_seq` until none is pending, oldest first."""
-        async for batch in self.raw(subject, start_seq, until_caught_up=True):
-            for seq, subj, data in batch:
-                yield Stored(seq, subj.decode(), ev.decode(data))
+        async with contextlib.aclosing(self.raw(subject, start_seq, until_caught_up=True)) as batches:
+            async for batch in batches:
+                for seq, subj, data in batch:
+                    yield Stored(seq, subj.decode(), ev.decode(data))
 
-    def raw(self, subject: str, start_seq: int, *, until_caught_up: bool) -> AsyncIterator[list[Frame]]:
+    def raw(self, subject: str, start_seq: int, *, until_caught_up: bool) -> AsyncGenerator[list[Frame], None]:
         """Undecoded (sequence, subject, payload) batches, as fast as the server sends them."""
         return Firehose(self.nc, self.stream, subject, start_seq).batches(until_caught_up=until_caught_up)

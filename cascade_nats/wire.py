@@ -63,25 +63,33 @@ class Wire:
         if parts.scheme not in ("nats", ""):
             raise WireError(f"{redacted(url)}: the bulk connection speaks plain nats://, not {parts.scheme}://")
         reader, writer = await asyncio.open_connection(parts.hostname or "127.0.0.1", parts.port or 4222)
+        try:
+            await cls._greet(url, reader, writer, parts.username, parts.password)
+        except BaseException:
+            # Refused, cut off or cancelled (a timeout): the socket is closed here, not left
+            # for the collector, which may only find it after its loop has gone.
+            writer.close()
+            raise
+        return cls(url, reader, writer)
+
+    @staticmethod
+    async def _greet(url: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, user: str | None, password: str | None) -> None:
         info = await reader.readline()
         if not info.startswith(b"INFO "):
-            writer.close()
             raise WireError(f"{redacted(url)}: not a NATS server (it said {info[:80]!r})")
         connect: dict[str, object] = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True}
         connect |= {"lang": "python-cascade", "version": "1", "protocol": 1}
-        if parts.username and parts.password:
-            connect |= {"user": parts.username, "pass": parts.password}
-        elif parts.username:
-            connect["auth_token"] = parts.username
+        if user and password:
+            connect |= {"user": user, "pass": password}
+        elif user:
+            connect["auth_token"] = user
         writer.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
         await writer.drain()
         while (line := await reader.readline()) != b"PONG\r\n":
             if line.startswith(b"-ERR") or not line:
-                writer.close()
                 # -ERR 'Authorization Violation'
                 reason = line.decode(errors="replace").removeprefix("-ERR").strip(" '\r\n") or "no reason given"
                 raise WireError(f"{redacted(url)}: refused the connection ({reason})")
-        return cls(url, reader, writer)
 
     def subscribe(self, subject: str) -> bytes:
         """Subscribe; returns the subscription's id as it appears in messages."""

@@ -10,6 +10,7 @@ from `live` once it is committed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Sequence
@@ -240,12 +241,14 @@ class Projector:
 
         async def receive() -> None:
             nonlocal finished
-            async for frames in self.store.raw(subjects.ALL, self.applied + 1, until_caught_up=until_caught_up):
-                if until_seq is not None and frames[-1][0] >= until_seq:
-                    pending.extend(f for f in frames if f[0] <= until_seq)
-                    break
-                pending.extend(frames)
-                arrived.set()
+            stream = self.store.raw(subjects.ALL, self.applied + 1, until_caught_up=until_caught_up)
+            async with contextlib.aclosing(stream) as batches:  # its connection, closed on a break too
+                async for frames in batches:
+                    if until_seq is not None and frames[-1][0] >= until_seq:
+                        pending.extend(f for f in frames if f[0] <= until_seq)
+                        break
+                    pending.extend(frames)
+                    arrived.set()
             finished = True
             arrived.set()
 
