@@ -3,11 +3,14 @@
 It reads run events with a durable consumer shared by every `cascade serve` on the cluster,
 so each run is dispatched once, and acknowledges a run only after all its launch requests are
 stored. A crash in between redelivers the run; the requests' ids are derived from the sims',
-so sending them again stores nothing new.
+so sending them again stores nothing new. Any other error (NATS gone, a JetStream leader
+election) ends `dispatch`, which its supervisor starts again: the runs it had not acknowledged
+come back to it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import nats.js.api as api
@@ -69,8 +72,16 @@ async def ensure_consumers(js: JetStreamContext, *, ack_wait_s: float) -> None:
 
 
 async def dispatch(store: EventStore) -> None:
-    """Dispatch created runs forever."""
+    """Dispatch created runs until something fails."""
     sub = await store.js.pull_subscribe_bind(CONSUMER, subjects.STREAM)
+    try:
+        await _dispatch(store, sub)
+    finally:
+        with contextlib.suppress(Exception):  # gone with its connection, if that is why it stops
+            await sub.unsubscribe()
+
+
+async def _dispatch(store: EventStore, sub: JetStreamContext.PullSubscription) -> None:
     while True:
         try:
             messages = await sub.fetch(16, timeout=5)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -29,8 +28,6 @@ from projections import tables
 from projections.fold import Folded, Rows, fold, touched
 from projections.live import Live
 from projections.rows import APPEND_TABLES, ENTITY_TABLES
-
-log = logging.getLogger("cascade.projector")
 
 FaultHook = Callable[[str], None]
 # A batch takes up to this many events, and stops at the first that brings it past this many
@@ -49,7 +46,6 @@ MAX_BATCH_BYTES = 32 << 20
 CHECKPOINT_IDLE_AT = 16 << 20
 CHECKPOINT_AT = 256 << 20
 IDLE_S = 0.5
-RETRY_S = 1.0
 
 
 def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
@@ -213,17 +209,12 @@ class Projector:
         self._advanced = asyncio.Condition()
 
     async def run(self) -> None:
-        """Apply batches as they arrive, forever. A failure (the stream's server gone, a
-        broken connection) leaves DuckDB at its last committed batch, so the projector starts
-        again from there, after a pause, rather than stopping for good."""
-        while True:
-            try:
-                await self._consume(until_caught_up=False)
-            except Exception:
-                log.exception("projection stopped at sequence %d; resuming from there", self.applied)
-                self.cache.clear()
-                self.applied = tables.checkpoint(self.con)
-                await anyio.sleep(RETRY_S)
+        """Apply batches as they arrive, until something fails (the stream's server gone, a
+        broken connection). A failure leaves DuckDB at its last committed batch, so whatever
+        runs this (a supervisor) can start it again, and it goes on from there."""
+        self.cache.clear()
+        self.applied = tables.checkpoint(self.con)
+        await self._consume(until_caught_up=False)
 
     async def catch_up(self, *, until_seq: int | None = None) -> None:
         """Apply everything stored now, or up to `until_seq`, then return."""
