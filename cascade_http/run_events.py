@@ -16,6 +16,10 @@ one sequence (a `sim` and then the `run` it finished) go out together in one wri
   it is committed. A resume from at or past it has nothing to send: the route answers 204
   No Content, which tells an EventSource to stop reconnecting. Files a sim stores after its
   run ended are in the file lists, not in the stream.
+- A client that falls too far behind (it stopped reading) has its stream ended
+  (`projections.live`): it resumes with `Last-Event-ID` like any dropped connection.
+- What needs attention is not in the stream: it is judged when the run is read (Get a run),
+  from the time and the live runners, not from the events.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from sse_starlette import ServerSentEvent
 from cascade_http.readmodel import read
 from cascade_http.service import Cascade
 from projections.fold import Change
+from projections.live import LAGGED
 from projections.queries import runs as q
 from projections.rows import KernelRow, RunRow, SimFileRow, SimRow
 
@@ -113,7 +118,10 @@ async def events(c: Cascade, run_id: str, last_event_id: int | None) -> AsyncIte
                 yield first
             ended = ended or run.state != "active"
         while not ended:
-            batch = [change for change in await queue.get() if change.seq > seen]
+            changes = await queue.get()
+            if changes is LAGGED:
+                return
+            batch = [change for change in changes if change.seq > seen]
             if batch:
                 data, ended = _messages(batch, places)
                 yield data
