@@ -31,10 +31,10 @@ async def heartbeats(nats_url: str, run_id: str, sim_id: str, *, first: int, cou
     """`count` heartbeats of attempt 1, numbered from `first`, each naming a kernel of its
     own `name_bytes` long: rows that are big in memory but replace each other in the read
     model, so that what the server holds for its clients is all that grows."""
-    start = _at()
-    beats = [
+    now = _at()
+    beats: list[ev.Event] = [
         ev.SimHeartbeat(
-            id=f"{sim_id}.1.beat{n}", at=start + timedelta(microseconds=n - first), run_id=run_id, sim_id=sim_id, attempt=1, kernels_done=0,
+            id=f"{sim_id}.1.beat{n}", at=now + timedelta(microseconds=n - first), run_id=run_id, sim_id=sim_id, attempt=1, kernels_done=0,
             current_kernel=f"{n:08d}".ljust(name_bytes, "k"), latest=SimMetrics(),
         )
         for n in range(first, first + count)

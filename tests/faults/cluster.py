@@ -98,13 +98,7 @@ class Cluster:
         for stream in self.streams:
             stream.stopping.set()
         for process in self.workers.values():
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop(process)  # Ctrl-C, as for serve: it hands its sims back
         if self.served is not None:
             stop(self.served.process)
             self.served = None

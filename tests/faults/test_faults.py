@@ -25,7 +25,7 @@ import pytest
 
 from cascade_nats import server
 from tests.faults import chatter
-from tests.faults.cluster import TOKEN, Cluster, rss_mib, wait_for
+from tests.faults.cluster import TOKEN, Cluster, EventStream, rss_mib, wait_for
 from tests.faults.invariants import check
 
 pytestmark = pytest.mark.timeout(300)
@@ -52,20 +52,25 @@ def unfinished(run: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for s in run["sims"] if s["state"] not in ("succeeded", "failed", "cancelled")]
 
 
-def started(cluster: Cluster, run_id: str, kernels: int = 1) -> None:
-    wait_for(lambda: cluster.kernels_done(run_id) >= kernels, 60, "no kernel finished")
+def under_way(cluster: Cluster, sims: int = 2, *, worker: str | None = None) -> tuple[str, EventStream]:
+    """A run of the combo trace on `sims` sims, on serve's own runner or on a `worker` (serve
+    then runs none), once a kernel is done; a client on its event stream from the start."""
+    cluster.serve(runner=worker is None)
+    cluster.upload()
+    if worker is not None:
+        cluster.worker(worker)
+    run_id = cluster.create_run(sims)
+    stream = cluster.stream(run_id)
+    wait_for(lambda: cluster.kernels_done(run_id) >= 1, 60, "no kernel finished")
+    return run_id, stream
 
 
 # --- the runner ---------------------------------------------------------------------------
 
 
 def test_a_worker_killed_mid_sim_is_shown_lost_and_another_takes_over(cluster: Cluster) -> None:
-    cluster.serve(runner=False)
-    cluster.upload()
-    first = cluster.worker("w1")
-    run_id = cluster.create_run(2)
-    stream = cluster.stream(run_id)
-    started(cluster, run_id)
+    run_id, stream = under_way(cluster, worker="w1")
+    first = cluster.workers["w1"]
     first.send_signal(signal.SIGKILL)
     first.wait()
     killed = time.monotonic()
@@ -90,11 +95,7 @@ def test_a_worker_killed_mid_sim_is_shown_lost_and_another_takes_over(cluster: C
 
 
 def test_serve_killed_mid_run_leaves_nothing_behind_and_its_restart_finishes_the_run(cluster: Cluster) -> None:
-    cluster.serve()
-    cluster.upload()
-    run_id = cluster.create_run(2)
-    stream = cluster.stream(run_id)
-    started(cluster, run_id)
+    run_id, stream = under_way(cluster)
     simulators = [int(s["launcher_ref"]) for s in cluster.run(run_id)["sims"] if s["launcher_ref"]]
     nats_pid = cluster.embedded_nats_pid()
     cluster.kill_serve()
@@ -110,11 +111,7 @@ def test_serve_killed_mid_run_leaves_nothing_behind_and_its_restart_finishes_the
 
 
 def kill_serve_repeatedly(cluster: Cluster, kills: int, sims: int) -> None:
-    cluster.serve()
-    cluster.upload()
-    run_id = cluster.create_run(sims)
-    stream = cluster.stream(run_id)
-    started(cluster, run_id)
+    run_id, stream = under_way(cluster, sims)
     restarts = []
     for _ in range(kills):
         time.sleep(2)
@@ -140,11 +137,7 @@ def test_soak_serve_killed_twenty_times(cluster: Cluster) -> None:
 
 
 def test_the_embedded_nats_server_killed_is_started_again(cluster: Cluster) -> None:
-    cluster.serve()
-    cluster.upload()
-    run_id = cluster.create_run(2)
-    stream = cluster.stream(run_id)
-    started(cluster, run_id)
+    run_id, stream = under_way(cluster)
     old = cluster.embedded_nats_pid()
     os.kill(old, signal.SIGKILL)
     killed = time.monotonic()
@@ -166,12 +159,8 @@ def test_the_embedded_nats_server_killed_is_started_again(cluster: Cluster) -> N
 def nats_outage(tmp_path: Path, outage_s: float) -> None:
     cluster = Cluster(tmp_path, pace_s=2.0, external_nats=True)
     try:
-        cluster.serve(runner=False)
-        cluster.upload()
-        worker = cluster.worker("w1")
-        run_id = cluster.create_run(2)
-        stream = cluster.stream(run_id)
-        started(cluster, run_id)
+        run_id, stream = under_way(cluster, worker="w1")
+        worker = cluster.workers["w1"]
         assert cluster.nats is not None
         down = cluster.nats
         down.process.send_signal(signal.SIGKILL)
