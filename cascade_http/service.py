@@ -27,8 +27,8 @@ from cascade_core.models import Comparison, GpuConfig, Runner
 from cascade_http.config import Settings
 from cascade_http.lru import Lru
 from cascade_http.step_timelines import StepTimelines
-from cascade_nats import server as nats_server
 from cascade_nats import connect as client
+from cascade_nats import server as nats_server
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
 from cascade_nats.supervise import ConnectionWatch, Supervision, supervise
