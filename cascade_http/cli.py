@@ -193,7 +193,7 @@ async def _work(settings: Settings, work_dir: Path) -> None:
 
 async def _run_worker(settings: Settings, work_dir: Path) -> None:
     from cascade_http.service import connect_nats
-    from cascade_nats.supervise import Supervision
+    from cascade_nats.supervise import Supervision, supervise
     from cascade_sim.install import AccelSimInstall
     from cascade_sim.runner import Runner
 
@@ -212,7 +212,7 @@ async def _run_worker(settings: Settings, work_dir: Path) -> None:
             ack_wait_s=settings.runner_lease_s,
             supervision=supervision,
         )
-        await runner.run()
+        await supervise("runner", runner.run, supervision)  # as serve runs its own
     finally:
         await nc.close()
 
