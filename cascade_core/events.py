@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Literal
+from typing import Literal, cast, get_args
 
 import msgspec
 
 from cascade_core.models import RunEntry, SimMetrics, TraceKernel
-
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False):
@@ -41,32 +40,31 @@ class RealTiming(msgspec.Struct, frozen=True):
     duration_ns: float
 
 
-class TraceUploadStarted(Event, frozen=True, tag="trace.upload_started.v1"):
+class TraceEvent(Event, frozen=True, kw_only=True):
     trace_id: str
+
+
+class TraceUploadStarted(TraceEvent, frozen=True, tag="trace.upload_started.v1"):
     content_type: str
     sample: bool = False
 
 
-class TraceFilesStored(Event, frozen=True, tag="trace.files_stored.v1"):
+class TraceFilesStored(TraceEvent, frozen=True, tag="trace.files_stored.v1"):
     """Some of the files of an upload, in the object store under `accelsim-traces/<id>/`.
     A large upload is announced in several of these so each stays small."""
 
-    trace_id: str
     files: list[StoredFile]
 
 
-class TraceKernelsListed(Event, frozen=True, tag="trace.kernels_listed.v1"):
-    trace_id: str
+class TraceKernelsListed(TraceEvent, frozen=True, tag="trace.kernels_listed.v1"):
     kernels: list[TraceKernel]
 
 
-class TraceRealTimingListed(Event, frozen=True, tag="trace.real_timing_listed.v1"):
-    trace_id: str
+class TraceRealTimingListed(TraceEvent, frozen=True, tag="trace.real_timing_listed.v1"):
     rows: list[RealTiming]
 
 
-class TraceReady(Event, frozen=True, tag="trace.ready.v1"):
-    trace_id: str
+class TraceReady(TraceEvent, frozen=True, tag="trace.ready.v1"):
     trace_gpu_arch: str
     kernel_count: int
     bytes: int
@@ -78,14 +76,13 @@ class TraceReady(Event, frozen=True, tag="trace.ready.v1"):
     source_gpu: str | None = None
 
 
-class TraceFailed(Event, frozen=True, tag="trace.failed.v1"):
-    trace_id: str
+class TraceFailed(TraceEvent, frozen=True, tag="trace.failed.v1"):
     error: str
     bytes: int = 0
 
 
-class TraceDeleted(Event, frozen=True, tag="trace.deleted.v1"):
-    trace_id: str
+class TraceDeleted(TraceEvent, frozen=True, tag="trace.deleted.v1"):
+    pass
 
 
 # --- runs ---------------------------------------------------------------------------------
@@ -169,9 +166,13 @@ class KernelFinished(SimEvent, frozen=True, tag="sim.kernel_finished.v1"):
     gpu_sim_insn: int
     gpu_ipc: float
     sim_time_ns: float
-    # The stats map as the JSON object it is stored as: every stat of the block, ~30 KB for a
-    # real kernel. Kept raw, so the read model stores it without decoding it again.
+    # The stats map as the JSON object it is stored as: every value of the block, ~30 to
+    # 400 KB for a real kernel. Kept raw, so the read model stores it without decoding it again.
     stats: msgspec.Raw = msgspec.Raw(b"{}")
+    # Which naming rule made the stats map's keys (docs/stats-naming.md): 1, the default,
+    # for events written before the rule had a number (`Access#2`, lines without "=" left
+    # out), 2 for the current one.
+    stats_naming: int = 1
 
 
 class SimFileStored(SimEvent, frozen=True, tag="sim.file_stored.v1"):
@@ -213,24 +214,54 @@ AnyEvent = (
 # readable; folds only ever see current types.
 UPCASTERS: dict[type[Event], Callable[[Event], Event]] = {}
 
+
+class Unreadable(ValueError):
+    """A stored message that is no event this version can use: not JSON, not an event, a type
+    or version it does not know (from a newer Cascade), or an event stored on a subject it
+    does not belong to. Consumers park it and go on past it. `event_type` is the type the
+    message names, when it names one."""
+
+    def __init__(self, error: str, event_type: str | None = None) -> None:
+        super().__init__(error)
+        self.error = error
+        self.event_type = event_type
+
+
+class _Named(msgspec.Struct):
+    """What a message says it is, read without the rest of it."""
+
+    type: object = None
+
+
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(AnyEvent)
+_named = msgspec.json.Decoder(_Named)
+_KNOWN = frozenset(t.__struct_config__.tag for t in get_args(AnyEvent))
 
 
 def encode(event: Event) -> bytes:
     return _encoder.encode(event)
 
 
-def decode(data: bytes) -> Event:
-    return _current(_decoder.decode(data))
+def decode(data: bytes) -> AnyEvent:
+    """One stored event in its current form; `Unreadable` if it is none."""
+    try:
+        event = _decoder.decode(data)
+    except msgspec.DecodeError as err:
+        raise _unreadable(data, err) from err
+    return _current(event)
 
 
-def decode_all(data: list[bytes]) -> list[Event]:
+def decode_all(data: list[bytes]) -> list[AnyEvent]:
     """Many events. Small ones go to the decoder in one call, as JSON lines (encoded JSON
     holds no raw newline), which saves a call each; big ones (log chunks, stats maps) one by
-    one, since joining them would copy every byte once more."""
+    one, since joining them would copy every byte once more. `Unreadable` names the first
+    message that is no event."""
     if len(data) > 1 and sum(map(len, data)) < _JOIN_BELOW * len(data):
-        events: list[Event] = _decoder.decode_lines(b"\n".join(data))
+        try:
+            events: list[AnyEvent] = _decoder.decode_lines(b"\n".join(data))
+        except msgspec.DecodeError:
+            events = []  # one of them is no event: decoded one by one, it is named
         if len(events) == len(data):  # else an empty payload made no line: decode one by one to name it
             return [_current(event) for event in events] if UPCASTERS else events
     return [decode(one) for one in data]
@@ -239,10 +270,25 @@ def decode_all(data: list[bytes]) -> list[Event]:
 _JOIN_BELOW = 4096  # bytes per event on average
 
 
-def _current(event: Event) -> Event:
+def _unreadable(data: bytes, err: msgspec.DecodeError) -> Unreadable:
+    try:
+        named = _named.decode(data).type
+    except msgspec.DecodeError:
+        return Unreadable(f"not an event: {err}")
+    if not isinstance(named, str):
+        return Unreadable(f"not an event: {err}")
+    if named not in _KNOWN:
+        return Unreadable(f"unknown event type {named!r} (written by a newer version?)", named)
+    return Unreadable(f"not a valid {named}: {err}", named)
+
+
+def _current(event: Event) -> AnyEvent:
     while (upcast := UPCASTERS.get(type(event))) is not None:
-        event = upcast(event)
-    return event
+        try:
+            event = upcast(event)
+        except Exception as err:  # noqa: BLE001 - whatever an upcaster trips on, the event is unusable
+            raise Unreadable(f"cannot upcast {event_type(event)}: {err}", event_type(event)) from err
+    return cast(AnyEvent, event)  # what the decoder makes, or an upcaster's current type
 
 
 def event_type(event: Event) -> str:

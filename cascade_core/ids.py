@@ -14,6 +14,8 @@ from typing import Annotated
 import msgspec
 
 TRACE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+# A sim file's name as the reference allows it: also safe as a file name on any disk.
+FILE_NAME_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9._-]{1,128}$"
 
 TraceId = Annotated[str, msgspec.Meta(pattern=TRACE_ID_PATTERN)]
 RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
@@ -49,3 +51,7 @@ def from_subject_token(token: str) -> str:
 
 def is_trace_id(value: str) -> bool:
     return re.fullmatch(TRACE_ID_PATTERN, value) is not None
+
+
+def is_file_name(value: str) -> bool:
+    return re.fullmatch(FILE_NAME_PATTERN, value) is not None

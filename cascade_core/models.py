@@ -211,7 +211,19 @@ class Health(msgspec.Struct, frozen=True, kw_only=True):
         msgspec.Meta(description="Unfinished sims that no live runner holds: waiting for one. Null while NATS does not answer."),
     ]
     runners: Annotated[int | None, msgspec.Meta(description="Live runners; null while NATS does not answer.")]
+    parked: int  # stored messages no consumer could use (`GET /api/parked`)
     problems: list[Problem]
+
+
+class ParkedEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored message that is no event this version can use, or one it cannot apply:
+    every consumer went on past it."""
+
+    seq: int
+    subject: str
+    event_type: str | None
+    error: str
+    parked_at: datetime
 
 
 class ErrorDetail(msgspec.Struct, frozen=True):

@@ -12,6 +12,9 @@ so a run's whole history is `cascade.ev.run.<run>.>` and a sim's is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import assert_never, cast, get_args
+
 from cascade_core import events as ev
 from cascade_core.ids import subject_token
 
@@ -45,15 +48,73 @@ def sim_history(sim_id: str) -> str:
 
 
 def of(event: ev.Event) -> str:
-    """The subject an event is appended to."""
-    match event:
+    """The subject an event is appended to.
+
+    Events travel as the base type, and each is one of `ev.AnyEvent`: the match covers that
+    union, so a type added without a case fails the type check, and one outside it fails
+    here rather than landing on some subject by default."""
+    known = cast(ev.AnyEvent, event)
+    match known:
         case ev.SimQueued():
-            return sim(event.run_id, event.sim_id, "queued")
+            return sim(known.run_id, known.sim_id, "queued")
         case ev.SimClaimed() | ev.SimLaunched() | ev.SimFinished():
-            return sim(event.run_id, event.sim_id, "life")
-        case ev.SimEvent():
-            return sim(event.run_id, event.sim_id, "data")
+            return sim(known.run_id, known.sim_id, "life")
+        case ev.SimHeartbeat() | ev.KernelFinished() | ev.SimFileStored():
+            return sim(known.run_id, known.sim_id, "data")
         case ev.RunCreated() | ev.RunCancelRequested():
-            return run(event.run_id)
+            return run(known.run_id)
+        case ev.TraceEvent():
+            return trace(known.trace_id)
         case _:
-            return trace(event.trace_id)  # type: ignore[attr-defined]
+            assert_never(known)
+
+
+def decode(subject: bytes, data: bytes) -> ev.AnyEvent:
+    """The event stored on `subject` as `data`. `ev.Unreadable` if it is no event, or one that
+    belongs on another subject: that one was not appended through the store, and no decision
+    made from its own subject's history would see it."""
+    event = ev.decode(data)
+    if not belongs(event, subject):
+        try:
+            home = f"belongs on {of(event)}"
+        except ValueError as err:  # an empty id: it belongs nowhere
+            home = f"has no subject: {err}"
+        raise ev.Unreadable(f"a {ev.event_type(event)} that {home}, not on {subject.decode(errors='replace')}", ev.event_type(event))
+    return event
+
+
+def belongs(event: ev.Event, subject: bytes) -> bool:
+    """Whether `subject` is the one `event` is appended to."""
+    return all_belong([event], [subject])
+
+
+def all_belong(events: Sequence[ev.Event], stored_on: Sequence[bytes]) -> bool:
+    """Whether each event was stored on the subject it is appended to. The projector asks
+    this of every event, so a sim event's subject is remembered by its type, run and sim."""
+    remembered = _sim_subjects
+    for event, subject in zip(events, stored_on):
+        kind = type(event)
+        if kind in _SIM_EVENTS:
+            key = (kind, event.run_id, event.sim_id)  # type: ignore[attr-defined]  # a SimEvent
+            home = remembered.get(key)
+            if home is None:
+                if len(remembered) >= _REMEMBERED:
+                    remembered.clear()
+                home = remembered[key] = _encoded(event)
+        else:
+            home = _encoded(event)
+        if home != subject:
+            return False
+    return True
+
+
+_SIM_EVENTS = frozenset(t for t in get_args(ev.AnyEvent) if issubclass(t, ev.SimEvent))
+_sim_subjects: dict[tuple[type, str, str], bytes | None] = {}
+_REMEMBERED = 65536
+
+
+def _encoded(event: ev.Event) -> bytes | None:
+    try:
+        return of(event).encode()
+    except ValueError:  # an id that makes no subject token
+        return None

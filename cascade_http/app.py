@@ -32,6 +32,7 @@ from cascade_nats.server import EmbeddedNats
 from cascade_nats.store import EventTooLarge
 from cascade_nats.supervise import describe
 from projections.queries import runs as q
+from projections.queries.parked import parked_count
 
 VERSION = "0.1.0"
 WEB_DIR = Path(__file__).parent / "static"
@@ -66,6 +67,7 @@ async def health(request: Request) -> Response:
         projected_seq=c.projector.applied,
         queue_depth=queue_depth,
         runners=None if runners is None else len(runners),
+        parked=await read(c, parked_count),
         problems=problems,
     )
     return MsgspecResponse(report, status_code=503 if problems else 200)

@@ -4,6 +4,8 @@
     cascade replay     rebuild a read model from the log, or verify the live one
     cascade events     print an aggregate's history
     cascade trace upload DIR   stream a trace directory to a running server
+    cascade run TRACE CONFIG[xN]... [--watch], run show RUN, run cancel RUN, runs, results RUN
+                       runs through the API (`runs_cli`)
 
 An unusable setting ends the command with one line `cascade: error: ...` and exit status 2;
 a reader that stops reading (`| head`) ends it quietly with status 141, as SIGPIPE would.
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import msgspec
 
-from cascade_http import datadir, event_log, locate, logs
+from cascade_http import datadir, event_log, locate, logs, runs_cli
 from cascade_http.config import (
     ConfigError,
     Settings,
@@ -50,9 +52,39 @@ def _common(parser: argparse.ArgumentParser, *, api: bool = False) -> None:
     parser.add_argument("--nats-url", help="use this NATS server or cluster instead of the embedded one (CASCADE_NATS_URL)")
 
 
+def _json(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--json", action="store_true", help=f"print {what} as the API answers it")
+
+
+# `cascade run show RUN` and `cascade run cancel RUN` are commands of their own; any other
+# word after `run` is a trace. `cascade run -- show CONFIG` runs a trace named `show`.
+RUN_ACTIONS = ("show", "cancel")
+RUN_EPILOG = """\
+CONFIG is a GPU config's name (cascade runs it once) or a name with a trailing xN for N
+replicas: SM61_TITANXx3 is SM61_TITANX three times. A name that is itself a config is that
+config, once. Configs given twice stay two entries.
+
+  cascade run show RUN      a run's summary (--json: its RunDetail)
+  cascade run cancel RUN    cancel a run's unfinished sims
+
+`show` and `cancel` right after `run` are those commands; to run a trace named show or
+cancel, put -- before it: cascade run -- show SM61_TITANX.
+
+--watch shows a progress line per sim until the run ends and exits 0 only if every sim
+succeeded (1 otherwise); Ctrl-C stops watching (exit 130) and leaves the run running.
+With --json, stdout holds only the RunDetail: as created, or with --watch as it ended
+(the progress goes to stderr then)."""
+
+
+def _route(argv: list[str]) -> list[str]:
+    if len(argv) >= 2 and argv[0] == "run" and argv[1] in RUN_ACTIONS:
+        return [f"run {argv[1]}", *argv[2:]]
+    return argv
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cascade", description="Run Accel-Sim at scale.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="start the service")
     _common(serve)
@@ -82,10 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("-o", "--output", help="write the SimStepTimeline JSON to this file")
     timeline.add_argument("--json", action="store_true", help="print the JSON instead of a summary")
 
-    events = sub.add_parser("events", help="print an aggregate's history, oldest first")
+    events = sub.add_parser("events", help="print an aggregate's history, oldest first, or what was parked")
     _common(events)
-    events.add_argument("aggregate_id", help="a trace, run or sim id")
+    events.add_argument("aggregate_id", nargs="?", help="a trace, run or sim id")
     events.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    events.add_argument("--parked", action="store_true", help="list the stored messages no consumer could use, from the server")
+    events.add_argument("--url", help="the running server, for --parked (CASCADE_URL)")
 
     trace = sub.add_parser("trace", help="work with traces on a running server")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True)
@@ -93,11 +127,45 @@ def build_parser() -> argparse.ArgumentParser:
     trace_upload.add_argument("directory", help="the trace directory (kernelslist.g and its kernel files)")
     trace_upload.add_argument("--id", help="the trace's id (default: a new trace-<hex> id)")
     locate.add_arguments(trace_upload)
+
+    run = sub.add_parser(
+        "run", help="create a run of a trace on GPU configs, and watch it", epilog=RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("trace", metavar="TRACE", help="a ready trace's id")
+    run.add_argument("configs", nargs="+", metavar="CONFIG[xN]", help="GPU configs, each with an optional replica count")
+    run.add_argument("--watch", action="store_true", help="show each sim's progress until the run ends")
+    _json(run, "the RunDetail")
+    locate.add_arguments(run)
+
+    show = sub.add_parser("run show", help="a run's summary: trace, entries, each sim, what failed sims said last")
+    show.add_argument("run_id", metavar="RUN", help="a run's id")
+    _json(show, "the RunDetail")
+    locate.add_arguments(show)
+
+    cancel = sub.add_parser("run cancel", help="cancel a run's unfinished sims")
+    cancel.add_argument("run_id", metavar="RUN", help="a run's id")
+    _json(cancel, "the RunDetail after cancelling")
+    locate.add_arguments(cancel)
+
+    compare = sub.add_parser("compare", help="a run's kernels: simulated time per config (median of replicas) and real time")
+    compare.add_argument("run_id", metavar="RUN", help="a run's id")
+    _json(compare, "the Comparison")
+    locate.add_arguments(compare)
+
+    runs = sub.add_parser("runs", help="list runs, newest first")
+    _json(runs, "the list")
+    locate.add_arguments(runs)
+
+    results = sub.add_parser("results", help="download a run's results, and every sim's results, log and files")
+    results.add_argument("run_id", metavar="RUN", help="a run's id")
+    results.add_argument("-o", "--output", metavar="DIR", help="where to write them (default: ./RUN)")
+    locate.add_arguments(results)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_route(list(sys.argv[1:] if argv is None else argv)))
     logs.configure()
     if args.command in PRIVATE:
         os.umask(0o077)
@@ -111,8 +179,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # Whatever is still buffered goes nowhere, rather than failing again at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # The reader went away (`| head`): stop quietly, as a filter killed by SIGPIPE does.
+        # Output goes nowhere from here, so the interpreter's last flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
         return 128 + signal.SIGPIPE
 
 
@@ -225,23 +296,22 @@ def replay(args: argparse.Namespace) -> int:
     if args.verify:
         return _verify(args, settings)
     db = Path(args.db)
-    if db.exists():
-        if not args.force:
-            raise ConfigError(f"--db {db}: exists; remove it or pass --force")
-        db.unlink()
-        db.with_suffix(db.suffix + ".wal").unlink(missing_ok=True)
+    if db.exists() and not args.force:
+        raise ConfigError(f"--db {db}: exists; remove it or pass --force")
+    if not db.parent.is_dir():
+        raise ConfigError(f"--db {db}: no directory {db.parent}")
     return asyncio.run(_replay_to(settings, db))
 
 
 async def _replay_to(settings: Settings, db: Path) -> int:
     import time
 
-    from projections.replay import replay as run_replay
+    from projections.replay import replay_file
 
     with event_log.for_reading(settings) as url:
         async with event_log.open_store(url) as store:
             started = time.perf_counter()
-            seq = await run_replay(store, db)
+            seq = await replay_file(store, db)
             elapsed = time.perf_counter() - started
     print(f"replayed {seq} events into {db} in {elapsed:.2f}s ({seq / max(elapsed, 1e-9):,.0f} events/s)")
     return 0
@@ -311,27 +381,44 @@ def timeline(args: argparse.Namespace) -> int:
 
 
 def events(args: argparse.Namespace) -> int:
+    if args.parked == (args.aggregate_id is not None):
+        raise ConfigError("cascade events takes a trace, run or sim id, or --parked")
+    if args.parked:
+        return _parked(args)
     return asyncio.run(_events(_settings(args), args.aggregate_id, as_json=args.json))
 
 
 async def _events(settings: Settings, aggregate_id: str, *, as_json: bool) -> int:
     from cascade_core import subjects
-    from cascade_http.history import describe
+    from cascade_http.history import describe, describe_unread
+    from cascade_nats.store import Stored
 
     found = 0
     with event_log.for_reading(settings) as url:
         async with event_log.open_store(url) as store:
             for subject in (subjects.trace(aggregate_id), subjects.run_history(aggregate_id), subjects.sim_history(aggregate_id)):
-                async for item in store.read(subject):
+                async for item in store.history(subject):
                     found += 1
                     if as_json:
-                        line = {"seq": item.seq, "subject": item.subject, "event": item.event}
-                        print(msgspec.json.encode(line).decode())
+                        print(msgspec.json.encode(item).decode())
                     else:
-                        print(describe(item.seq, item.event))
+                        print(describe(item.seq, item.event) if isinstance(item, Stored) else describe_unread(item))
     if not found:
         print(f"cascade: no events for {aggregate_id!r}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _parked(args: argparse.Namespace) -> int:
+    from cascade_core.models import ParkedEvent
+    from cascade_http.history import describe_parked
+    from cascade_http.locate import api_client
+
+    parked = msgspec.json.decode(api_client(args).get("/api/parked"), type=list[ParkedEvent])
+    for event in parked:
+        print(msgspec.json.encode(event).decode() if args.json else describe_parked(event))
+    if not parked and not args.json:
+        print("nothing parked")
     return 0
 
 
@@ -344,7 +431,20 @@ def trace(args: argparse.Namespace) -> int:
     return upload(locate.api_client(args), Path(args.directory), args.id)
 
 
-COMMANDS = {"serve": serve, "worker": worker, "replay": replay, "events": events, "timeline": timeline, "trace": trace}
+COMMANDS = {
+    "serve": serve,
+    "worker": worker,
+    "replay": replay,
+    "events": events,
+    "timeline": timeline,
+    "trace": trace,
+    "run": runs_cli.create,
+    "run show": runs_cli.show,
+    "run cancel": runs_cli.cancel,
+    "runs": runs_cli.list_runs,
+    "compare": runs_cli.compare,
+    "results": runs_cli.results,
+}
 
 
 if __name__ == "__main__":

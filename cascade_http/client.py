@@ -1,4 +1,5 @@
-"""A minimal client of the Cascade API for the command line (no third-party HTTP library)."""
+"""A minimal client of the Cascade API for the command line (no third-party HTTP library):
+requests, downloads streamed to disk, and server-sent event streams."""
 
 from __future__ import annotations
 
@@ -9,13 +10,30 @@ import socket
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import msgspec
 
 from cascade_http.config import ConfigError
+
+READ_SIZE = 1 << 20
+# The server sends a keep-alive comment every 15 s: this long without a byte, the stream is gone.
+STREAM_IDLE_S = 60.0
 
 
 class SendInterrupted(ConfigError):
     """The server stopped taking a streamed body and its answer could not be read."""
+
+
+class Disconnected(ConfigError):
+    """The server could not be reached, or the connection broke before the answer ended."""
+
+
+class ServerEvent(msgspec.Struct, frozen=True):
+    event: str
+    id: str  # the stream's last event id when this event came ("" if none yet)
+    data: str
 
 
 class ApiClient:
@@ -32,29 +50,76 @@ class ApiClient:
         hint = f" ({self.on_unauthorized})" if status == 401 and self.on_unauthorized else ""
         return ConfigError(f"{method} {path}: {status} {_detail(body)}{hint}")
 
-    def _unreachable(self, reason: object) -> ConfigError:
+    def _unreachable(self, reason: object) -> Disconnected:
         hint = f" ({self.on_unreachable})" if self.on_unreachable else ""
-        return ConfigError(f"{self.url}: unreachable ({reason}){hint}")
+        return Disconnected(f"{self.url}: unreachable ({reason}){hint}")
 
-    def request(
-        self, method: str, path: str, body: bytes | Iterable[bytes] | None = None, headers: dict[str, str] | None = None
-    ) -> bytes:
+    def open(
+        self,
+        method: str,
+        path: str,
+        body: bytes | Iterable[bytes] | None = None,
+        headers: dict[str, str] | None = None,
+        *,
+        timeout: float = 600,
+    ) -> http.client.HTTPResponse:
+        """The response to a request, its body not read yet; an error status is a ConfigError
+        with the API's detail."""
         request = urllib.request.Request(self.url + path, data=body, method=method, headers=dict(headers or {}))  # type: ignore[arg-type]
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=600) as response:
-                return response.read()  # type: ignore[no-any-return]
+            return urllib.request.urlopen(request, timeout=timeout)
         except urllib.error.HTTPError as err:
-            raise self._refused(method, path, err.code, err.read()) from err
+            with err:
+                raise self._refused(method, path, err.code, err.read()) from None
         except urllib.error.URLError as err:
-            raise self._unreachable(err.reason) from err
+            raise self._unreachable(getattr(err.reason, "strerror", None) or err.reason) from err
+        except (OSError, http.client.HTTPException) as err:
+            raise Disconnected(f"{self.url}: {err or type(err).__name__}") from err
 
-    def post(self, path: str) -> bytes:
-        return self.request("POST", path, b"")
+    def request(
+        self, method: str, path: str, body: bytes | Iterable[bytes] | None = None, headers: dict[str, str] | None = None
+    ) -> bytes:
+        with self.open(method, path, body, headers) as response:
+            return _guarded(f"{method} {path}", response.read)
+
+    def post(self, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> bytes:
+        return self.request("POST", path, body, headers)
 
     def get(self, path: str) -> bytes:
         return self.request("GET", path)
+
+    def download(self, path: str, target: Path) -> int:
+        """Stream the answer to GET `path` into the file `target`, a megabyte at a time, and
+        return its size. It is written beside it first and renamed once complete, so a
+        broken download never leaves a file that looks whole."""
+        partial = target.with_name(target.name + ".part")
+        try:
+            with self.open("GET", path) as response, partial.open("wb") as out:
+                size = 0
+                while chunk := _guarded(f"GET {path}", lambda: response.read(READ_SIZE)):
+                    out.write(chunk)
+                    size += len(chunk)
+                if response.length:  # http.client ends a body cut short quietly
+                    raise Disconnected(f"GET {path}: the connection closed {response.length} bytes before the end")
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
+        return size
+
+    def events(self, path: str, last_event_id: str = "") -> Iterator[ServerEvent]:
+        """The server-sent events of GET `path` as they come, resumed after `last_event_id`
+        if given, until the server ends the stream (at once if it answers 204 No Content).
+        A connection that breaks or goes quiet is Disconnected."""
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        with self.open("GET", path, headers=headers, timeout=STREAM_IDLE_S) as response:
+            if response.status == 204:
+                return
+            lines = iter(lambda: _guarded(f"GET {path}", response.readline), b"")
+            yield from server_events((line.decode().rstrip("\r\n") for line in lines), last_event_id)
 
     def send_stream(self, method: str, path: str, chunks: Iterable[bytes], length: int, headers: dict[str, str]) -> bytes:
         """Send a body of `length` bytes as `chunks` yields it, never holding it whole. With
@@ -111,9 +176,47 @@ def _continue(conn: http.client.HTTPConnection, wait_s: float = 5.0) -> bool:
     return True
 
 
+def _guarded(request: str, read: Callable[[], bytes]) -> bytes:
+    """What `read` reads of a response body, a broken connection turned into Disconnected."""
+    try:
+        return read()
+    except (OSError, http.client.HTTPException) as err:
+        raise Disconnected(f"{request}: the connection broke ({err or type(err).__name__})") from err
+
+
+def server_events(lines: Iterable[str], last_event_id: str = "") -> Iterator[ServerEvent]:
+    """The events in the lines of a text/event-stream, as the HTML standard reads them:
+    comments skipped, `data` lines joined, the last `id` carried on; an event cut off before
+    its blank line is not an event."""
+    kind, last = "", last_event_id
+    data: list[str] = []
+    for line in lines:
+        if not line:
+            if data:
+                yield ServerEvent(kind or "message", last, "\n".join(data))
+            kind, data = "", []
+            continue
+        if line.startswith(":"):
+            continue
+        name, colon, value = line.partition(":")
+        value = value[1:] if colon and value.startswith(" ") else value
+        if name == "event":
+            kind = value
+        elif name == "data":
+            data.append(value)
+        elif name == "id" and "\0" not in value:
+            last = value
+
+
 def _detail(body: bytes) -> str:
+    """An error answer's detail on one line: the API's text, each validation issue as
+    `where: what`, or the body itself."""
     try:
         detail = json.loads(body).get("detail")
     except (ValueError, AttributeError):
         detail = None
-    return detail if isinstance(detail, str) else body.decode(errors="replace")
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, list) and all(isinstance(i, dict) for i in detail):
+        return "; ".join(f"{'.'.join(map(str, i.get('loc', [])))}: {i.get('msg')}" for i in detail)
+    return " ".join(body.decode(errors="replace").split())

@@ -1,10 +1,13 @@
-"""An event as one line a person can read: time, sequence, type and its key fields."""
+"""An event as one line a person can read: time, sequence, type and its key fields; and a
+stored message that is no event, or was parked, as one line saying so."""
 
 from __future__ import annotations
 
 import msgspec
 
 from cascade_core import events as ev
+from cascade_core.models import ParkedEvent
+from cascade_nats.store import Unread
 
 _ENVELOPE = frozenset({"id", "at", "causation_id", "correlation_id"})
 
@@ -14,6 +17,8 @@ def _short(value: object) -> str:
         return f"[{len(value)} items]"
     if isinstance(value, dict):
         return f"{{{len(value)} keys}}"
+    if isinstance(value, msgspec.Raw):  # a kernel's stats map, kept as the JSON it came as
+        return _short(msgspec.json.decode(value))
     if isinstance(value, msgspec.Struct):
         return "{" + ", ".join(f"{k}={_short(v)}" for k, v in msgspec.structs.asdict(value).items() if v is not None) + "}"
     text = str(value)
@@ -30,3 +35,11 @@ def describe(seq: int, event: ev.Event) -> str:
     )
     at = event.at.isoformat().replace("+00:00", "Z")
     return f"{at}  #{seq:<8} {ev.event_type(event):<28} {fields}"
+
+
+def describe_unread(item: Unread) -> str:
+    return f"{'?':<27}  #{item.seq:<8} {item.event_type or '?':<28} the event at seq {item.seq} could not be decoded: {item.error}"
+
+
+def describe_parked(event: ParkedEvent) -> str:
+    return f"#{event.seq:<8} {event.subject}  {event.event_type or '?'}  {event.error}"

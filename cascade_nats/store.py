@@ -5,7 +5,8 @@
   `ConcurrencyError` instead of storing.
 - `append_facts` sends many events pipelined (async publish) and waits for all their acks,
   for the runner's bulk output where there is nothing to decide.
-- `read` / `raw` deliver stored events in stream order through the firehose reader.
+- `read` / `raw` deliver stored events in stream order through the firehose reader;
+  `history` also the messages that are no event (`ev.Unreadable`), which `read` passes over.
 """
 
 from __future__ import annotations
@@ -46,7 +47,16 @@ class StoreError(RuntimeError):
 class Stored(msgspec.Struct, frozen=True):
     seq: int
     subject: str
-    event: ev.Event
+    event: ev.AnyEvent
+
+
+class Unread(msgspec.Struct, frozen=True):
+    """A stored message that is no event, where a history has it (the projector parks it)."""
+
+    seq: int
+    subject: str
+    error: str
+    event_type: str | None
 
 
 def _headers(event: ev.Event, expected_last_subject_seq: int | None) -> dict[str, str]:
@@ -122,19 +132,42 @@ class EventStore:
         return info.state.last_seq
 
     async def last_on(self, subject: str) -> Stored | None:
-        """The newest event on a subject, or None if it has none."""
+        """The newest event on a subject, or None if it has none.
+
+        If the newest message is no event, the event is the newest before it, and `seq` stays
+        the subject's last sequence, the one an append after it must expect; `ev.Unreadable`
+        if no message on the subject is an event."""
         try:
             msg = await self.js.get_last_msg(self.stream, subject, direct=True)
         except nats.js.errors.NotFoundError:
             return None
-        return Stored(msg.seq or 0, msg.subject, ev.decode(msg.data or b""))
+        seq = msg.seq or 0
+        try:
+            return Stored(seq, subject, subjects.decode(subject.encode(), msg.data or b""))
+        except ev.Unreadable:
+            readable = [item async for item in self.read(subject)]
+            if not readable:
+                raise
+            return Stored(seq, subject, readable[-1].event)
 
     async def read(self, subject: str = subjects.ALL, start_seq: int = 1) -> AsyncGenerator[Stored, None]:
         """Every stored event on `subject` from `start_seq` until none is pending, oldest first."""
+        async with contextlib.aclosing(self.history(subject, start_seq)) as items:
+            async for item in items:
+                if isinstance(item, Stored):
+                    yield item
+
+    async def history(self, subject: str = subjects.ALL, start_seq: int = 1) -> AsyncGenerator[Stored | Unread, None]:
+        """Every stored message on `subject`, as `read` gives them, and those that are no event."""
         async with contextlib.aclosing(self.raw(subject, start_seq, until_caught_up=True)) as batches:
             async for batch in batches:
                 for seq, subj, data in batch:
-                    yield Stored(seq, subj.decode(), ev.decode(data))
+                    try:
+                        event = subjects.decode(subj, data)
+                    except ev.Unreadable as err:
+                        yield Unread(seq, subj.decode(errors="replace"), err.error, err.event_type)
+                        continue
+                    yield Stored(seq, subj.decode(), event)
 
     def raw(self, subject: str, start_seq: int, *, until_caught_up: bool) -> AsyncGenerator[list[Frame], None]:
         """Undecoded (sequence, subject, payload) batches, as fast as the server sends them."""

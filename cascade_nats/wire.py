@@ -64,32 +64,11 @@ class Wire:
             raise WireError(f"{redacted(url)}: the bulk connection speaks plain nats://, not {parts.scheme}://")
         reader, writer = await asyncio.open_connection(parts.hostname or "127.0.0.1", parts.port or 4222)
         try:
-            await cls._greet(url, reader, writer, parts.username, parts.password)
+            await _handshake(url, parts.username, parts.password, reader, writer)
         except BaseException:
-            # Refused, cut off or cancelled (a timeout): the socket is closed here, not left
-            # for the collector, which may only find it after its loop has gone.
-            writer.close()
+            writer.close()  # refused, or cancelled mid-way (a service stopping): nothing is left open
             raise
         return cls(url, reader, writer)
-
-    @staticmethod
-    async def _greet(url: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, user: str | None, password: str | None) -> None:
-        info = await reader.readline()
-        if not info.startswith(b"INFO "):
-            raise WireError(f"{redacted(url)}: not a NATS server (it said {info[:80]!r})")
-        connect: dict[str, object] = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True}
-        connect |= {"lang": "python-cascade", "version": "1", "protocol": 1}
-        if user and password:
-            connect |= {"user": user, "pass": password}
-        elif user:
-            connect["auth_token"] = user
-        writer.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
-        await writer.drain()
-        while (line := await reader.readline()) != b"PONG\r\n":
-            if line.startswith(b"-ERR") or not line:
-                # -ERR 'Authorization Violation'
-                reason = line.decode(errors="replace").removeprefix("-ERR").strip(" '\r\n") or "no reason given"
-                raise WireError(f"{redacted(url)}: refused the connection ({reason})")
 
     def subscribe(self, subject: str) -> bytes:
         """Subscribe; returns the subscription's id as it appears in messages."""
@@ -141,3 +120,22 @@ class Wire:
                         raise WireError(f"{self.url}: {line.decode(errors='replace')}")
             buf = buf[pos:]
             yield batch
+
+
+async def _handshake(url: str, user: str | None, password: str | None, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    info = await reader.readline()
+    if not info.startswith(b"INFO "):
+        raise WireError(f"{redacted(url)}: not a NATS server (it said {info[:80]!r})")
+    connect: dict[str, object] = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True}
+    connect |= {"lang": "python-cascade", "version": "1", "protocol": 1}
+    if user and password:
+        connect |= {"user": user, "pass": password}
+    elif user:
+        connect["auth_token"] = user
+    writer.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
+    await writer.drain()
+    while (line := await reader.readline()) != b"PONG\r\n":
+        if line.startswith(b"-ERR") or not line:
+            # -ERR 'Authorization Violation'
+            reason = line.decode(errors="replace").removeprefix("-ERR").strip(" '\r\n") or "no reason given"
+            raise WireError(f"{redacted(url)}: refused the connection ({reason})")

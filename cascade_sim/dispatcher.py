@@ -3,9 +3,10 @@
 It reads run events with a durable consumer shared by every `cascade serve` on the cluster,
 so each run is dispatched once, and acknowledges a run only after all its launch requests are
 stored. A crash in between redelivers the run; the requests' ids are derived from the sims',
-so sending them again stores nothing new. Any other error (NATS gone, a JetStream leader
-election) ends `dispatch`, which its supervisor starts again: the runs it had not acknowledged
-come back to it.
+so sending them again stores nothing new. A message that is no run event is terminated, never
+to come back (the projector parks it), and a run that cannot be dispatched likewise. Any other
+error (NATS gone, a JetStream leader election) ends `dispatch`, which its supervisor starts
+again: the runs it had not acknowledged come back to it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import logging
 
 import nats.js.api as api
+from nats.aio.msg import Msg
 from nats.js.client import JetStreamContext
 
 from cascade_core import events as ev
@@ -88,10 +90,24 @@ async def _dispatch(store: EventStore, sub: JetStreamContext.PullSubscription) -
         except TimeoutError:  # nothing to take (nats-py raises its own or asyncio's)
             continue
         for msg in messages:
-            event = ev.decode(msg.data)
+            event = consumed_event(msg)
             if isinstance(event, ev.RunCreated):
-                requests = launch_requests(event)
-                if requests:
-                    await store.append_facts(requests)
-                    log.info("run %s: %d sims queued", event.run_id, len(requests))
-            await msg.ack()
+                try:
+                    requests = launch_requests(event)
+                    if requests:
+                        await store.append_facts(requests)
+                        log.info("run %s: %d sims queued", event.run_id, len(requests))
+                except ValueError as err:  # a sim whose id makes no subject
+                    log.warning("run %s: cannot be dispatched: %s", event.run_id, err)
+            await (msg.ack() if event is not None else msg.term())
+
+
+def consumed_event(msg: Msg) -> ev.AnyEvent | None:
+    """The event a durable consumer's message holds, or None, logged, if it holds none: that
+    message is to be terminated, never to come back (the projector parks it)."""
+    try:
+        return subjects.decode(msg.subject.encode(), msg.data)
+    except ev.Unreadable as err:
+        where = msg.metadata
+        log.warning("consumer %s: skipped the message at sequence %d on %s: %s", where.consumer, where.sequence.stream, msg.subject, err)
+        return None

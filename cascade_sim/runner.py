@@ -46,7 +46,7 @@ from cascade_nats.store import ConcurrencyError, EventStore
 from cascade_nats.supervise import Supervision, supervise
 from cascade_sim import registry
 from cascade_sim.attempt import HEARTBEAT_S, Attempt, Stop
-from cascade_sim.dispatcher import ensure_consumers
+from cascade_sim.dispatcher import consumed_event, ensure_consumers
 from cascade_sim.install import AccelSimInstall
 from cascade_sim.report import Job
 from cascade_sim.reporter import Reporter
@@ -154,8 +154,11 @@ class Runner:
             except TimeoutError:  # nothing to take (nats-py raises its own or asyncio's)
                 continue
             for msg in messages:
-                request = ev.decode(msg.data)
-                assert isinstance(request, ev.SimQueued)
+                request = consumed_event(msg)
+                if request is None:
+                    await msg.term()
+                    continue
+                assert isinstance(request, ev.SimQueued)  # nothing else belongs on a queued subject
                 slot = self.running.get(request.sim_id)
                 if slot is not None:
                     # Our own, back after its lease ran out while NATS was away: still ours.
@@ -190,7 +193,10 @@ class Runner:
                 await sub.unsubscribe()
 
     async def _on_run_event(self, msg: Msg) -> None:
-        event = ev.decode(msg.data)
+        try:
+            event = subjects.decode(msg.subject.encode(), msg.data)
+        except ev.Unreadable:
+            return  # the projector parks it and says so; for a runner it cancels nothing
         if isinstance(event, ev.RunCancelRequested):
             for slot in list(self.running.values()):
                 job = slot.job

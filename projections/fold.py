@@ -18,12 +18,13 @@ The rules for sims live here, in one place:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar, assert_never
 
 import msgspec
 
 from cascade_core import events as ev
+from cascade_core.models import RunEntry
 from cascade_core.runs import FINISHED, SIM_STATES, run_state
 from projections.rows import (
     APPEND_TABLES,
@@ -42,6 +43,7 @@ LOG_TAIL = 20
 
 _json = msgspec.json.Encoder()
 _counts_decoder = msgspec.json.Decoder(dict[str, int])
+_entries = msgspec.json.Decoder(list[RunEntry])
 
 
 class Rows(msgspec.Struct, frozen=True):
@@ -52,11 +54,16 @@ class Rows(msgspec.Struct, frozen=True):
     sims: dict[str, SimRow] = {}
 
 
-class Change(msgspec.Struct, frozen=True, gc=False):
+class Change(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Something a run's live event stream shows: a sim, kernel, file or run row as it
-    stood right after the event at `seq`."""
+    stood right after the event at `seq`, the `k`-th (from 0) of that event's changes.
+
+    An event's changes come in the order it made them, whatever batch it was folded in, so
+    `(seq, k)` names the same change in the projector's batches and in a fold of the run's
+    history from the log."""
 
     seq: int
+    k: int
     run_id: str
     kind: str
     row: SimRow | KernelRow | SimFileRow | RunRow
@@ -113,10 +120,17 @@ class _Batch:
                 self.put_sim(seq, old, msgspec.structs.replace(old, seq=seq, **changes))
                 return
 
+    def show(self, seq: int, run_id: str, kind: str, row: SimRow | KernelRow | SimFileRow | RunRow) -> None:
+        """A change for live streams, numbered among those of the event at `seq` (an
+        event's changes are consecutive: items are applied one at a time)."""
+        last = self.changes[-1] if self.changes else None
+        k = last.k + 1 if last is not None and last.seq == seq else 0
+        self.changes.append(Change(seq=seq, k=k, run_id=run_id, kind=kind, row=row))
+
     def put_sim(self, seq: int, old: SimRow, row: SimRow) -> None:
         """A sim's row as the event at `seq` changed it from `old`."""
         self.keep_sim(row)
-        self.changes.append(Change(seq, row.run_id, "sim", row))
+        self.show(seq, row.run_id, "sim", row)
         if old.state != row.state:
             self._count(seq, row.run_id, old.state, row.state)
 
@@ -136,13 +150,27 @@ class _Batch:
         self.runs[run_id] = run
         self.changed.add(("runs", run_id))
         if state != "active":
-            self.changes.append(Change(seq, run_id, "run", run))
+            self.show(seq, run_id, "run", run)
 
 
-def fold(rows: Rows, items: Iterable[tuple[int, ev.Event]]) -> Folded:
+class Unfoldable(Exception):
+    """The event at `seq` cannot be applied: the projector parks it and folds the rest."""
+
+    def __init__(self, seq: int, error: str) -> None:
+        super().__init__(f"event {seq}: {error}")
+        self.seq = seq
+        self.error = error
+
+
+def fold(rows: Rows, items: Iterable[tuple[int, ev.AnyEvent]]) -> Folded:
+    """`Unfoldable` names the first event that cannot be applied; the fold is pure, so the
+    same event fails the same way wherever a batch starts or ends."""
     batch = _Batch(rows)
     for seq, event in items:
-        _apply(batch, seq, event)
+        try:
+            (_APPLY.get(type(event)) or _remember(_APPLY, _applier, event))(batch, seq, event)
+        except Exception as err:  # noqa: BLE001 - a fold that raises has met an event it cannot apply
+            raise Unfoldable(seq, str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}") from err
     return Folded(
         rows=Rows(batch.traces, batch.runs, batch.sims),
         changed=frozenset(batch.changed),
@@ -154,27 +182,73 @@ def fold(rows: Rows, items: Iterable[tuple[int, ev.Event]]) -> Folded:
     )
 
 
-def _apply(b: _Batch, seq: int, e: ev.Event) -> None:
-    sim_handler = _SIM_HANDLERS.get(type(e))
-    if sim_handler is not None:
-        sim = b.sims.get(e.sim_id)  # type: ignore[attr-defined]
-        if sim is not None:
-            sim_handler(b, seq, sim, e)
-        return
+H = TypeVar("H")
+
+
+def _remember(table: dict[type, H], choose: Callable[[ev.AnyEvent], H], e: ev.AnyEvent) -> H:
+    """What `choose` gives for events of `e`'s type, kept in `table` by type: the hot path of
+    the fold then finds it with a dict lookup, where the match `choose` makes, one arm after
+    another, would cost more than the rest of a small event's fold."""
+    table[type(e)] = chosen = choose(e)
+    return chosen
+
+
+Apply = Callable[[_Batch, int, Any], None]
+_APPLY: dict[type, Apply] = {}  # how each event type is applied (`_applier`)
+
+
+def _applier(e: ev.AnyEvent) -> Apply:
+    """How events of `e`'s type are applied; the match is exhaustive, so an event type
+    without a case fails the type check, and one outside the union fails here."""
     match e:
+        case ev.SimHeartbeat():
+            return _to_sim(_heartbeat)
+        case ev.KernelFinished():
+            return _to_sim(_kernel_finished)
+        case ev.SimClaimed():
+            return _to_sim(_claimed)
+        case ev.SimLaunched():
+            return _to_sim(_launched)
+        case ev.SimFileStored():
+            return _to_sim(_file_stored)
+        case ev.SimFinished():
+            return _to_sim(_finished)
         case ev.SimQueued():
-            pass  # for runners: a queued sim stays pending until one claims it
+            return _queued
         case ev.RunCreated():
-            _run_created(b, seq, e)
+            return _run_created
         case ev.RunCancelRequested():
-            for sim in [s for s in b.sims.values() if s.run_id == e.run_id and s.state not in FINISHED]:
-                b.update_sim(seq, sim, {"state": "cancelled", "finished_at": e.at})
+            return _cancel_requested
+        case ev.TraceEvent():
+            return _apply_trace
         case _:
-            _apply_trace(b, seq, e)
+            assert_never(e)
 
 
-def _apply_trace(b: _Batch, seq: int, e: ev.Event) -> None:
-    trace_id: str = e.trace_id  # type: ignore[attr-defined]
+E = TypeVar("E", bound=ev.SimEvent)
+
+
+def _to_sim(handler: Callable[[_Batch, int, SimRow, E], None]) -> Callable[[_Batch, int, E], None]:
+    """A handler of a sim's facts, given the sim each names; a sim no run created has none."""
+
+    def apply(b: _Batch, seq: int, e: E) -> None:
+        sim = b.sims.get(e.sim_id)
+        if sim is None:
+            return
+        if sim.run_id != e.run_id:
+            # Its run's row was never loaded, and what it says is about a sim it does not own.
+            raise ValueError(f"sim {e.sim_id} belongs to run {sim.run_id}, not to run {e.run_id}")
+        handler(b, seq, sim, e)
+
+    return apply
+
+
+def _queued(b: _Batch, seq: int, e: ev.SimQueued) -> None:
+    pass  # for runners: a queued sim stays pending until one claims it
+
+
+def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
+    trace_id = e.trace_id
     trace = b.traces.get(trace_id)
     if trace is not None and e.at < trace.created_at:
         return  # from an earlier upload under the same id, since deleted
@@ -274,6 +348,26 @@ def _run_created(b: _Batch, seq: int, e: ev.RunCreated) -> None:
         b.keep_sim(_new_sim(seq, e, spec))
 
 
+def _cancel_requested(b: _Batch, seq: int, e: ev.RunCancelRequested) -> None:
+    run = b.runs.get(e.run_id)
+    if run is None:
+        return
+    # In the order the run lists its sims, not the order they were loaded in: the changes'
+    # order, and so their `k`, must not depend on where a batch began.
+    configs = [entry.gpu_config for entry in _entries.decode(run.entries)]
+    for sim in listed([s for s in b.sims.values() if s.run_id == e.run_id and s.state not in FINISHED], configs):
+        b.update_sim(seq, sim, {"state": "cancelled", "finished_at": e.at})
+
+
+def listed(sims: Iterable[SimRow], configs: Sequence[str]) -> list[SimRow]:
+    """Sims in the order their run lists them: by config, in the order of the run's
+    entries (`configs`, a config's first entry counting), then by replica."""
+    order: dict[str, int] = {}
+    for i, config in enumerate(configs):
+        order.setdefault(config, i)
+    return sorted(sims, key=lambda s: (order.get(s.gpu_config, len(order)), s.replica))
+
+
 # What an attempt's run sets; a sim starts without, and a new attempt starts over.
 _NO_PROGRESS: dict[str, object] = {
     "launcher_ref": None,
@@ -353,7 +447,7 @@ def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> 
         return
     stats = bytes(e.stats).decode()
     row = KernelRow(sim.id, e.attempt, e.kernel_index, e.uid, e.name, e.gpu_sim_cycle, e.gpu_sim_insn, e.gpu_ipc, e.sim_time_ns, stats, seq)
-    b.changes.append(Change(seq, sim.run_id, "kernel", row))
+    b.show(seq, sim.run_id, "kernel", row)
     if e.kernel_index < sim.kernels_recorded:
         b.checked["kernels"].append(row)
         return
@@ -398,36 +492,56 @@ def _file_stored(b: _Batch, seq: int, sim: SimRow, e: ev.SimFileStored) -> None:
         return
     row = SimFileRow(sim.id, e.attempt, e.name, e.size, e.content_type, e.at, e.object_name, e.digest, seq)
     b.checked["sim_files"].append(row)
-    b.changes.append(Change(seq, sim.run_id, "file", row))
+    b.show(seq, sim.run_id, "file", row)
 
 
-def touched(items: Iterable[tuple[int, ev.Event]]) -> tuple[set[str], set[str], set[str], set[str]]:
+class _Touched:
+    def __init__(self) -> None:
+        self.traces: set[str] = set()
+        self.runs: set[str] = set()
+        self.sims: set[str] = set()
+        self.whole_runs: set[str] = set()
+
+
+def touched(items: Iterable[tuple[int, ev.AnyEvent]]) -> tuple[set[str], set[str], set[str], set[str]]:
     """Trace ids, run ids, sim ids, and runs all of whose sims a batch needs loaded."""
-    traces: set[str] = set()
-    runs: set[str] = set()
-    sims: set[str] = set()
-    whole_runs: set[str] = set()
+    found = _Touched()
     for _, e in items:
-        kind = type(e)
-        if kind in _SIM_HANDLERS or kind is ev.SimQueued:
-            sims.add(e.sim_id)  # type: ignore[attr-defined]
-            runs.add(e.run_id)  # type: ignore[attr-defined]
-        elif kind is ev.RunCancelRequested:
-            whole_runs.add(e.run_id)  # type: ignore[attr-defined]
-            runs.add(e.run_id)  # type: ignore[attr-defined]
-        elif kind is ev.RunCreated:
-            runs.add(e.run_id)  # type: ignore[attr-defined]
-        else:
-            traces.add(e.trace_id)  # type: ignore[attr-defined]
-    return traces, runs, sims, whole_runs
+        (_TOUCH.get(type(e)) or _remember(_TOUCH, _toucher, e))(e, found)
+    return found.traces, found.runs, found.sims, found.whole_runs
 
 
-# The events of a sim, by type: the projection's hot path, so dispatched by a dict lookup.
-_SIM_HANDLERS: dict[type, Callable[[_Batch, int, SimRow, Any], None]] = {
-    ev.SimHeartbeat: _heartbeat,
-    ev.KernelFinished: _kernel_finished,
-    ev.SimClaimed: _claimed,
-    ev.SimLaunched: _launched,
-    ev.SimFileStored: _file_stored,
-    ev.SimFinished: _finished,
-}
+Touch = Callable[[Any, _Touched], None]
+_TOUCH: dict[type, Touch] = {}  # what each event type's ids add (`_toucher`)
+
+
+def _toucher(e: ev.AnyEvent) -> Touch:
+    match e:
+        case ev.SimEvent():
+            return _touch_sim
+        case ev.RunCancelRequested():
+            return _touch_cancel
+        case ev.RunCreated():
+            return _touch_run
+        case ev.TraceEvent():
+            return _touch_trace
+        case _:
+            assert_never(e)
+
+
+def _touch_sim(e: ev.SimEvent, found: _Touched) -> None:
+    found.sims.add(e.sim_id)
+    found.runs.add(e.run_id)
+
+
+def _touch_cancel(e: ev.RunCancelRequested, found: _Touched) -> None:
+    found.whole_runs.add(e.run_id)
+    found.runs.add(e.run_id)
+
+
+def _touch_run(e: ev.RunCreated, found: _Touched) -> None:
+    found.runs.add(e.run_id)
+
+
+def _touch_trace(e: ev.TraceEvent, found: _Touched) -> None:
+    found.traces.add(e.trace_id)

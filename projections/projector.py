@@ -2,9 +2,10 @@
 
 Each batch of events is folded (`fold.py`) and written in ONE transaction that also moves the
 checkpoint to the batch's last sequence. A crash anywhere therefore leaves either the whole
-batch and its checkpoint, or neither; a restart resumes after the checkpoint. Readers that
-must see their own writes wait on `wait_for(seq)`; live run streams get each batch's changes
-from `live` once it is committed.
+batch and its checkpoint, or neither; a restart resumes after the checkpoint. What cannot be
+applied is parked (`parking.py`) in the transaction that moves past it. Readers that must see
+their own writes wait on `wait_for(seq)`; live run streams get each batch's changes from
+`live` once it is committed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -24,10 +26,13 @@ from cascade_core import subjects
 from cascade_core.heap import settle_heap
 from cascade_nats.firehose import Frame
 from cascade_nats.store import EventStore
-from projections import tables
-from projections.fold import Folded, Rows, fold, touched
+from projections import parking, tables
+from projections.fold import Folded, Rows, Unfoldable, fold, touched
 from projections.live import Live
-from projections.rows import APPEND_TABLES, ENTITY_TABLES
+from projections.parking import Batch
+from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_TABLE, ParkedRow
+
+log = logging.getLogger("cascade.projector")
 
 FaultHook = Callable[[str], None]
 # A batch takes up to this many events, and stops at the first that brings it past this many
@@ -99,7 +104,7 @@ class RowCache:
             cached.clear()
 
 
-def load(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, ev.Event]], cache: RowCache) -> Rows:
+def load(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, ev.AnyEvent]], cache: RowCache) -> Rows:
     """The current rows of everything the batch's events may change."""
     trace_ids, run_ids, sim_ids, whole_runs = touched(items)
 
@@ -120,8 +125,9 @@ def load(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, ev.Event]], 
     )
 
 
-def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int) -> None:
-    """Everything a fold produced, plus the checkpoint; the caller owns the transaction."""
+def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequence[ParkedRow] = ()) -> None:
+    """Everything a fold produced, what was parked, and the checkpoint; the caller owns the
+    transaction."""
     for table in ENTITY_TABLES:
         ids = sorted(key for t, key in folded.changed if t == table)
         if not ids:
@@ -141,6 +147,8 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int) -> None:
     for table, rows in folded.checked.items():
         if rows:
             _insert(con, table, rows, dedupe=APPEND_TABLES[table][1])
+    if parked:
+        _insert(con, PARKED_TABLE, list(parked), dedupe=("seq",))
     con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
 
 
@@ -170,16 +178,20 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[msgspec.Struc
 
 def apply(
     con: duckdb.DuckDBPyConnection,
-    items: Sequence[tuple[int, ev.Event]],
+    items: Sequence[tuple[int, ev.AnyEvent]],
     fault: FaultHook | None = None,
     cache: RowCache | None = None,
+    *,
+    parked: Sequence[ParkedRow] = (),
+    seq: int | None = None,
 ) -> Folded:
-    """Fold and write one batch in one transaction."""
+    """Fold and write one batch in one transaction, and move the checkpoint to `seq` (by
+    default the last event's)."""
     cache = cache or RowCache()
     con.execute("BEGIN TRANSACTION")
     try:
         folded = fold(load(con, items, cache), items)
-        write(con, folded, items[-1][0])
+        write(con, folded, items[-1][0] if seq is None else seq, parked)
         if fault is not None:
             fault("before_commit")
         con.execute("COMMIT")
@@ -191,10 +203,39 @@ def apply(
     return folded
 
 
+class Applied(msgspec.Struct, frozen=True):
+    """What one transaction committed: the fold's result, what it parked, and the sequence
+    the checkpoint moved to."""
+
+    folded: Folded
+    parked: list[ParkedRow]
+    seq: int
+
+
+def apply_batch(con: duckdb.DuckDBPyConnection, batch: Batch, fault: FaultHook | None, cache: RowCache) -> tuple[Applied, Batch | None]:
+    """Apply as much of `batch` as one transaction can: all of it, or the part before an
+    event that cannot be applied, with that event parked. Returns the rest, to apply next.
+
+    An event the fold cannot apply names itself; rows DuckDB refuses do not say whose they
+    are, so the batch is halved until the event is alone."""
+    try:
+        folded = apply(con, batch.items, fault, cache, parked=batch.parked, seq=batch.last_seq)
+        return Applied(folded, batch.parked, batch.last_seq), None
+    except Unfoldable as err:
+        head, rest = parking.park(batch, err.seq, f"cannot be folded: {err.error}")
+    except tables.REFUSED_ROWS as err:
+        if len(batch.items) > 1:
+            head, rest = parking.halves(batch)
+        else:
+            head, rest = parking.park(batch, batch.items[0][0], f"cannot be stored: {str(err).splitlines()[0]}")
+    applied, left = apply_batch(con, head, fault, cache)
+    return applied, parking.join(left, rest)
+
+
 def apply_frames(
     con: duckdb.DuckDBPyConnection, frames: Sequence[Frame], fault: FaultHook | None, cache: RowCache
-) -> Folded:
-    return apply(con, list(zip([f[0] for f in frames], ev.decode_all([f[2] for f in frames]))), fault, cache)
+) -> tuple[Applied, Batch | None]:
+    return apply_batch(con, parking.sort_out(frames), fault, cache)
 
 
 class Projector:
@@ -267,15 +308,24 @@ class Projector:
         frames = [f for f in frames if f[0] > self.applied]
         if not frames:
             return
-        folded = await anyio.to_thread.run_sync(apply_frames, self.con, frames, self.fault, self.cache)
-        if self.fault is not None:
-            self.fault("after_commit")
-        self.applied = frames[-1][0]
-        self.live.publish(folded.changes)
-        async with self._advanced:
-            self._advanced.notify_all()
+        applied, rest = await anyio.to_thread.run_sync(apply_frames, self.con, frames, self.fault, self.cache)
+        while True:
+            await self._committed(applied)
+            if rest is None:
+                break
+            applied, rest = await anyio.to_thread.run_sync(apply_batch, self.con, rest, self.fault, self.cache)
         if self._wal_bytes() > CHECKPOINT_AT:
             await anyio.to_thread.run_sync(_checkpoint, self.con)
+
+    async def _committed(self, applied: Applied) -> None:
+        if self.fault is not None:
+            self.fault("after_commit")
+        for row in applied.parked:
+            log.warning("parked the message at sequence %d on %s: %s", row.seq, row.subject, row.error)
+        self.applied = applied.seq
+        self.live.publish(applied.folded.changes)
+        async with self._advanced:
+            self._advanced.notify_all()
 
     def _wal_bytes(self) -> int:
         try:

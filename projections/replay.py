@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 import tempfile
 from pathlib import Path
 
@@ -38,9 +40,28 @@ async def replay(store: EventStore, db: Path, *, until_seq: int | None = None) -
     try:
         projector = Projector(store, con)
         await projector.catch_up(until_seq=until_seq)
+        con.execute("CHECKPOINT")  # all in the file, none left in its log
         return projector.applied
     finally:
         con.close()
+
+
+async def replay_file(store: EventStore, target: Path) -> int:
+    """`replay` into a new file beside `target`, moved onto it only once complete: a replay
+    that fails or is interrupted (Ctrl-C included) leaves no file, and `target` as it was."""
+    partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
+    try:
+        seq = await replay(store, partial)
+        _wal(target).unlink(missing_ok=True)  # the old file's log, which must not meet the new file
+        os.replace(partial, target)
+        return seq
+    finally:
+        partial.unlink(missing_ok=True)
+        _wal(partial).unlink(missing_ok=True)
+
+
+def _wal(db: Path) -> Path:
+    return db.with_name(db.name + ".wal")
 
 
 def compare(live: duckdb.DuckDBPyConnection, fresh_path: Path, seq: int) -> Verification:
@@ -50,13 +71,14 @@ def compare(live: duckdb.DuckDBPyConnection, fresh_path: Path, seq: int) -> Veri
     try:
         checks = []
         for table in [*tables.ROW_TYPES, "checkpoint"]:
+            columns = tables.compared_columns(table)
             count = live.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]
             fresh_count = live.execute(f"SELECT count(*) FROM fresh.{table}").fetchone()[0]  # type: ignore[index]
             only_live = live.execute(
-                f"SELECT count(*) FROM (SELECT * FROM {table} EXCEPT ALL SELECT * FROM fresh.{table})"
+                f"SELECT count(*) FROM (SELECT {columns} FROM {table} EXCEPT ALL SELECT {columns} FROM fresh.{table})"
             ).fetchone()[0]  # type: ignore[index]
             only_fresh = live.execute(
-                f"SELECT count(*) FROM (SELECT * FROM fresh.{table} EXCEPT ALL SELECT * FROM {table})"
+                f"SELECT count(*) FROM (SELECT {columns} FROM fresh.{table} EXCEPT ALL SELECT {columns} FROM {table})"
             ).fetchone()[0]  # type: ignore[index]
             checks.append(TableCheck(table, count, fresh_count, only_live, only_fresh))
     finally:

@@ -1,7 +1,6 @@
 """The read model's rows: one Struct per table, fields in column order.
 
-`seq` on a row is the stream sequence of the event that last changed it, which is what a live
-run-event stream resumes from.
+`seq` on a row is the stream sequence of the event that last changed it.
 """
 
 from __future__ import annotations
@@ -138,6 +137,16 @@ class SimFileRow(msgspec.Struct, frozen=True, gc=False):
     seq: int
 
 
+class ParkedRow(msgspec.Struct, frozen=True, gc=False):
+    """A stored message the projection could not use (`projections/parking.py`)."""
+
+    seq: int
+    subject: str
+    event_type: str | None  # the type the message names, if it names one
+    error: str
+    parked_at: datetime  # when this read model parked it: a replay parks it again, later
+
+
 ENTITY_TABLES: dict[str, type[msgspec.Struct]] = {"traces": TraceRow, "runs": RunRow, "sims": SimRow}
 
 # Append-only tables and the columns that identify a row: a row already there is never added
@@ -150,3 +159,6 @@ APPEND_TABLES: dict[str, tuple[type[msgspec.Struct], tuple[str, ...]]] = {
     "sim_log": (LogChunkRow, ("sim_id", "attempt", "first_line_seq")),
     "sim_files": (SimFileRow, ("sim_id", "attempt", "name")),
 }
+
+# Written by the projector beside what the fold returns, in the same transaction.
+PARKED_TABLE = "parked"

@@ -9,12 +9,20 @@ import duckdb
 import msgspec
 import pyarrow as pa
 
-from projections.rows import APPEND_TABLES, ENTITY_TABLES
+from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_TABLE, ParkedRow
 
 _SQL = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", datetime: "TIMESTAMPTZ"}
 _ARROW = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(), datetime: pa.timestamp("us", tz="UTC")}
 
-ROW_TYPES: dict[str, type[msgspec.Struct]] = {**ENTITY_TABLES, **{t: spec[0] for t, spec in APPEND_TABLES.items()}}
+ROW_TYPES: dict[str, type[msgspec.Struct]] = {
+    **ENTITY_TABLES,
+    **{t: spec[0] for t, spec in APPEND_TABLES.items()},
+    PARKED_TABLE: ParkedRow,
+}
+
+# Columns that say when this read model did something, not what the log holds: a replay
+# fills them in its own time, so comparisons with one leave them out.
+_OWN_TIMES = {PARKED_TABLE: ("parked_at",)}
 
 
 def _base_type(info: msgspec.inspect.Type) -> tuple[Any, bool]:
@@ -58,12 +66,25 @@ def to_arrow(table: str, rows: list[msgspec.Struct]) -> pa.Table:
     return pa.Table.from_arrays([pa.array(col, type=schema.field(i).type) for i, col in enumerate(data)], schema=schema)
 
 
+# What inserting rows raises when a value does not fit its column, such as an integer past 64
+# bits: the fault of the event they came from, where any other error (I/O, memory) is not.
+REFUSED_ROWS = (duckdb.DataError, OverflowError, pa.ArrowException)
+
+
 def create_all(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET TimeZone = 'UTC'")
     for table in ROW_TYPES:
         con.execute(create_sql(table))
     con.execute("CREATE TABLE IF NOT EXISTS checkpoint (id INTEGER PRIMARY KEY, seq BIGINT NOT NULL)")
     con.execute("INSERT INTO checkpoint SELECT 1, 0 WHERE NOT EXISTS (SELECT 1 FROM checkpoint)")
+
+
+def compared_columns(table: str) -> str:
+    """The columns of `table` two read models of the same log agree on, for a SELECT."""
+    own = _OWN_TIMES.get(table, ())
+    if table not in ROW_TYPES or not own:
+        return "*"
+    return ", ".join(name for name in ROW_TYPES[table].__struct_fields__ if name not in own)
 
 
 def checkpoint(con: duckdb.DuckDBPyConnection) -> int:

@@ -1,4 +1,4 @@
-"""Operator routes: checking the live read model against a fresh replay."""
+"""Operator routes: checking the live read model against a fresh replay, and what was parked."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cascade_http.service import cascade
+from cascade_core.models import ParkedEvent
 from cascade_http.openapi import operation
+from cascade_http.readmodel import read
 from cascade_http.responses import MsgspecResponse
+from cascade_http.service import cascade
+from projections.queries.parked import parked_events
 from projections.replay import Verification, verify
 
 
@@ -24,4 +27,16 @@ async def verify_read_model(request: Request) -> Response:
     return MsgspecResponse(await verify(c.store, c.reader()))
 
 
-routes = [Route("/api/replay/verify", verify_read_model, methods=["POST"])]
+@operation(
+    summary="List parked events",
+    description="Stored messages no consumer could use, by stream sequence: not JSON, a type or version this "
+    "version does not know, an event on a subject it does not belong to, or one the read model cannot apply. "
+    "Every consumer went on past them; `/api/health` counts them. `cascade events --parked` prints this.",
+    tag="service",
+    response=list[ParkedEvent],
+)
+async def list_parked(request: Request) -> Response:
+    return MsgspecResponse(await read(cascade(request), parked_events))
+
+
+routes = [Route("/api/replay/verify", verify_read_model, methods=["POST"]), Route("/api/parked", list_parked, methods=["GET"])]

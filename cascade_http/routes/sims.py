@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from cascade_core.ids import is_file_name
 from cascade_core.models import SimFile, SimResults
 from cascade_http.openapi import operation
 from cascade_http.readmodel import attachment, read, streamed
@@ -17,8 +16,6 @@ from projections.queries import runs as q
 from projections.rows import SimRow
 
 NO_SIM = {404: "No sim has this id."}
-# A file name as the reference allows it; any other is answered as a missing file.
-FILE_NAME = re.compile(r"(?!\.\.?$)[A-Za-z0-9._-]{1,128}")
 
 
 async def _sim(c: Cascade, sim_id: str) -> SimRow:
@@ -62,8 +59,8 @@ async def download_file(request: Request) -> Response:
     sim = await _sim(c, request.path_params["sim_id"])
     name: str = request.path_params["name"]
     missing = not_found(f"sim {sim.id} has no file '{name}'")
-    if not FILE_NAME.fullmatch(name):
-        raise missing
+    if not is_file_name(name):
+        raise missing  # a name the reference does not allow is answered as a missing file
     row = await read(c, q.file_row, sim, name)
     stored = None if row is None else await c.objects.stat(row.object_name)
     if row is None or stored is None:

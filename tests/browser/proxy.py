@@ -1,5 +1,5 @@
 """A TCP proxy in front of the test server whose connections a test can cut, to see the app
-come back from a dropped event stream."""
+(or the CLI) come back from a dropped event stream; it keeps what went each way."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ class Proxy:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.links: list[socket.socket] = []
+        self.traffic: list[tuple[bytearray, bytearray]] = []  # per connection: sent by the client, sent to it
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -25,16 +26,19 @@ class Proxy:
             except OSError:
                 return
             upstream = socket.create_connection(self.target)
+            sent, received = bytearray(), bytearray()
             with self.lock:
                 self.links += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+                self.traffic.append((sent, received))
+            for a, b, seen in ((client, upstream, sent), (upstream, client, received)):
+                threading.Thread(target=self._pump, args=(a, b, seen), daemon=True).start()
 
     @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
+    def _pump(src: socket.socket, dst: socket.socket, seen: bytearray) -> None:
         with contextlib.suppress(OSError):
             while data := src.recv(65536):
                 dst.sendall(data)
+                seen += data
         for s in (src, dst):
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)

@@ -166,10 +166,13 @@ def test_replay_builds_a_fresh_read_model_and_events_prints_history(tmp_path: Pa
     assert [line.split()[2] for line in lines] == [
         "sim.claimed.v1", "sim.launched.v1", "sim.kernel_finished.v1", "sim.heartbeat.v1", "sim.file_stored.v1", "sim.finished.v1"
     ]
+    assert "stats={2 keys}" in lines[2], "a kernel's stats map is summed up, not shown as an object's repr"
     as_json = run_cli("events", "run-a", "--json", CASCADE_NATS_URL=nats_url)
     records = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert records[0]["event"]["type"] == "run.created.v1"
     assert [r["seq"] for r in records] == sorted(r["seq"] for r in records)
+    kernel = next(r["event"] for r in records if r["event"]["type"] == "sim.kernel_finished.v1")
+    assert kernel["stats"] == {"gpu_sim_cycle": 1417.0, "note": "-nan%"}
     assert run_cli("events", "nope", CASCADE_NATS_URL=nats_url).returncode == 1
 
 
@@ -196,6 +199,22 @@ def test_events_over_a_stopped_data_dir_hold_it_while_their_server_runs_and_end_
     assert not nats_servers_under(data)
     with datadir.lock(data):
         pass
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["events"], "cascade events takes a trace, run or sim id, or --parked"),
+        (["events", "run-a", "--parked"], "cascade events takes a trace, run or sim id, or --parked"),
+        (["replay", "--db", "/nonexistent/audit.duckdb"], "--db /nonexistent/audit.duckdb: no directory /nonexistent"),
+        (["events", "--parked", "--url", "http://127.0.0.1:1"], "http://127.0.0.1:1: unreachable"),
+    ],
+)
+def test_events_and_replay_refuse_bad_input_in_one_line(args: list[str], expected: str) -> None:
+    out = run_cli(*args, "--nats-url", "nats://127.0.0.1:1")
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("cascade: error: "), out.stderr
+    assert expected in out.stderr
 
 
 @pytest.mark.parametrize(
@@ -273,4 +292,4 @@ def test_every_command_finds_the_server_and_its_token_the_same_way_and_says_wher
         bound.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{bound.getsockname()[1]}"
         gone = one_error_line(cli("replay", "--verify", "--url", url, env=env()))
-    assert gone == f"{url}: unreachable ([Errno 111] Connection refused) (URL from --url)"
+    assert gone == f"{url}: unreachable (Connection refused) (URL from --url)"

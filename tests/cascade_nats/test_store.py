@@ -12,7 +12,8 @@ from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_core.ids import from_subject_token, subject_token
 from cascade_core.models import SimMetrics
-from cascade_nats.store import ConcurrencyError, EventStore, EventTooLarge
+from cascade_nats.store import ConcurrencyError, EventStore, EventTooLarge, Stored, Unread
+from tests import poison
 
 pytestmark = pytest.mark.anyio
 AT = datetime(2026, 11, 8, 8, 59, 3, tzinfo=UTC)
@@ -103,3 +104,22 @@ def test_ids_cannot_forge_another_aggregates_subject() -> None:
     assert subjects.trace("a.b") != subjects.trace("a_2Eb")
     assert subjects.trace("x.>") == "cascade.ev.trace.x_2E_3E"
     assert subjects.sim_history("*") == "cascade.ev.run.*.sim._2A.>"
+
+
+async def test_a_message_that_is_no_event_is_passed_over_and_shown_in_a_history(store: EventStore) -> None:
+    cancel = ev.RunCancelRequested(id="c-1", at=AT, run_id="run-1")
+    first = await store.append(cancel)
+    (bad,) = await poison.publish(store.nc, [poison.not_json("run-1")])
+    assert [item.seq async for item in store.read(subjects.run("run-1"))] == [first]
+    history = [item async for item in store.history(subjects.run("run-1"))]
+    assert history[0] == Stored(first, subjects.run("run-1"), cancel)
+    assert isinstance(history[1], Unread) and history[1].seq == bad and history[1].error.startswith("not an event")
+
+    # The newest event, and the sequence an append after the bad message must expect.
+    assert await store.last_on(subjects.run("run-1")) == Stored(bad, subjects.run("run-1"), cancel)
+    again = ev.RunCancelRequested(id="c-2", at=AT, run_id="run-1")
+    assert await store.append(again, expected_last_subject_seq=bad) == bad + 1
+
+    await poison.publish(store.nc, [poison.not_json("run-2")])
+    with pytest.raises(ev.Unreadable):
+        await store.last_on(subjects.run("run-2"))

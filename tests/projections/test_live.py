@@ -14,7 +14,7 @@ pytestmark = pytest.mark.anyio
 
 def kernels(run_id: str, count: int, stats_bytes: int) -> list[Change]:
     stats = '{"x": "' + "s" * stats_bytes + '"}'
-    return [Change(i, run_id, "kernel", KernelRow("sim", 1, i, i, "k", 1, 1, 1.0, 1.0, stats, i)) for i in range(count)]
+    return [Change(seq=i, k=0, run_id=run_id, kind="kernel", row=KernelRow("sim", 1, i, i, "k", 1, 1, 1.0, 1.0, stats, i)) for i in range(count)]
 
 
 async def test_a_subscriber_that_stops_taking_is_let_go_and_one_that_takes_is_not(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -105,6 +105,7 @@ async function checkHealth() {
       h("span", { class: "dot", "aria-hidden": "true" }),
       h("span", { class: "health-text" }, h("span", {}, counted(hl.runners, "runner")), " · ", h("span", {}, `${integer(hl.queue_depth)} queued`)),
       lag > 0 ? h("span", { class: "health-lag" }, ` · ${integer(lag)} behind`) : "", // a phone has no room for it: the title says it
+      hl.parked ? h("span", { class: "health-parked" }, ` · ${integer(hl.parked)} parked`) : "",
     );
   } catch {
     health.className = "health down";

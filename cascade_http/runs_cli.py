@@ -1,0 +1,162 @@
+"""`cascade run`, `cascade runs`, `cascade run show|cancel` and `cascade results`: runs from a
+terminal, through the public API only.
+
+Every command finds the server and token with `locate.api_client`. `--json` prints what the
+API answered, byte for byte; a refused request is the API's detail as a ConfigError.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO, TypeVar
+from urllib.parse import quote
+
+import msgspec
+
+from cascade_core.ids import is_file_name
+from cascade_core.models import Comparison, GpuConfig, RunCreate, RunDetail, RunEntry, RunFile, RunSummary
+from cascade_http import run_watch, runs_text
+from cascade_http.client import ApiClient
+from cascade_http.config import ConfigError
+from cascade_http.locate import api_client
+
+T = TypeVar("T")
+
+# CONFIGxN: a config with N replicas (a lowercase x, then digits; few enough for the API
+# to refuse a count out of range, rather than for the encoder to overflow).
+REPLICAS = re.compile(r"(?P<config>.+)x(?P<count>[0-9]{1,9})")
+
+
+def parse_entries(tokens: Sequence[str], known: set[str]) -> list[RunEntry]:
+    """Each token as a run entry: a known config's name is that config once (`SM61_TITANX`),
+    else a trailing `xN` asks for N replicas (`SM61_TITANXx3`). Tokens naming one config
+    stay separate entries, as the API allows; unknown configs are for the API to refuse."""
+    entries = []
+    for token in tokens:
+        replicas = None if token in known else REPLICAS.fullmatch(token)
+        entries.append(RunEntry(replicas["config"], int(replicas["count"])) if replicas else RunEntry(token, 1))
+    return entries
+
+
+def _print_json(raw: bytes) -> None:
+    sys.stdout.flush()
+    sys.stdout.buffer.write(raw.rstrip(b"\n") + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def _print(lines: Sequence[str], out: TextIO | None = None) -> None:
+    print("\n".join(lines), file=out or sys.stdout, flush=True)
+
+
+def _id(value: str) -> str:
+    """An id as one path segment of a URL."""
+    return quote(value, safe="")
+
+
+# --- cascade run TRACE CONFIG[xN]... ---------------------------------------------------------
+
+
+def create(args: argparse.Namespace) -> int:
+    client = api_client(args)
+    configs = msgspec.json.decode(client.get("/api/gpu-configs"), type=list[GpuConfig])
+    body = RunCreate(trace_id=args.trace, entries=parse_entries(args.configs, {c.name for c in configs}))
+    raw = client.post("/api/runs", msgspec.json.encode(body), {"Content-Type": "application/json"})
+    created = msgspec.json.decode(raw, type=RunDetail)
+    if not args.watch:
+        if args.json:
+            _print_json(raw)
+        else:
+            print(created.id)
+        return 0
+    # With --json, stdout holds only the run as it ended; what a person reads goes to stderr.
+    out = sys.stderr if args.json else sys.stdout
+    print(created.id, file=out, flush=True)
+    try:
+        ended = run_watch.watch(client, created, run_watch.Screen(out))
+    except KeyboardInterrupt:
+        print(f"cascade: stopped watching; run {created.id} goes on (cancel it with: cascade run cancel {created.id})", file=sys.stderr)
+        return 130
+    _print(runs_text.outcome(ended), out)
+    if args.json:
+        _print_json(msgspec.json.encode(ended))
+    return 0 if all(sim.state == "succeeded" for sim in ended.sims) else 1
+
+
+# --- cascade runs, run show, run cancel ------------------------------------------------------
+
+
+def _answer(args: argparse.Namespace, raw: bytes, type_: type[T], text: Callable[[T], list[str]]) -> int:
+    """The API's answer as it came with --json, else as text to read."""
+    if args.json:
+        _print_json(raw)
+    else:
+        _print(text(msgspec.json.decode(raw, type=type_)))
+    return 0
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    return _answer(args, api_client(args).get("/api/runs"), list[RunSummary], runs_text.runs_table)
+
+
+def show(args: argparse.Namespace) -> int:
+    return _answer(args, api_client(args).get(f"/api/runs/{_id(args.run_id)}"), RunDetail, runs_text.run_text)
+
+
+def cancel(args: argparse.Namespace) -> int:
+    raw = api_client(args).post(f"/api/runs/{_id(args.run_id)}/cancel")
+    return _answer(args, raw, RunDetail, lambda run: [f"run {run.id} {run.state}: {runs_text.counts(run.sim_counts)}"])
+
+
+def compare(args: argparse.Namespace) -> int:
+    raw = api_client(args).get(f"/api/runs/{_id(args.run_id)}/comparison")
+    return _answer(args, raw, Comparison, runs_text.comparison_table)
+
+
+# --- cascade results RUN -o DIR --------------------------------------------------------------
+
+
+def results(args: argparse.Namespace) -> int:
+    """Download the run's results, and each sim's results, log and output files:
+
+        DIR/results.json
+        DIR/<sim>/results.json
+        DIR/<sim>/simulator.log
+        DIR/<sim>/files/<name>
+    """
+    client = api_client(args)
+    run = _id(args.run_id)
+    detail = run_watch.get_run(client, args.run_id)
+    files = msgspec.json.decode(client.get(f"/api/runs/{run}/files"), type=list[RunFile])
+    if detail.state == "active":
+        print(f"cascade: run {detail.id} is still active: these are its results so far", file=sys.stderr)
+    out = Path(args.output or detail.id)
+    saved = [_save(client, f"/api/runs/{run}/results", out, "results.json")]
+    for sim in detail.sims:
+        sim_dir = out / _safe(sim.id)
+        saved.append(_save(client, f"/api/sims/{_id(sim.id)}/results", sim_dir, "results.json"))
+        saved.append(_save(client, f"/api/sims/{_id(sim.id)}/log", sim_dir, "simulator.log"))
+        for file in (f for f in files if f.sim_id == sim.id):
+            saved.append(_save(client, f"/api/sims/{_id(sim.id)}/files/{_id(file.name)}", sim_dir / "files", _safe(file.name)))
+    print(f"{len(saved)} files, {sum(saved):,} bytes, in {out}")
+    return 0
+
+
+def _safe(name: str) -> str:
+    """A name the server gave, checked again before it becomes a path on this disk."""
+    if not is_file_name(name):
+        raise ConfigError(f"the server named a file {name!r}, which is not a safe file name")
+    return name
+
+
+def _save(client: ApiClient, path: str, directory: Path, name: str) -> int:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        size = client.download(path, directory / name)
+    except OSError as err:
+        raise ConfigError(f"{directory / name}: {err.strerror or err}") from err
+    print(f"{directory / name}  {size:,} bytes", flush=True)
+    return size

@@ -1,0 +1,172 @@
+"""Runs and sims as terminal text: tables, progress lines and summaries (pure functions).
+
+Numbers read as the web app shows them (`static/js/format.js`): three significant digits
+with k/M/G/T, IPC to one decimal from 100 up, `-` for what is not known yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import get_args
+
+from cascade_core.kernel_names import short_name
+from cascade_core.models import Comparison, RunDetail, RunSummary, Sim, SimState
+
+NONE = "-"
+BAR_WIDTH = 20
+RATE_WIDTH = len("10.5 k inst/s")
+SIM_STATES: tuple[str, ...] = get_args(SimState)
+
+
+def compact(n: float | None) -> str:
+    """26560256 -> "26.6 M"."""
+    if n is None:
+        return NONE
+    n = float(f"{n:.3g}")  # rounded first, so 999950 is "1 M", not "1e+03 k"
+    for limit, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= limit:
+            return f"{n / limit:.3g} {suffix}"
+    return f"{n:.3g}"
+
+
+def rate(ips: float | None) -> str:
+    return NONE if ips is None else f"{compact(ips)} inst/s"
+
+
+def ipc(x: float | None) -> str:
+    if x is None:
+        return NONE
+    return f"{x:.1f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def integer(n: float | None) -> str:
+    return NONE if n is None else f"{n:,.0f}"
+
+
+def local_time(at: datetime | None) -> str:
+    return NONE if at is None else at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
+    filled = min(width, done * width // total) if total > 0 else 0
+    return f"[{'#' * filled}{'.' * (width - filled)}]"
+
+
+def counts(sim_counts: dict[str, int]) -> str:
+    """`{"failed": 1, "succeeded": 2}` -> "2 succeeded, 1 failed", in lifecycle order."""
+    order = sorted(sim_counts, key=lambda s: SIM_STATES.index(s) if s in SIM_STATES else len(SIM_STATES))
+    return ", ".join(f"{sim_counts[state]} {state}" for state in order) or "no sims"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: frozenset[int] = frozenset()) -> list[str]:
+    """Aligned columns two spaces apart; the columns numbered in `right` are right-aligned."""
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    return [
+        "  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+        for row in (header, *rows)
+    ]
+
+
+def label(sim: Sim) -> str:
+    return f"{sim.gpu_config} r{sim.replica}"
+
+
+# --- a run being watched -------------------------------------------------------------------
+
+
+def progress(sims: Sequence[Sim]) -> list[str]:
+    """One line per sim: config and replica, state, kernels done as a bar, IPC, simulation
+    rate, and last the current kernel (of any length: a terminal cuts it, not the numbers),
+    or the error of a failed sim."""
+    width = max((len(label(s)) for s in sims), default=0)
+    digits = max((len(str(s.kernels_total)) for s in sims), default=1)
+    return [_progress_line(sim, width, digits) for sim in sims]
+
+
+def _progress_line(sim: Sim, width: int, digits: int) -> str:
+    head = (
+        f"{label(sim):<{width}}  {sim.state:<9}  {bar(sim.kernels_done, sim.kernels_total)}"
+        f"  {sim.kernels_done:>{digits}}/{sim.kernels_total:<{digits}}"
+    )
+    if sim.state == "failed" and sim.error:
+        return f"{head}  error: {' '.join(sim.error.split())}"  # one line, however many it had
+    kernel = short_name(sim.current_kernel) if sim.current_kernel else NONE
+    return f"{head}  IPC {ipc(sim.latest.gpu_tot_ipc):>6}  {rate(sim.latest.sim_rate_ips):<{RATE_WIDTH}}  {kernel}"
+
+
+def outcome(detail: RunDetail) -> list[str]:
+    """How a run ended: its state and counts, then each failed sim with its error."""
+    lines = [f"run {detail.id} {detail.state}: {counts(detail.sim_counts)}"]
+    for sim in detail.sims:
+        if sim.state == "failed":
+            lines.append(f"  {label(sim)} {sim.id} failed: {sim.error or 'no error given'}")
+    return lines
+
+
+# --- lists and summaries -------------------------------------------------------------------
+
+
+def runs_table(runs: Sequence[RunSummary]) -> list[str]:
+    if not runs:
+        return ["no runs"]
+    rows = [[r.id, r.trace_id, r.state, counts(r.sim_counts), local_time(r.created_at)] for r in runs]
+    return table(["run", "trace", "state", "sims", "created"], rows)
+
+
+def run_text(detail: RunDetail) -> list[str]:
+    """A run for reading: what it ran, each sim's state and totals, and what the failed
+    ones said last."""
+    trace = detail.trace
+    lines = [
+        f"run      {detail.id}  {detail.state}  ({counts(detail.sim_counts)})",
+        f"trace    {trace.id}  ({trace.trace_gpu_arch or 'arch unknown'}, {trace.kernel_count} kernels)",
+        f"created  {local_time(detail.created_at)}",
+        f"entries  {', '.join(f'{e.gpu_config} x{e.count}' for e in detail.entries)}",
+        "",
+    ]
+    header = ["config", "replica", "sim", "state", "kernels", "cycles", "instructions", "IPC", "rate", "exit"]
+    rows = [
+        [s.gpu_config, str(s.replica), s.id, s.state, f"{s.kernels_done}/{s.kernels_total}", integer(s.latest.gpu_tot_sim_cycle),
+         integer(s.latest.gpu_tot_sim_insn), ipc(s.latest.gpu_tot_ipc), rate(s.latest.sim_rate_ips),
+         NONE if s.exit_code is None else str(s.exit_code)]
+        for s in detail.sims
+    ]
+    lines += table(header, rows, right=frozenset({1, 4, 5, 6, 7, 8, 9}))
+    for sim in detail.sims:
+        if sim.state == "failed":
+            lines += ["", f"{sim.id} ({label(sim)}) failed: {sim.error or 'no error given'}"]
+            if sim.log_tail:
+                lines += [f"  last {len(sim.log_tail)} log lines:", *(f"  | {line}" for line in sim.log_tail)]
+    return lines
+
+
+# --- a run's comparison --------------------------------------------------------------------
+
+
+def comparison_table(comparison: Comparison) -> list[str]:
+    """Each kernel's simulated time per config (the median over replicas), its real time
+    when the trace has one, and last each config's total and its ratio to the first's."""
+    if not comparison.rows:
+        return ["no kernel has finished yet"]
+    configs = comparison.configs
+    real = comparison.has_real_timing
+    header = ["#", "kernel", *configs, *(["real"] if real else [])]
+    rows = [
+        [str(row.kernel_index), short_name(row.kernel_name), *(_time(row.sim_ns.get(c)) for c in configs),
+         *([_time(row.real_ns)] if real else [])]
+        for row in comparison.rows
+    ]
+    totals = {c: sum(t for row in comparison.rows if (t := row.sim_ns.get(c)) is not None) for c in configs}
+    real_total = sum(row.real_ns for row in comparison.rows if row.real_ns is not None)
+    rows.append(["", "total", *(_time(totals[c]) for c in configs), *([_time(real_total)] if real else [])])
+    first = totals[configs[0]]
+    rows.append(["", f"vs {configs[0]}", *(f"{totals[c] / first:.3f}x" if first else NONE for c in configs),
+                 *([f"{real_total / first:.3f}x" if first else NONE] if real else [])])
+    right = frozenset(range(2, len(header)))
+    return table(header, rows, right=right)
+
+
+def _time(ns: float | None) -> str:
+    """Nanoseconds as µs with three decimals, the unit Perfetto and the web app use."""
+    return NONE if ns is None else f"{ns / 1e3:,.3f} µs"

@@ -1,0 +1,87 @@
+"""Parking: what the projection cannot use is recorded, and the projection goes on past it.
+
+A stored message is parked when it is no event (`ev.Unreadable`: not JSON, a type or version
+this one does not know, an event on a subject it does not belong to), when the fold cannot
+apply it (`Unfoldable`), or when DuckDB refuses its rows (a number past 64 bits). Its row in
+`parked` (sequence, subject, type if it names one, error, when) is written in the transaction
+that moves the checkpoint past it, so a restart does not meet it again and a replay parks
+the same messages.
+
+A batch is sorted out first: the messages that are no event are parked with the batch. One
+that fails later cuts the batch: the part before it is applied with it parked, and the rest
+is applied next, so no good event of the batch is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import msgspec
+
+from cascade_core import events as ev
+from cascade_core import subjects
+from cascade_nats.firehose import Frame
+from projections.rows import ParkedRow
+
+
+class Batch(msgspec.Struct, frozen=True):
+    """Stream messages from one sequence to `last_seq`: the events to apply, in order, and
+    the messages among them already parked."""
+
+    items: list[tuple[int, ev.AnyEvent]]
+    parked: list[ParkedRow]
+    last_seq: int
+
+
+def sort_out(frames: Sequence[Frame]) -> Batch:
+    """The frames' events, and what is parked because it is none."""
+    try:
+        events = ev.decode_all([f[2] for f in frames])
+    except ev.Unreadable:
+        return _one_by_one(frames)
+    if not subjects.all_belong(events, [f[1] for f in frames]):
+        return _one_by_one(frames)
+    return Batch(list(zip([f[0] for f in frames], events)), [], frames[-1][0])
+
+
+def _one_by_one(frames: Sequence[Frame]) -> Batch:
+    items: list[tuple[int, ev.AnyEvent]] = []
+    parked: list[ParkedRow] = []
+    for seq, subject, data in frames:
+        try:
+            items.append((seq, subjects.decode(subject, data)))
+        except ev.Unreadable as err:
+            parked.append(_row(seq, subject.decode(errors="replace"), err.event_type, err.error))
+    return Batch(items, parked, frames[-1][0])
+
+
+def park(batch: Batch, seq: int, error: str) -> tuple[Batch, Batch | None]:
+    """`batch` cut at its event at `seq`, which is parked: the part up to and with it, and
+    the rest if anything is left."""
+    cut = next(i for i, (s, _) in enumerate(batch.items) if s == seq)
+    event = batch.items[cut][1]
+    row = _row(seq, subjects.of(event), ev.event_type(event), error)
+    head = Batch(batch.items[:cut], [p for p in batch.parked if p.seq < seq] + [row], seq)
+    rest = Batch(batch.items[cut + 1 :], [p for p in batch.parked if p.seq > seq], batch.last_seq)
+    return head, rest if rest.items or rest.parked else None
+
+
+def halves(batch: Batch) -> tuple[Batch, Batch]:
+    """`batch` in two, each with at least one of its two or more events."""
+    middle = len(batch.items) // 2
+    first_of_second = batch.items[middle][0]
+    first = Batch(batch.items[:middle], [p for p in batch.parked if p.seq < first_of_second], first_of_second - 1)
+    second = Batch(batch.items[middle:], [p for p in batch.parked if p.seq > first_of_second], batch.last_seq)
+    return first, second
+
+
+def join(first: Batch | None, second: Batch | None) -> Batch | None:
+    """Two batches that follow each other, as one."""
+    if first is None or second is None:
+        return first or second
+    return Batch(first.items + second.items, first.parked + second.parked, second.last_seq)
+
+
+def _row(seq: int, subject: str, event_type: str | None, error: str) -> ParkedRow:
+    return ParkedRow(seq, subject, event_type, error, datetime.now(UTC))

@@ -1,0 +1,96 @@
+"""Messages no consumer can use, as a foreign or newer writer could store them, each with
+what it is parked for: published raw, past the event store."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from nats.aio.client import Client
+
+from cascade_core import events as ev
+from cascade_core import subjects
+from cascade_core.models import SimMetrics, TraceKernel
+
+
+
+class Poison:
+    def __init__(self, name: str, subject: str, data: bytes, error: str, event_type: str | None) -> None:
+        self.name = name
+        self.subject = subject
+        self.data = data
+        self.error = error  # a part of the error it is parked with
+        self.event_type = event_type
+
+    def __repr__(self) -> str:
+        return f"Poison({self.name})"
+
+
+def not_json(run_id: str) -> Poison:
+    return Poison("not JSON", subjects.run(run_id), b"\xff\x00 not json", "not an event: JSON is malformed", None)
+
+
+def unknown_type(run_id: str) -> Poison:
+    data = json.dumps({"type": "run.exploded.v1", "id": "p-unknown", "at": datetime.now(UTC).isoformat(), "run_id": run_id}).encode()
+    return Poison("unknown type", subjects.run(run_id), data, "unknown event type 'run.exploded.v1'", "run.exploded.v1")
+
+
+def newer_version(run_id: str, sim_id: str) -> Poison:
+    beat = ev.SimHeartbeat(
+        id="p-v9", at=datetime.now(UTC), run_id=run_id, sim_id=sim_id, attempt=1, kernels_done=0, current_kernel=None,
+        latest=SimMetrics(1.0, 1.0, 1.0, 1.0),
+    )
+    data = ev.encode(beat).replace(b'"sim.heartbeat.v1"', b'"sim.heartbeat.v9"')
+    return Poison("newer version", subjects.sim(run_id, sim_id, "data"), data, "unknown event type 'sim.heartbeat.v9'", "sim.heartbeat.v9")
+
+
+def misplaced(run_id: str, trace_id: str) -> Poison:
+    """A cancel of a run, stored on a trace's subject."""
+    cancel = ev.RunCancelRequested(id="p-misplaced", at=datetime.now(UTC), run_id=run_id)
+    where = subjects.trace(trace_id)
+    return Poison("on another subject", where, ev.encode(cancel), f"belongs on {subjects.run(run_id)}, not on {where}", "run.cancel_requested.v1")
+
+
+def naive_time(trace_id: str) -> Poison:
+    """A trace event without a time zone, which the fold cannot compare with the trace's times."""
+    at = datetime.now(UTC).replace(microsecond=0)
+    ready = ev.TraceReady(
+        id="p-naive", at=at, trace_id=trace_id, trace_gpu_arch="sm_61", kernel_count=1, bytes=1, suggested_sim_config=None,
+        has_real_timing=False, has_step_timeline=False,
+    )
+    data = ev.encode(ready).replace(at.isoformat().replace("+00:00", "Z").encode(), at.replace(tzinfo=None).isoformat().encode())
+    assert data != ev.encode(ready)
+    return Poison("fails in the fold", subjects.trace(trace_id), data, "cannot be folded: TypeError", "trace.ready.v1")
+
+
+def too_big(trace_id: str) -> Poison:
+    """A number DuckDB cannot store in 64 bits, in kernels listed for the trace's upload."""
+    listed = ev.TraceKernelsListed(
+        id="p-big", at=datetime.now(UTC), trace_id=trace_id, kernels=[TraceKernel(99, "_Z3bigv", "1x1x1", "1x1x1", 2**63, 8, "kernel-99.traceg")]
+    )
+    return Poison("too big to store", subjects.trace(trace_id), ev.encode(listed), "cannot be stored", "trace.kernels_listed.v1")
+
+
+def foreign_sim(run_id: str, sim_id: str) -> Poison:
+    """A fact about an existing sim that names another run than its own: on its own
+    subject, so readable, but the fold cannot apply it."""
+    claim = ev.SimClaimed(id="p-foreign", at=datetime.now(UTC), run_id=run_id, sim_id=sim_id, attempt=9, runner_id="r", host="h")
+    return Poison(
+        "a sim of another run", subjects.sim(run_id, sim_id, "life"), ev.encode(claim), f"not to run {run_id}", "sim.claimed.v1"
+    )
+
+
+def launch_request_not_json(run_id: str, sim_id: str) -> Poison:
+    return Poison("a launch request that is not JSON", subjects.sim(run_id, sim_id, "queued"), b"{oops", "not an event", None)
+
+
+def misplaced_launch_request(run_id: str, sim_id: str, other_sim: str) -> Poison:
+    queued = ev.SimQueued(id="p-queued", at=datetime.now(UTC), run_id=run_id, sim_id=other_sim, trace_id="t", gpu_config="SM61_TITANX", kernels_total=1)
+    where = subjects.sim(run_id, sim_id, "queued")
+    return Poison("a launch request of another sim", where, ev.encode(queued), "belongs on", "sim.queued.v1")
+
+
+async def publish(nc: Client, poisons: list[Poison]) -> list[int]:
+    """Store each message as is; returns their stream sequences."""
+    js = nc.jetstream()
+    return [(await js.publish(p.subject, p.data, stream=subjects.STREAM)).seq for p in poisons]
