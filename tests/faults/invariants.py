@@ -52,7 +52,7 @@ def check(cluster: Cluster, run_ids: list[str], streams: list[EventStream]) -> C
     sims = [s for run in runs for s in run["sims"]]
     verification = cluster.api("POST", "/api/replay/verify", {})
     assert verification["equal"], f"the read model differs from a fresh replay: {verification}"
-    stream_kernels, attempts, stream_events = asyncio.run(_stream_counts(cluster.nats_url, {s["id"] for s in sims}))
+    stream_kernels, attempts, stream_events = asyncio.run(_stream_counts(cluster.nats_url, {(s["run_id"], s["id"]) for s in sims}))
     for key, count in stream_kernels.items():
         assert count == 1, f"kernel {key} (sim, attempt, uid) is {count} times in the stream"
     for stream in streams:
@@ -73,9 +73,10 @@ def check(cluster: Cluster, run_ids: list[str], streams: list[EventStream]) -> C
     )
 
 
-async def _stream_counts(url: str, sim_ids: set[str]) -> tuple[Counter[tuple[str, int, int]], Counter[str], int]:
-    """Kernel results per (sim, attempt, uid) and claims per sim of the given sims, and how
-    many events the stream holds. What does not decode (foreign messages) is skipped."""
+async def _stream_counts(url: str, sims: set[tuple[str, str]]) -> tuple[Counter[tuple[str, int, int]], Counter[str], int]:
+    """Kernel results per (sim, attempt, uid) and claims per sim of the given (run, sim)s,
+    and how many messages the stream holds. What is no event there (a foreign message) is
+    skipped, and so is an event about one of the sims that names another run."""
     kernels: Counter[tuple[str, int, int]] = Counter()
     claims: Counter[str] = Counter()
     total = 0
@@ -83,15 +84,15 @@ async def _stream_counts(url: str, sim_ids: set[str]) -> tuple[Counter[tuple[str
     store = EventStore(nc)
     try:
         async for batch in store.raw(subjects.ALL, 1, until_caught_up=True):
-            for _, _, data in batch:
+            for _, subject, data in batch:
                 total += 1
                 try:
-                    event = ev.decode(data)
-                except Exception:  # noqa: BLE001 - a foreign message: not ours to count
+                    event = subjects.decode(subject, data)
+                except ev.Unreadable:
                     continue
-                if isinstance(event, ev.KernelFinished) and event.sim_id in sim_ids:
+                if isinstance(event, ev.KernelFinished) and (event.run_id, event.sim_id) in sims:
                     kernels[(event.sim_id, event.attempt, event.uid)] += 1
-                elif isinstance(event, ev.SimClaimed) and event.sim_id in sim_ids:
+                elif isinstance(event, ev.SimClaimed) and (event.run_id, event.sim_id) in sims:
                     claims[event.sim_id] += 1
     finally:
         await store.close()

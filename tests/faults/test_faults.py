@@ -20,10 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import nats
 import pytest
 
 from cascade_nats import server
+from cascade_nats.wire import without_credentials
+from tests import poison
+from tests.cascade_http.test_lockdown import refused
+from tests.cascade_http.test_parking import publish
 from tests.faults import chatter
 from tests.faults.cluster import TOKEN, Cluster, EventStream, rss_mib, wait_for
 from tests.faults.invariants import check
@@ -53,12 +56,17 @@ def unfinished(run: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def under_way(cluster: Cluster, sims: int = 2, *, worker: str | None = None) -> tuple[str, EventStream]:
-    """A run of the combo trace on `sims` sims, on serve's own runner or on a `worker` (serve
-    then runs none), once a kernel is done; a client on its event stream from the start."""
+    """`started` on serve's own runner, or on a `worker` (serve then runs none)."""
     cluster.serve(runner=worker is None)
     cluster.upload()
     if worker is not None:
         cluster.worker(worker)
+    return started(cluster, sims)
+
+
+def started(cluster: Cluster, sims: int) -> tuple[str, EventStream]:
+    """A run of the combo trace on `sims` sims once a kernel is done, and a client on its
+    event stream from the start."""
     run_id = cluster.create_run(sims)
     stream = cluster.stream(run_id)
     wait_for(lambda: cluster.kernels_done(run_id) >= 1, 60, "no kernel finished")
@@ -145,6 +153,8 @@ def test_the_embedded_nats_server_killed_is_started_again(cluster: Cluster) -> N
     healthy = wait_for(lambda: cluster.health()[0] == 200, 30, "health is not ok again")
     healthy_after = time.monotonic() - killed
     assert healthy and cluster.embedded_nats_pid() != old
+    address = without_credentials(cluster.nats_url)
+    assert "Authorization Violation" in asyncio.run(refused(address)), "started again as locked down as before"
     run = cluster.wait_until_final(run_id, 90)
     assert run["state"] == "succeeded"
     counted = check(cluster, [run_id], [stream])
@@ -203,30 +213,37 @@ def test_soak_an_external_nats_down_past_the_duplicate_window(tmp_path: Path) ->
 # --- bad input ----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(reason="poison-event parking (issue 11, item 2) is not in this tree yet", strict=False)
-def test_foreign_events_on_the_stream_harm_nothing(cluster: Cluster) -> None:
+def test_foreign_messages_on_the_stream_are_parked_and_harm_nothing(cluster: Cluster) -> None:
+    """Messages no consumer can use, before a run and into its sims' own subjects while it
+    runs: each is parked and counted, the run succeeds, serve killed -9 after them starts
+    again over the same data, and its stream's client resumes past them."""
     cluster.serve()
     cluster.upload()
-
-    async def forge() -> None:
-        nc = await nats.connect(cluster.nats_url)
-        try:
-            js = nc.jetstream()
-            await js.publish("cascade.ev.run.x.run", b"not json at all")
-            await js.publish("cascade.ev.run.x.run", b'{"type": "run.created.v9", "id": "from-the-future"}')
-            await js.publish("cascade.ev.run.x.sim.y.life", b'{"type": "sim.claimed.v1"}')
-            await js.publish("cascade.ev.trace.t", b"\xff\xfe")
-        finally:
-            await nc.close()
-
-    asyncio.run(forge())
-    run_id = cluster.create_run(1)
-    stream = cluster.stream(run_id)
-    run = cluster.wait_until_final(run_id, 60)
+    before = [
+        poison.not_json("x"),
+        poison.unknown_type("x"),
+        poison.newer_version("x", "y"),
+        poison.launch_request_not_json("x", "y"),
+        poison.misplaced("x", "combo"),
+        poison.naive_time("combo"),
+    ]
+    bad = dict(zip(asyncio.run(publish(cluster.nats_url, before)), before))
+    run_id, stream = started(cluster, 2)
+    sim_id = cluster.run(run_id)["sims"][0]["id"]
+    during = [poison.not_json(run_id), poison.newer_version(run_id, sim_id), poison.foreign_sim("x", sim_id)]
+    bad |= dict(zip(asyncio.run(publish(cluster.nats_url, during)), during))
+    wait_for(lambda: cluster.health()[1]["projected_seq"] >= max(bad), 20, "the projector stopped at a foreign message")
+    cluster.kill_serve()
+    killed = time.monotonic()
+    cluster.serve()
+    restarted_after = time.monotonic() - killed
+    run = cluster.wait_until_final(run_id, 90)
     assert run["state"] == "succeeded"
-    assert cluster.health()[0] == 200
+    status, health = cluster.health()
+    assert (status, health["parked"], health["problems"]) == (200, len(bad), [])
+    assert [p["seq"] for p in cluster.api("GET", "/api/parked")] == sorted(bad)
     counted = check(cluster, [run_id], [stream])
-    record("foreign-events", counted=counted)
+    record("foreign-messages", parked=len(bad), serve_restarted_after_s=round(restarted_after, 1), counted=counted)
 
 
 def test_a_client_that_never_reads_its_stream_costs_bounded_memory_and_no_one_else(cluster: Cluster) -> None:
