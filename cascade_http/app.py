@@ -30,7 +30,7 @@ from cascade_http.responses import MsgspecResponse
 from cascade_http.validation import RequestValidationError
 from cascade_nats.server import EmbeddedNats
 from cascade_nats.store import EventTooLarge
-from cascade_nats.supervise import describe
+from cascade_nats.supervise import ConnectionWatch, describe
 from projections.queries import runs as q
 from projections.queries.parked import parked_count
 
@@ -52,12 +52,15 @@ async def health(request: Request) -> Response:
     c = cascade(request)
     problems = [msgspec.convert(f, Problem, from_attributes=True) for f in c.supervision.failing()]
     stream_seq = queue_depth = None
-    if c.nc.is_connected:  # else the lost connection is listed already
+    if c.nc.is_connected:
         try:
             with anyio.fail_after(NATS_ANSWER_S):
                 stream_seq = await c.store.last_seq()
         except Exception as err:  # noqa: BLE001 - the answer says what went wrong instead
-            problems.append(Problem(task="nats", error=describe(err), since=datetime.now(UTC), restarts=0))
+            problems.append(Problem(task=ConnectionWatch.TASK, error=describe(err), since=datetime.now(UTC), restarts=0))
+    elif not any(p.task == ConnectionWatch.TASK for p in problems):
+        # Lost a moment ago: nats-py tells its watch only after it stopped being connected.
+        problems.append(Problem(task=ConnectionWatch.TASK, error="not connected to NATS", since=datetime.now(UTC), restarts=0))
     runners = await c.runners()
     if runners is not None:
         queue_depth = attention.waiting(await read(c, q.unfinished_sims), runners)

@@ -87,11 +87,11 @@ class Cascade:
 
     async def runners(self) -> list[Runner] | None:
         """Runners that announced themselves recently (as of at most a second ago); None
-        when NATS does not answer in time."""
-        if self._runners is not None and time.monotonic() - self._runners[0] < RUNNERS_FRESH_S:
-            return self._runners[1]
+        when NATS is not connected or does not answer in time."""
         if not self.nc.is_connected:
             return None
+        if self._runners is not None and time.monotonic() - self._runners[0] < RUNNERS_FRESH_S:
+            return self._runners[1]
         try:
             with anyio.fail_after(NATS_ANSWER_S):
                 self._kv = self._kv or await registry.bucket(self.store.js)
