@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 from starlette.testclient import TestClient
 
 from cascade_core import attention
 from cascade_core import events as ev
+from cascade_core.models import RunDetail
+from cascade_http.runs_text import run_text
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.test_runs import create
 
@@ -33,6 +36,12 @@ def test_sims_no_runner_takes_or_whose_runner_is_gone_say_so_and_are_counted_wai
     assert sims[first]["attention"] == f"runner vm-gone lost; {LACKING} to take over"
     assert sims[second]["attention"].startswith("no runner has taken this for ")
     assert client.get("/api/health").json()["queue_depth"] == 2, "a sim whose runner is gone waits too"
+    shown = run_text(msgspec.json.decode(client.get(f"/api/runs/{run['id']}").content, type=RunDetail))
+    assert shown[-3:-1] == [
+        "2 sims may never finish unless someone acts:",
+        f"  {CONFIG} r0 {first}: runner vm-gone lost; {LACKING} to take over",
+    ], "cascade run show says it too"
+    assert shown[-1].startswith(f"  {CONFIG} r1 {second}: no runner has taken this for ")
 
     cancelled = client.post(f"/api/runs/{run['id']}/cancel").json()
     assert [s.get("attention") for s in cancelled["sims"]] == [None, None], "a finished sim needs nothing"
