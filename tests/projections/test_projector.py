@@ -80,7 +80,7 @@ async def test_a_supervised_projector_resumes_after_a_failure(store: EventStore,
     from cascade_nats.supervise import Supervision, supervise
 
     monkeypatch.setattr(projector_module, "MAX_BATCH", 5)
-    failures = []
+    failures: list[str] = []
 
     def fail_once(where: str) -> None:
         if where == "before_commit" and not failures:
