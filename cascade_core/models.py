@@ -89,7 +89,7 @@ class SimMetrics(msgspec.Struct, frozen=True):
     sim_rate_ips: float | None = None
 
 
-class Sim(msgspec.Struct, frozen=True, kw_only=True):
+class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     id: str
     run_id: str
     gpu_config: str
@@ -107,6 +107,14 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True):
     current_kernel: str | None
     latest: SimMetrics
     log_tail: list[str]
+    attention: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="Why this unfinished sim may never finish unless someone acts: no runner has taken it for a "
+            "while, or its runner was lost. Judged when the run is read (Get a run), from the time and the live "
+            "runners; absent when all is well, and from the run's event stream."
+        ),
+    ] = None
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -187,13 +195,24 @@ class Runner(msgspec.Struct, frozen=True, kw_only=True):
     last_seen_at: datetime
 
 
+class Problem(msgspec.Struct, frozen=True, kw_only=True):
+    task: Annotated[str, msgspec.Meta(description="What fails: a supervised task (projector, dispatcher, runner ...), nats or nats-server.")]
+    error: str
+    since: datetime
+    restarts: int
+
+
 class Health(msgspec.Struct, frozen=True, kw_only=True):
-    status: Literal["ok"]
-    stream_seq: int
+    status: Literal["ok", "degraded"]
+    stream_seq: Annotated[int | None, msgspec.Meta(description="The log's last sequence; null while NATS does not answer.")]
     projected_seq: int
-    queue_depth: int
-    runners: int
+    queue_depth: Annotated[
+        int | None,
+        msgspec.Meta(description="Unfinished sims that no live runner holds: waiting for one. Null while NATS does not answer."),
+    ]
+    runners: Annotated[int | None, msgspec.Meta(description="Live runners; null while NATS does not answer.")]
     parked: int  # stored messages no consumer could use (`GET /api/parked`)
+    problems: list[Problem]
 
 
 class ParkedEvent(msgspec.Struct, frozen=True, kw_only=True):

@@ -217,7 +217,7 @@ def serve(args: argparse.Namespace) -> int:
                 pid=os.getpid(), api_url=url_of(listener), nats_url=nats.address, started_at=datetime.now(UTC), nats_embedded=nats.embedded
             )
             # No logging config of uvicorn's own: its lines go through the redacting root handler.
-            config = uvicorn.Config(create_app(settings), lifespan="on", log_config=None, log_level="info", timeout_graceful_shutdown=5)
+            config = uvicorn.Config(create_app(settings, nats.server), lifespan="on", log_config=None, log_level="info", timeout_graceful_shutdown=5)
             server = uvicorn.Server(config)
             # uvicorn shuts down on SIGINT/SIGTERM and then raises the signal again; let that end
             # this function normally, so the embedded nats-server is stopped after the app.
@@ -264,11 +264,15 @@ async def _work(settings: Settings, work_dir: Path) -> None:
 
 async def _run_worker(settings: Settings, work_dir: Path) -> None:
     from cascade_http.service import connect_nats
+    from cascade_nats.supervise import Supervision, supervise
     from cascade_sim.install import AccelSimInstall
     from cascade_sim.runner import Runner
 
     assert settings.nats_url is not None and settings.accelsim_dir is not None
-    nc = await connect_nats(settings.nats_url, name="cascade-worker")
+    # What fails is only logged here: a worker has no health route. It rides out a NATS
+    # outage of any length, and goes on when NATS is back.
+    supervision = Supervision()
+    nc = await connect_nats(settings.nats_url, name="cascade-worker", supervision=supervision)
     try:
         runner = Runner(
             nc,
@@ -277,8 +281,9 @@ async def _run_worker(settings: Settings, work_dir: Path) -> None:
             slots=settings.runner_slots,
             sim_timeout_s=settings.sim_timeout_s,
             ack_wait_s=settings.runner_lease_s,
+            supervision=supervision,
         )
-        await runner.run()
+        await supervise("runner", runner.run, supervision)  # as serve runs its own
     finally:
         await nc.close()
 

@@ -23,6 +23,10 @@ back, and an EventSource would stop reconnecting on a 400.
   it is committed. A resume from at or past it has nothing to send: the route answers 204
   No Content, which tells an EventSource to stop reconnecting. Files a sim stores after its
   run ended are in the file lists, not in the stream.
+- A client that falls too far behind (it stopped reading) has its stream ended
+  (`projections.live`): it resumes with `Last-Event-ID` like any dropped connection.
+- What needs attention is not in the stream: it is judged when the run is read (Get a run),
+  from the time and the live runners, not from the events.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from cascade_http.service import Cascade
 from cascade_nats.firehose import Frame
 from projections.fold import Change, Rows, fold
 from projections import parking
+from projections.live import LAGGED
 from projections.queries import runs as q
 from projections.queries.parked import parked_seqs
 from projections.rows import KernelRow, RunRow, SimFileRow, SimRow
@@ -193,7 +198,10 @@ async def events(c: Cascade, run_id: str, after: Position | None, places: dict[s
             ended = catch_up.ended
             after = max(after, (checkpoint, ALL_OF))
         while not ended:
-            data, ended = messages(await queue.get(), places, after)
+            changes = await queue.get()
+            if changes is LAGGED:
+                return
+            data, ended = messages(changes, places, after)
             if data:
                 yield data
 

@@ -115,8 +115,8 @@ def runs_table(runs: Sequence[RunSummary]) -> list[str]:
 
 
 def run_text(detail: RunDetail) -> list[str]:
-    """A run for reading: what it ran, each sim's state and totals, and what the failed
-    ones said last."""
+    """A run for reading: what it ran, each sim's state and totals, the sims that may never
+    finish unless someone acts and why, and what the failed ones said last."""
     trace = detail.trace
     lines = [
         f"run      {detail.id}  {detail.state}  ({counts(detail.sim_counts)})",
@@ -133,6 +133,10 @@ def run_text(detail: RunDetail) -> list[str]:
         for s in detail.sims
     ]
     lines += table(header, rows, right=frozenset({1, 4, 5, 6, 7, 8, 9}))
+    stuck = [s for s in detail.sims if s.attention]
+    if stuck:
+        lines += ["", f"{len(stuck)} sim{'s' if len(stuck) > 1 else ''} may never finish unless someone acts:"]
+        lines += [f"  {label(s)} {s.id}: {s.attention}" for s in stuck]
     for sim in detail.sims:
         if sim.state == "failed":
             lines += ["", f"{sim.id} ({label(sim)}) failed: {sim.error or 'no error given'}"]

@@ -11,6 +11,7 @@ their own writes wait on `wait_for(seq)`; live run streams get each batch's chan
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Sequence
@@ -50,7 +51,6 @@ MAX_BATCH_BYTES = 32 << 20
 CHECKPOINT_IDLE_AT = 16 << 20
 CHECKPOINT_AT = 256 << 20
 IDLE_S = 0.5
-RETRY_S = 1.0
 
 
 def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
@@ -250,17 +250,12 @@ class Projector:
         self._advanced = asyncio.Condition()
 
     async def run(self) -> None:
-        """Apply batches as they arrive, forever. A failure (the stream's server gone, a
-        broken connection) leaves DuckDB at its last committed batch, so the projector starts
-        again from there, after a pause, rather than stopping for good."""
-        while True:
-            try:
-                await self._consume(until_caught_up=False)
-            except Exception:
-                log.exception("projection stopped at sequence %d; resuming from there", self.applied)
-                self.cache.clear()
-                self.applied = tables.checkpoint(self.con)
-                await anyio.sleep(RETRY_S)
+        """Apply batches as they arrive, until something fails (the stream's server gone, a
+        broken connection). A failure leaves DuckDB at its last committed batch, so whatever
+        runs this (a supervisor) can start it again, and it goes on from there."""
+        self.cache.clear()
+        self.applied = tables.checkpoint(self.con)
+        await self._consume(until_caught_up=False)
 
     async def catch_up(self, *, until_seq: int | None = None) -> None:
         """Apply everything stored now, or up to `until_seq`, then return."""
@@ -278,12 +273,14 @@ class Projector:
 
         async def receive() -> None:
             nonlocal finished
-            async for frames in self.store.raw(subjects.ALL, self.applied + 1, until_caught_up=until_caught_up):
-                if until_seq is not None and frames[-1][0] >= until_seq:
-                    pending.extend(f for f in frames if f[0] <= until_seq)
-                    break
-                pending.extend(frames)
-                arrived.set()
+            stream = self.store.raw(subjects.ALL, self.applied + 1, until_caught_up=until_caught_up)
+            async with contextlib.aclosing(stream) as batches:  # its connection, closed on a break too
+                async for frames in batches:
+                    if until_seq is not None and frames[-1][0] >= until_seq:
+                        pending.extend(f for f in frames if f[0] <= until_seq)
+                        break
+                    pending.extend(frames)
+                    arrived.set()
             finished = True
             arrived.set()
 

@@ -20,6 +20,7 @@ from typing import Any, Protocol, cast
 import duckdb
 import msgspec
 
+from cascade_core import attention
 from cascade_core.models import (
     Comparison,
     ComparisonRow,
@@ -82,7 +83,19 @@ def _one(con: Con, table: str, where: str, params: Sequence[object]) -> Any:
 # --- rows to Structs -----------------------------------------------------------------------
 
 
-def sim_from_row(row: SimRow) -> Sim:
+def seen(row: SimRow) -> attention.Seen:
+    return attention.Seen(
+        id=row.id,
+        state=row.state,
+        gpu_config=row.gpu_config,
+        created_at=row.created_at,
+        runner_id=row.runner_id,
+        last_heard=row.last_heartbeat_at or row.started_at,
+    )
+
+
+def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
+    """The sim as the API shows it; with `watch`, with what needs attention."""
     return Sim(
         id=row.id,
         run_id=row.run_id,
@@ -101,6 +114,7 @@ def sim_from_row(row: SimRow) -> Sim:
         current_kernel=row.current_kernel,
         latest=SimMetrics(row.gpu_tot_sim_cycle, row.gpu_tot_sim_insn, row.gpu_tot_ipc, row.sim_rate_ips),
         log_tail=list(row.log_tail),
+        attention=None if watch is None else attention.attention(seen(row), watch),
     )
 
 
@@ -200,14 +214,20 @@ def _trace_detail(con: Con, run: RunSummary) -> TraceDetail:
     return TraceDetail(**msgspec.structs.asdict(trace), metadata=metadata, kernels=[])
 
 
-def _detail(con: Con, run: RunSummary, sims: Sequence[SimRow]) -> RunDetail:
-    return RunDetail(**msgspec.structs.asdict(run), trace=_trace(con, run), sims=[sim_from_row(r) for r in sims])
+def _detail(con: Con, run: RunSummary, sims: Sequence[SimRow], watch: attention.Watch | None) -> RunDetail:
+    return RunDetail(**msgspec.structs.asdict(run), trace=_trace(con, run), sims=[sim_from_row(r, watch) for r in sims])
 
 
-def run_detail(con: Con, run_id: str) -> RunDetail | None:
+def run_detail(con: Con, run_id: str, watch: attention.Watch | None = None) -> RunDetail | None:
     with snapshot(con):
         run = run_summary(con, run_id)
-        return None if run is None else _detail(con, run, sim_rows(con, run))
+        return None if run is None else _detail(con, run, sim_rows(con, run), watch)
+
+
+def unfinished_sims(con: Con) -> list[attention.Seen]:
+    """Every sim not finished yet, of every run."""
+    states = sorted(attention.UNFINISHED)
+    return [seen(r) for r in _select(con, "sims", "state IN (SELECT unnest(?))", [states])]
 
 
 # --- kernels and comparison ----------------------------------------------------------------
@@ -436,4 +456,4 @@ def stream_snapshot(con: Con, run_id: str) -> tuple[int, RunDetail] | None:
     with snapshot(con):
         seq = tables.checkpoint(con)
         run = run_summary(con, run_id)
-        return None if run is None else (seq, _detail(con, run, sim_rows(con, run)))
+        return None if run is None else (seq, _detail(con, run, sim_rows(con, run), None))

@@ -430,6 +430,30 @@ def test_compare_and_timeline_of_two_configs(page: Any, cascade: LiveServer) -> 
     shoot(page, "timeline-configs", "#timeline-canvas", check=lanes_apart)
 
 
+def test_a_sim_whose_runner_is_gone_says_so_on_the_run_and_in_its_row(page: Any, cascade: LiveServer) -> None:
+    """A sim claimed by a runner that is no longer there: the run's page and the sim's row
+    say it was lost (what Get a run says), at both sizes."""
+    run_id = "run-lostrunner001"
+    sims = [("sim-lostrunner0", "SM61_TITANX", 0), ("sim-lostrunner1", "SM61_TITANX", 1)]
+    at = datetime.now(UTC)
+    claimed = ev.SimClaimed(id=w.event_id(), at=at, run_id=run_id, sim_id=sims[1][0], attempt=1, runner_id="vm-gone", host="h")
+    seed(
+        cascade,
+        [
+            *w.trace_events("lost-runner", arch="sm_61", kernel_count=1, step_timeline=False),
+            w.run_created(run_id, sims, trace_id="lost-runner", kernels_total=1, sample=True),
+            *finished_sim(run_id, sims[0][0], [("_Z6vecAddIfEvPT_S1_S1_i", 5533)], 1417.0, at),
+            claimed,
+        ],
+    )
+    sign_in(page, cascade.url, f"#/runs/{run_id}")
+    page.wait_for_selector("#run-attention:not([hidden])")
+    assert page.inner_text("#run-attention") == "1 sim may never finish unless someone acts: runner vm-gone lost"
+    assert page.inner_text(f'#sims-table tbody[data-sim="{sims[1][0]}"] .row-attention') == "runner vm-gone lost"
+    assert not page.query_selector(f'#sims-table tbody[data-sim="{sims[0][0]}"] .row-attention')
+    shoot(page, "run-runner-lost", "#run-attention")
+
+
 def test_ten_thousand_kernels_stay_smooth(page: Any, cascade: LiveServer) -> None:
     run_id, sim_id, n = "run-big000000001", "sim-big000000001", 10_000
     names = [f"_Z{len(f'kernel_{i}')}kernel_{i}Pf" for i in range(40)]
