@@ -77,8 +77,8 @@ def label(sim: Sim) -> str:
 
 def progress(sims: Sequence[Sim]) -> list[str]:
     """One line per sim: config and replica, state, kernels done as a bar, IPC, simulation
-    rate, and last the current kernel (of any length: a terminal cuts it, not the numbers),
-    or the error of a failed sim."""
+    rate, and last the current kernel (of any length: a terminal cuts it, not the numbers);
+    or the error of a failed sim, or why a sim may never finish unless someone acts."""
     width = max((len(label(s)) for s in sims), default=0)
     digits = max((len(str(s.kernels_total)) for s in sims), default=1)
     return [_progress_line(sim, width, digits) for sim in sims]
@@ -91,6 +91,8 @@ def _progress_line(sim: Sim, width: int, digits: int) -> str:
     )
     if sim.state == "failed" and sim.error:
         return f"{head}  error: {' '.join(sim.error.split())}"  # one line, however many it had
+    if sim.attention:
+        return f"{head}  needs attention: {sim.attention}"
     kernel = short_name(sim.current_kernel) if sim.current_kernel else NONE
     return f"{head}  IPC {ipc(sim.latest.gpu_tot_ipc):>6}  {rate(sim.latest.sim_rate_ips):<{RATE_WIDTH}}  {kernel}"
 

@@ -24,9 +24,11 @@ import pytest
 
 from cascade_core import events as ev
 from cascade_core.models import RunEntry
-from cascade_http.client import ServerEvent, server_events
+from cascade_core import attention
+from cascade_http import run_events
+from cascade_http.client import COMMENT, ApiClient, ServerEvent, server_events
 from cascade_http.config import Settings
-from cascade_http.run_watch import Screen
+from cascade_http.run_watch import Screen, get_run, watch
 from cascade_http.runs_cli import parse_entries
 from cascade_http.runs_text import bar, compact, ipc
 from tests.browser.proxy import proxy_to
@@ -117,6 +119,7 @@ def test_server_events_are_read_as_the_html_standard_says() -> None:
         # the cut-off `sim` event has no blank line yet: it is not an event
     ]
     assert list(server_events(["data:no space", "id:9", ""])) == [ServerEvent("message", "9", "no space")]
+    assert list(server_events(lines, "3", comments=True))[0] == ServerEvent(COMMENT, "3", "keep-alive")
 
 
 class Terminal(io.StringIO):
@@ -232,6 +235,32 @@ def watch_on_a_terminal(live: LiveServer, *args: str) -> subprocess.CompletedPro
     os.close(controller)
     _, err = process.communicate(timeout=60)
     return subprocess.CompletedProcess(command, process.returncode, drawn.decode(), err)
+
+
+def test_a_watch_on_a_quiet_stream_says_which_sims_may_never_finish(tmp_path: Path, nats_url: str, tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No runner at all: the stream stays quiet, and at its keep-alives the watch reads the
+    run and shows why its sims wait, until someone cancels it."""
+    monkeypatch.setattr(run_events, "KEEP_ALIVE_S", 0.2)
+    monkeypatch.setattr(attention, "UNTAKEN_AFTER_S", 0.0)
+    settings = Settings(token=TOKEN, data_dir=tmp_path / "data", nats_url=nats_url, accelsim_dir=tree, runner=False, samples=False)
+    with live_server(settings) as server:
+        assert cascade(server, "trace", "upload", str(TRACES / "combo-vec-mm-xz"), "--id", "combo").returncode == 0
+        client = ApiClient(server.url, TOKEN)
+        body = json.dumps({"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]}).encode()
+        created = get_run(client, json.loads(client.post("/api/runs", body, {"Content-Type": "application/json"}))["id"])
+        shown = io.StringIO()
+        watching = threading.Thread(target=watch, args=(client, created, Screen(shown)), daemon=True)
+        watching.start()
+        wait_until(lambda: "needs attention" in shown.getvalue(), 30, "the watch never said why the sim waits")
+        line = next(line for line in shown.getvalue().splitlines() if "needs attention" in line)
+        assert re.fullmatch(
+            r"SM61_TITANX r0\s+pending\s+\[\.{20}\]\s+0/3\s+needs attention: no runner has taken this for \d+ s; "
+            r"no live runner has GPU config SM61_TITANX", line
+        ), line
+        client.post(f"/api/runs/{created.id}/cancel")
+        watching.join(30)
+        assert not watching.is_alive(), "the watch ends with the run"
+        assert shown.getvalue().splitlines()[-1].startswith("SM61_TITANX r0  cancelled")
 
 
 def test_a_failed_sim_exits_1_and_run_show_tells_why(live: LiveServer) -> None:
