@@ -25,11 +25,11 @@ from cascade_core import subjects
 from cascade_core.heap import settle_heap
 from cascade_nats.firehose import Frame
 from cascade_nats.store import EventStore
-from projections import parking, tables
+from projections import parking, tables, version
 from projections.fold import Folded, Rows, Unfoldable, fold, touched
 from projections.live import Live
 from projections.parking import Batch
-from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_TABLE, ParkedRow
+from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, ParkedRow
 
 log = logging.getLogger("cascade.projector")
 
@@ -54,9 +54,15 @@ RETRY_S = 1.0
 
 
 def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
+    """The read model at `path`, a new one made this version's (`version.py`). One another
+    version built raises `version.Outdated` and is left as it is."""
     con = duckdb.connect(str(path))
-    con.execute("SET checkpoint_threshold = '1GB'")  # DuckDB's own, should the projector's keep failing
-    tables.create_all(con)
+    try:
+        con.execute("SET checkpoint_threshold = '1GB'")  # DuckDB's own, should the projector's keep failing
+        version.ensure(con)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
@@ -148,7 +154,7 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
         if rows:
             _insert(con, table, rows, dedupe=APPEND_TABLES[table][1])
     if parked:
-        _insert(con, PARKED_TABLE, list(parked), dedupe=("seq",))
+        _insert(con, PARKED_TABLE, list(parked), dedupe=PARKED_KEY)
     con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
 
 

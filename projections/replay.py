@@ -12,7 +12,7 @@ import duckdb
 import msgspec
 
 from cascade_nats.store import EventStore
-from projections import tables
+from projections import tables, version
 from projections.projector import Projector, connect
 
 
@@ -90,7 +90,11 @@ async def verify(store: EventStore, live: duckdb.DuckDBPyConnection) -> Verifica
     """Replay into a scratch database up to the live read model's checkpoint and compare.
 
     `live` must be a connection of its own (a cursor): it holds one read transaction for the
-    whole check, so the projector can go on writing meanwhile."""
+    whole check, so the projector can go on writing meanwhile. Raises `version.Outdated` for a
+    read model another version built: it differs from a replay by design."""
+    why = version.outdated(live)
+    if why is not None:
+        raise why
     live.execute("BEGIN TRANSACTION")
     try:
         seq = tables.checkpoint(live)
