@@ -187,13 +187,23 @@ class Runner(msgspec.Struct, frozen=True, kw_only=True):
     last_seen_at: datetime
 
 
+class Rebuild(msgspec.Struct, frozen=True, kw_only=True):
+    """The read model being rebuilt from the log, because another version of Cascade built
+    it: reads answer from the old one, as it was, and requests that change something are
+    refused (503) until the new one has caught up and taken its place."""
+
+    reason: str  # what changed since the old one was built
+    applied: int  # events the new one has applied, of the stream's `stream_seq`
+
+
 class Health(msgspec.Struct, frozen=True, kw_only=True):
     status: Literal["ok"]
     stream_seq: int
-    projected_seq: int
+    projected_seq: int  # the last event reads show
     queue_depth: int
     runners: int
     parked: int  # stored messages no consumer could use (`GET /api/parked`)
+    rebuild: Rebuild | None = None  # set while the read model is rebuilt
 
 
 class ParkedEvent(msgspec.Struct, frozen=True, kw_only=True):

@@ -21,6 +21,7 @@ from cascade_http.service import cascade
 from cascade_http.auth import BearerAuth
 from cascade_http.config import Settings
 from cascade_http.openapi import document, operation
+from cascade_http.read_only import ReadOnlyWhileRebuilding
 from cascade_http.readmodel import read
 from cascade_http.responses import MsgspecResponse
 from cascade_http.validation import RequestValidationError
@@ -31,17 +32,26 @@ VERSION = "0.1.0"
 WEB_DIR = Path(__file__).parent / "static"
 
 
-@operation(summary="Service health", tag="service", response=Health, auth=False)
+@operation(
+    summary="Service health",
+    description="`projected_seq` is the last event reads show. While a read model another version built is rebuilt "
+    "from the log, `rebuild` says why and how far it is: reads answer from the old one, and requests that change "
+    "something answer 503 with `Retry-After` until the new one takes its place.",
+    tag="service",
+    response=Health,
+    auth=False,
+)
 async def health(request: Request) -> Response:
     c = cascade(request)
     return MsgspecResponse(
         Health(
             status="ok",
             stream_seq=await c.store.last_seq(),
-            projected_seq=c.projector.applied,
+            projected_seq=c.read_model.seq,
             queue_depth=await c.queue_depth(),
             runners=len(await c.runners()),
             parked=await read(c, parked_count),
+            rebuild=c.read_model.rebuild,
         )
     )
 
@@ -100,7 +110,7 @@ def create_app(settings: Settings) -> Starlette:
     app_routes = routes()
     app = Starlette(
         routes=[*app_routes, *web_routes()],
-        middleware=[Middleware(BearerAuth)],
+        middleware=[Middleware(BearerAuth), Middleware(ReadOnlyWhileRebuilding)],
         exception_handlers={HTTPException: http_error, RequestValidationError: validation_error, EventTooLarge: event_too_large},
         lifespan=lifespan,
     )

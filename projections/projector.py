@@ -55,7 +55,7 @@ RETRY_S = 1.0
 
 def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
     """The read model at `path`, a new one made this version's (`version.py`). One another
-    version built raises `version.Outdated` and is left as it is."""
+    version built raises `version.Outdated` and is left as it is (`rebuild.py` rebuilds it)."""
     con = duckdb.connect(str(path))
     try:
         con.execute("SET checkpoint_threshold = '1GB'")  # DuckDB's own, should the projector's keep failing
@@ -255,18 +255,27 @@ class Projector:
         self.live = Live()
         self._advanced = asyncio.Condition()
 
-    async def run(self) -> None:
-        """Apply batches as they arrive, forever. A failure (the stream's server gone, a
-        broken connection) leaves DuckDB at its last committed batch, so the projector starts
-        again from there, after a pause, rather than stopping for good."""
+    async def run(self, *, until_caught_up: bool = False) -> None:
+        """Apply batches as they arrive, forever, or until everything stored is applied. A
+        failure (the stream's server gone, a broken connection) leaves DuckDB at its last
+        committed batch, so the projector starts again from there, after a pause, rather than
+        stopping for good."""
         while True:
             try:
-                await self._consume(until_caught_up=False)
+                await self._consume(until_caught_up=until_caught_up)
+                if until_caught_up:
+                    return
             except Exception:
                 log.exception("projection stopped at sequence %d; resuming from there", self.applied)
                 self.cache.clear()
                 self.applied = tables.checkpoint(self.con)
                 await anyio.sleep(RETRY_S)
+
+    def reopened(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Go on in `con`: the same read model, opened again under another name."""
+        assert tables.checkpoint(con) == self.applied, "not the read model the projector wrote"
+        self.con = con
+        self._wal = wal_of(con)
 
     async def catch_up(self, *, until_seq: int | None = None) -> None:
         """Apply everything stored now, or up to `until_seq`, then return."""

@@ -52,15 +52,31 @@ async def replay_file(store: EventStore, target: Path) -> int:
     partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
     try:
         seq = await replay(store, partial)
-        _wal(target).unlink(missing_ok=True)  # the old file's log, which must not meet the new file
-        os.replace(partial, target)
+        move_onto(partial, target)
         return seq
     finally:
-        partial.unlink(missing_ok=True)
-        _wal(partial).unlink(missing_ok=True)
+        remove(partial)
 
 
-def _wal(db: Path) -> Path:
+def move_onto(complete: Path, target: Path) -> None:
+    """Put the read model `complete` (closed, its log folded into it) in `target`'s place,
+    atomically: a crash leaves one or the other whole there."""
+    wal(target).unlink(missing_ok=True)  # the old file's log, which must not meet the new file
+    os.replace(complete, target)
+    directory = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the rename itself outlives a power cut
+    finally:
+        os.close(directory)
+
+
+def remove(db: Path) -> None:
+    """A read model file that is of no use, and its log."""
+    db.unlink(missing_ok=True)
+    wal(db).unlink(missing_ok=True)
+
+
+def wal(db: Path) -> Path:
     return db.with_name(db.name + ".wal")
 
 

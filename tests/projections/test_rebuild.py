@@ -1,21 +1,30 @@
-"""The read model knows which version built it."""
+"""The read model knows which version built it, and one another version built is rebuilt
+from the log beside it and swapped in (`projections/rebuild.py`); reads in flight finish on
+the connection they started on."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import Any
 
+import anyio
 import duckdb
 import pytest
 
 from cascade_nats.store import EventStore
-from projections import fold, version
+from projections import fold, rebuild, tables, version
+from projections import projector as projector_module
+from projections.fold import Folded
 from projections.projector import Projector, connect
-from tests.projections.changed_model import CHANGES, add_a_column
+from projections.readers import Readers
+from projections.rebuild import ReadModel
+from projections.replay import replay
+from tests.projections.changed_model import CHANGES, NOTE, add_a_column
 from tests.projections.histories import lifecycle
 from tests.projections.test_fold import dump
 
 pytestmark = pytest.mark.anyio
-
 
 def out(tmp_path: Path) -> Path:
     """A directory of its own (the test's nats-server keeps its store in `tmp_path`)."""
@@ -29,6 +38,15 @@ async def built(store: EventStore, db: Path) -> int:
     with connect(db) as con:
         await Projector(store, con).catch_up()
     return seqs[-1]
+
+
+async def run_until_swapped(model: ReadModel, last: int) -> None:
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(model.run)
+            while model.rebuild is not None or model.projector.applied < last:
+                await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
 
 
 def test_a_new_read_model_records_this_version(tmp_path: Path) -> None:
@@ -65,3 +83,120 @@ async def test_a_read_model_another_version_built_is_outdated_and_left_as_it_is(
         connect(db)
     with duckdb.connect(str(db), read_only=True) as con:
         assert (dump(con), version.stored(con)) == (before, recorded)
+
+
+def test_a_read_in_flight_finishes_on_the_connection_it_started_on(tmp_path: Path) -> None:
+    old, new = duckdb.connect(), duckdb.connect()
+    old.execute("CREATE TABLE t AS SELECT 'old' AS v")
+    new.execute("CREATE TABLE t AS SELECT 'new' AS v")
+    readers = Readers(old)
+    with readers.cursor() as in_flight:
+        readers.move_to(new)
+        with readers.cursor() as later:
+            assert later.execute("SELECT v FROM t").fetchone() == ("new",)
+        assert in_flight.execute("SELECT v FROM t").fetchone() == ("old",)
+    with pytest.raises(duckdb.ConnectionException):
+        old.execute("SELECT 1")  # closed with its last cursor
+    readers.close()
+    with pytest.raises(duckdb.ConnectionException):
+        new.execute("SELECT 1")
+
+
+@pytest.mark.parametrize("change", CHANGES)
+async def test_an_outdated_read_model_is_rebuilt_beside_it_and_swapped_in(
+    store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    db = out(tmp_path) / "readmodel.duckdb"
+    last = await built(store, db)
+    with duckdb.connect(str(db), read_only=True) as con:
+        old = dump(con)
+    CHANGES[change](monkeypatch)
+
+    model = await ReadModel.open(store, db)
+    assert model.rebuild is not None and model.seq == last
+    with model.reader() as con:  # the old one, as it was
+        assert dump(con) == old
+    await run_until_swapped(model, last)
+    with model.reader() as con:
+        assert version.stored(con) == version.current() and model.seq == last
+        if change == "a column added":
+            assert con.execute("SELECT list(DISTINCT note), count(*) FROM sims").fetchone() == ([NOTE], 3)
+        rebuilt = dump(con)
+    model.close()
+    assert sorted(p.name for p in db.parent.iterdir()) == ["readmodel.duckdb"]
+    await replay(store, tmp_path / "fresh.duckdb")
+    with connect(tmp_path / "fresh.duckdb") as fresh:
+        assert rebuilt == dump(fresh)
+
+
+class Crash(Exception):
+    pass
+
+
+async def test_a_rebuild_stopped_halfway_goes_on_from_its_checkpoint_at_the_next_start(
+    store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = out(tmp_path) / "readmodel.duckdb"
+    last = await built(store, db)
+    add_a_column(monkeypatch)
+    monkeypatch.setattr(projector_module, "MAX_BATCH", 5)
+    monkeypatch.setattr(projector_module, "RETRY_S", 60.0)  # the failed rebuild waits here until stopped
+    real_apply = projector_module.apply
+    commits = 0
+
+    def third_commit_fails(*args: Any, **kwargs: Any) -> Folded:
+        nonlocal commits
+        commits += 1
+        if commits == 3:
+            raise Crash("the machine went down")
+        return real_apply(*args, **kwargs)
+
+    monkeypatch.setattr(projector_module, "apply", third_commit_fails)
+    model = await ReadModel.open(store, db)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(model.run)
+            while commits < 3:
+                await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    model.close()
+    partial = rebuild.rebuild_path(db)
+    with duckdb.connect(str(partial), read_only=True) as con:
+        stopped_at = tables.checkpoint(con)  # two batches
+    assert 0 < stopped_at < last
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert "note" not in [c for (c,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'sims'").fetchall()]
+
+    monkeypatch.setattr(projector_module, "apply", real_apply)
+    caplog.set_level(logging.INFO, "cascade.projector")
+    model = await ReadModel.open(store, db)
+    assert model.projector.applied == stopped_at
+    assert f"rebuilding it from the log into {partial}, going on from sequence {stopped_at}" in caplog.text
+    await run_until_swapped(model, last)
+    model.close()
+    assert f"rebuilt read model {db}: {last - stopped_at} events in " in caplog.text
+    await replay(store, tmp_path / "fresh.duckdb")
+    with connect(db) as con, connect(tmp_path / "fresh.duckdb") as fresh:
+        assert dump(con) == dump(fresh)
+
+
+async def test_leftovers_of_a_rebuild_are_cleared_or_started_again(store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = out(tmp_path) / "readmodel.duckdb"
+    last = await built(store, db)
+    partial = rebuild.rebuild_path(db)
+    partial.write_text("not a database: a crash while it was made")
+    add_a_column(monkeypatch)
+    model = await ReadModel.open(store, db)
+    assert model.projector.applied == 0, "started again"
+    await run_until_swapped(model, last)
+    model.close()
+
+    monkeypatch.undo()  # the version before, which finds the newer model outdated
+    model = await ReadModel.open(store, db)
+    model.close()
+    assert partial.exists()  # its rebuild, not yet run
+    add_a_column(monkeypatch)  # and back to the newer one, whose model is current
+    model = await ReadModel.open(store, db)
+    assert model.rebuild is None
+    model.close()
+    assert not partial.exists(), "a rebuild file for another version is of no use"
