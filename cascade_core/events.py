@@ -166,9 +166,13 @@ class KernelFinished(SimEvent, frozen=True, tag="sim.kernel_finished.v1"):
     gpu_sim_insn: int
     gpu_ipc: float
     sim_time_ns: float
-    # The stats map as the JSON object it is stored as: every stat of the block, ~30 KB for a
-    # real kernel. Kept raw, so the read model stores it without decoding it again.
+    # The stats map as the JSON object it is stored as: every value of the block, ~30 to
+    # 400 KB for a real kernel. Kept raw, so the read model stores it without decoding it again.
     stats: msgspec.Raw = msgspec.Raw(b"{}")
+    # Which naming rule made the stats map's keys (docs/stats-naming.md): 1, the default,
+    # for events written before the rule had a number (`Access#2`, lines without "=" left
+    # out), 2 for the current one.
+    stats_naming: int = 1
 
 
 class SimFileStored(SimEvent, frozen=True, tag="sim.file_stored.v1"):

@@ -8,41 +8,30 @@ incomplete last line, or one unfinished stats block (tens to hundreds of KB), ne
 Lines outside stats blocks are found with one regex search per chunk, anchored on line
 breaks, so the option dump at the top costs next to nothing. A stats block, from
 `kernel_name = ...` to `gpgpu_silicon_slowdown = ...`, is cut out with `str.find` and read
-whole by `parse_stats`, which leaves the per-pair work to C (`re.split`, `map`,
-`dict(zip(...))`): the names of a kind of block (same config, same lines) are worked out in
-Python once and found again by the text between the values. See bench/README.md for speed.
+whole by `parse_stats`: one `re.split` cuts out its values (numbers, nan, inf, `none`), and
+their names, which depend only on the text between the values, are worked out once per kind
+of block (`statnames.names`) and found again for the next block printed the same way. See
+bench/README.md for speed.
 
-Stats grammar (the simulator prints `k = v`, `k=v k=v ...`, `x: k = v, k = v`, tabs, units):
-
-* Every `=` that is not next to another `=` (banners like `===== L2 cache stats =====` are
-  text) separates a name from a value.
-* The value is the first run of characters after it, past spaces and tabs, holding no
-  (ASCII) whitespace, `,` or `=`: `10516 (inst/sec)` gives `10516`, `CL=16,` gives `16`.
-* The name is the text before it back to the nearest line break, `,`, `: ` or the end of
-  the previous value, stripped: `L1D_cache_core[3]: Access = 0, Miss = 0` gives `Access`
-  and `Miss`, `mrqq: max=0 avg=0` gives `max` and `avg`.
-* A value that starts with a finite number is that number as a float (`256053x`, `0!`,
-  `6.2500%`, `0.3196 GB/Sec` all count); any other value is kept as text (`-nan%`, `nan`,
-  names, and the empty value of a cut kernel's `kernel_name`). Known loss: `gpgpu_simulation_time
-  = 0 days, 0 hrs, 0 min, 1 sec (1 sec)` is 0.0, its days.
-* A `=` with an empty name continues the previous pair, whose value becomes the one after
-  it, and `chip skew: a/b = r` reads as `chip skew = a/b = r`. So the ratio lines
-  `average row locality = 26/7 = 3.714286` and `chip skew: 61/4 = 15.25` give 3.714286 and
-  15.25 under their names, which keeps names the same from kernel to kernel.
-* A name repeating inside one block is stored as `name`, `name#2`, `name#3`, ... in order of
-  appearance (per-DRAM-channel and per-cache lines), so nothing is dropped.
-* `kernel_name` is always the kernel's name as text.
+The naming rule, with an example of every kind of line, is docs/stats-naming.md: every
+number of the block under one name built from the log's own words (`gpu_sim_cycle`,
+`L1D_cache_core[1].Access`, `maximum service time to same row.dram[2][11]`,
+`traffic_breakdown_coretomem[GLOBAL_ACC_R]{8}`), nan and inf as floats (`NonFinite`), and
+`kernel_name` as the kernel's name.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import signal as signals
 from collections.abc import Callable, Sequence
-from itertools import compress, count, repeat
-from operator import contains, itemgetter
+from itertools import repeat
+from operator import itemgetter
 
 import msgspec
+
+from cascade_sim import statnames
 
 __all__ = [
     "BreakMaxCycles",
@@ -51,8 +40,10 @@ __all__ = [
     "KernelFinished",
     "KernelLaunched",
     "LogParser",
+    "NonFinite",
     "Outcome",
     "Output",
+    "STATS_NAMING",
     "SimError",
     "Totals",
     "error_line",
@@ -61,6 +52,18 @@ __all__ = [
 ]
 
 StatValue = float | str
+
+# The naming rule of docs/stats-naming.md that `parse_stats` follows; a change to any name
+# makes it a new one. Events carry it (`KernelFinished.stats_naming`).
+STATS_NAMING = 2
+
+
+class NonFinite(float):
+    """A value the simulator printed as `nan`, `-nan` or `inf`: a float like any other here,
+    which the stats JSON writes as the string "NaN", "Infinity" or "-Infinity" (JSON has no
+    such numbers; see `report.stats_json`)."""
+
+    __slots__ = ()
 
 
 class Build(msgspec.Struct, frozen=True):
@@ -81,7 +84,8 @@ class KernelLaunched(msgspec.Struct, frozen=True):
 
 
 class KernelFinished(msgspec.Struct, frozen=True):
-    """A kernel's stats block; `stats` holds every pair of the block (see the module doc)."""
+    """A kernel's stats block; `stats` holds every value of the block under its name
+    (docs/stats-naming.md)."""
 
     uid: int
     name: str
@@ -129,86 +133,72 @@ class Outcome(msgspec.Struct, frozen=True):
 
 # --- stats blocks -------------------------------------------------------------------------
 
-# One match per "=" that separates a pair, its value in group 1, and the rest of the value's
-# line when that holds no other "=": so `split` leaves between values mostly just the next
-# name. Starting on the literal "=" lets the regex engine skip everything else at C speed;
-# the spelled-out class and "(...|)" instead of "\s" and "(...)?" run about 15% faster.
-_PAIR = re.compile(r"=(?<!==)(?!=)[ \t]*([^ \t\n\r\f\v,=]*)(?:[^=\n]*\n|)")
-_NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+# One value of a stats block (docs/stats-naming.md, "Values"), with the spaces and tabs after
+# it. The regex starts on one character class and checks the character before it with a
+# lookbehind, so the engine skips to candidates at C speed (a leading lookbehind or `\d`
+# would make it try every position, 3 to 5 times slower); spelled-out classes keep each
+# test cheap.
+_VALUE = re.compile(
+    r"([-+.0-9ni](?<![-A-Za-z0-9_.\[].)"
+    r"(?:(?<=[0-9])[0-9]*(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?(?![0-9.:]| ?==)"
+    r"|(?<=\.)[0-9]+(?:[eE][-+]?[0-9]+)?(?![0-9.:]| ?==)"
+    r"|(?<=[-+])(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?(?![0-9.:]| ?==)|(?:nan|inf)(?![A-Za-z0-9_]))"
+    r"|(?<=n)(?:an|one)(?![A-Za-z0-9_])"
+    r"|(?<=i)nf(?![A-Za-z0-9_])"
+    r"))[ \t]*"
+)
 
-# How to turn one block's value list into its names: the names in order, and which values
-# they take when continuation pairs fold (None: all of them, in order).
+# A block's names as a tuple, and which of its values they take (None: all, in order).
 _Layout = tuple[tuple[str, ...], Callable[[list[StatValue]], Sequence[StatValue]] | None]
 
-# Blocks of one config and kernel look alike, so their layout is worked out once and found
-# again by the text of the names between their values. Bounded: a layout is a few KB.
+# Blocks of one config and kernel look alike, so their layout is worked out once (50 ms for
+# an SM7_QV100 block) and found again by their skeleton. Bounded by the names held, about
+# 90 bytes each: 20 MB is 27 layouts of SM7_QV100 blocks, 65 of SM61_TITANX ones.
 _layouts: dict[str, _Layout] = {}
-_MAX_LAYOUTS = 64
+_MAX_NAMES = 250_000
 
 
 def parse_stats(block: str) -> dict[str, StatValue]:
-    """Every pair of one stats block, by the grammar in the module doc. `block` runs from
-    `kernel_name` to the `gpgpu_silicon_slowdown` line."""
-    # The one ratio line printed with ":"; its numbers must not end up in a name.
-    parts = _PAIR.split(block.replace("chip skew: ", "chip skew = "))
+    """Every value of one stats block under its name (docs/stats-naming.md). `block` runs
+    from `kernel_name` to the `gpgpu_silicon_slowdown` line."""
+    head, _, rest = block.partition("\n")
+    parts = _VALUE.split(rest)
     values = parts[1::2]
-    del parts[1::2]
-    gaps = parts  # gaps[i] leads up to values[i]; the last one trails the block
-    # Lines without "=" sit in a gap before the next name; only that name's line counts.
-    for i in compress(count(), map(contains, gaps, repeat("\n"))):
-        gap = gaps[i]
-        gaps[i] = gap[gap.rfind("\n") + 1 :]
-    fingerprint = "\n".join(gaps)  # gaps hold no "\n" now, so this is unambiguous
-    layout = _layouts.get(fingerprint)
+    # The spaces before a value pad it to a width, so they depend on the value: dropped.
+    skeleton = statnames.VALUE.join(map(str.rstrip, parts[::2], repeat(" \t")))
+    layout = _layouts.get(skeleton)
     if layout is None:
-        if len(_layouts) >= _MAX_LAYOUTS:
+        layout = _layout(statnames.names(skeleton))
+        if sum(len(names) for names, _ in _layouts.values()) + len(layout[0]) > _MAX_NAMES:
             _layouts.clear()
-        layout = _layouts[fingerprint] = _layout(gaps[:-1])
+        _layouts[skeleton] = layout
     names, pick = layout
-    # Converting each distinct value once: most are "0", "-nan", "0.000000" and the like.
+    # Converting each distinct value once: most are "0", "-nan", "none" and the like.
     converted = {v: _value(v) for v in set(values)}
-    vals: Sequence[StatValue] = list(map(converted.__getitem__, values))
-    if pick is not None:
-        vals = pick(vals)
-    return dict(zip(names, vals))
+    vals = list(map(converted.__getitem__, values))
+    stats: dict[str, StatValue] = {"kernel_name": head.removeprefix("kernel_name =").strip()}
+    stats.update(zip(names, vals if pick is None else pick(vals)))
+    return stats
 
 
-def _layout(gaps: list[str]) -> _Layout:
-    names: list[str] = []
-    taken: list[int] = []
-    seen: dict[str, int] = {}
-    for i, gap in enumerate(gaps):
-        name = gap.rpartition(",")[2].rpartition(": ")[2].strip()
-        if not name:
-            if taken:
-                taken[-1] = i
-            continue
-        n = seen[name] = seen.get(name, 0) + 1
-        names.append(name if n == 1 else f"{name}#{n}")
-        taken.append(i)
-    if taken == list(range(len(gaps))):
-        return tuple(names), None
+def _layout(names: list[str | None]) -> _Layout:
+    taken = [i for i, name in enumerate(names) if name is not None]
+    kept = tuple(name for name in names if name is not None)
+    if len(taken) == len(names):
+        return kept, None
     if len(taken) > 1:
-        return tuple(names), itemgetter(*taken)
+        return kept, itemgetter(*taken)
     # itemgetter of one index returns the item, not a sequence.
-    return tuple(names), lambda vals: [vals[i] for i in taken]
+    return kept, lambda vals: [vals[i] for i in taken]
 
 
 def _value(text: str) -> StatValue:
-    # float() takes most values as they are; "_" is the one thing it reads that is not a
-    # number here (1_000), and it also reads nan and inf, which stay text.
-    if "_" not in text:
-        try:
-            number = float(text)
-        except ValueError:
-            pass
-        else:
-            return number if number - number == 0 else text
-    match = _NUMBER.match(text)
-    if match is None:
+    # Every value the regex takes is a number float() reads (nan and inf too), or `none`.
+    try:
+        number = float(text)
+    except ValueError:
         return text
-    number = float(match[0])
-    return number if number - number == 0 else text
+    return number if number - number == 0 else NonFinite(number)
 
 
 # --- the stream ---------------------------------------------------------------------------
@@ -355,13 +345,12 @@ class LogParser:
 
     def _block(self, block: str, out: list[Output]) -> None:
         stats = parse_stats(block)
-        name = block[len(_BLOCK_START) : block.find("\n")].strip()
+        name = str(stats["kernel_name"])
         if name:
-            stats["kernel_name"] = name
-            uid = stats.get("kernel_launch_uid")
+            uid = _number(stats, "kernel_launch_uid")
             out.append(
                 KernelFinished(
-                    uid=int(uid) if isinstance(uid, float) else self._last_uid,
+                    uid=int(uid) if "kernel_launch_uid" in stats else self._last_uid,
                     name=name,
                     gpu_sim_cycle=int(_number(stats, "gpu_sim_cycle")),
                     gpu_sim_insn=int(_number(stats, "gpu_sim_insn")),
@@ -374,15 +363,16 @@ class LogParser:
                 gpu_tot_sim_cycle=int(_number(stats, "gpu_tot_sim_cycle")),
                 gpu_tot_sim_insn=int(_number(stats, "gpu_tot_sim_insn")),
                 gpu_tot_ipc=_number(stats, "gpu_tot_ipc"),
-                sim_rate_ips=int(_number(stats, "gpgpu_simulation_rate")),
+                sim_rate_ips=int(_number(stats, "gpgpu_simulation_rate (inst/sec)")),
             )
         )
 
 
 def _number(stats: dict[str, StatValue], key: str) -> float:
-    # A missing or non-numeric stat reads as 0 rather than failing the whole run's parse.
+    # A missing, non-numeric or non-finite stat reads as 0 rather than failing the whole
+    # run's parse (the summary fields are plain numbers).
     value = stats.get(key)
-    return value if isinstance(value, float) else 0.0
+    return value if isinstance(value, float) and math.isfinite(value) else 0.0
 
 
 # --- the outcome --------------------------------------------------------------------------

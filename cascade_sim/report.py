@@ -18,7 +18,14 @@ from cascade_sim import logparse
 # output more it stays well under the event size limit.
 MAX_LINES_BYTES = 192 * 1024
 
-_encoder = msgspec.json.Encoder()
+
+def _nonfinite(value: object) -> str:
+    if isinstance(value, logparse.NonFinite):
+        return "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
+    raise NotImplementedError(type(value))
+
+
+_stats_encoder = msgspec.json.Encoder(enc_hook=_nonfinite)
 
 
 class Job(msgspec.Struct, frozen=True):
@@ -45,6 +52,19 @@ def content_type(name: str) -> str:
     return {"txt": "text/plain", "log": "text/plain", "csv": "text/csv", "json": "application/json"}.get(
         suffix, "application/octet-stream"
     )
+
+
+def stats_json(stats: dict[str, logparse.StatValue]) -> bytes:
+    """A stats map as the JSON object events and answers carry. JSON has no nan or infinity
+    and msgspec would write `null`, which the API's `float | str` does not allow, so they are
+    the strings "NaN", "Infinity" and "-Infinity": what JavaScript's Number(), Python's
+    float() and DuckDB's CAST(... AS DOUBLE) read back as the same float."""
+    raw = _stats_encoder.encode(stats)
+    if b"null" in raw:  # a plain float nan or inf, not made by the parser: make it one
+        raw = _stats_encoder.encode(
+            {k: logparse.NonFinite(v) if isinstance(v, float) and v - v != 0 else v for k, v in stats.items()}
+        )
+    return raw
 
 
 def kernel_stats_csv(kernels: list[logparse.KernelFinished]) -> bytes:
@@ -161,7 +181,8 @@ class SimReport:
                 gpu_sim_insn=k.gpu_sim_insn,
                 gpu_ipc=k.gpu_ipc,
                 sim_time_ns=k.gpu_sim_cycle / self.job.gpu_config.core_clock_mhz * 1000,
-                stats=msgspec.Raw(_encoder.encode(k.stats)),
+                stats=msgspec.Raw(stats_json(k.stats)),
+                stats_naming=logparse.STATS_NAMING,
             )
         )
         # Only the summary is kept for kernel-stats.csv: the full maps are in the events.

@@ -32,3 +32,19 @@ def wait_until(condition: Callable[[], object], timeout: float, message: str = "
     while not condition():
         assert time.monotonic() < deadline, message
         time.sleep(0.05)
+
+
+def stats_blocks(text: str) -> list[str]:
+    """Every stats block of a simulator log, `kernel_name = ...` to the
+    `gpgpu_silicon_slowdown` line, read line by line (not the parser's way)."""
+    blocks: list[str] = []
+    lines: list[str] | None = None
+    for line in text.split("\n"):
+        if lines is None and line.startswith("kernel_name = "):
+            lines = []
+        if lines is not None:
+            lines.append(line)
+            if line.startswith("gpgpu_silicon_slowdown = "):
+                blocks.append("\n".join(lines))
+                lines = None
+    return blocks

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -19,7 +20,8 @@ import httpx
 import pytest
 
 from cascade_http.config import Settings
-from cascade_sim.logparse import LogParser
+from cascade_sim.logparse import KernelFinished, LogParser
+from cascade_sim.report import stats_json
 from tests.cascade_http.live import LiveServer, live_server, sse_events
 from tests.cascade_http.trace_archives import files_of, tar_of
 from tests.cascade_sim.world import accelsim_tree
@@ -58,11 +60,12 @@ def live(tmp_path: Path, nats_url: str, accelsim: Path) -> Iterator[LiveServer]:
 
 
 def recorded_kernels() -> list[dict[str, object]]:
-    """Each kernel's summary and stats map from the recorded log, read whole."""
+    """Each kernel's summary and stats map from the recorded log, read whole; the map as the
+    JSON answers show it (nan as "NaN")."""
     parser = LogParser()
     outputs = parser.feed(RECORDED) + parser.finish()
-    return [{"uid": o.uid, "name": o.name, "cycles": o.gpu_sim_cycle, "insn": o.gpu_sim_insn, "ipc": o.gpu_ipc, "stats": o.stats}
-            for o in outputs if type(o).__name__ == "KernelFinished"]
+    return [{"uid": o.uid, "name": o.name, "cycles": o.gpu_sim_cycle, "insn": o.gpu_sim_insn, "ipc": o.gpu_ipc,
+             "stats": json.loads(stats_json(o.stats))} for o in outputs if isinstance(o, KernelFinished)]
 
 
 def without_wall_clock(stats: dict[str, object]) -> dict[str, object]:
@@ -91,7 +94,7 @@ def test_upload_run_watch_and_read_everything_back(live: LiveServer, accelsim: P
     run, seen = anyio.run(scenario)
     assert seen[0].event == "snapshot"
     assert seen[-1].event == "run" and seen[-1].data["state"] == "succeeded"
-    assert [e.id for e in seen] == sorted(e.id for e in seen), "in stream order"
+    assert [e.position for e in seen] == sorted({e.position for e in seen}), "in stream order"
     assert sum(e.event == "kernel" for e in seen) == 9
     run_id = run["id"]
 
@@ -114,9 +117,21 @@ def test_upload_run_watch_and_read_everything_back(live: LiveServer, accelsim: P
 
         results = http.get(f"/api/runs/{run_id}/results")
         assert results.headers["content-disposition"] == f'attachment; filename="{run_id}-results.json"'
+        by_sim = {}
         for sim in results.json()["sims"]:
+            by_sim[sim["sim"]["id"]] = sim["kernels"]
             for kernel, want in zip(sim["kernels"], expected, strict=True):
-                assert without_wall_clock(kernel["stats"]) == without_wall_clock(want["stats"])  # type: ignore[arg-type]
+                stats = kernel["stats"]
+                assert without_wall_clock(stats) == without_wall_clock(want["stats"])  # type: ignore[arg-type]
+                assert len(stats) > 3800 and stats["gpu_occupancy"] == "NaN"  # every value of the block
+                # The read model's columns, the download and the map say the same.
+                assert (stats["kernel_name"], stats["kernel_launch_uid"]) == (kernel["kernel_name"], kernel["kernel_launch_uid"])
+                assert (stats["gpu_sim_cycle"], stats["gpu_sim_insn"], stats["gpu_ipc"]) == (
+                    kernel["gpu_sim_cycle"], kernel["gpu_sim_insn"], kernel["gpu_ipc"])
+        listed = {(k["sim_id"], k["kernel_index"]): k for k in kernels}
+        for sim_id, sim_kernels in by_sim.items():
+            for kernel in sim_kernels:
+                assert {**kernel, "stats": {}} == listed[(sim_id, kernel["kernel_index"])]
 
         sim_id = detail["sims"][0]["id"]
         names = [f["name"] for f in http.get(f"/api/sims/{sim_id}/files").json()]
@@ -125,6 +140,9 @@ def test_upload_run_watch_and_read_everything_back(live: LiveServer, accelsim: P
         assert stats_csv[0] == ["uid", "name", "gpu_sim_cycle", "gpu_sim_insn", "ipc"]
         assert [(int(r[0]), int(r[2]), int(r[3]), float(r[4])) for r in stats_csv[1:]] == [
             (k["uid"], k["cycles"], k["insn"], k["insn"] / k["cycles"]) for k in expected  # type: ignore[operator]
+        ]
+        assert [(r[1], int(r[2])) for r in stats_csv[1:]] == [
+            (k["stats"]["kernel_name"], k["stats"]["gpu_sim_cycle"]) for k in by_sim[sim_id]
         ]
         assert http.get(f"/api/sims/{sim_id}/files/exit-status.txt").text == "0\n"
         log_gz = http.get(f"/api/sims/{sim_id}/files/accelsim.log.gz")

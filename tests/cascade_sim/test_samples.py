@@ -6,7 +6,9 @@ from starlette.testclient import TestClient
 
 from cascade_http.app import create_app
 from cascade_http.config import Settings
+from cascade_core import events as ev
 from cascade_sim import samples
+from cascade_sim.logparse import STATS_NAMING
 
 TOKEN = "t"
 
@@ -34,7 +36,9 @@ def test_samples_load_once_and_every_route_has_real_numbers(tmp_path: Path, nats
         log = client.get("/api/sims/sim-sample-combo-titanx-0/log").text
         assert log.startswith("Accel-Sim [build accelsim-commit-73f9fac")
         results = client.get("/api/sims/sim-sample-combo-titanx-0/results").json()
-        assert len(results["kernels"][0]["stats"]) > 500
+        stats = results["kernels"][0]["stats"]  # every value of the recorded block, by naming 2
+        assert len(stats) == 3814 and stats["Warp Occupancy Distribution.W0_Scoreboard"] == 1157.0
+        assert stats["gpu_occupancy"] == "NaN"
 
         created = client.post("/api/runs", json={"trace_id": "sample__combo-vec-mm-xz", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})
         assert created.status_code == 409, created.text
@@ -53,5 +57,7 @@ def test_samples_load_once_and_every_route_has_real_numbers(tmp_path: Path, nats
 def test_sample_events_are_the_same_every_time() -> None:
     first, second = samples.samples(), samples.samples()
     assert first == second
+    finished = [e for s in first for e in s.events if isinstance(e, ev.KernelFinished)]
+    assert finished and {e.stats_naming for e in finished} == {STATS_NAMING}
     ids = [e.id for s in first for e in s.events]
     assert len(ids) == len(set(ids))
