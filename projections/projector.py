@@ -255,15 +255,17 @@ class Projector:
         self.live = Live()
         self._advanced = asyncio.Condition()
 
-    async def run(self, *, until_caught_up: bool = False) -> None:
-        """Apply batches as they arrive, forever, or until everything stored is applied. A
-        failure (the stream's server gone, a broken connection) leaves DuckDB at its last
-        committed batch, so the projector starts again from there, after a pause, rather than
-        stopping for good."""
+    async def run(self, *, until_seq: int | None = None) -> None:
+        """Apply batches as they arrive, forever, or until `until_seq` is applied (or everything
+        stored, if less). A failure (the stream's server gone, a broken connection) leaves DuckDB
+        at its last committed batch, so the projector starts again from there, after a pause,
+        rather than stopping for good."""
         while True:
             try:
-                await self._consume(until_caught_up=until_caught_up)
-                if until_caught_up:
+                if until_seq is None:
+                    await self._consume(until_caught_up=False)
+                else:
+                    await self.catch_up(until_seq=until_seq)
                     return
             except Exception:
                 log.exception("projection stopped at sequence %d; resuming from there", self.applied)

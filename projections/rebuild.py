@@ -2,9 +2,10 @@
 
 A read model that is this version's (`version.py`) is projected onto as it is. An outdated one
 keeps answering reads, as it was, while the projector rebuilds the read model from the log
-into a file beside it, `<db>.rebuild`, logging its progress; once that has caught up with the
-stream it takes the old file's name (`replay.move_onto`) and reads move to it. Until then
-nothing is projected onto the old file and the service is read-only (`Rebuild` in its health).
+into a file beside it, `<db>.rebuild`, logging its progress; once that has reached the old
+file's checkpoint it takes the old file's name (`replay.move_onto`), reads move to it, and the
+projector goes on from there. Until then nothing is projected onto the old file and the
+service is read-only (`Rebuild` in its health).
 
 The old file is opened read-only under a second name, a hard link made for the moment of
 opening it: DuckDB knows an open database by its path, and the rebuilt file is opened again
@@ -13,9 +14,11 @@ whole at `<db>` until the rename; the next start goes on with `<db>.rebuild` fro
 checkpoint, or starts it again if it is unusable, and a complete rebuild is never taken for
 the old file, nor a partial one for complete.
 
-Live run streams get the changes of every batch the rebuild commits: a stream that read its
-snapshot from the old file goes on from that file's checkpoint with what the rebuild makes of
-the events after it, so it misses and repeats nothing across the swap.
+Every run stream opened meanwhile reads up to the old file's checkpoint S, from its snapshot
+or from the log (`cascade_http/run_events.py`), and goes on with the changes past S. The
+rebuild stops at S, so that those are all made after the swap, from the rebuilt file, and
+published to every stream then: none is missed or sent twice. What the rebuild makes of the
+events up to S is published to none (`Live.quiet_until`).
 """
 
 from __future__ import annotations
@@ -106,6 +109,7 @@ class ReadModel:
             try:
                 rebuilding = _Rebuilding(why.reason, tables.checkpoint(old))
                 projector = Projector(store, _open_rebuild(db))
+                projector.live.quiet_until = rebuilding.seq
             except BaseException:
                 old.close()
                 raise
@@ -145,12 +149,12 @@ class ReadModel:
 
     async def run(self) -> None:
         """Project the log as it arrives, forever: into the read model, or into its rebuild
-        until that has caught up and taken the old one's place."""
+        until that has reached the old one's checkpoint and taken its place."""
         if self._rebuilding is not None:
-            started, first = time.monotonic(), self.projector.applied
+            started, first, target = time.monotonic(), self.projector.applied, self._rebuilding.seq
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._report, started, first)
-                await self.projector.run(until_caught_up=True)
+                tg.start_soon(self._report, started, first, target)
+                await self.projector.run(until_seq=target)
                 tg.cancel_scope.cancel()
             await anyio.to_thread.run_sync(self._swap)
             for forget in self._after_swap:
@@ -162,17 +166,14 @@ class ReadModel:
             )
         await self.projector.run()
 
-    async def _report(self, started: float, first: int) -> None:
-        last = 0
+    async def _report(self, started: float, first: int, target: int) -> None:
         while True:
             await anyio.sleep(PROGRESS_S)
-            with contextlib.suppress(Exception):  # a progress line is not worth stopping for
-                last = await self.projector.store.last_seq()
             applied = self.projector.applied
             rate = (applied - first) / (time.monotonic() - started)
             log.info(
                 "rebuilding read model %s: %s of %s events (%.0f%%), %s events/s",
-                self.db, f"{applied:,}", f"{last:,}", 100 * applied / max(last, 1), f"{rate:,.0f}",
+                self.db, f"{applied:,}", f"{target:,}", 100 * applied / max(target, 1), f"{rate:,.0f}",
             )
 
     def _swap(self) -> None:

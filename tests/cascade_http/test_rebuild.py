@@ -56,7 +56,7 @@ async def test_a_changed_version_rebuilds_the_read_model_while_the_old_one_answe
         created = await append(store, live, [*w.trace_events(), w.run_created()])
         while await store.last_seq() < created[-1] + 2:  # the dispatcher queues the run's two sims
             await anyio.sleep(0.01)
-        await append(store, live, lives[:half])
+        first = await append(store, live, lives[:half])
         async with httpx.AsyncClient(base_url=live.url, headers=AUTH, timeout=30) as http:
             before = (await http.get(f"/api/runs/{w.RUN_ID}")).json()
     with duckdb.connect(str(settings.db_path), read_only=True) as con:
@@ -87,19 +87,25 @@ async def test_a_changed_version_rebuilds_the_read_model_while_the_old_one_answe
                 assert refused.json()["detail"].startswith("the read model is being rebuilt from the event log (0 events so far)")
                 assert (await http.get("/api/health")).json()["stream_seq"] == old_seq, "a refused command appends nothing"
 
-                async with http.stream("GET", EVENTS) as response:
-                    stream = sse_events(response)
-                    snapshot = await anext(stream)
-                    assert (snapshot.event, snapshot.id, snapshot.data) == ("snapshot", old_seq, before)
+                # A fresh stream and one resumed from before the old model's checkpoint.
+                cut = 3
+                async with http.stream("GET", EVENTS) as fresh, http.stream("GET", EVENTS, headers={"Last-Event-ID": f"{first[cut - 1]}.0"}) as resumed:
+                    fresh_events, resumed_events = sse_events(fresh), sse_events(resumed)
+                    snapshot = await anext(fresh_events)
+                    assert (snapshot.event, snapshot.id, snapshot.data) == ("snapshot", str(old_seq), before)
+                    caught_up = [await anext(resumed_events) for _ in first[cut:]]  # from the log, up to the old checkpoint
+                    assert [(e.event, e.id) for e in caught_up] == expected(lives[cut:half], first[cut:])[:-1]
                     seqs = await store.append_facts(lives[half:])  # the runners go on meanwhile
-                    progress = rf"rebuilding read model {re.escape(str(settings.db_path))}: 0 of {seqs[-1]:,} events \(0%\)"
+                    progress = rf"rebuilding read model {re.escape(str(settings.db_path))}: 0 of {old_seq:,} events \(0%\)"
                     while not re.search(progress, caplog.text):
                         await anyio.sleep(0.01)
                     released.set()
-                    rest = [event async for event in stream]  # until the run's end
-                assert [(e.event, e.id) for e in rest] == expected(lives[half:], seqs)
+                    rest = [event async for event in fresh_events]  # until the run's end
+                    resumed_rest = [event async for event in resumed_events]
+                assert [(e.event, e.id) for e in rest] == [(e.event, e.id) for e in resumed_rest] == expected(lives[half:], seqs)
+                assert [e.data for e in rest] == [e.data for e in resumed_rest]
 
-                while (after := (await http.get("/api/health")).json())["rebuild"] is not None:
+                while (after := (await http.get("/api/health")).json())["rebuild"] is not None or after["projected_seq"] < seqs[-1]:
                     await anyio.sleep(0.01)
                 assert after["projected_seq"] == after["stream_seq"] == seqs[-1]
                 verified = (await http.post("/api/replay/verify")).json()

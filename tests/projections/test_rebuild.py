@@ -5,6 +5,7 @@ the connection they started on."""
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from projections.replay import replay
 from tests.projections.changed_model import CHANGES, NOTE, add_a_column
 from tests.projections.histories import lifecycle
 from tests.projections.test_fold import dump
+from tests.projections.test_parking import assert_parked, poisoned_log
 
 pytestmark = pytest.mark.anyio
 
@@ -38,6 +40,11 @@ async def built(store: EventStore, db: Path) -> int:
     with connect(db) as con:
         await Projector(store, con).catch_up()
     return seqs[-1]
+
+
+def without_note(dumped: dict[str, list[tuple[object, ...]]]) -> dict[str, list[tuple[object, ...]]]:
+    """A dump of a read model with the column `add_a_column` adds (the sims table's last) left out."""
+    return dumped | {"sims": [row[:-1] for row in dumped["sims"]]}
 
 
 async def run_until_swapped(model: ReadModel, last: int) -> None:
@@ -127,6 +134,55 @@ async def test_an_outdated_read_model_is_rebuilt_beside_it_and_swapped_in(
     await replay(store, tmp_path / "fresh.duckdb")
     with connect(tmp_path / "fresh.duckdb") as fresh:
         assert rebuilt == dump(fresh)
+    assert (without_note(rebuilt) if change == "a column added" else rebuilt) == old, "every row once"
+
+
+async def test_a_rebuild_keeps_the_parked_parked_and_loses_or_repeats_nothing_while_reads_are_answered(
+    store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = out(tmp_path) / "readmodel.duckdb"
+    _, bad = await poisoned_log(store)
+    last = await store.last_seq()
+    with connect(db) as con:
+        await Projector(store, con).catch_up()
+        assert_parked(con, bad)
+        old = dump(con)
+    add_a_column(monkeypatch)
+    monkeypatch.setattr(projector_module, "MAX_BATCH", 3)
+    # The rebuild's third transaction waits until the test has read the old model meanwhile.
+    reached, released = threading.Event(), threading.Event()
+    real_apply = projector_module.apply
+    transactions = 0
+
+    def third_waits(*args: Any, **kwargs: Any) -> Folded:
+        nonlocal transactions
+        transactions += 1
+        if transactions == 3:
+            reached.set()
+            released.wait(30)
+        return real_apply(*args, **kwargs)
+
+    monkeypatch.setattr(projector_module, "apply", third_waits)
+    model = await ReadModel.open(store, db)
+    try:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(model.run)
+                assert await anyio.to_thread.run_sync(reached.wait, 30)
+                assert model.rebuild is not None and 0 < model.rebuild.applied < last and model.seq == last
+                with model.reader() as con:
+                    assert dump(con) == old
+                released.set()
+                while model.rebuild is not None:
+                    await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+    finally:
+        released.set()
+    with model.reader() as con:
+        assert_parked(con, bad)
+        assert con.execute("SELECT list(DISTINCT note), count(*) FROM sims").fetchone() == ([NOTE], 3)
+        assert without_note(dump(con)) == old, "every row once, parked messages too"
+    model.close()
 
 
 class Crash(Exception):
