@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 import anyio
 import duckdb
@@ -23,8 +22,6 @@ import pytest
 from cascade_http.config import Settings
 from cascade_nats.store import EventStore
 from projections import rebuild, tables, version
-from projections import projector as projector_module
-from projections.fold import Folded
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN
 from tests.cascade_http.live import live_server, sse_events
@@ -33,6 +30,7 @@ from tests.cascade_http.test_cli import append_lifecycle, run_cli, wait_projecte
 from tests.cascade_http.test_sse import append, expected, sim_lives
 from tests.projections.changed_model import CHANGES, NOTE
 from tests.projections.test_fold import dump
+from tests.projections.test_rebuild import on_transaction
 from tests.support import wait_until
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -66,13 +64,7 @@ async def test_a_changed_version_rebuilds_the_read_model_while_the_old_one_answe
     monkeypatch.setattr(rebuild, "PROGRESS_S", 0.05)
     # The rebuild's first transaction waits until the test has seen the old model answer.
     released = threading.Event()
-    real_apply = projector_module.apply
-
-    def held(*args: Any, **kwargs: Any) -> Folded:
-        released.wait(30)
-        return real_apply(*args, **kwargs)
-
-    monkeypatch.setattr(projector_module, "apply", held)
+    on_transaction(monkeypatch, 1, lambda: released.wait(30))
     caplog.set_level(logging.INFO, "cascade.projector")
     try:
         with live_server(settings) as live, anyio.fail_after(60):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from projections import fold, rebuild, tables, version
 from projections import projector as projector_module
 from projections.fold import Folded
 from projections.projector import Projector, connect
+from projections.projector import apply as real_apply
 from projections.readers import Readers
 from projections.rebuild import ReadModel
 from projections.replay import replay
@@ -27,6 +29,7 @@ from tests.projections.test_fold import dump
 from tests.projections.test_parking import assert_parked, poisoned_log
 
 pytestmark = pytest.mark.anyio
+
 
 def out(tmp_path: Path) -> Path:
     """A directory of its own (the test's nats-server keeps its store in `tmp_path`)."""
@@ -45,6 +48,21 @@ async def built(store: EventStore, db: Path) -> int:
 def without_note(dumped: dict[str, list[tuple[object, ...]]]) -> dict[str, list[tuple[object, ...]]]:
     """A dump of a read model with the column `add_a_column` adds (the sims table's last) left out."""
     return dumped | {"sims": [row[:-1] for row in dumped["sims"]]}
+
+
+def on_transaction(monkeypatch: pytest.MonkeyPatch, n: int, act: Callable[[], object]) -> Callable[[], int]:
+    """Make the projector call `act` as its `n`th transaction begins; returns how many have."""
+    begun = 0
+
+    def apply(*args: Any, **kwargs: Any) -> Folded:
+        nonlocal begun
+        begun += 1
+        if begun == n:
+            act()
+        return real_apply(*args, **kwargs)
+
+    monkeypatch.setattr(projector_module, "apply", apply)
+    return lambda: begun
 
 
 async def run_until_swapped(model: ReadModel, last: int) -> None:
@@ -151,18 +169,12 @@ async def test_a_rebuild_keeps_the_parked_parked_and_loses_or_repeats_nothing_wh
     monkeypatch.setattr(projector_module, "MAX_BATCH", 3)
     # The rebuild's third transaction waits until the test has read the old model meanwhile.
     reached, released = threading.Event(), threading.Event()
-    real_apply = projector_module.apply
-    transactions = 0
 
-    def third_waits(*args: Any, **kwargs: Any) -> Folded:
-        nonlocal transactions
-        transactions += 1
-        if transactions == 3:
-            reached.set()
-            released.wait(30)
-        return real_apply(*args, **kwargs)
+    def wait_for_the_test() -> None:
+        reached.set()
+        released.wait(30)
 
-    monkeypatch.setattr(projector_module, "apply", third_waits)
+    on_transaction(monkeypatch, 3, wait_for_the_test)
     model = await ReadModel.open(store, db)
     try:
         with anyio.fail_after(30):
@@ -197,22 +209,16 @@ async def test_a_rebuild_stopped_halfway_goes_on_from_its_checkpoint_at_the_next
     add_a_column(monkeypatch)
     monkeypatch.setattr(projector_module, "MAX_BATCH", 5)
     monkeypatch.setattr(projector_module, "RETRY_S", 60.0)  # the failed rebuild waits here until stopped
-    real_apply = projector_module.apply
-    commits = 0
 
-    def third_commit_fails(*args: Any, **kwargs: Any) -> Folded:
-        nonlocal commits
-        commits += 1
-        if commits == 3:
-            raise Crash("the machine went down")
-        return real_apply(*args, **kwargs)
+    def crash() -> None:
+        raise Crash("the machine went down")
 
-    monkeypatch.setattr(projector_module, "apply", third_commit_fails)
+    begun = on_transaction(monkeypatch, 3, crash)
     model = await ReadModel.open(store, db)
     with anyio.fail_after(30):
         async with anyio.create_task_group() as tg:
             tg.start_soon(model.run)
-            while commits < 3:
+            while begun() < 3:
                 await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
     model.close()
