@@ -202,10 +202,19 @@ class Problem(msgspec.Struct, frozen=True, kw_only=True):
     restarts: int
 
 
+class Rebuild(msgspec.Struct, frozen=True, kw_only=True):
+    """The read model being rebuilt from the log, because another version of Cascade built
+    it: reads answer from the old one, as it was, and requests that change something are
+    refused (503) until the new one has caught up and taken its place."""
+
+    reason: str  # what changed since the old one was built
+    applied: int  # events the new one has applied, of the stream's `stream_seq`
+
+
 class Health(msgspec.Struct, frozen=True, kw_only=True):
     status: Literal["ok", "degraded"]
     stream_seq: Annotated[int | None, msgspec.Meta(description="The log's last sequence; null while NATS does not answer.")]
-    projected_seq: int
+    projected_seq: int  # the last event reads show
     queue_depth: Annotated[
         int | None,
         msgspec.Meta(description="Unfinished sims that no live runner holds: waiting for one. Null while NATS does not answer."),
@@ -213,6 +222,7 @@ class Health(msgspec.Struct, frozen=True, kw_only=True):
     runners: Annotated[int | None, msgspec.Meta(description="Live runners; null while NATS does not answer.")]
     parked: int  # stored messages no consumer could use (`GET /api/parked`)
     problems: list[Problem]
+    rebuild: Rebuild | None = None  # set while the read model is rebuilt
 
 
 class ParkedEvent(msgspec.Struct, frozen=True, kw_only=True):

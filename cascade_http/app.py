@@ -25,6 +25,7 @@ from cascade_http.service import NATS_ANSWER_S, cascade
 from cascade_http.auth import BearerAuth
 from cascade_http.config import Settings
 from cascade_http.openapi import document, operation
+from cascade_http.read_only import ReadOnlyWhileRebuilding
 from cascade_http.readmodel import read
 from cascade_http.responses import MsgspecResponse
 from cascade_http.validation import RequestValidationError
@@ -42,7 +43,10 @@ WEB_DIR = Path(__file__).parent / "static"
     summary="Service health",
     description="`ok`, or `degraded` (503) with what fails: a task of the service that keeps failing and is being "
     "started again (the projector, the dispatcher, the runner's loops, the embedded nats-server), or NATS out of "
-    "reach, while reads show the read model as it last was. Answers within seconds however NATS is.",
+    "reach, while reads show the read model as it last was. Answers within seconds however NATS is. "
+    "`projected_seq` is the last event reads show. While a read model another version built is rebuilt from the "
+    "log, `rebuild` says why and how far it is: reads answer from the old one, and requests that change something "
+    "answer 503 with `Retry-After` until the new one takes its place.",
     tag="service",
     response=Health,
     also={503: "Degraded: `problems` says what fails."},
@@ -67,11 +71,12 @@ async def health(request: Request) -> Response:
     report = Health(
         status="degraded" if problems else "ok",
         stream_seq=stream_seq,
-        projected_seq=c.projector.applied,
+        projected_seq=c.read_model.seq,
         queue_depth=queue_depth,
         runners=None if runners is None else len(runners),
         parked=await read(c, parked_count),
         problems=problems,
+        rebuild=c.read_model.rebuild,
     )
     return MsgspecResponse(report, status_code=503 if problems else 200)
 
@@ -132,7 +137,7 @@ def create_app(settings: Settings, embedded: EmbeddedNats | None = None) -> Star
     app_routes = routes()
     app = Starlette(
         routes=[*app_routes, *web_routes()],
-        middleware=[Middleware(BearerAuth)],
+        middleware=[Middleware(BearerAuth), Middleware(ReadOnlyWhileRebuilding)],
         exception_handlers={HTTPException: http_error, RequestValidationError: validation_error, EventTooLarge: event_too_large},
         lifespan=lifespan,
     )

@@ -336,6 +336,7 @@ async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
     import duckdb
 
     from projections.replay import verify
+    from projections.version import Outdated
 
     if not settings.db_path.exists():
         raise ConfigError(f"no read model at {settings.db_path}")
@@ -348,6 +349,8 @@ async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
             with event_log.configured_or_embedded(settings) as nats:
                 async with event_log.open_store(nats.url) as store:
                     return await verify(store, con.cursor())
+        except Outdated as why:
+            raise ConfigError(f"read model {settings.db_path} {why.reason}; `cascade serve` rebuilds it from the log") from why
         finally:
             con.close()
 

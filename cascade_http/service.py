@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Hashable
 from datetime import UTC, datetime
@@ -37,7 +36,7 @@ from cascade_sim.dispatcher import dispatch, ensure_consumers
 from cascade_sim.install import AccelSimInstall
 from cascade_sim import registry, samples
 from cascade_sim import runner as sim_runner
-from projections.projector import Projector, connect
+from projections.rebuild import ReadModel
 
 log = logging.getLogger("cascade")
 
@@ -54,7 +53,7 @@ class Cascade:
         nc: Client,
         store: EventStore,
         objects: Objects,
-        projector: Projector,
+        read_model: ReadModel,
         install: AccelSimInstall | None,
         supervision: Supervision,
     ) -> None:
@@ -62,28 +61,29 @@ class Cascade:
         self.nc = nc
         self.store = store
         self.objects = objects
-        self.projector = projector
+        self.read_model = read_model
+        self.projector = read_model.projector
         self.install = install
         self.gpu_configs: list[GpuConfig] = install.configs() if install is not None else []
-        self._cursors = projector.con.cursor()
-        self._cursors_lock = threading.Lock()
         self.step_timelines = StepTimelines(objects)
         self.comparisons: Lru[Hashable, Comparison] = Lru(64)
         self.supervision = supervision
         self._kv: KeyValue | None = None
         self._runners: tuple[float, list[Runner]] | None = None
+        read_model.after_swap(self._forget_comparisons)
+
+    def _forget_comparisons(self) -> None:
+        """Comparisons kept from a read model another version built: the rebuilt one may
+        differ. A read still on the old one keeps its cache to itself."""
+        self.comparisons = Lru(64)
 
     def gpu_config(self, name: str) -> GpuConfig | None:
         return next((c for c in self.gpu_configs if c.name == name), None)
 
-    def reader(self) -> duckdb.DuckDBPyConnection:
-        """A connection for one reading thread; DuckDB shows it the last committed batch.
-
-        A DuckDB connection is not safe to use from two threads at once, and making a cursor
-        uses the one it is made from, so cursors come from a connection of their own, one at
-        a time, never from the projector's while it writes."""
-        with self._cursors_lock:
-            return self._cursors.cursor()
+    def reader(self) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
+        """A cursor of the read model for one reading thread, closed on leaving
+        (`projections/readers.py`)."""
+        return self.read_model.reader()
 
     async def runners(self) -> list[Runner] | None:
         """Runners that announced themselves recently (as of at most a second ago); None
@@ -144,11 +144,10 @@ async def running(settings: Settings, embedded: nats_server.EmbeddedNats | None 
         if settings.samples:
             await samples.load(store, objects)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        con = await anyio.to_thread.run_sync(connect, settings.db_path)
-        projector = Projector(store, con)
-        await projector.catch_up()
+        read_model = await ReadModel.open(store, settings.db_path)
+        await read_model.catch_up()
         install = AccelSimInstall(settings.accelsim_dir) if settings.accelsim_dir is not None else None
-        cascade = Cascade(settings, nc, store, objects, projector, install, supervision)
+        cascade = Cascade(settings, nc, store, objects, read_model, install, supervision)
         if install is None:
             log.warning("no Accel-Sim dir (CASCADE_ACCELSIM_DIR): the GPU config list is empty and no sim runs here")
         else:
@@ -157,7 +156,7 @@ async def running(settings: Settings, embedded: nats_server.EmbeddedNats | None 
         async with anyio.create_task_group() as tg:
             if embedded is not None:
                 tg.start_soon(supervise, "nats-server", embedded.keep_running, supervision)
-            tg.start_soon(supervise, "projector", projector.run, supervision)
+            tg.start_soon(supervise, "projector", read_model.run, supervision)
             tg.start_soon(supervise, "dispatcher", lambda: dispatch(store), supervision)
             if settings.runner and install is not None:
                 runner = sim_runner.Runner(
@@ -172,7 +171,7 @@ async def running(settings: Settings, embedded: nats_server.EmbeddedNats | None 
                 tg.start_soon(supervise, "runner", runner.run, supervision)
             yield cascade
             tg.cancel_scope.cancel()
-        con.close()
+        read_model.close()
     finally:
         await store.close()
         await objects.close()

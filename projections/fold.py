@@ -41,6 +41,11 @@ from projections.rows import (
 
 LOG_TAIL = 20
 
+# What the fold makes of the log. Bump it whenever the same events would now give other rows
+# (a rule, a derived value, a default) without any table changing shape: a read model built
+# by another version is then rebuilt from the log when the service starts (`rebuild.py`).
+VERSION = 1
+
 _json = msgspec.json.Encoder()
 _counts_decoder = msgspec.json.Decoder(dict[str, int])
 _entries = msgspec.json.Decoder(list[RunEntry])

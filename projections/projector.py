@@ -26,11 +26,11 @@ from cascade_core import subjects
 from cascade_core.heap import settle_heap
 from cascade_nats.firehose import Frame
 from cascade_nats.store import EventStore
-from projections import parking, tables
+from projections import parking, tables, version
 from projections.fold import Folded, Rows, Unfoldable, fold, touched
 from projections.live import Live
 from projections.parking import Batch
-from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_TABLE, ParkedRow
+from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, ParkedRow
 
 log = logging.getLogger("cascade.projector")
 
@@ -54,9 +54,15 @@ IDLE_S = 0.5
 
 
 def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
+    """The read model at `path`, a new one made this version's (`version.py`). One another
+    version built raises `version.Outdated` and is left as it is (`rebuild.py` rebuilds it)."""
     con = duckdb.connect(str(path))
-    con.execute("SET checkpoint_threshold = '1GB'")  # DuckDB's own, should the projector's keep failing
-    tables.create_all(con)
+    try:
+        con.execute("SET checkpoint_threshold = '1GB'")  # DuckDB's own, should the projector's keep failing
+        version.ensure(con)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
@@ -148,7 +154,7 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
         if rows:
             _insert(con, table, rows, dedupe=APPEND_TABLES[table][1])
     if parked:
-        _insert(con, PARKED_TABLE, list(parked), dedupe=("seq",))
+        _insert(con, PARKED_TABLE, list(parked), dedupe=PARKED_KEY)
     con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
 
 
@@ -249,13 +255,23 @@ class Projector:
         self.live = Live()
         self._advanced = asyncio.Condition()
 
-    async def run(self) -> None:
-        """Apply batches as they arrive, until something fails (the stream's server gone, a
-        broken connection). A failure leaves DuckDB at its last committed batch, so whatever
-        runs this (a supervisor) can start it again, and it goes on from there."""
+    async def run(self, *, until_seq: int | None = None) -> None:
+        """Apply batches as they arrive, or until `until_seq` is applied (or everything stored,
+        if less), until something fails (the stream's server gone, a broken connection). A
+        failure leaves DuckDB at its last committed batch, so whatever runs this (a supervisor)
+        can start it again, and it goes on from there."""
         self.cache.clear()
         self.applied = tables.checkpoint(self.con)
-        await self._consume(until_caught_up=False)
+        if until_seq is None:
+            await self._consume(until_caught_up=False)
+        else:
+            await self.catch_up(until_seq=until_seq)
+
+    def reopened(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Go on in `con`: the same read model, opened again under another name."""
+        assert tables.checkpoint(con) == self.applied, "not the read model the projector wrote"
+        self.con = con
+        self._wal = wal_of(con)
 
     async def catch_up(self, *, until_seq: int | None = None) -> None:
         """Apply everything stored now, or up to `until_seq`, then return."""

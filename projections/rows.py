@@ -160,5 +160,7 @@ APPEND_TABLES: dict[str, tuple[type[msgspec.Struct], tuple[str, ...]]] = {
     "sim_files": (SimFileRow, ("sim_id", "attempt", "name")),
 }
 
-# Written by the projector beside what the fold returns, in the same transaction.
+# Written by the projector beside what the fold returns, in the same transaction; a message is
+# parked once.
 PARKED_TABLE = "parked"
+PARKED_KEY = ("seq",)

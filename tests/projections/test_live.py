@@ -14,7 +14,8 @@ pytestmark = pytest.mark.anyio
 
 def kernels(run_id: str, count: int, stats_bytes: int) -> list[Change]:
     stats = '{"x": "' + "s" * stats_bytes + '"}'
-    return [Change(seq=i, k=0, run_id=run_id, kind="kernel", row=KernelRow("sim", 1, i, i, "k", 1, 1, 1.0, 1.0, stats, i)) for i in range(count)]
+    # Sequences as JetStream numbers them, from 1: none is before every read model's start.
+    return [Change(seq=i, k=0, run_id=run_id, kind="kernel", row=KernelRow("sim", 1, i, i, "k", 1, 1, 1.0, 1.0, stats, i)) for i in range(1, count + 1)]
 
 
 async def test_a_subscriber_that_stops_taking_is_let_go_and_one_that_takes_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
