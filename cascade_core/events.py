@@ -34,10 +34,17 @@ class StoredFile(msgspec.Struct, frozen=True):
     digest: str
 
 
-class RealTiming(msgspec.Struct, frozen=True):
+class RealTiming(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A kernel launch as measured on hardware, in one pass over the program (`repeat`, from
+    0): its duration, its GPU cycles (Nsight Compute's `gpc__cycles_elapsed.avg`), or both.
+    `kernel_id` is the launch's uid in the trace (in older events, the id the file gave it);
+    either way it orders a pass's rows."""
+
     kernel_id: int
     kernel_name: str
-    duration_ns: float
+    duration_ns: float | None
+    repeat: int = 0
+    cycles: float | None = None
 
 
 class TraceEvent(Event, frozen=True, kw_only=True):

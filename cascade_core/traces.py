@@ -29,6 +29,7 @@ from cascade_core.gpu_configs import suggested_config
 from cascade_core.ids import is_trace_id
 from cascade_core.limits import too_large
 from cascade_core.models import GpuConfig, Trace, TraceKernel
+from cascade_core.realtiming import line_up, parse_timing
 from cascade_core.timeline import TimelineError, validate_timeline
 from cascade_core.tracefiles import (
     KERNELSLIST,
@@ -40,7 +41,6 @@ from cascade_core.tracefiles import (
     kernel_files,
     parse_cascade_json,
     parse_kernelslist,
-    parse_real_timing,
     trace_arch,
     trace_kernels,
 )
@@ -182,7 +182,7 @@ def decide_outcome(upload: Upload, received: Received, configs: Iterable[GpuConf
         has_timeline = received.step_timeline is not None
         if received.step_timeline is not None:
             validate_timeline(received.step_timeline, len(kernels))
-        timing = parse_real_timing(_text(received.real_timing, REAL_TIMING)) if received.real_timing is not None else []
+        timing = _timing(received.real_timing, REAL_TIMING, kernels) if received.real_timing is not None else []
         info = parse_cascade_json(received.cascade_json) if received.cascade_json is not None else TraceInfo()
     except (TraceError, TimelineError) as error:
         return [failed(upload, str(error), at, size=size)]
@@ -193,7 +193,7 @@ def decide_outcome(upload: Upload, received: Received, configs: Iterable[GpuConf
     ]
     out += [
         ev.TraceRealTimingListed(**upload.envelope(f"timing.{i}", at), trace_id=tid, rows=group)
-        for i, group in enumerate(batches(timing, MAX_TIMING_ROWS_PER_EVENT, lambda r: len(r.kernel_name) + 80))
+        for i, group in enumerate(_timing_batches(timing))
     ]
     out.append(
         ev.TraceReady(
@@ -260,6 +260,14 @@ def _kernels(received: Received) -> tuple[list[TraceKernel], str]:
     return trace_kernels(entries, received.headers), arch
 
 
+def _timing(raw: bytes, source: str, kernels: Sequence[TraceKernel]) -> list[ev.RealTiming]:
+    return line_up(parse_timing(_text(raw, source), source), kernels, source)
+
+
+def _timing_batches(rows: Sequence[ev.RealTiming]) -> list[list[ev.RealTiming]]:
+    return batches(rows, MAX_TIMING_ROWS_PER_EVENT, lambda r: len(r.kernel_name) + 100)
+
+
 def batches(items: Sequence[T], max_count: int, size: Callable[[T], int], max_bytes: int = MAX_EVENT_PAYLOAD) -> list[list[T]]:
     """`items` in order, cut into lists of at most `max_count` items and about `max_bytes`."""
     out: list[list[T]] = []
@@ -295,3 +303,4 @@ def decide_delete(
     if uploading_here:
         raise Refused(409, f"trace {trace_id} is still being uploaded; delete it once it is ready or failed")
     return ev.TraceDeleted(id=event_id, at=at, trace_id=trace_id)
+

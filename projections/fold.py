@@ -261,7 +261,7 @@ def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
             return
         case ev.TraceRealTimingListed() if trace is not None and _open(trace):
             for r in e.rows:
-                b.checked["trace_real_timing"].append(RealTimingRow(trace_id, r.kernel_id, r.kernel_name, r.duration_ns))
+                b.checked["trace_real_timing"].append(RealTimingRow(trace_id=trace_id, **msgspec.structs.asdict(r)))
             return
     if trace is None or trace.deleted or trace.state in ("ready", "failed") and not isinstance(e, ev.TraceDeleted):
         return

@@ -249,7 +249,7 @@ def run_kernel_chunks(con: Con, run: RunSummary) -> Iterator[bytes]:
         yield from kernel_chunks(con, run, [s.id for s in sim_rows(con, run)], stats=False)
 
 
-def _comparison_rows(con: Con, run: RunSummary, real: list[float], indices: list[int] | None) -> list[ComparisonRow]:
+def _comparison_rows(con: Con, run: RunSummary, real: list[float | None], indices: list[int] | None) -> list[ComparisonRow]:
     """Comparison rows for the given kernel indices (all when None)."""
     names = configs(run)
     only = "AND k.kernel_index IN (SELECT unnest(?))" if indices is not None else ""
@@ -268,10 +268,12 @@ def _comparison_rows(con: Con, run: RunSummary, real: list[float], indices: list
     return rows
 
 
-def _real_timing(con: Con, trace_id: str, has_real_timing: bool) -> list[float]:
+def _real_timing(con: Con, trace_id: str, has_real_timing: bool) -> list[float | None]:
+    """Each kernel's real duration in kernel_id order: the mean over the hardware repetitions."""
     if not has_real_timing:
         return []
-    return [r[0] for r in con.execute("SELECT duration_ns FROM trace_real_timing WHERE trace_id = ? ORDER BY kernel_id", [trace_id]).fetchall()]
+    sql = "SELECT avg(duration_ns) FROM trace_real_timing WHERE trace_id = ? GROUP BY kernel_id ORDER BY kernel_id"
+    return [r[0] for r in con.execute(sql, [trace_id]).fetchall()]
 
 
 def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
@@ -284,7 +286,7 @@ def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
 
 class _Computed(msgspec.Struct, frozen=True):
     comparison: Comparison
-    real: list[float]
+    real: list[float | None]
     kernels: int  # the kernels table's rows when computed
     last_seq: int  # and its highest sequence
 

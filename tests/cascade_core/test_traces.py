@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 
 from cascade_core import events as ev
@@ -112,7 +113,8 @@ def test_big_uploads_are_announced_in_events_that_stay_small() -> None:
     kernelslist = "".join(f"kernel-{i}.traceg\n" for i in range(1, 1201))
     headers = {f"kernel-{i}.traceg": header for i in range(1, 1201)}
     upload = received(kernelslist, **headers)
-    timing = "kernel_id,kernel_name,duration_ns\n" + "".join(f"{i},{long_name[:200]},{i}.5\n" for i in range(4500))
+    # Four hardware repetitions of every launch: 4,800 rows of 2 KB names.
+    timing = "".join("kernel_id,kernel_name,duration_ns\n" + "".join(f"{i},{long_name},{i}.5\n" for i in range(1200)) for _ in range(4))
     upload = Received(files=upload.files, headers=upload.headers, kernelslist=upload.kernelslist, real_timing=timing.encode())
     events = files_stored(UPLOAD, upload.files, AT) + decide_outcome(UPLOAD, upload, CONFIGS, AT)
     sizes = [len(ev.encode(e)) for e in events]
@@ -122,7 +124,8 @@ def test_big_uploads_are_announced_in_events_that_stay_small() -> None:
     assert kinds.count("trace.kernels_listed.v1") >= 3
     assert kinds.count("trace.real_timing_listed.v1") >= 3
     assert sum(len(e.kernels) for e in events if isinstance(e, ev.TraceKernelsListed)) == 1200
-    assert [r.kernel_id for e in events if isinstance(e, ev.TraceRealTimingListed) for r in e.rows] == list(range(4500))
+    listed = [(r.repeat, r.kernel_id) for e in events if isinstance(e, ev.TraceRealTimingListed) for r in e.rows]
+    assert listed == [(repeat, uid) for repeat in range(4) for uid in range(1, 1201)]
     assert len({e.id for e in events}) == len(events)
     assert isinstance(events[-1], ev.TraceReady) and events[-1].has_real_timing
 
@@ -161,3 +164,19 @@ def test_delete_decisions() -> None:
         ((trace(state="uploading"), None, True), (409, "trace demo is still being uploaded; delete it once it is ready or failed")),
     ]:
         assert refusal(decide, *args) == expected
+
+
+# --- real timing ----------------------------------------------------------------------------
+
+
+def test_an_uploads_timing_is_lined_up_with_its_kernels() -> None:
+    upload = received("kernel-1.traceg\nkernel-1.traceg\n", **{"kernel-1.traceg": HEADER})
+    timing = "kernel_id,kernel_name,duration_ns\n7,_Z6vecAddIfEvPT_S1_S1_i,100\n9,vecAdd,200\n"
+    events = decide_outcome(UPLOAD, msgspec.structs.replace(upload, real_timing=timing.encode()), CONFIGS, AT)
+    listed = next(e for e in events if isinstance(e, ev.TraceRealTimingListed))
+    assert [(r.kernel_id, r.duration_ns) for r in listed.rows] == [(1, 100.0), (2, 200.0)]
+    long = "kernel_id,kernel_name,duration_ns\n1,vecAdd,100\n2,vecAdd,100\n3,vecAdd,100\n"
+    [outcome] = decide_outcome(UPLOAD, msgspec.structs.replace(upload, real_timing=long.encode()), CONFIGS, AT)
+    assert isinstance(outcome, ev.TraceFailed) and outcome.error.startswith(
+        "real_timing.csv: the pass from line 2 has 3 kernel launches, the trace 2;"
+    )
