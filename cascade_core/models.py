@@ -165,17 +165,34 @@ class Correlation(msgspec.Struct, frozen=True):
     hw_zero: Annotated[int, msgspec.Meta(description="Kernels left out for a real value of 0.")]
 
 
-class ComparisonRow(msgspec.Struct, frozen=True):
+# The fields added to the reference's Comparison and ComparisonRow are left out while null, so
+# an answer without real timing is the reference's, field for field.
+class ComparisonRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     kernel_index: int
     kernel_name: str
-    real_ns: float | None
+    real_ns: Annotated[float | None, msgspec.Meta(description="The real duration, the mean over the trace's hardware repetitions.")]
     sim_ns: dict[str, float | None]
+    real_ns_spread: Annotated[Spread | None, msgspec.Meta(description="With two or more repetitions: their spread.")] = None
+    real_cycles: Annotated[
+        float | None, msgspec.Meta(description="The real GPU cycles (ncu's gpc__cycles_elapsed.avg), the mean over repetitions.")
+    ] = None
+    real_cycles_spread: Spread | None = None
+    sim_cycles: Annotated[
+        dict[str, float | None] | None,
+        msgspec.Meta(description="With real cycles: each config's median gpu_sim_cycle over its replicas."),
+    ] = None
 
 
-class Comparison(msgspec.Struct, frozen=True):
+class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     has_real_timing: bool
     configs: list[str]
     rows: list[ComparisonRow]
+    correlation: Annotated[
+        dict[str, Correlation] | None, msgspec.Meta(description="With real durations: sim_ns against real_ns, per config.")
+    ] = None
+    cycles_correlation: Annotated[
+        dict[str, Correlation] | None, msgspec.Meta(description="With real cycles: sim_cycles against real_cycles, per config.")
+    ] = None
 
 
 class SimResults(msgspec.Struct, frozen=True):
