@@ -195,6 +195,22 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ] = None
 
 
+TimingFormat = Literal["cascade", "ncu", "nsys"]  # the layouts of a real timing file (cascade_core.realtiming)
+Measure = Literal["duration_ns", "cycles"]  # what a real timing file measures
+
+
+class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True):
+    """Real timing attached to a trace (`PUT /api/traces/{trace_id}/real-timing`)."""
+
+    trace_id: str
+    timing_id: Annotated[str, msgspec.Meta(description="This timing's id in the log.")]
+    format: Annotated[TimingFormat, msgspec.Meta(description="The layout the file was read as.")]
+    kernels: int
+    repeats: Annotated[int, msgspec.Meta(description="Passes over the program: the hardware repetitions of each kernel.")]
+    measures: Annotated[list[Measure], msgspec.Meta(description="What the file measured.")]
+    replaced: Annotated[str | None, msgspec.Meta(description="The timing this one replaced: `upload`, a timing_id, or null.")]
+
+
 class SimResults(msgspec.Struct, frozen=True):
     sim: Sim
     trace_id: str

@@ -31,19 +31,14 @@ import io
 import math
 import re
 from collections.abc import Iterator, Sequence
-from typing import Literal
-
 import msgspec
 
 from cascade_core.events import RealTiming
 from cascade_core.kernel_names import short_name
-from cascade_core.models import TraceKernel
+from cascade_core.models import Measure, TimingFormat, TraceKernel
 from cascade_core.tracefiles import TraceError
 
 __all__ = ["MAX_BYTES", "Launch", "Measure", "Timing", "TimingFormat", "line_up", "parse_timing", "same_kernel"]
-
-TimingFormat = Literal["cascade", "ncu", "nsys"]
-Measure = Literal["duration_ns", "cycles"]
 
 # The most of a timing file that is read, in an upload or attached: ncu's default page for
 # 100,000 launches and a handful of metrics stays well under it.

@@ -299,11 +299,12 @@ def _comparison_rows(con: Con, run: RunSummary, real: list[_Real], indices: list
 
 
 def _real_timing(con: Con, trace_id: str) -> list[_Real]:
-    """The trace's real timing, kernel by kernel in kernel_id order."""
+    """The real timing the trace uses, kernel by kernel in kernel_id order."""
     records = con.execute(
         """SELECT list(r.duration_ns ORDER BY r.repeat) FILTER (WHERE r.duration_ns IS NOT NULL),
                   list(r.cycles ORDER BY r.repeat) FILTER (WHERE r.cycles IS NOT NULL)
-           FROM trace_real_timing r WHERE r.trace_id = ? GROUP BY r.kernel_id ORDER BY r.kernel_id""",
+           FROM trace_real_timing r JOIN traces t ON t.id = r.trace_id AND t.real_timing = r.timing_id
+           WHERE r.trace_id = ? GROUP BY r.kernel_id ORDER BY r.kernel_id""",
         [trace_id],
     ).fetchall()
     real = []
@@ -375,7 +376,8 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
     with snapshot(con):
         trace = _trace(con, run)
         last_seq, kernels = con.execute("SELECT coalesce((SELECT max(seq) FROM kernels), 0), (SELECT count(*) FROM kernels)").fetchone()  # type: ignore[misc]
-        key = (run.id, trace.created_at, trace.has_real_timing, con.execute("SELECT count(*) FROM trace_real_timing").fetchone())
+        # The rows of a timing id are all listed before it is attached, and never change after.
+        key = (run.id, trace.created_at, con.execute("SELECT real_timing FROM traces WHERE id = ?", [run.trace_id]).fetchone())
         known: _Computed | None = cache.get(key)
         if known is not None and (known.kernels, known.last_seq) == (kernels, last_seq):
             return known.comparison
