@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -45,9 +46,11 @@ from cascade_core.models import RunEntry, SimMetrics
 from cascade_nats import server
 from cascade_nats.store import EventStore
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support import TREE  # noqa: E402 - the shared Accel-Sim tree, wherever this checkout is
+
 TOKEN = "bench-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-TREE = Path(__file__).resolve().parents[2] / "shared" / "accelsim" / "tree"
 CONFIG, CLOCK_MHZ = "SM86_RTX3070", 1132.0
 RUN = "run-bench"
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -74,20 +77,25 @@ def kernel(sim_id: str, index: int, at: datetime, *, stats: bool) -> ev.KernelFi
     )
 
 
-def history(sims: int, kernels: int) -> Iterator[list[ev.Event]]:
-    """The run, in batches of events: created, then each sim's life."""
+def created(sims: int, kernels: int) -> list[ev.Event]:
+    """The run's trace and the run, of `sims` sims named sim-000 on."""
     trace = {"trace_id": "bench-trace"}
-    yield [
+    return [
         ev.TraceUploadStarted(id=_id(), at=T0, content_type="application/x-tar", **trace),
         ev.TraceReady(
-            id=_id(), at=T0, trace_gpu_arch="sm_86", kernel_count=kernels * 2, bytes=1, suggested_sim_config=CONFIG,
+            id=_id(), at=T0, trace_gpu_arch="sm_86", kernel_count=kernels, bytes=1, suggested_sim_config=CONFIG,
             has_real_timing=False, has_step_timeline=False, **trace,
         ),
         ev.RunCreated(
             id=_id(), at=T0, run_id=RUN, trace_id="bench-trace", entries=[RunEntry(CONFIG, sims)],
-            sims=[ev.SimSpec(f"sim-{i:03d}", CONFIG, i) for i in range(sims)], kernels_total=kernels * 2,
+            sims=[ev.SimSpec(f"sim-{i:03d}", CONFIG, i) for i in range(sims)], kernels_total=kernels,
         ),
     ]
+
+
+def history(sims: int, kernels: int) -> Iterator[list[ev.Event]]:
+    """The run, in batches of events: created, then each sim's life."""
+    yield created(sims, kernels * 2)
     for i in range(sims):
         sim_id, at = f"sim-{i:03d}", T0 + timedelta(seconds=i)
         common = {"run_id": RUN, "sim_id": sim_id, "attempt": 1}
@@ -127,6 +135,21 @@ def start_server(data: Path, nats_url: str, port: int) -> subprocess.Popen[bytes
             time.sleep(0.1)
     process.kill()
     raise SystemExit("cascade serve did not start")
+
+
+@contextlib.contextmanager
+def service() -> Iterator[tuple[str, str, subprocess.Popen[bytes], Path]]:
+    """`cascade serve` (no runner) on an embedded nats-server, in a temp dir, until the block
+    ends: the NATS URL, the API's base URL, the server's process and its data dir."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so the server and nats-server are stopped
+    with tempfile.TemporaryDirectory() as tmp, server.running(Path(tmp) / "jetstream") as nats_server:
+        port = free_port()
+        process = start_server(Path(tmp) / "data", nats_server.url, port)
+        try:
+            yield nats_server.url, f"http://127.0.0.1:{port}", process, Path(tmp) / "data"
+        finally:
+            process.terminate()
+            process.wait(30)
 
 
 async def populate(nats_url: str, base: str, sims: int, kernels: int) -> float:
@@ -213,7 +236,7 @@ async def sse_kernel_ids(host: str, port: int, path: str, ready: asyncio.Semapho
                 if b"event: snapshot" in message:
                     ready.release()
                 elif b"event: kernel" in message:
-                    out[int(message.split(b"id: ", 1)[1].split(b"\r\n", 1)[0])] = now
+                    out[int(message.split(b"id: ", 1)[1].split(b".", 1)[0])] = now  # id <seq>.<k>
     finally:
         writer.close()
 
@@ -267,20 +290,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so the server and nats-server are stopped
-    with tempfile.TemporaryDirectory() as tmp, server.running(Path(tmp) / "jetstream") as nats_server:
-        port = free_port()
-        process = start_server(Path(tmp) / "data", nats_server.url, port)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            took = asyncio.run(populate(nats_server.url, base, args.sims, args.kernels))
-            db = (Path(tmp) / "data" / "readmodel.duckdb").stat().st_size
-            print(f"run of {args.sims} sims x {args.kernels} kernels appended and projected in {took:.1f} s (read model {db / 1e6:.0f} MB)")
-            asyncio.run(reads(nats_server.url, base, args.requests, args.repeat, args.sims, args.kernels))
-            asyncio.run(live_events(nats_server.url, base, process.pid, args.clients, args.events, args.gap_ms / 1000, args.sims, args.kernels + args.repeat * 4))
-        finally:
-            process.terminate()
-            process.wait(30)
+    with service() as (nats_url, base, process, data):
+        took = asyncio.run(populate(nats_url, base, args.sims, args.kernels))
+        db = (data / "readmodel.duckdb").stat().st_size
+        print(f"run of {args.sims} sims x {args.kernels} kernels appended and projected in {took:.1f} s (read model {db / 1e6:.0f} MB)")
+        asyncio.run(reads(nats_url, base, args.requests, args.repeat, args.sims, args.kernels))
+        asyncio.run(live_events(nats_url, base, process.pid, args.clients, args.events, args.gap_ms / 1000, args.sims, args.kernels + args.repeat * 4))
 
 
 if __name__ == "__main__":

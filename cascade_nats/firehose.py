@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from nats.aio.client import Client
 
@@ -37,7 +37,7 @@ class Firehose:
         self._consumer = ""
         self._consumer_seq = 0
 
-    async def batches(self, *, until_caught_up: bool) -> AsyncIterator[list[Frame]]:
+    async def batches(self, *, until_caught_up: bool) -> AsyncGenerator[list[Frame], None]:
         """Yield every message from `start_seq` on, in stream order, as they arrive; with
         `until_caught_up`, stop after the message that left nothing pending."""
         self._wire = await Wire.open(url_of(self.nc))

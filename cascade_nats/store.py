@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
 import msgspec
 import nats.js.api as api
@@ -166,6 +166,6 @@ class EventStore:
                     continue
                 yield Stored(seq, subj.decode(), event)
 
-    def raw(self, subject: str, start_seq: int, *, until_caught_up: bool) -> AsyncIterator[list[Frame]]:
+    def raw(self, subject: str, start_seq: int, *, until_caught_up: bool) -> AsyncGenerator[list[Frame], None]:
         """Undecoded (sequence, subject, payload) batches, as fast as the server sends them."""
         return Firehose(self.nc, self.stream, subject, start_seq).batches(until_caught_up=until_caught_up)

@@ -409,11 +409,12 @@ def outcome(
         return Outcome(False, code, "; ".join(missing))
     if error is not None:
         return Outcome(False, code, f"{error} ({'; '.join(missing)})" if missing else error)
+    # stderr's last line names the cause, as a failed assertion does before its SIGABRT.
+    last = f": {lines[-1]}" if lines else ""
     if signal is not None:
-        return Outcome(False, code, f"killed by signal {signal} ({_signal_name(signal)})")
+        return Outcome(False, code, f"killed by signal {signal} ({_signal_name(signal)}){last}")
     if code == 0:
         return Outcome(False, code, f"simulator exited 0 without printing '{_EXIT_LINE}'")
-    last = f": {lines[-1]}" if lines else ""
     return Outcome(False, code, f"simulator exited with code {code}{last}")
 
 

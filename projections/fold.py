@@ -18,12 +18,13 @@ The rules for sims live here, in one place:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar, assert_never
 
 import msgspec
 
 from cascade_core import events as ev
+from cascade_core.models import RunEntry
 from cascade_core.runs import FINISHED, SIM_STATES, run_state
 from projections.rows import (
     APPEND_TABLES,
@@ -42,6 +43,7 @@ LOG_TAIL = 20
 
 _json = msgspec.json.Encoder()
 _counts_decoder = msgspec.json.Decoder(dict[str, int])
+_entries = msgspec.json.Decoder(list[RunEntry])
 
 
 class Rows(msgspec.Struct, frozen=True):
@@ -52,11 +54,16 @@ class Rows(msgspec.Struct, frozen=True):
     sims: dict[str, SimRow] = {}
 
 
-class Change(msgspec.Struct, frozen=True, gc=False):
+class Change(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Something a run's live event stream shows: a sim, kernel, file or run row as it
-    stood right after the event at `seq`."""
+    stood right after the event at `seq`, the `k`-th (from 0) of that event's changes.
+
+    An event's changes come in the order it made them, whatever batch it was folded in, so
+    `(seq, k)` names the same change in the projector's batches and in a fold of the run's
+    history from the log."""
 
     seq: int
+    k: int
     run_id: str
     kind: str
     row: SimRow | KernelRow | SimFileRow | RunRow
@@ -113,10 +120,17 @@ class _Batch:
                 self.put_sim(seq, old, msgspec.structs.replace(old, seq=seq, **changes))
                 return
 
+    def show(self, seq: int, run_id: str, kind: str, row: SimRow | KernelRow | SimFileRow | RunRow) -> None:
+        """A change for live streams, numbered among those of the event at `seq` (an
+        event's changes are consecutive: items are applied one at a time)."""
+        last = self.changes[-1] if self.changes else None
+        k = last.k + 1 if last is not None and last.seq == seq else 0
+        self.changes.append(Change(seq=seq, k=k, run_id=run_id, kind=kind, row=row))
+
     def put_sim(self, seq: int, old: SimRow, row: SimRow) -> None:
         """A sim's row as the event at `seq` changed it from `old`."""
         self.keep_sim(row)
-        self.changes.append(Change(seq, row.run_id, "sim", row))
+        self.show(seq, row.run_id, "sim", row)
         if old.state != row.state:
             self._count(seq, row.run_id, old.state, row.state)
 
@@ -136,7 +150,7 @@ class _Batch:
         self.runs[run_id] = run
         self.changed.add(("runs", run_id))
         if state != "active":
-            self.changes.append(Change(seq, run_id, "run", run))
+            self.show(seq, run_id, "run", run)
 
 
 class Unfoldable(Exception):
@@ -231,11 +245,6 @@ def _to_sim(handler: Callable[[_Batch, int, SimRow, E], None]) -> Callable[[_Bat
 
 def _queued(b: _Batch, seq: int, e: ev.SimQueued) -> None:
     pass  # for runners: a queued sim stays pending until one claims it
-
-
-def _cancel_requested(b: _Batch, seq: int, e: ev.RunCancelRequested) -> None:
-    for sim in [s for s in b.sims.values() if s.run_id == e.run_id and s.state not in FINISHED]:
-        b.update_sim(seq, sim, {"state": "cancelled", "finished_at": e.at})
 
 
 def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
@@ -346,6 +355,26 @@ def _run_created(b: _Batch, seq: int, e: ev.RunCreated) -> None:
         b.keep_sim(_new_sim(seq, e, spec))
 
 
+def _cancel_requested(b: _Batch, seq: int, e: ev.RunCancelRequested) -> None:
+    run = b.runs.get(e.run_id)
+    if run is None:
+        return
+    # In the order the run lists its sims, not the order they were loaded in: the changes'
+    # order, and so their `k`, must not depend on where a batch began.
+    configs = [entry.gpu_config for entry in _entries.decode(run.entries)]
+    for sim in listed([s for s in b.sims.values() if s.run_id == e.run_id and s.state not in FINISHED], configs):
+        b.update_sim(seq, sim, {"state": "cancelled", "finished_at": e.at})
+
+
+def listed(sims: Iterable[SimRow], configs: Sequence[str]) -> list[SimRow]:
+    """Sims in the order their run lists them: by config, in the order of the run's
+    entries (`configs`, a config's first entry counting), then by replica."""
+    order: dict[str, int] = {}
+    for i, config in enumerate(configs):
+        order.setdefault(config, i)
+    return sorted(sims, key=lambda s: (order.get(s.gpu_config, len(order)), s.replica))
+
+
 # What an attempt's run sets; a sim starts without, and a new attempt starts over.
 _NO_PROGRESS: dict[str, object] = {
     "launcher_ref": None,
@@ -425,7 +454,7 @@ def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> 
         return
     stats = bytes(e.stats).decode()
     row = KernelRow(sim.id, e.attempt, e.kernel_index, e.uid, e.name, e.gpu_sim_cycle, e.gpu_sim_insn, e.gpu_ipc, e.sim_time_ns, stats, seq)
-    b.changes.append(Change(seq, sim.run_id, "kernel", row))
+    b.show(seq, sim.run_id, "kernel", row)
     if e.kernel_index < sim.kernels_recorded:
         b.checked["kernels"].append(row)
         return
@@ -470,7 +499,7 @@ def _file_stored(b: _Batch, seq: int, sim: SimRow, e: ev.SimFileStored) -> None:
         return
     row = SimFileRow(sim.id, e.attempt, e.name, e.size, e.content_type, e.at, e.object_name, e.digest, seq)
     b.checked["sim_files"].append(row)
-    b.changes.append(Change(seq, sim.run_id, "file", row))
+    b.show(seq, sim.run_id, "file", row)
 
 
 class _Touched:

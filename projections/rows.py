@@ -1,7 +1,6 @@
 """The read model's rows: one Struct per table, fields in column order.
 
-`seq` on a row is the stream sequence of the event that last changed it, which is what a live
-run-event stream resumes from.
+`seq` on a row is the stream sequence of the event that last changed it.
 """
 
 from __future__ import annotations

@@ -185,34 +185,36 @@ async def get_perfetto(request: Request) -> Response:
     return download(perfetto_trace(detail, detail.sims, kernels), f"{detail.id}-perfetto.json")
 
 
-def _last_event_id(request: Request) -> int | None:
-    value = request.headers.get("last-event-id", "").strip()
-    return int(value) if value.isascii() and value.isdigit() else None
-
-
 @operation(
     summary="Stream run events",
     description="Server-sent events: `snapshot` (a RunDetail), then `sim` (a Sim), `kernel` (a KernelStat, "
-    "stats empty), `file` (a RunFile) and `run` (the RunSummary once it finished); each event's id is the "
-    "stream sequence it reflects. With `Last-Event-ID`, no snapshot: every change after that id. The stream "
-    "ends after the run's final `run` event; a resume from at or past it gets 204.",
+    "stats empty), `file` (a RunFile) and `run` (the RunSummary once it finished). An event's id says where in "
+    "the log it comes from: `<seq>.<k>` is the k-th event (from 0) caused by the event at stream sequence `seq`, "
+    "the snapshot's is `<S>`, the sequence it reflects, up to and including; ids increase strictly within a "
+    "stream. With `Last-Event-ID`, no snapshot: exactly the events a client connected all along received after "
+    "that id, then live ones. The stream ends after the run's final `run` event; a resume from at or past it "
+    "gets 204.",
     media_type="text/event-stream",
     response=str,
     events={"snapshot": RunDetail, "sim": Sim, "kernel": KernelStat, "file": RunFile, "run": RunSummary},
     errors={204: "The run ended at or before Last-Event-ID: nothing more will come.", **NO_RUN},
     query={"token": "The API token, for clients that cannot set the Authorization header."},
-    headers={"Last-Event-ID": "Resume after this event id."},
+    headers={
+        "Last-Event-ID": "Resume after this event: `N.k` after that event, `N` after every event of sequence N. "
+        "Any other value counts as none: a fresh stream, from a snapshot."
+    },
 )
 async def stream_run_events(request: Request) -> Response:
     c = cascade(request)
     run_id = request.path_params["run_id"]
-    last_event_id = _last_event_id(request)
-    run = await read(c, q.run_row, run_id)
-    if run is None:
+    after = run_events.last_event_id(request.headers.get("last-event-id"))
+    found = await read(c, q.run_rows, run_id)
+    if found is None:
         raise not_found(f"run {run_id} not found")
-    if run_events.finished_before(run, last_event_id):
+    run, sims = found
+    if run_events.finished_before(run, sims, after):
         return Response(status_code=204)
-    return EventSourceResponse(run_events.events(c, run_id, last_event_id), ping=run_events.KEEP_ALIVE_S)
+    return EventSourceResponse(run_events.events(c, run_id, after, q.places(sims)), ping=run_events.KEEP_ALIVE_S)
 
 
 routes = [

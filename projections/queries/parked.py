@@ -20,3 +20,11 @@ def parked_events(con: Con) -> list[ParkedEvent]:
 def parked_count(con: Con) -> int:
     (count,) = con.execute("SELECT count(*) FROM parked").fetchone()  # type: ignore[misc]
     return int(count)
+
+
+def parked_seqs(con: Con, subject_prefix: str, up_to: int) -> frozenset[int]:
+    """The sequences parked up to `up_to` among the subjects that start with `subject_prefix`."""
+    records = con.execute(
+        "SELECT seq FROM parked WHERE seq <= ? AND starts_with(subject, ?)", [up_to, subject_prefix]
+    ).fetchall()
+    return frozenset(seq for (seq,) in records)

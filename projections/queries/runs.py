@@ -42,7 +42,7 @@ from cascade_core.models import (
     TraceMetadata,
 )
 from projections import tables
-from projections.fold import Change
+from projections.fold import listed
 from projections.queries import traces
 from projections.rows import KernelRow, RunRow, SimFileRow, SimRow
 
@@ -175,9 +175,7 @@ def configs(run: RunSummary) -> list[str]:
 
 def sim_rows(con: Con, run: RunSummary) -> list[SimRow]:
     """The run's sims by config, then replica."""
-    order = {c: i for i, c in enumerate(configs(run))}
-    rows = cast(list[SimRow], _select(con, "sims", "run_id = ?", [run.id]))
-    return sorted(rows, key=lambda r: (order.get(r.gpu_config, len(order)), r.replica))
+    return listed(cast(list[SimRow], _select(con, "sims", "run_id = ?", [run.id])), configs(run))
 
 
 def places(sims: Sequence[SimRow]) -> dict[str, Place]:
@@ -502,39 +500,16 @@ def run_files(con: Con, run: RunSummary) -> list[RunFile]:
 # --- live streams --------------------------------------------------------------------------
 
 
-def stream_snapshot(con: Con, run_id: str) -> tuple[int, RunDetail, dict[str, Place]] | None:
+def run_rows(con: Con, run_id: str) -> tuple[RunRow, list[SimRow]] | None:
+    """The run's row and its sims' rows, from one batch."""
+    with snapshot(con):
+        row = run_row(con, run_id)
+        return None if row is None else (row, cast(list[SimRow], _select(con, "sims", "run_id = ?", [run_id])))
+
+
+def stream_snapshot(con: Con, run_id: str) -> tuple[int, RunDetail] | None:
     """The run as of the last committed batch, with that batch's sequence."""
     with snapshot(con):
         seq = tables.checkpoint(con)
         run = run_summary(con, run_id)
-        if run is None:
-            return None
-        sims = sim_rows(con, run)
-        return seq, _detail(con, run, sims), places(sims)
-
-
-def changes_since(con: Con, run_id: str, after: int) -> tuple[int, list[Change], RunSummary, dict[str, Place]] | None:
-    """What changed in the run after sequence `after`, as the rows stand now, by sequence:
-    each sim, kernel and file row last changed after it, then the run if it has finished
-    since; also the sequence all this reflects, the run, and where its sims are."""
-    with snapshot(con):
-        seq = tables.checkpoint(con)
-        row = run_row(con, run_id)
-        if row is None:
-            return None
-        run = run_from_row(row)
-        sims = sim_rows(con, run)
-        changes = [Change(s.seq, run_id, "sim", s) for s in sims if s.seq > after]
-        # Kernels as streams show them: their stats maps are not read.
-        for table, kind, columns in (("kernels", "kernel", "t.* REPLACE ('{}' AS stats)"), ("sim_files", "file", "t.*")):
-            records = con.execute(
-                f"SELECT {columns} FROM {table} t JOIN sims s ON s.id = t.sim_id AND s.attempt = t.attempt "
-                "WHERE s.run_id = ? AND t.seq > ?",
-                [run_id, after],
-            ).fetchall()
-            changes += [Change(r.seq, run_id, kind, r) for r in tables.from_rows(table, records)]  # type: ignore[attr-defined]
-        if row.state != "active" and row.seq > after:
-            changes.append(Change(row.seq, run_id, "run", row))
-        rank = {"sim": 0, "kernel": 1, "file": 1, "run": 2}
-        changes.sort(key=lambda c: (c.seq, rank[c.kind]))
-        return seq, changes, run, places(sims)
+        return None if run is None else (seq, _detail(con, run, sim_rows(con, run)))

@@ -20,6 +20,7 @@ from starlette.applications import Starlette
 
 from cascade_core import events as ev
 from cascade_http.app import create_app
+from cascade_http.run_events import Position, last_event_id
 from cascade_http.config import Settings
 from cascade_http.service import Cascade
 from cascade_nats.objects import Objects
@@ -88,8 +89,15 @@ def live_server(settings: Settings) -> Iterator[LiveServer]:
 
 class SseEvent(msgspec.Struct, frozen=True):
     event: str
-    id: int
+    id: str
     data: Any
+
+    @property
+    def position(self) -> Position:
+        """Where the id puts the event in its stream, as a resume from it reads it."""
+        position = last_event_id(self.id)
+        assert position is not None, f"not an event id: {self.id!r}"
+        return position
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[SseEvent]:
@@ -98,7 +106,7 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[SseEvent]:
     async for line in response.aiter_lines():
         if not line:
             if "data" in fields:
-                yield SseEvent(fields.get("event", "message"), int(fields["id"]), json.loads(fields["data"]))
+                yield SseEvent(fields.get("event", "message"), fields["id"], json.loads(fields["data"]))
             fields = {}
         elif not line.startswith(":"):
             name, _, value = line.partition(":")

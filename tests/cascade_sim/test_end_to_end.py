@@ -94,7 +94,7 @@ def test_upload_run_watch_and_read_everything_back(live: LiveServer, accelsim: P
     run, seen = anyio.run(scenario)
     assert seen[0].event == "snapshot"
     assert seen[-1].event == "run" and seen[-1].data["state"] == "succeeded"
-    assert [e.id for e in seen] == sorted(e.id for e in seen), "in stream order"
+    assert [e.position for e in seen] == sorted({e.position for e in seen}), "in stream order"
     assert sum(e.event == "kernel" for e in seen) == 9
     run_id = run["id"]
 

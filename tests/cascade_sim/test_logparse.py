@@ -234,6 +234,21 @@ def test_undefined_instruction_abort() -> None:
     assert run_outcome("undefined-instruction", 134) == expected
 
 
+def test_a_failed_assertion_is_the_error_of_its_abort() -> None:
+    # What the real binary (accel-sim-framework 73f9fac) printed, config SM6_TITANX with
+    # `-gpgpu_cache:dl2 S:128:...`: the L2's IPOLY set hashing takes only 16, 32 or 64 sets.
+    assertion = (
+        "accel-sim.out: hashing.cc:88: unsigned int ipoly_hash_function(new_addr_type, unsigned int, unsigned int): "
+        "Assertion `\"\\nmemory_partition_indexing error: The number of \" \"channels should be \" \"16, 32 or 64 for the "
+        "hashing IPOLY index function. other banks \" \"numbers are not supported. Generate it by yourself! \\n\" && 0' failed."
+    )
+    stdout = "GPGPU-Sim uArch: performance model initialization complete.\nlaunching memcpy command : MemcpyHtoD,0x00007f2b2d500000,400\n"
+    _, parser = parse([stdout])
+    assert outcome(None, 6, parser.exit_detected, parser.error, [assertion, ""]) == Outcome(
+        False, 134, f"killed by signal 6 (SIGABRT): {assertion}"
+    )
+
+
 def test_missing_icnt() -> None:
     assert run_outcome("missing-icnt", 255) == Outcome(False, 255, "Could not open configuration file config_pascal_islip.icnt")
 

@@ -12,6 +12,7 @@ from cascade_core import events as ev
 from cascade_core.models import RunEntry, SimMetrics, TraceKernel
 
 T0 = datetime(2026, 11, 8, 8, 0, tzinfo=UTC)
+CONFIGS = ("SM7_QV100", "SM61_TITANX")
 
 
 class _Clock:
@@ -58,7 +59,7 @@ def histories(draw: st.DrawFn) -> list[ev.Event]:
     for t in range(draw(st.integers(1, 2))):
         lanes.append([("trace", f"tr.{t}", step) for step in draw(_trace_life())])
     for r in range(draw(st.integers(1, 2))):
-        sims = [f"sim-{r}-{i}" for i in range(draw(st.integers(1, 3)))]
+        sims = [f"sim-{r}-{i}" for i in range(draw(st.integers(1, 4)))]
         lanes.append([("run", f"run-{r}", sims)])
         for sim in sims:
             lanes.append([("sim", f"run-{r}", sim, action) for action in draw(_sim_life())])
@@ -110,10 +111,10 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
                 return ev.TraceDeleted(id=eid, at=at, trace_id=trace_id)
     if kind == "run":
         _, run_id, sims = item
-        specs = [ev.SimSpec(s, "SM61_TITANX", i) for i, s in enumerate(sims)]
-        return ev.RunCreated(
-            id=eid, at=at, run_id=run_id, trace_id="tr.0", entries=[RunEntry("SM61_TITANX", len(sims))], sims=specs, kernels_total=3
-        )
+        # Two configs, listed out of alphabetical order, the sims alternating between them.
+        specs = [ev.SimSpec(s, CONFIGS[i % 2], i // 2) for i, s in enumerate(sims)]
+        entries = [RunEntry(c, n) for c, n in ((CONFIGS[0], (len(sims) + 1) // 2), (CONFIGS[1], len(sims) // 2)) if n]
+        return ev.RunCreated(id=eid, at=at, run_id=run_id, trace_id="tr.0", entries=entries, sims=specs, kernels_total=3)
     if kind == "cancel":
         return ev.RunCancelRequested(id=eid, at=at, run_id=item[1])
     _, run_id, sim_id, (action, attempt) = item

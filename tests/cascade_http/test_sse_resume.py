@@ -1,0 +1,224 @@
+"""A resumed run event stream is the tail of a continuous one: the same ids, types, data and
+order after the cut, and the same end.
+
+First as a property, without NATS: random histories are projected into DuckDB in random
+batches, as the projector does (its row cache kept or dropped between batches). A client
+connected all along takes the snapshot after some batch, then each later batch's changes.
+A client resumed from a random cut, against a server whose projector stands after some
+batch, gets the catch-up folded from the run's events up to there (arriving in random
+pieces, as the log does), then the later batches. Then on a real run through the HTTP API:
+the fake simulator printing slowly, heartbeats every 10 ms, resumes from many cut points
+while the run goes on and after it ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import anyio
+import httpx
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cascade_core import events as ev
+from cascade_core import subjects
+from cascade_core.models import RunDetail
+from cascade_http.config import Settings
+from cascade_http.run_events import ALL_OF, CatchUp, Position, end_of, finished_before, last_event_id, message, messages
+from cascade_nats.firehose import Frame
+from cascade_sim import attempt
+from projections.fold import Change
+from projections.projector import RowCache, apply
+from projections.queries import runs as q
+from projections.rows import RunRow, SimRow
+from tests.cascade_http.live import LiveServer, SseEvent, live_server, sse_events
+from tests.cascade_http.trace_archives import files_of, tar_of
+from tests.cascade_sim.world import accelsim_tree
+from tests.projections.histories import T0, histories
+from tests.projections.test_fold import fresh
+
+# The runs' trace, there before them (a run is created for a ready trace; a snapshot shows it).
+TRACE = ev.TraceUploadStarted(id="ev-0", at=T0 - timedelta(seconds=1), trace_id="tr.0", content_type="application/x-tar")
+END_OF_MESSAGE = b"\r\n\r\n"  # each message's last line is its one line of JSON data
+
+
+def split(data: bytes) -> list[bytes]:
+    return [part + END_OF_MESSAGE for part in data.split(END_OF_MESSAGE) if part]
+
+
+def id_of(message: bytes) -> str:
+    return message.split(b"\r\n", 1)[0].removeprefix(b"id: ").decode()
+
+
+def position(message: bytes) -> Position:
+    found = last_event_id(id_of(message))
+    assert found is not None
+    return found
+
+
+class Batch(msgspec.Struct, frozen=True):
+    """What the projector leaves after one batch, as far as the run's streams see it."""
+
+    checkpoint: int
+    changes: list[Change]  # the run's, as the projector publishes them
+    snapshot: tuple[int, RunDetail] | None
+    rows: tuple[RunRow, list[SimRow]] | None
+
+
+def project(items: Sequence[tuple[int, ev.Event]], bounds: Sequence[int], cached: Sequence[bool], run_id: str) -> list[Batch]:
+    con = fresh(0)
+    cache = RowCache()
+    out = []
+    for (start, end), keep in zip(zip(bounds, bounds[1:]), cached):
+        if not keep:
+            cache.clear()
+        folded = apply(con, items[start:end], cache=cache)
+        changes = [c for c in folded.changes if c.run_id == run_id]
+        out.append(Batch(items[end - 1][0], changes, q.stream_snapshot(con, run_id), q.run_rows(con, run_id)))
+    return out
+
+
+def pieces(data: st.DataObject, n: int, label: str) -> list[tuple[int, int]]:
+    cuts = sorted({0, *data.draw(st.lists(st.integers(1, max(n, 1)), max_size=6), label=label), n})
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=histories(), data=st.data())
+def test_a_resumed_stream_is_the_tail_of_a_continuous_one(history: list[ev.Event], data: st.DataObject) -> None:
+    # JetStream deduplicates only within its window: a retry later is stored again.
+    repeats = data.draw(st.lists(st.sampled_from(history), max_size=3), label="repeats")
+    items = list(enumerate([TRACE, *history, *repeats], 1))
+    run_id = data.draw(st.sampled_from(sorted({e.run_id for e in history if isinstance(e, ev.RunCreated)})), label="run")
+    bounds = pieces(data, len(items), "batches")
+    cached = data.draw(st.lists(st.booleans(), min_size=len(bounds), max_size=len(bounds)), label="cache kept")
+    batches = project(items, [0, *[b for _, b in bounds]], cached, run_id)
+    exists = [i for i, b in enumerate(batches) if b.rows is not None]
+
+    # Connected all along, from the snapshot after batch i.
+    i = data.draw(st.sampled_from(exists), label="connected after batch")
+    snapshot, rows = batches[i].snapshot, batches[i].rows
+    assert snapshot is not None and rows is not None
+    checkpoint, detail = snapshot
+    places = q.places(rows[1])
+    stream = [message("snapshot", str(checkpoint), detail)]
+    after, ended = (checkpoint, ALL_OF), detail.state != "active"
+    for batch in batches[i + 1 :]:
+        if ended:
+            break
+        sent, ended = messages(batch.changes, places, after)
+        stream += split(sent)
+    ids = [position(m) for m in stream]
+    assert ids == sorted(set(ids)), "unique and strictly increasing"
+    final = batches[-1].rows
+    assert final is not None and ended == (final[0].state != "active")
+
+    # Resumed from a cut: an id it received, or a plain sequence.
+    cut_id = data.draw(st.sampled_from([id_of(m) for m in stream]) | st.integers(checkpoint, items[-1][0]).map(str), label="cut")
+    cut = last_event_id(cut_id)
+    assert cut is not None
+    tail = [m for m, p in zip(stream, ids) if p > cut]
+    # ... from a server whose projector stands after batch j.
+    j = data.draw(st.sampled_from(exists), label="server after batch")
+    server = batches[j]
+    prefix = subjects.run_history(run_id).removesuffix(">")
+    frames: list[Frame] = [
+        (seq, subjects.of(e).encode(), ev.encode(e)) for seq, e in items if seq <= server.checkpoint and subjects.of(e).startswith(prefix)
+    ]
+    assert server.rows is not None
+    at = q.places(server.rows[1])  # where the resuming server has the run's sims
+    catch_up = CatchUp(cut, at, frozenset())  # these histories hold nothing the projector parks
+    resumed = b""
+    for start, end in pieces(data, len(frames), "log pieces"):
+        if catch_up.ended:
+            break
+        resumed += catch_up(frames[start:end])
+    after, ended = max(cut, (server.checkpoint, ALL_OF)), catch_up.ended
+    for batch in batches[j + 1 :]:
+        if ended:
+            break
+        sent, ended = messages(batch.changes, at, after)
+        resumed += sent
+    assert split(resumed) == tail
+    assert finished_before(*server.rows, cut) == (not tail and end_of(*server.rows) is not None)
+
+
+def test_an_event_id_is_a_sequence_and_an_index_or_nothing() -> None:
+    assert last_event_id("17.3") == (17, 3)
+    assert last_event_id(" 17 ") == (17, ALL_OF)
+    for garbage in (None, "", "x", "17.", ".3", "17.3.1", "-1", "17.-3", "1e3", "١٧"):
+        assert last_event_id(garbage) is None, garbage
+
+
+# --- a real run ----------------------------------------------------------------------------
+
+TOKEN = "t"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+SIMS = 3
+CUTS = (1, 2, 3, 10, 40, 100, 200, 400)  # resume after A's n-th event (1 is its snapshot)
+
+
+@pytest.fixture
+def live(tmp_path: Path, nats_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[LiveServer]:
+    monkeypatch.setattr(attempt, "HEARTBEAT_S", 0.01)  # 2 s in service
+    monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_LINE_DELAY", "0.001")  # the 4,136-line log over ~5 s
+    settings = Settings(
+        token=TOKEN, data_dir=tmp_path / "data", nats_url=nats_url, accelsim_dir=accelsim_tree(tmp_path / "accel-sim"),
+        runner=True, runner_slots=SIMS, samples=False,
+    )
+    with live_server(settings) as server:
+        yield server
+
+
+async def read_stream(http: httpx.AsyncClient, path: str, last_id: str) -> list[SseEvent]:
+    """The events after `last_id`; none if the answer is 204 (the run ended at or before it)."""
+    async with http.stream("GET", path, headers={"Last-Event-ID": last_id}) as response:
+        assert response.status_code in (200, 204)
+        return [e async for e in sse_events(response)]
+
+
+@pytest.mark.anyio
+async def test_resuming_a_real_run_anywhere_gives_what_a_continuous_client_got(live: LiveServer) -> None:
+    async with httpx.AsyncClient(base_url=live.url, headers=AUTH, timeout=60) as http:
+        body = tar_of(files_of("combo-vec-mm-xz"), top="combo-vec-mm-xz")
+        uploaded = await http.post("/api/traces?id=combo", content=body, headers={"Content-Type": "application/x-tar"})
+        assert uploaded.status_code == 202, uploaded.text
+        created = await http.post("/api/runs", json={"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": SIMS}]})
+        assert created.status_code == 201, created.text
+        path = f"/api/runs/{created.json()['id']}/events"
+
+        continuous: list[SseEvent] = []
+        resumed: list[tuple[str, list[SseEvent]]] = []  # (the Last-Event-ID it sent, what it got)
+
+        async def resume(last_id: str) -> None:
+            resumed.append((last_id, await read_stream(http, path, last_id)))
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                async with http.stream("GET", path) as response:
+                    async for event in sse_events(response):
+                        continuous.append(event)
+                        if len(continuous) in CUTS:
+                            tg.start_soon(resume, event.id)
+                            tg.start_soon(resume, str(event.position[0]))  # after all of its sequence
+            # After the end, from the log alone: the middle, and inside the last sequence.
+            for last_id in (continuous[len(continuous) // 2].id, continuous[-2].id):
+                await resume(last_id)
+            response = await http.get(path, headers={"Last-Event-ID": continuous[-1].id})
+            assert response.status_code == 204
+
+    sims = sum(e.event == "sim" for e in continuous)
+    assert sims > 100 * SIMS, f"only {sims} sim events: the test needs many heartbeats"
+    assert continuous[-1].event == "run" and continuous[-1].data["state"] == "succeeded"
+    assert continuous[-2].event == "sim" and continuous[-2].position[0] == continuous[-1].position[0]
+    positions = [e.position for e in continuous]
+    assert positions == sorted(set(positions))
+    assert len(resumed) == 2 * len(CUTS) + 2
+    for last_id, events in resumed:
+        cut = last_event_id(last_id)
+        assert cut is not None
+        assert events == [e for e in continuous if e.position > cut], f"resumed after {last_id}"
