@@ -141,7 +141,8 @@ _REPLACE = {None: False, "false": False, "true": True}
     "`kernel_id,kernel_name,duration_ns`, Nsight Compute's `ncu --csv` (its default page or `--page raw`, with "
     "`gpu__time_duration.sum` and/or `gpc__cycles_elapsed.avg`), or Nsight Systems' `nsys stats --report "
     "cuda_gpu_trace --format csv`. The header seen again starts another pass: passes concatenated are hardware "
-    "repetitions. Every pass must hold the trace's kernel launches, in launch order, under their kernels' names. "
+    "repetitions. A pass holds the trace's kernel launches in launch order, under their kernels' names, from the first: "
+    "all of them, or the first N (a profile cut short), never more. "
     "The Content-Type is not looked at. Timing the trace has already is replaced only with `?replace=true`.",
     tag=TAG,
     body=bytes,
