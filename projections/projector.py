@@ -56,7 +56,9 @@ RETRY_S = 1.0
 def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(str(path))
     con.execute("SET checkpoint_threshold = '1GB'")  # DuckDB's own, should the projector's keep failing
-    tables.create_all(con)
+    stale = tables.create_all(con)
+    if stale:
+        log.warning("read model %s: another version of Cascade made its tables (%s); rebuilding it from the log", path, ", ".join(stale))
     return con
 
 

@@ -46,9 +46,9 @@ def columns(row_type: type[msgspec.Struct]) -> list[tuple[str, Any, bool]]:
     return [(f.name, *_base_type(f.type)) for f in info.fields]  # type: ignore[attr-defined]
 
 
-def create_sql(table: str) -> str:
+def create_sql(table: str, prefix: str = "") -> str:
     cols = ", ".join(f"{name} {_SQL[t]}{'[]' if is_list else ''}" for name, t, is_list in columns(ROW_TYPES[table]))
-    return f"CREATE TABLE IF NOT EXISTS {table} ({cols})"
+    return f"CREATE TABLE IF NOT EXISTS {prefix}{table} ({cols})"
 
 
 def arrow_schema(table: str) -> pa.Schema:
@@ -71,12 +71,44 @@ def to_arrow(table: str, rows: list[msgspec.Struct]) -> pa.Table:
 REFUSED_ROWS = (duckdb.DataError, OverflowError, pa.ArrowException)
 
 
-def create_all(con: duckdb.DuckDBPyConnection) -> None:
+def _columns(con: duckdb.DuckDBPyConnection, database: str | None) -> dict[str, list[str]]:
+    """Each table's columns with their types, in order, in `database` (None: the current one)."""
+    where = "database_name = current_database()" if database is None else "database_name = ?"
+    records = con.execute(
+        f"""SELECT table_name, list(column_name || ' ' || data_type ORDER BY column_index)
+            FROM duckdb_columns() WHERE {where} AND schema_name = 'main' GROUP BY table_name""",
+        [] if database is None else [database],
+    ).fetchall()
+    return dict(records)
+
+
+def stale_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The tables a read model holds whose columns are not the row Structs' (an older or
+    newer Cascade made them): rows of this version cannot be written into them."""
+    existing = _columns(con, None)
+    con.execute("ATTACH ':memory:' AS expected_schema")
+    try:
+        for table in ROW_TYPES:
+            con.execute(create_sql(table, "expected_schema."))
+        expected = _columns(con, "expected_schema")
+    finally:
+        con.execute("DETACH expected_schema")
+    return sorted(t for t, columns in expected.items() if t in existing and existing[t] != columns)
+
+
+def create_all(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The tables, made if missing. A read model with stale tables is emptied first, its
+    checkpoint back to 0, so the projector rebuilds it from the log; those are returned."""
     con.execute("SET TimeZone = 'UTC'")
+    stale = stale_tables(con)
+    if stale:
+        for table in [*ROW_TYPES, "checkpoint"]:
+            con.execute(f"DROP TABLE IF EXISTS {table}")
     for table in ROW_TYPES:
         con.execute(create_sql(table))
     con.execute("CREATE TABLE IF NOT EXISTS checkpoint (id INTEGER PRIMARY KEY, seq BIGINT NOT NULL)")
     con.execute("INSERT INTO checkpoint SELECT 1, 0 WHERE NOT EXISTS (SELECT 1 FROM checkpoint)")
+    return stale
 
 
 def compared_columns(table: str) -> str:

@@ -54,6 +54,28 @@ async def test_a_crash_at_any_point_loses_and_repeats_nothing(
     assert dump(con) == dump(fresh)
 
 
+async def test_a_read_model_another_version_made_is_rebuilt_from_the_log(store: EventStore, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    await store.append_facts(lifecycle())
+    db = tmp_path / "live.duckdb"
+    con = connect(db)
+    await Projector(store, con).catch_up()
+    projected = dump(con)
+    # As an older Cascade left it: a column fewer in one table, another type in a second.
+    con.execute("ALTER TABLE traces DROP COLUMN real_timing")
+    con.execute("ALTER TABLE trace_real_timing ALTER COLUMN cycles TYPE VARCHAR")
+    con.close()
+
+    con = connect(db)
+    assert "another version of Cascade made its tables (trace_real_timing, traces); rebuilding it from the log" in caplog.text
+    assert con.execute("SELECT seq FROM checkpoint").fetchall() == [(0,)] and con.execute("SELECT count(*) FROM sims").fetchone() == (0,)
+    await Projector(store, con).catch_up()
+    assert dump(con) == projected
+    con.close()
+    caplog.clear()
+    connect(db).close()  # a read model of this version is left as it is
+    assert "rebuilding" not in caplog.text
+
+
 async def test_live_projection_reaches_each_append(store: EventStore, tmp_path: Path) -> None:
     import anyio
 
