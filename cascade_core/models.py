@@ -205,7 +205,7 @@ class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True):
     trace_id: str
     timing_id: Annotated[str, msgspec.Meta(description="This timing's id in the log.")]
     format: Annotated[TimingFormat, msgspec.Meta(description="The layout the file was read as.")]
-    kernels: int
+    kernels: Annotated[int, msgspec.Meta(description="The trace's kernels it measured: all, or the first N when profiling stopped short.")]
     repeats: Annotated[int, msgspec.Meta(description="Passes over the program: the hardware repetitions of each kernel.")]
     measures: Annotated[list[Measure], msgspec.Meta(description="What the file measured.")]
     replaced: Annotated[str | None, msgspec.Meta(description="The timing this one replaced: `upload`, a timing_id, or null.")]

@@ -367,7 +367,7 @@ def decide_real_timing(
         timing_id=timing_id,
         replaces=timing_in_use,
         format=timing.format,
-        kernels=len(trace.kernels),
+        kernels=max(len(launches) for launches in timing.passes),
         repeats=len(timing.passes),
         measures=list(timing.measures),
     )

@@ -141,6 +141,8 @@ def test_an_uploads_timing_is_replaced_the_same_way(client: TestClient) -> None:
     assert upload(client, tar_of(files), "combo").json()["has_real_timing"] is True
     assert put(client, "combo", TWO_PASSES).json()["detail"].startswith("trace combo already has real timing (upload);")
     assert put(client, "combo", TWO_PASSES, "true").json()["replaced"] == "upload"
+    short = put(client, "combo", HEADER + f"1,{VEC_ADD},1000\n2,{MULT},2000\n", "true").json()  # ncu --launch-count 2
+    assert (short["kernels"], short["repeats"]) == (2, 1)
 
 
 def test_refusals_leave_the_trace_as_it_was(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
