@@ -144,17 +144,79 @@ class KernelStat(msgspec.Struct, frozen=True, kw_only=True):
     stats: dict[str, StatValue]
 
 
-class ComparisonRow(msgspec.Struct, frozen=True):
+class Spread(msgspec.Struct, frozen=True):
+    """A kernel's real value over the trace's hardware repetitions, of which the row shows
+    the mean: the range plot-correlation.py draws as error bars, and how far values stray."""
+
+    repeats: Annotated[int, msgspec.Meta(description="How many repetitions measured the kernel.")]
+    min: float
+    max: float
+    stddev: Annotated[float, msgspec.Meta(description="The population standard deviation.")]
+
+
+class Correlation(msgspec.Struct, frozen=True):
+    """One config's simulated against real values, over the kernels that have both, as
+    Accel-Sim's util/plotting/plot-correlation.py scores them (its names in brackets).
+    A kernel whose real value is 0 is left out (and counted in `hw_zero`): its relative
+    error has no meaning. Nothing else is dropped."""
+
+    kernels: Annotated[int, msgspec.Meta(description="The kernels scored: both values known, the real one above 0.")]
+    correl: Annotated[float | None, msgspec.Meta(description="Pearson's r [Correl]; null under two kernels or for a constant series.")]
+    err_pct: Annotated[float | None, msgspec.Meta(description="The mean absolute error, mean(|sim-hw|/hw)*100 [Err].")]
+    agg_err_pct: Annotated[float | None, msgspec.Meta(description="The aggregate error, sum|sim-hw| / sum hw * 100 [Agg_Err].")]
+    rpd_pct: Annotated[float | None, msgspec.Meta(description="The relative percent difference, mean(2|sim-hw|/(sim+hw))*100 [RPD].")]
+    nrmse: Annotated[float | None, msgspec.Meta(description="sqrt(mean((sim-hw)^2)) / mean(hw) [NRMSE].")]
+    err_under_1pct: Annotated[int, msgspec.Meta(description="Kernels off by under 1 %.")]
+    err_under_10pct: Annotated[int, msgspec.Meta(description="Kernels off by under 10 % (those under 1 % among them).")]
+    over: Annotated[int, msgspec.Meta(description="Kernels simulated 1 % or more above the real value.")]
+    under: Annotated[int, msgspec.Meta(description="Kernels simulated 1 % or more below it: err_under_1pct + over + under = kernels.")]
+    hw_zero: Annotated[int, msgspec.Meta(description="Kernels left out for a real value of 0.")]
+
+
+# The fields added to the reference's Comparison and ComparisonRow are left out while null, so
+# an answer without real timing is the reference's, field for field.
+class ComparisonRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     kernel_index: int
     kernel_name: str
-    real_ns: float | None
+    real_ns: Annotated[float | None, msgspec.Meta(description="The real duration, the mean over the trace's hardware repetitions.")]
     sim_ns: dict[str, float | None]
+    real_ns_spread: Annotated[Spread | None, msgspec.Meta(description="With two or more repetitions: their spread.")] = None
+    real_cycles: Annotated[
+        float | None, msgspec.Meta(description="The real GPU cycles (ncu's gpc__cycles_elapsed.avg), the mean over repetitions.")
+    ] = None
+    real_cycles_spread: Spread | None = None
+    sim_cycles: Annotated[
+        dict[str, float | None] | None,
+        msgspec.Meta(description="With real cycles: each config's median gpu_sim_cycle over its replicas."),
+    ] = None
 
 
-class Comparison(msgspec.Struct, frozen=True):
+class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     has_real_timing: bool
     configs: list[str]
     rows: list[ComparisonRow]
+    correlation: Annotated[
+        dict[str, Correlation] | None, msgspec.Meta(description="With real durations: sim_ns against real_ns, per config.")
+    ] = None
+    cycles_correlation: Annotated[
+        dict[str, Correlation] | None, msgspec.Meta(description="With real cycles: sim_cycles against real_cycles, per config.")
+    ] = None
+
+
+TimingFormat = Literal["cascade", "ncu", "nsys"]  # the layouts of a real timing file (cascade_core.realtiming)
+Measure = Literal["duration_ns", "cycles"]  # what a real timing file measures
+
+
+class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True):
+    """Real timing attached to a trace (`PUT /api/traces/{trace_id}/real-timing`)."""
+
+    trace_id: str
+    timing_id: Annotated[str, msgspec.Meta(description="This timing's id in the log.")]
+    format: Annotated[TimingFormat, msgspec.Meta(description="The layout the file was read as.")]
+    kernels: Annotated[int, msgspec.Meta(description="The trace's kernels it measured: all, or the first N when profiling stopped short.")]
+    repeats: Annotated[int, msgspec.Meta(description="Passes over the program: the hardware repetitions of each kernel.")]
+    measures: Annotated[list[Measure], msgspec.Meta(description="What the file measured.")]
+    replaced: Annotated[str | None, msgspec.Meta(description="The timing this one replaced: `upload`, a timing_id, or null.")]
 
 
 class SimResults(msgspec.Struct, frozen=True):

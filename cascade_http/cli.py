@@ -4,6 +4,7 @@
     cascade replay     rebuild a read model from the log, or verify the live one
     cascade events     print an aggregate's history
     cascade trace upload DIR   stream a trace directory to a running server
+    cascade trace timing TRACE FILE   attach real kernel timing to a ready trace
     cascade run TRACE CONFIG[xN]... [--watch], run show RUN, run cancel RUN, runs, results RUN
                        runs through the API (`runs_cli`)
 
@@ -127,6 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
     trace_upload.add_argument("directory", help="the trace directory (kernelslist.g and its kernel files)")
     trace_upload.add_argument("--id", help="the trace's id (default: a new trace-<hex> id)")
     locate.add_arguments(trace_upload)
+    trace_timing = trace_sub.add_parser(
+        "timing", help="attach real kernel timing to a ready trace: Cascade's CSV, ncu --csv, or nsys stats --report cuda_gpu_trace"
+    )
+    trace_timing.add_argument("trace_id", metavar="TRACE", help="a ready trace's id")
+    trace_timing.add_argument("file", metavar="FILE", help="the timing file (passes concatenated are hardware repetitions)")
+    trace_timing.add_argument("--replace", action="store_true", help="replace the real timing the trace has")
+    trace_timing.add_argument("--json", action="store_true", help="print the API's answer as it came")
+    locate.add_arguments(trace_timing)
 
     run = sub.add_parser(
         "run", help="create a run of a trace on GPU configs, and watch it", epilog=RUN_EPILOG,
@@ -429,6 +438,10 @@ def _parked(args: argparse.Namespace) -> int:
 
 
 def trace(args: argparse.Namespace) -> int:
+    if args.trace_command == "timing":
+        from cascade_http.timing_cli import attach
+
+        return attach(args)
     from cascade_http.uploads_cli import upload
 
     return upload(locate.api_client(args), Path(args.directory), args.id)

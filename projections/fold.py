@@ -275,7 +275,12 @@ def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
             return
         case ev.TraceRealTimingListed() if trace is not None and _open(trace):
             for r in e.rows:
-                b.checked["trace_real_timing"].append(RealTimingRow(trace_id, r.kernel_id, r.kernel_name, r.duration_ns))
+                timing = RealTimingRow(trace_id=trace_id, timing_id=e.timing_id, **msgspec.structs.asdict(r))
+                b.checked["trace_real_timing"].append(timing)
+            return
+        case ev.TraceRealTimingAttached():
+            if trace is not None and not trace.deleted and trace.state == "ready" and trace.real_timing == e.replaces:
+                b.put_trace(msgspec.structs.replace(trace, real_timing=e.timing_id, has_real_timing=True, updated_at=e.at, seq=seq))
             return
     if trace is None or trace.deleted or trace.state in ("ready", "failed") and not isinstance(e, ev.TraceDeleted):
         return
@@ -291,6 +296,7 @@ def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
                     bytes=e.bytes,
                     suggested_sim_config=e.suggested_sim_config,
                     has_real_timing=e.has_real_timing,
+                    real_timing=ev.UPLOAD_TIMING if e.has_real_timing else None,
                     has_step_timeline=e.has_step_timeline,
                     model=e.model,
                     layers=_json.encode(e.layers).decode(),
@@ -330,6 +336,7 @@ def _new_trace(seq: int, e: ev.TraceUploadStarted) -> TraceRow:
         sample=e.sample,
         deleted=False,
         seq=seq,
+        real_timing=None,
     )
 
 

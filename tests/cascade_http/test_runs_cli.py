@@ -302,6 +302,66 @@ def test_a_failed_sim_exits_1_and_run_show_tells_why(live: LiveServer) -> None:
     assert json.loads(as_json.stdout) == detail
 
 
+TIMING = Path(__file__).parents[1] / "cascade_core" / "timing"
+
+
+def test_real_timing_attached_from_the_command_line_is_scored_by_compare(live: LiveServer, tmp_path: Path) -> None:
+    upload_combo(live)
+    watched = cascade(live, "run", "combo", "SM61_TITANX", "--watch")
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    run_id = watched.stdout.splitlines()[0]
+    # Two hardware passes, two nsys outputs concatenated (the fixture's own comment aside),
+    # the second 10 % slower.
+    nsys = (TIMING / "nsys-cuda-gpu-trace.csv").read_text()
+    output = nsys[nsys.index("Generating SQLite file"):]
+    slower = output.replace(",3232,", ",3555,").replace(",5856,", ",6442,").replace(",3104,", ",3414,")
+    (tmp_path / "nsys.csv").write_text(output + slower)
+
+    attached = cascade(live, "trace", "timing", "combo", str(tmp_path / "nsys.csv"))
+    assert attached.returncode == 0, attached.stderr
+    timing_id = re.search(r"real timing (timing-[0-9a-f]+) attached", attached.stdout)
+    assert timing_id and attached.stdout == f"trace combo: real timing {timing_id[1]} attached (nsys: 3 kernels, 2 repeats, duration_ns)\n"
+
+    compared = cascade(live, "compare", run_id)
+    assert compared.returncode == 0, compared.stderr
+    comparison = api(live, f"/api/runs/{run_id}/comparison").json()
+    lines = compared.stdout.splitlines()
+    assert lines[0].split() == ["#", "kernel", "SM61_TITANX", "real", "real", "range"]
+    for line, row in zip(lines[1:4], comparison["rows"]):
+        assert line.split()[4:6] == [f"{row['real_ns'] / 1e3:,.3f}", "µs"]
+        spread = row["real_ns_spread"]
+        assert line.split()[6] == f"+{(spread['max'] - row['real_ns']) / row['real_ns'] * 100:.2f}%/-{(row['real_ns'] - spread['min']) / row['real_ns'] * 100:.2f}%"
+    scores = comparison["correlation"]["SM61_TITANX"]
+    assert lines[6:8] == ["", "against real time, as Accel-Sim's plot-correlation.py scores it:"]
+    assert lines[8].split() == ["config", "kernels", "Correl", "Err", "Agg_Err", "RPD", "NRMSE", "<1%", "<10%", "over", "under"]
+    assert lines[9].split() == [
+        "SM61_TITANX", "3", f"{scores['correl']:.4}", f"{scores['err_pct']:.2f}%", f"{scores['agg_err_pct']:.2f}%", f"{scores['rpd_pct']:.2f}%",
+        f"{scores['nrmse']:.2f}", *(str(scores[k]) for k in ("err_under_1pct", "err_under_10pct", "over", "under")),
+    ]
+    assert len(lines) == 10
+
+    again = cascade(live, "trace", "timing", "combo", str(TIMING / "ncu-details.csv"))
+    assert (again.returncode, again.stderr) == (
+        2,
+        f"cascade: error: PUT /api/traces/combo/real-timing: 409 trace combo already has real timing ({timing_id[1]}); "
+        "replace it with ?replace=true (cascade trace timing --replace)\n",
+    )
+    replaced = cascade(live, "trace", "timing", "combo", str(TIMING / "ncu-details.csv"), "--replace", "--json")
+    assert replaced.returncode == 0, replaced.stderr
+    answer = json.loads(replaced.stdout)
+    assert (answer["format"], answer["measures"], answer["replaced"]) == ("ncu", ["duration_ns", "cycles"], timing_id[1])
+    with_cycles = cascade(live, "compare", run_id).stdout.splitlines()
+    assert with_cycles[0].split() == ["#", "kernel", "SM61_TITANX", "real", "real", "cycles"]
+    assert with_cycles[-3] == "against real cycles, as Accel-Sim's plot-correlation.py scores it:"
+
+    missing = cascade(live, "trace", "timing", "combo", str(tmp_path / "nope.csv"))
+    assert (missing.returncode, missing.stderr) == (2, f"cascade: error: {tmp_path / 'nope.csv'}: No such file or directory\n")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("kernel_id,kernel_name,duration_ns\n1,vecAdd,soon\n")
+    refused = cascade(live, "trace", "timing", "combo", str(bad), "--replace")
+    assert refused.stderr == "cascade: error: PUT /api/traces/combo/real-timing?replace=true: 422 the timing file line 2: duration_ns 'soon' is not a non-negative number\n"
+
+
 def test_ctrl_c_leaves_the_run_running_and_run_cancel_cancels_it(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_PACE", "60")
     upload_combo(live)
