@@ -38,10 +38,17 @@ class StoredFile(msgspec.Struct, frozen=True):
     digest: str
 
 
-class RealTiming(msgspec.Struct, frozen=True):
+class RealTiming(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A kernel launch as measured on hardware, in one pass over the program (`repeat`, from
+    0): its duration, its GPU cycles (Nsight Compute's `gpc__cycles_elapsed.avg`), or both.
+    `kernel_id` is the launch's uid in the trace (in older events, the id the file gave it);
+    either way it orders a pass's rows."""
+
     kernel_id: int
     kernel_name: str
-    duration_ns: float
+    duration_ns: float | None
+    repeat: int = 0
+    cycles: float | None = None
 
 
 class TraceEvent(Event, frozen=True, kw_only=True):
@@ -77,8 +84,32 @@ class TraceKernelsListed(TraceEvent, frozen=True, tag="trace.kernels_listed.v1")
     kernels: list[TracedKernel]
 
 
+UPLOAD_TIMING = "upload"  # the timing_id of the real timing an upload brought
+TimingFormat = Literal["cascade", "ncu", "nsys"]  # the layouts of a real timing file (cascade_core.realtiming)
+Measure = Literal["duration_ns", "cycles"]  # what a real timing file measures
+
+
 class TraceRealTimingListed(TraceEvent, frozen=True, tag="trace.real_timing_listed.v1"):
+    """Rows of real timing, under `timing_id`: the upload's own (`real_timing.csv`), or one
+    attached later, which only counts once its `trace.real_timing_attached.v1` follows."""
+
     rows: list[RealTiming]
+    timing_id: str = UPLOAD_TIMING
+
+
+class TraceRealTimingAttached(TraceEvent, frozen=True, tag="trace.real_timing_attached.v1"):
+    """The rows listed under `timing_id` are the ready trace's real timing from here on, in
+    place of `replaces`: the timing it had (`upload`, an earlier `timing_id`), or None for
+    none. Applied only while the trace still has `replaces`, so a replacement says what it
+    replaces and replays the same. `kernels`, `repeats`, `measures` and `format` describe the
+    rows (`cascade_core.realtiming`)."""
+
+    timing_id: str
+    replaces: str | None
+    format: TimingFormat
+    kernels: int
+    repeats: int
+    measures: list[Measure]
 
 
 class TraceReady(TraceEvent, frozen=True, tag="trace.ready.v1"):
@@ -229,6 +260,7 @@ AnyEvent = (
     | TraceFilesStored
     | TraceKernelsListed
     | TraceRealTimingListed
+    | TraceRealTimingAttached
     | TraceReady
     | TraceFailed
     | TraceDeleted

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from cascade_core.events import Measure, TimingFormat  # what the log holds, shown as stored
+
 TraceState = Literal["uploading", "processing", "ready", "failed"]
 SimState = Literal["pending", "launching", "running", "succeeded", "failed", "cancelled"]
 RunState = Literal["active", "succeeded", "failed", "cancelled"]
@@ -89,7 +91,7 @@ class SimMetrics(msgspec.Struct, frozen=True):
     sim_rate_ips: float | None = None
 
 
-class Sim(msgspec.Struct, frozen=True, kw_only=True):
+class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     id: str
     run_id: str
     gpu_config: str
@@ -107,6 +109,14 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True):
     current_kernel: str | None
     latest: SimMetrics
     log_tail: list[str]
+    attention: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="Why this unfinished sim may never finish unless someone acts: no runner has taken it for a "
+            "while, or its runner was lost. Judged when the run is read (Get a run), from the time and the live "
+            "runners; absent when all is well, and from the run's event stream."
+        ),
+    ] = None
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -136,17 +146,75 @@ class KernelStat(msgspec.Struct, frozen=True):
     stats: dict[str, StatValue]
 
 
-class ComparisonRow(msgspec.Struct, frozen=True):
+class Spread(msgspec.Struct, frozen=True):
+    """A kernel's real value over the trace's hardware repetitions, of which the row shows
+    the mean: the range plot-correlation.py draws as error bars, and how far values stray."""
+
+    repeats: Annotated[int, msgspec.Meta(description="How many repetitions measured the kernel.")]
+    min: float
+    max: float
+    stddev: Annotated[float, msgspec.Meta(description="The population standard deviation.")]
+
+
+class Correlation(msgspec.Struct, frozen=True):
+    """One config's simulated against real values, over the kernels that have both, as
+    Accel-Sim's util/plotting/plot-correlation.py scores them (its names in brackets).
+    A kernel whose real value is 0 is left out (and counted in `hw_zero`): its relative
+    error has no meaning. Nothing else is dropped."""
+
+    kernels: Annotated[int, msgspec.Meta(description="The kernels scored: both values known, the real one above 0.")]
+    correl: Annotated[float | None, msgspec.Meta(description="Pearson's r [Correl]; null under two kernels or for a constant series.")]
+    err_pct: Annotated[float | None, msgspec.Meta(description="The mean absolute error, mean(|sim-hw|/hw)*100 [Err].")]
+    agg_err_pct: Annotated[float | None, msgspec.Meta(description="The aggregate error, sum|sim-hw| / sum hw * 100 [Agg_Err].")]
+    rpd_pct: Annotated[float | None, msgspec.Meta(description="The relative percent difference, mean(2|sim-hw|/(sim+hw))*100 [RPD].")]
+    nrmse: Annotated[float | None, msgspec.Meta(description="sqrt(mean((sim-hw)^2)) / mean(hw) [NRMSE].")]
+    err_under_1pct: Annotated[int, msgspec.Meta(description="Kernels off by under 1 %.")]
+    err_under_10pct: Annotated[int, msgspec.Meta(description="Kernels off by under 10 % (those under 1 % among them).")]
+    over: Annotated[int, msgspec.Meta(description="Kernels simulated 1 % or more above the real value.")]
+    under: Annotated[int, msgspec.Meta(description="Kernels simulated 1 % or more below it: err_under_1pct + over + under = kernels.")]
+    hw_zero: Annotated[int, msgspec.Meta(description="Kernels left out for a real value of 0.")]
+
+
+# The fields added to the reference's Comparison and ComparisonRow are left out while null, so
+# an answer without real timing is the reference's, field for field.
+class ComparisonRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     kernel_index: int
     kernel_name: str
-    real_ns: float | None
+    real_ns: Annotated[float | None, msgspec.Meta(description="The real duration, the mean over the trace's hardware repetitions.")]
     sim_ns: dict[str, float | None]
+    real_ns_spread: Annotated[Spread | None, msgspec.Meta(description="With two or more repetitions: their spread.")] = None
+    real_cycles: Annotated[
+        float | None, msgspec.Meta(description="The real GPU cycles (ncu's gpc__cycles_elapsed.avg), the mean over repetitions.")
+    ] = None
+    real_cycles_spread: Spread | None = None
+    sim_cycles: Annotated[
+        dict[str, float | None] | None,
+        msgspec.Meta(description="With real cycles: each config's median gpu_sim_cycle over its replicas."),
+    ] = None
 
 
-class Comparison(msgspec.Struct, frozen=True):
+class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     has_real_timing: bool
     configs: list[str]
     rows: list[ComparisonRow]
+    correlation: Annotated[
+        dict[str, Correlation] | None, msgspec.Meta(description="With real durations: sim_ns against real_ns, per config.")
+    ] = None
+    cycles_correlation: Annotated[
+        dict[str, Correlation] | None, msgspec.Meta(description="With real cycles: sim_cycles against real_cycles, per config.")
+    ] = None
+
+
+class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True):
+    """Real timing attached to a trace (`PUT /api/traces/{trace_id}/real-timing`)."""
+
+    trace_id: str
+    timing_id: Annotated[str, msgspec.Meta(description="This timing's id in the log.")]
+    format: Annotated[TimingFormat, msgspec.Meta(description="The layout the file was read as.")]
+    kernels: Annotated[int, msgspec.Meta(description="The trace's kernels it measured: all, or the first N when profiling stopped short.")]
+    repeats: Annotated[int, msgspec.Meta(description="Passes over the program: the hardware repetitions of each kernel.")]
+    measures: Annotated[list[Measure], msgspec.Meta(description="What the file measured.")]
+    replaced: Annotated[str | None, msgspec.Meta(description="The timing this one replaced: `upload`, a timing_id, or null.")]
 
 
 class SimResults(msgspec.Struct, frozen=True):
@@ -187,13 +255,34 @@ class Runner(msgspec.Struct, frozen=True, kw_only=True):
     last_seen_at: datetime
 
 
+class Problem(msgspec.Struct, frozen=True, kw_only=True):
+    task: Annotated[str, msgspec.Meta(description="What fails: a supervised task (projector, dispatcher, runner ...), nats or nats-server.")]
+    error: str
+    since: datetime
+    restarts: int
+
+
+class Rebuild(msgspec.Struct, frozen=True, kw_only=True):
+    """The read model being rebuilt from the log, because another version of Cascade built
+    it: reads answer from the old one, as it was, and requests that change something are
+    refused (503) until the new one has caught up and taken its place."""
+
+    reason: str  # what changed since the old one was built
+    applied: int  # events the new one has applied, of the stream's `stream_seq`
+
+
 class Health(msgspec.Struct, frozen=True, kw_only=True):
-    status: Literal["ok"]
-    stream_seq: int
-    projected_seq: int
-    queue_depth: int
-    runners: int
+    status: Literal["ok", "degraded"]
+    stream_seq: Annotated[int | None, msgspec.Meta(description="The log's last sequence; null while NATS does not answer.")]
+    projected_seq: int  # the last event reads show
+    queue_depth: Annotated[
+        int | None,
+        msgspec.Meta(description="Unfinished sims that no live runner holds: waiting for one. Null while NATS does not answer."),
+    ]
+    runners: Annotated[int | None, msgspec.Meta(description="Live runners; null while NATS does not answer.")]
     parked: int  # stored messages no consumer could use (`GET /api/parked`)
+    problems: list[Problem]
+    rebuild: Rebuild | None = None  # set while the read model is rebuilt
 
 
 class ParkedEvent(msgspec.Struct, frozen=True, kw_only=True):

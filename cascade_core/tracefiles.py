@@ -1,5 +1,6 @@
 """The Accel-Sim trace format: `kernelslist.g`, kernel trace headers, and the optional
-`real_timing.csv` and `cascade.json` that ride along in an upload.
+`cascade.json` that rides along in an upload (`real_timing.csv`, its other companion, is
+read by `cascade_core.realtiming`).
 
 Every function takes text or bytes, never a path, so the upload pipeline can feed it
 data as it streams out of an archive. Every error is a `TraceError` whose message names
@@ -11,15 +12,12 @@ the simulator would otherwise skip a line silently or fail long after upload.
 
 from __future__ import annotations
 
-import csv
-import io
-import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
-from cascade_core.events import RealTiming, TracedKernel
+from cascade_core.events import TracedKernel
 from cascade_core.ids import TRACE_ID_PATTERN
 
 __all__ = [
@@ -29,14 +27,12 @@ __all__ = [
     "KernelLaunch",
     "KernelsListEntry",
     "MemcpyHtoD",
-    "RealTiming",
     "TraceError",
     "TraceInfo",
     "kernel_files",
     "parse_cascade_json",
     "parse_kernel_header",
     "parse_kernelslist",
-    "parse_real_timing",
     "safe_member_path",
     "trace_arch",
     "trace_kernels",
@@ -318,56 +314,6 @@ def trace_kernels(entries: Iterable[KernelsListEntry], headers: Mapping[str, Ker
             )
         )
     return kernels
-
-
-# --- real_timing.csv ----------------------------------------------------------------------
-
-
-_REAL_TIMING_COLUMNS = ["kernel_id", "kernel_name", "duration_ns"]
-
-
-def _real_timing_row(row: Sequence[str], where: str) -> RealTiming:
-    if len(row) != 3:
-        raise TraceError(f"{where}: expected 3 fields (kernel_id,kernel_name,duration_ns), found {len(row)}")
-    kernel_id, name, duration = row
-    if not _DECIMAL.fullmatch(kernel_id.strip()):
-        raise TraceError(f"{where}: kernel_id {kernel_id!r} is not a non-negative whole number")
-    try:
-        duration_ns = float(duration)
-    except ValueError:
-        duration_ns = math.nan
-    if not (math.isfinite(duration_ns) and duration_ns >= 0):
-        raise TraceError(f"{where}: duration_ns {duration!r} is not a non-negative number")
-    return RealTiming(int(kernel_id), name, duration_ns)
-
-
-def parse_real_timing(text: str) -> list[RealTiming]:
-    """The rows of `real_timing.csv`, sorted by kernel_id (comparisons line kernels up by
-    that order). Kernel names may be quoted, as demangled names hold commas."""
-    # Spreadsheet tools save CSV with a byte order mark; it is not part of the header.
-    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""))
-    header = next(reader, None)
-    if header is None:
-        raise TraceError(f"{REAL_TIMING} is empty; its first line must be kernel_id,kernel_name,duration_ns")
-    if [column.strip() for column in header] != _REAL_TIMING_COLUMNS:
-        raise TraceError(f"{REAL_TIMING} line 1: header must be kernel_id,kernel_name,duration_ns, not {','.join(header)!r}")
-    rows: list[RealTiming] = []
-    first_line: dict[int, int] = {}
-    try:
-        for row in reader:
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            where = f"{REAL_TIMING} line {reader.line_num}"
-            timing = _real_timing_row(row, where)
-            if timing.kernel_id in first_line:
-                raise TraceError(
-                    f"{where}: kernel_id {timing.kernel_id} already appears on line {first_line[timing.kernel_id]}"
-                )
-            first_line[timing.kernel_id] = reader.line_num
-            rows.append(timing)
-    except csv.Error as error:
-        raise TraceError(f"{REAL_TIMING} line {reader.line_num}: {error}") from None
-    return sorted(rows, key=lambda timing: timing.kernel_id)
 
 
 # --- cascade.json -------------------------------------------------------------------------

@@ -28,7 +28,8 @@ from cascade_core import events as ev
 from cascade_core.gpu_configs import suggested_config
 from cascade_core.ids import is_trace_id
 from cascade_core.limits import too_large
-from cascade_core.models import GpuConfig, Trace
+from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail
+from cascade_core.realtiming import line_up, parse_timing
 from cascade_core.timeline import TimelineError, validate_timeline
 from cascade_core.tracefiles import (
     KERNELSLIST,
@@ -40,7 +41,6 @@ from cascade_core.tracefiles import (
     kernel_files,
     parse_cascade_json,
     parse_kernelslist,
-    parse_real_timing,
     trace_arch,
     trace_kernels,
 )
@@ -172,7 +172,7 @@ def decide_outcome(upload: Upload, received: Received, configs: Iterable[GpuConf
         has_timeline = received.step_timeline is not None
         if received.step_timeline is not None:
             validate_timeline(received.step_timeline, len(kernels))
-        timing = parse_real_timing(_text(received.real_timing, REAL_TIMING)) if received.real_timing is not None else []
+        timing = _timing(received.real_timing, REAL_TIMING, kernels) if received.real_timing is not None else []
         info = parse_cascade_json(received.cascade_json) if received.cascade_json is not None else TraceInfo()
     except (TraceError, TimelineError) as error:
         return [failed(upload, str(error), at, size=size)]
@@ -183,7 +183,7 @@ def decide_outcome(upload: Upload, received: Received, configs: Iterable[GpuConf
     ]
     out += [
         ev.TraceRealTimingListed(**upload.envelope(f"timing.{i}", at), trace_id=tid, rows=group)
-        for i, group in enumerate(batches(timing, MAX_TIMING_ROWS_PER_EVENT, lambda r: len(r.kernel_name) + 80))
+        for i, group in enumerate(_timing_batches(timing))
     ]
     out.append(
         ev.TraceReady(
@@ -250,6 +250,14 @@ def _kernels(received: Received) -> tuple[list[ev.TracedKernel], str]:
     return trace_kernels(entries, received.headers), arch
 
 
+def _timing(raw: bytes, source: str, kernels: Sequence[ev.TracedKernel]) -> list[ev.RealTiming]:
+    return line_up(parse_timing(_text(raw, source), source), kernels, source)
+
+
+def _timing_batches(rows: Sequence[ev.RealTiming]) -> list[list[ev.RealTiming]]:
+    return batches(rows, MAX_TIMING_ROWS_PER_EVENT, lambda r: len(r.kernel_name) + 100)
+
+
 def batches(items: Sequence[T], max_count: int, size: Callable[[T], int], max_bytes: int = MAX_EVENT_PAYLOAD) -> list[list[T]]:
     """`items` in order, cut into lists of at most `max_count` items and about `max_bytes`."""
     out: list[list[T]] = []
@@ -285,3 +293,85 @@ def decide_delete(
     if uploading_here:
         raise Refused(409, f"trace {trace_id} is still being uploaded; delete it once it is ready or failed")
     return ev.TraceDeleted(id=event_id, at=at, trace_id=trace_id)
+
+
+# --- real timing attached later -----------------------------------------------------------------
+
+TIMING_FILE = "the timing file"  # how errors name an attached file, which comes without a name
+
+
+class Attachment(msgspec.Struct, frozen=True, kw_only=True):
+    """A request to attach real timing to a trace: the file, and whether it may replace the
+    timing the trace has. Its events' ids derive from `timing_id` (random per request)."""
+
+    trace_id: str
+    timing_id: str
+    body: bytes
+    replace: bool = False
+
+
+def new_timing_id() -> str:
+    return f"timing-{secrets.token_hex(6)}"
+
+
+def decide_real_timing(
+    trace: TraceDetail | None, timing_in_use: str | None, request: Attachment, at: datetime
+) -> tuple[list[ev.TraceRealTimingListed], ev.TraceRealTimingAttached]:
+    """The events that attach the file's timing to a ready trace: its rows, and the marker
+    to append after them that makes them the trace's, in place of `timing_in_use` (the trace's current
+    timing id). Refused: no such trace (404); a sample, a trace not ready, or one with timing
+    when `replace` is not set (409); a file that is no timing, or whose launches are not the
+    trace's (422)."""
+    trace_id = request.trace_id
+    if trace is None:
+        raise Refused(404, f"trace {trace_id} not found")
+    if trace.sample:
+        raise Refused(409, f"trace {trace_id} is a sample that ships with Cascade; its real timing cannot be changed")
+    if trace.state != "ready":
+        raise Refused(409, f"trace {trace_id} is {trace.state}; real timing can be attached to a ready trace")
+    if timing_in_use is not None and not request.replace:
+        raise Refused(
+            409,
+            f"trace {trace_id} already has real timing ({timing_in_use}); replace it with ?replace=true "
+            "(cascade trace timing --replace)",
+        )
+    try:
+        timing = parse_timing(_text(request.body, TIMING_FILE), TIMING_FILE)
+        rows = line_up(timing, trace.kernels, TIMING_FILE)
+    except TraceError as error:
+        raise Refused(422, str(error)) from None
+    if not rows:
+        raise Refused(422, f"{TIMING_FILE} holds no kernel launches")
+    timing_id = request.timing_id
+    listed = [
+        ev.TraceRealTimingListed(
+            id=f"{timing_id}.rows.{i}", at=at, correlation_id=timing_id, trace_id=trace_id, rows=group, timing_id=timing_id
+        )
+        for i, group in enumerate(_timing_batches(rows))
+    ]
+    marker = ev.TraceRealTimingAttached(
+        id=f"{timing_id}.attached",
+        at=at,
+        correlation_id=timing_id,
+        trace_id=trace_id,
+        timing_id=timing_id,
+        replaces=timing_in_use,
+        format=timing.format,
+        kernels=max(len(launches) for launches in timing.passes),
+        repeats=len(timing.passes),
+        measures=list(timing.measures),
+    )
+    return listed, marker
+
+
+def attached(marker: ev.TraceRealTimingAttached) -> RealTimingAttached:
+    """What the answer to an attachment says about it."""
+    return RealTimingAttached(
+        trace_id=marker.trace_id,
+        timing_id=marker.timing_id,
+        format=marker.format,
+        kernels=marker.kernels,
+        repeats=marker.repeats,
+        measures=marker.measures,
+        replaced=marker.replaces,
+    )

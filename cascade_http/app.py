@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
+import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -15,35 +18,67 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from cascade_core.models import ErrorDetail, Health, ValidationErrorBody
+from cascade_core import attention
+from cascade_core.models import ErrorDetail, Health, Problem, ValidationErrorBody
 from cascade_http import service
-from cascade_http.service import cascade
+from cascade_http.service import NATS_ANSWER_S, cascade
 from cascade_http.auth import BearerAuth
 from cascade_http.config import Settings
 from cascade_http.openapi import document, operation
+from cascade_http.read_only import ReadOnlyWhileRebuilding
 from cascade_http.readmodel import read
 from cascade_http.responses import MsgspecResponse
 from cascade_http.validation import RequestValidationError
+from cascade_nats.server import EmbeddedNats
 from cascade_nats.store import EventTooLarge
+from cascade_nats.supervise import ConnectionWatch, describe
+from projections.queries import runs as q
 from projections.queries.parked import parked_count
 
 VERSION = "0.1.0"
 WEB_DIR = Path(__file__).parent / "static"
 
 
-@operation(summary="Service health", tag="service", response=Health, auth=False)
+@operation(
+    summary="Service health",
+    description="`ok`, or `degraded` (503) with what fails: a task of the service that keeps failing and is being "
+    "started again (the projector, the dispatcher, the runner's loops, the embedded nats-server), or NATS out of "
+    "reach, while reads show the read model as it last was. Answers within seconds however NATS is. "
+    "`projected_seq` is the last event reads show. While a read model another version built is rebuilt from the "
+    "log, `rebuild` says why and how far it is: reads answer from the old one, and requests that change something "
+    "answer 503 with `Retry-After` until the new one takes its place.",
+    tag="service",
+    response=Health,
+    also={503: "Degraded: `problems` says what fails."},
+    auth=False,
+)
 async def health(request: Request) -> Response:
     c = cascade(request)
-    return MsgspecResponse(
-        Health(
-            status="ok",
-            stream_seq=await c.store.last_seq(),
-            projected_seq=c.projector.applied,
-            queue_depth=await c.queue_depth(),
-            runners=len(await c.runners()),
-            parked=await read(c, parked_count),
-        )
+    problems = [msgspec.convert(f, Problem, from_attributes=True) for f in c.supervision.failing()]
+    stream_seq = queue_depth = None
+    if c.nc.is_connected:
+        try:
+            with anyio.fail_after(NATS_ANSWER_S):
+                stream_seq = await c.store.last_seq()
+        except Exception as err:  # noqa: BLE001 - the answer says what went wrong instead
+            problems.append(Problem(task=ConnectionWatch.TASK, error=describe(err), since=datetime.now(UTC), restarts=0))
+    elif not any(p.task == ConnectionWatch.TASK for p in problems):
+        # Lost a moment ago: nats-py tells its watch only after it stopped being connected.
+        problems.append(Problem(task=ConnectionWatch.TASK, error="not connected to NATS", since=datetime.now(UTC), restarts=0))
+    runners = await c.runners()
+    if runners is not None:
+        queue_depth = attention.waiting(await read(c, q.unfinished_sims), runners)
+    report = Health(
+        status="degraded" if problems else "ok",
+        stream_seq=stream_seq,
+        projected_seq=c.read_model.seq,
+        queue_depth=queue_depth,
+        runners=None if runners is None else len(runners),
+        parked=await read(c, parked_count),
+        problems=problems,
+        rebuild=c.read_model.rebuild,
     )
+    return MsgspecResponse(report, status_code=503 if problems else 200)
 
 
 async def openapi(request: Request) -> Response:
@@ -90,17 +125,19 @@ def web_routes() -> list[BaseRoute]:
     return [Route("/", web_app, methods=["GET"]), Mount("/static", WebAssets(directory=WEB_DIR), name="static")]
 
 
-def create_app(settings: Settings) -> Starlette:
+def create_app(settings: Settings, embedded: EmbeddedNats | None = None) -> Starlette:
+    """The app on `settings`; `embedded` is the nats-server this process started, if any."""
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with service.running(settings) as running:
+        async with service.running(settings, embedded) as running:
             app.state.cascade = running
             yield
 
     app_routes = routes()
     app = Starlette(
         routes=[*app_routes, *web_routes()],
-        middleware=[Middleware(BearerAuth)],
+        middleware=[Middleware(BearerAuth), Middleware(ReadOnlyWhileRebuilding)],
         exception_handlers={HTTPException: http_error, RequestValidationError: validation_error, EventTooLarge: event_too_large},
         lifespan=lifespan,
     )

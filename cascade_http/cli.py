@@ -5,6 +5,7 @@
     cascade events     print an aggregate's history
     cascade timeline   a serving step timeline from files, offline (`timeline_cli`)
     cascade trace upload DIR   stream a trace directory to a running server
+    cascade trace timing TRACE FILE   attach real kernel timing to a ready trace
     cascade run TRACE CONFIG[xN]... [--watch], run show RUN, run cancel RUN, runs, results RUN
                        runs through the API (`runs_cli`)
 
@@ -128,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
     trace_upload.add_argument("directory", help="the trace directory (kernelslist.g and its kernel files)")
     trace_upload.add_argument("--id", help="the trace's id (default: a new trace-<hex> id)")
     locate.add_arguments(trace_upload)
+    trace_timing = trace_sub.add_parser(
+        "timing", help="attach real kernel timing to a ready trace: Cascade's CSV, ncu --csv, or nsys stats --report cuda_gpu_trace"
+    )
+    trace_timing.add_argument("trace_id", metavar="TRACE", help="a ready trace's id")
+    trace_timing.add_argument("file", metavar="FILE", help="the timing file (passes concatenated are hardware repetitions)")
+    trace_timing.add_argument("--replace", action="store_true", help="replace the real timing the trace has")
+    trace_timing.add_argument("--json", action="store_true", help="print the API's answer as it came")
+    locate.add_arguments(trace_timing)
 
     run = sub.add_parser(
         "run", help="create a run of a trace on GPU configs, and watch it", epilog=RUN_EPILOG,
@@ -218,7 +227,7 @@ def serve(args: argparse.Namespace) -> int:
                 pid=os.getpid(), api_url=url_of(listener), nats_url=nats.address, started_at=datetime.now(UTC), nats_embedded=nats.embedded
             )
             # No logging config of uvicorn's own: its lines go through the redacting root handler.
-            config = uvicorn.Config(create_app(settings), lifespan="on", log_config=None, log_level="info", timeout_graceful_shutdown=5)
+            config = uvicorn.Config(create_app(settings, nats.server), lifespan="on", log_config=None, log_level="info", timeout_graceful_shutdown=5)
             server = uvicorn.Server(config)
             # uvicorn shuts down on SIGINT/SIGTERM and then raises the signal again; let that end
             # this function normally, so the embedded nats-server is stopped after the app.
@@ -265,11 +274,15 @@ async def _work(settings: Settings, work_dir: Path) -> None:
 
 async def _run_worker(settings: Settings, work_dir: Path) -> None:
     from cascade_http.service import connect_nats
+    from cascade_nats.supervise import Supervision, supervise
     from cascade_sim.install import AccelSimInstall
     from cascade_sim.runner import Runner
 
     assert settings.nats_url is not None and settings.accelsim_dir is not None
-    nc = await connect_nats(settings.nats_url, name="cascade-worker")
+    # What fails is only logged here: a worker has no health route. It rides out a NATS
+    # outage of any length, and goes on when NATS is back.
+    supervision = Supervision()
+    nc = await connect_nats(settings.nats_url, name="cascade-worker", supervision=supervision)
     try:
         runner = Runner(
             nc,
@@ -278,8 +291,9 @@ async def _run_worker(settings: Settings, work_dir: Path) -> None:
             slots=settings.runner_slots,
             sim_timeout_s=settings.sim_timeout_s,
             ack_wait_s=settings.runner_lease_s,
+            supervision=supervision,
         )
-        await runner.run()
+        await supervise("runner", runner.run, supervision)  # as serve runs its own
     finally:
         await nc.close()
 
@@ -332,6 +346,7 @@ async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
     import duckdb
 
     from projections.replay import verify
+    from projections.version import Outdated
 
     if not settings.db_path.exists():
         raise ConfigError(f"no read model at {settings.db_path}")
@@ -344,6 +359,8 @@ async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
             with event_log.configured_or_embedded(settings) as nats:
                 async with event_log.open_store(nats.url) as store:
                     return await verify(store, con.cursor())
+        except Outdated as why:
+            raise ConfigError(f"read model {settings.db_path} {why.reason}; `cascade serve` rebuilds it from the log") from why
         finally:
             con.close()
 
@@ -406,6 +423,10 @@ def timeline(args: argparse.Namespace) -> int:
 
 
 def trace(args: argparse.Namespace) -> int:
+    if args.trace_command == "timing":
+        from cascade_http.timing_cli import attach
+
+        return attach(args)
     from cascade_http.uploads_cli import upload
 
     return upload(locate.api_client(args), Path(args.directory), args.id)

@@ -30,6 +30,9 @@ class Disconnected(ConfigError):
     """The server could not be reached, or the connection broke before the answer ended."""
 
 
+COMMENT = ":"  # the `event` of a comment line, which no event type can be (a colon starts a comment)
+
+
 class ServerEvent(msgspec.Struct, frozen=True):
     event: str
     id: str  # the stream's last event id when this event came ("" if none yet)
@@ -108,9 +111,10 @@ class ApiClient:
             partial.unlink(missing_ok=True)
         return size
 
-    def events(self, path: str, last_event_id: str = "") -> Iterator[ServerEvent]:
+    def events(self, path: str, last_event_id: str = "", comments: bool = False) -> Iterator[ServerEvent]:
         """The server-sent events of GET `path` as they come, resumed after `last_event_id`
-        if given, until the server ends the stream (at once if it answers 204 No Content).
+        if given, until the server ends the stream (at once if it answers 204 No Content),
+        with its comments (the server's keep-alives) as COMMENT events if `comments`.
         A connection that breaks or goes quiet is Disconnected."""
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
         if last_event_id:
@@ -119,7 +123,7 @@ class ApiClient:
             if response.status == 204:
                 return
             lines = iter(lambda: _guarded(f"GET {path}", response.readline), b"")
-            yield from server_events((line.decode().rstrip("\r\n") for line in lines), last_event_id)
+            yield from server_events((line.decode().rstrip("\r\n") for line in lines), last_event_id, comments)
 
     def send_stream(self, method: str, path: str, chunks: Iterable[bytes], length: int, headers: dict[str, str]) -> bytes:
         """Send a body of `length` bytes as `chunks` yields it, never holding it whole. With
@@ -184,10 +188,11 @@ def _guarded(request: str, read: Callable[[], bytes]) -> bytes:
         raise Disconnected(f"{request}: the connection broke ({err or type(err).__name__})") from err
 
 
-def server_events(lines: Iterable[str], last_event_id: str = "") -> Iterator[ServerEvent]:
+def server_events(lines: Iterable[str], last_event_id: str = "", comments: bool = False) -> Iterator[ServerEvent]:
     """The events in the lines of a text/event-stream, as the HTML standard reads them:
-    comments skipped, `data` lines joined, the last `id` carried on; an event cut off before
-    its blank line is not an event."""
+    comments skipped (or, if `comments`, each one a COMMENT event: a quiet stream's
+    keep-alive tells its reader that time passed), `data` lines joined, the last `id`
+    carried on; an event cut off before its blank line is not an event."""
     kind, last = "", last_event_id
     data: list[str] = []
     for line in lines:
@@ -197,6 +202,8 @@ def server_events(lines: Iterable[str], last_event_id: str = "") -> Iterator[Ser
             kind, data = "", []
             continue
         if line.startswith(":"):
+            if comments:
+                yield ServerEvent(COMMENT, last, line[1:].strip())
             continue
         name, colon, value = line.partition(":")
         value = value[1:] if colon and value.startswith(" ") else value

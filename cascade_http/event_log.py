@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # imported when used: commands that need no NATS start faster
 
     from nats.aio.client import Client
 
+    from cascade_nats.server import EmbeddedNats
     from cascade_nats.store import EventStore
 
 PASSWORD = "NATS password"
@@ -35,6 +36,7 @@ URL_SAFE = re.compile(r"[A-Za-z0-9_-]+")
 class Nats(msgspec.Struct, frozen=True):
     url: str  # to connect with: the credentials included
     embedded: bool  # the data dir's own server, which lets in the data dir's password
+    server: EmbeddedNats | None = None  # that server, when this process started it
 
     @property
     def address(self) -> str:
@@ -66,7 +68,7 @@ def configured_or_embedded(settings: Settings) -> Iterator[Nats]:
     except server.NatsServerError as err:
         raise ConfigError(f"embedded nats-server (store {settings.store_dir}): {err}") from err
     try:
-        yield Nats(embedded.url, embedded=True)
+        yield Nats(embedded.url, embedded=True, server=embedded)
     finally:
         embedded.stop()
 
@@ -129,10 +131,10 @@ async def check_nats(url: str) -> None:
 
 
 async def _connect_once(url: str) -> Client:
-    import nats
+    from cascade_nats.connect import connect
 
     await check_nats(url)
-    return await nats.connect(url, name="cascade-cli", connect_timeout=3)
+    return await connect(url, name="cascade-cli", connect_timeout=3)
 
 
 @contextlib.asynccontextmanager

@@ -28,6 +28,7 @@ STATUS_TEXT = {
     413: "Content Too Large",
     415: "Unsupported Media Type",
     422: "Unprocessable Entity",
+    503: "Service Unavailable",
 }
 
 
@@ -41,6 +42,7 @@ class Operation(msgspec.Struct, frozen=True, kw_only=True):
     status: int = 200
     media_type: str = "application/json"
     errors: dict[int, str] = {}
+    also: dict[int, str] = {}  # other statuses answered with a `response` body too
     auth: bool = True
     query: dict[str, str] = {}
     headers: dict[str, str] = {}
@@ -99,6 +101,8 @@ def _operation(path: str, route: Route, op: Operation, by_type: dict[Any, Any]) 
            for name, text in op.headers.items()],
         "responses": {str(op.status): _response(op, by_type)},
     }
+    for status, text in op.also.items():
+        out["responses"][str(status)] = {**_response(op, by_type), "description": text}
     if op.description:
         out["description"] = op.description
     if op.auth:

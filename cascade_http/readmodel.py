@@ -12,32 +12,37 @@ from typing import Any, TypeVar
 
 import anyio
 import duckdb
+from starlette.exceptions import HTTPException
 from starlette.responses import StreamingResponse
 
+from cascade_http.read_only import RETRY_AFTER_S
 from cascade_http.service import Cascade
 
 T = TypeVar("T")
 
 
 def _with_cursor(c: Cascade, query: Callable[..., T], args: tuple[Any, ...]) -> T:
-    con = c.reader()
-    try:
+    with c.reader() as con:
         return query(con, *args)
-    finally:
-        con.close()
 
 
 async def read(c: Cascade, query: Callable[..., T], *args: Any) -> T:
-    """`query(cursor, *args)`, run in a worker thread."""
-    return await anyio.to_thread.run_sync(_with_cursor, c, query, args)
+    """`query(cursor, *args)`, run in a worker thread.
+
+    While the read model is rebuilt, reads go to the old one, which may lack a table or column
+    this version reads: such a read is answered once the rebuild is done."""
+    try:
+        return await anyio.to_thread.run_sync(_with_cursor, c, query, args)
+    except (duckdb.CatalogException, duckdb.BinderException) as err:
+        if c.read_model.rebuild is None:
+            raise
+        detail = f"the read model is being rebuilt from the event log, and the old one cannot answer this ({str(err).splitlines()[0]}); try again later"
+        raise HTTPException(503, detail, headers={"Retry-After": str(RETRY_AFTER_S)}) from err
 
 
 def _chunks(c: Cascade, chunks: Callable[..., Iterator[bytes]], args: tuple[Any, ...]) -> Iterator[bytes]:
-    con: duckdb.DuckDBPyConnection = c.reader()
-    try:
+    with c.reader() as con:
         yield from chunks(con, *args)
-    finally:
-        con.close()
 
 
 def attachment(filename: str) -> dict[str, str]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
 import msgspec
 from starlette.exceptions import HTTPException
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Send
 
 ENCODER = msgspec.json.Encoder()
 
@@ -17,6 +19,21 @@ class MsgspecResponse(Response):
 
     def render(self, content: Any) -> bytes:
         return ENCODER.encode(content)
+
+
+class ClosingStreamingResponse(StreamingResponse):
+    """A streamed body whose generator is closed however the response ends: finished, its
+    client gone (the send fails) or the request cancelled. Starlette leaves it suspended for
+    the garbage collector, and one reading NATS holds a connection open until then."""
+
+    async def stream_response(self, send: Send) -> None:
+        try:
+            await super().stream_response(send)
+        finally:
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                with anyio.CancelScope(shield=True):
+                    await aclose()
 
 
 def download(content: Any, filename: str) -> MsgspecResponse:

@@ -14,7 +14,7 @@ back, and an EventSource would stop reconnecting on a 400.
   checkpoint S in one transaction: `snapshot` (a RunDetail, id S), then every change with a
   sequence past S, as soon as it is committed.
 - A resumed stream sends exactly what a client connected all along received after the cut.
-  It subscribes to live changes, notes the projector's checkpoint S, reads the run's subjects
+  It subscribes to live changes, notes the read model's checkpoint S, reads the run's subjects
   up to S from the log and folds them with the projector's own fold (`projections/fold.py`):
   each change is its row as it stood right after its event, numbered as the projector
   numbered it. It sends those past the cut, then the live changes past S.
@@ -23,6 +23,10 @@ back, and an EventSource would stop reconnecting on a 400.
   it is committed. A resume from at or past it has nothing to send: the route answers 204
   No Content, which tells an EventSource to stop reconnecting. Files a sim stores after its
   run ended are in the file lists, not in the stream.
+- A client that falls too far behind (it stopped reading) has its stream ended
+  (`projections.live`): it resumes with `Last-Event-ID` like any dropped connection.
+- What needs attention is not in the stream: it is judged when the run is read (Get a run),
+  from the time and the live runners, not from the events.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from cascade_http.service import Cascade
 from cascade_nats.firehose import Frame
 from projections.fold import Change, Rows, fold
 from projections import parking
+from projections.live import LAGGED
 from projections.queries import runs as q
 from projections.queries.parked import parked_seqs
 from projections.rows import KernelRow, RunRow, SimFileRow, SimRow
@@ -183,8 +188,10 @@ async def events(c: Cascade, run_id: str, after: Position | None, places: dict[s
             after, ended = (checkpoint, ALL_OF), detail.state != "active"
         else:
             # The projector moves `applied` on and publishes that batch in one step of the
-            # event loop: every batch past this checkpoint reaches the queue.
-            checkpoint = c.projector.applied
+            # event loop: every batch past this checkpoint reaches the queue. (While the read
+            # model is rebuilt, its checkpoint is the old one's, which reads show: the rebuild
+            # publishes only what comes after it, `projections/rebuild.py`.)
+            checkpoint = c.read_model.seq
             prefix = subjects.run_history(run_id).removesuffix(">")
             catch_up = CatchUp(after, places, await read(c, parked_seqs, prefix, checkpoint))
             async with aclosing(_caught_up(c, run_id, catch_up, checkpoint)) as caught:
@@ -193,7 +200,10 @@ async def events(c: Cascade, run_id: str, after: Position | None, places: dict[s
             ended = catch_up.ended
             after = max(after, (checkpoint, ALL_OF))
         while not ended:
-            data, ended = messages(await queue.get(), places, after)
+            changes = await queue.get()
+            if changes is LAGGED:
+                return
+            data, ended = messages(changes, places, after)
             if data:
                 yield data
 

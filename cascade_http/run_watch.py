@@ -6,6 +6,10 @@ seen goes back as `Last-Event-ID` when the connection is lost, and the server se
 after it. A stream ends after the run's final event; one that ends otherwise (a dropped
 connection, a restarted server) is resumed the same way. Whether the run has ended is read
 from `GET /api/runs/{id}` whenever a stream ends, and that answer is the run as it ended.
+
+Whether a sim may never finish unless someone acts (no runner takes it, its runner is lost)
+is judged when the run is read, and a stream never says it; it matters when the stream is
+quiet, so each of the server's keep-alives, which come only then, is a cue to read the run.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from urllib.parse import quote
 import msgspec
 
 from cascade_core.models import RunDetail, Sim
-from cascade_http.client import ApiClient, Disconnected, ServerEvent
+from cascade_http.client import COMMENT, ApiClient, Disconnected, ServerEvent
 from cascade_http.runs_text import progress
 
 RETRY_S = 0.5
@@ -86,7 +90,9 @@ def watch(client: ApiClient, created: RunDetail, screen: Screen) -> RunDetail:
     board, last_id, retry_s = board_of(created), "", RETRY_S
     while True:
         try:
-            for event in client.events(path, last_id):
+            for event in client.events(path, last_id, comments=True):
+                if event.event == COMMENT:
+                    board = board_of(get_run(client, created.id))
                 board, last_id, retry_s = apply(board, event), event.id, RETRY_S
                 screen.show(progress(list(board.values())))
             ended = get_run(client, created.id)

@@ -42,7 +42,7 @@ def parse_entries(tokens: Sequence[str], known: set[str]) -> list[RunEntry]:
     return entries
 
 
-def _print_json(raw: bytes) -> None:
+def print_json(raw: bytes) -> None:
     sys.stdout.flush()
     sys.stdout.buffer.write(raw.rstrip(b"\n") + b"\n")
     sys.stdout.buffer.flush()
@@ -68,7 +68,7 @@ def create(args: argparse.Namespace) -> int:
     created = msgspec.json.decode(raw, type=RunDetail)
     if not args.watch:
         if args.json:
-            _print_json(raw)
+            print_json(raw)
         else:
             print(created.id)
         return 0
@@ -82,7 +82,7 @@ def create(args: argparse.Namespace) -> int:
         return 130
     _print(runs_text.outcome(ended), out)
     if args.json:
-        _print_json(msgspec.json.encode(ended))
+        print_json(msgspec.json.encode(ended))
     return 0 if all(sim.state == "succeeded" for sim in ended.sims) else 1
 
 
@@ -92,7 +92,7 @@ def create(args: argparse.Namespace) -> int:
 def _answer(args: argparse.Namespace, raw: bytes, type_: type[T], text: Callable[[T], list[str]]) -> int:
     """The API's answer as it came with --json, else as text to read."""
     if args.json:
-        _print_json(raw)
+        print_json(raw)
     else:
         _print(text(msgspec.json.decode(raw, type=type_)))
     return 0

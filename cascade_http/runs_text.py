@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import get_args
 
 from cascade_core.kernel_names import short_name
-from cascade_core.models import Comparison, RunDetail, RunSummary, Sim, SimState
+from cascade_core.models import Comparison, Correlation, RunDetail, RunSummary, Sim, SimState, Spread
 
 NONE = "-"
 BAR_WIDTH = 20
@@ -77,8 +77,8 @@ def label(sim: Sim) -> str:
 
 def progress(sims: Sequence[Sim]) -> list[str]:
     """One line per sim: config and replica, state, kernels done as a bar, IPC, simulation
-    rate, and last the current kernel (of any length: a terminal cuts it, not the numbers),
-    or the error of a failed sim."""
+    rate, and last the current kernel (of any length: a terminal cuts it, not the numbers);
+    or the error of a failed sim, or why a sim may never finish unless someone acts."""
     width = max((len(label(s)) for s in sims), default=0)
     digits = max((len(str(s.kernels_total)) for s in sims), default=1)
     return [_progress_line(sim, width, digits) for sim in sims]
@@ -91,6 +91,8 @@ def _progress_line(sim: Sim, width: int, digits: int) -> str:
     )
     if sim.state == "failed" and sim.error:
         return f"{head}  error: {' '.join(sim.error.split())}"  # one line, however many it had
+    if sim.attention:
+        return f"{head}  needs attention: {sim.attention}"
     kernel = short_name(sim.current_kernel) if sim.current_kernel else NONE
     return f"{head}  IPC {ipc(sim.latest.gpu_tot_ipc):>6}  {rate(sim.latest.sim_rate_ips):<{RATE_WIDTH}}  {kernel}"
 
@@ -115,8 +117,8 @@ def runs_table(runs: Sequence[RunSummary]) -> list[str]:
 
 
 def run_text(detail: RunDetail) -> list[str]:
-    """A run for reading: what it ran, each sim's state and totals, and what the failed
-    ones said last."""
+    """A run for reading: what it ran, each sim's state and totals, the sims that may never
+    finish unless someone acts and why, and what the failed ones said last."""
     trace = detail.trace
     lines = [
         f"run      {detail.id}  {detail.state}  ({counts(detail.sim_counts)})",
@@ -133,6 +135,10 @@ def run_text(detail: RunDetail) -> list[str]:
         for s in detail.sims
     ]
     lines += table(header, rows, right=frozenset({1, 4, 5, 6, 7, 8, 9}))
+    stuck = [s for s in detail.sims if s.attention]
+    if stuck:
+        lines += ["", f"{len(stuck)} sim{'s' if len(stuck) > 1 else ''} may never finish unless someone acts:"]
+        lines += [f"  {label(s)} {s.id}: {s.attention}" for s in stuck]
     for sim in detail.sims:
         if sim.state == "failed":
             lines += ["", f"{sim.id} ({label(sim)}) failed: {sim.error or 'no error given'}"]
@@ -146,25 +152,62 @@ def run_text(detail: RunDetail) -> list[str]:
 
 def comparison_table(comparison: Comparison) -> list[str]:
     """Each kernel's simulated time per config (the median over replicas), its real time
-    when the trace has one, and last each config's total and its ratio to the first's."""
+    when the trace has one (the mean over hardware repetitions, with their range as
+    plot-correlation.py labels it), and last each config's total and its ratio to the
+    first's; then each config's scores against the real values."""
     if not comparison.rows:
         return ["no kernel has finished yet"]
     configs = comparison.configs
     real = comparison.has_real_timing
-    header = ["#", "kernel", *configs, *(["real"] if real else [])]
+    spread = any(row.real_ns_spread is not None for row in comparison.rows)
+    cycles = any(row.real_cycles is not None for row in comparison.rows)
+    extra = [*(["real"] if real else []), *(["real range"] if spread else []), *(["real cycles"] if cycles else [])]
+    header = ["#", "kernel", *configs, *extra]
     rows = [
         [str(row.kernel_index), short_name(row.kernel_name), *(_time(row.sim_ns.get(c)) for c in configs),
-         *([_time(row.real_ns)] if real else [])]
+         *([_time(row.real_ns)] if real else []), *([_range(row.real_ns, row.real_ns_spread)] if spread else []),
+         *([integer(row.real_cycles)] if cycles else [])]
         for row in comparison.rows
     ]
     totals = {c: sum(t for row in comparison.rows if (t := row.sim_ns.get(c)) is not None) for c in configs}
     real_total = sum(row.real_ns for row in comparison.rows if row.real_ns is not None)
-    rows.append(["", "total", *(_time(totals[c]) for c in configs), *([_time(real_total)] if real else [])])
+    blank = [""] * (len(extra) - real)
+    rows.append(["", "total", *(_time(totals[c]) for c in configs), *([_time(real_total)] if real else []), *blank])
     first = totals[configs[0]]
     rows.append(["", f"vs {configs[0]}", *(f"{totals[c] / first:.3f}x" if first else NONE for c in configs),
-                 *([f"{real_total / first:.3f}x" if first else NONE] if real else [])])
+                 *([f"{real_total / first:.3f}x" if first else NONE] if real else []), *blank])
     right = frozenset(range(2, len(header)))
-    return table(header, rows, right=right)
+    lines = table(header, rows, right=right)
+    for title, scores in (("real time", comparison.correlation), ("real cycles", comparison.cycles_correlation)):
+        if scores is not None:
+            lines += ["", f"against {title}, as Accel-Sim's plot-correlation.py scores it:", *scores_table(scores)]
+    return lines
+
+
+def scores_table(scores: dict[str, Correlation]) -> list[str]:
+    """Each config's scores, in plot-correlation.py's names and number formats."""
+    header = ["config", "kernels", "Correl", "Err", "Agg_Err", "RPD", "NRMSE", "<1%", "<10%", "over", "under"]
+    rows = [
+        [config, str(s.kernels), _number(s.correl, ".4"), _percent(s.err_pct), _percent(s.agg_err_pct), _percent(s.rpd_pct),
+         _number(s.nrmse, ".2f"), str(s.err_under_1pct), str(s.err_under_10pct), str(s.over), str(s.under)]
+        for config, s in scores.items()
+    ]
+    return table(header, rows, right=frozenset(range(1, len(header))))
+
+
+def _number(x: float | None, spec: str) -> str:
+    return NONE if x is None else format(x, spec)
+
+
+def _percent(x: float | None) -> str:
+    return NONE if x is None else f"{x:.2f}%"
+
+
+def _range(mean: float | None, spread: Spread | None) -> str:
+    """How far the repetitions went above and below their mean: `+3.10%/-2.90%`."""
+    if mean is None or spread is None or mean == 0:
+        return NONE
+    return f"+{(spread.max - mean) / mean * 100:.2f}%/-{(mean - spread.min) / mean * 100:.2f}%"
 
 
 def _time(ns: float | None) -> str:

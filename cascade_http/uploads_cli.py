@@ -60,17 +60,23 @@ def plan(directory: Path) -> TarPlan:
 def tar_stream(tar: TarPlan) -> Iterator[bytes]:
     for source, header, size in tar.files:
         yield header
-        left = size
-        with source.open("rb") as f:
-            while left:
-                data = f.read(min(READ_SIZE, left))
-                if not data:
-                    raise ConfigError(f"{source}: shrank while it was being uploaded")
-                left -= len(data)
-                yield data
+        yield from file_chunks(source, size)
         if pad := -size % tarfile.BLOCKSIZE:
             yield bytes(pad)
     yield bytes(2 * tarfile.BLOCKSIZE)
+
+
+def file_chunks(source: Path, size: int) -> Iterator[bytes]:
+    """The first `size` bytes of `source`, a megabyte at a time: what a Content-Length of
+    `size` promised, or an error if the file has fewer by now."""
+    left = size
+    with source.open("rb") as f:
+        while left:
+            data = f.read(min(READ_SIZE, left))
+            if not data:
+                raise ConfigError(f"{source}: shrank while it was being uploaded")
+            left -= len(data)
+            yield data
 
 
 class Progress:

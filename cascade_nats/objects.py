@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import json
 import secrets
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable
 from datetime import UTC, datetime
 
 import msgspec
@@ -125,7 +125,7 @@ class Objects:
             await self._purge(f"$O.{self.bucket}.C.{previous.nuid}")
         return stored
 
-    async def read(self, name: str) -> AsyncIterator[bytes]:
+    async def read(self, name: str) -> AsyncGenerator[bytes, None]:
         """The object's bytes as they arrive; raises DigestMismatch at the end if they do not
         add up to what was stored."""
         info = await self._info(name)
@@ -135,10 +135,12 @@ class Objects:
             return
         sha = hashlib.sha256()
         firehose = Firehose(self.nc, self.stream, f"$O.{self.bucket}.C.{info.nuid}", 1)
-        async for batch in firehose.batches(until_caught_up=True):
-            for _, _, chunk in batch:
-                sha.update(chunk)
-                yield chunk
+        # Closed with this generator, however its reader stops: it holds a connection.
+        async with contextlib.aclosing(firehose.batches(until_caught_up=True)) as batches:
+            async for batch in batches:
+                for _, _, chunk in batch:
+                    sha.update(chunk)
+                    yield chunk
         if digest(sha) != info.digest:
             raise DigestMismatch(f"{name}: stored digest {info.digest}, read {digest(sha)}")
 

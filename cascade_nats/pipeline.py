@@ -140,8 +140,12 @@ class Pipeline:
         async with self._connecting:
             if self._wire is None:
                 wire = await Wire.open(self.url)
-                wire.subscribe(f"{self.inbox}.*.*")
-                await wire.writer.drain()
+                try:
+                    wire.subscribe(f"{self.inbox}.*.*")
+                    await wire.writer.drain()
+                except BaseException:
+                    wire.close()
+                    raise
                 self._wire = wire
                 self._reader = asyncio.create_task(self._read_acks(wire))
             return self._wire

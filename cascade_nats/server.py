@@ -7,11 +7,15 @@ never on its command line, which every local user can read; clients connect with
 which carries it, and everything that is shown or logged uses `address`, which does not.
 
 The child is tied to its parent (PR_SET_PDEATHSIG), so even a SIGKILLed `cascade serve`
-leaves no orphan server holding the store's lock.
+leaves no orphan server holding the store's lock. That signal comes when the thread that
+started the child ends, so the server is only ever started from the thread that runs the
+service (its event loop's). When it dies, `keep_running` (run under a supervisor) starts it
+again on the same port, store and password, so its clients reconnect by themselves.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import os
@@ -30,7 +34,9 @@ import msgspec
 
 USER = "cascade"
 CONFIG = "nats-server.conf"
+LOG = "nats-server.log"
 READY = re.compile(rb"Listening for client connections on ([0-9.]+):(\d+)")
+WATCH_S = 0.25  # how often `keep_running` looks whether the server is still there
 
 
 class NatsServerError(RuntimeError):
@@ -61,11 +67,38 @@ def with_password(address: str, password: str) -> str:
 class EmbeddedNats:
     """A running nats-server: clients connect with `url`; `address` is where it is."""
 
-    def __init__(self, process: subprocess.Popen[bytes], address: str, password: str, log_path: Path) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], address: str, password: str, store_dir: Path) -> None:
         self.process = process
         self.address = address
+        self.password = password
         self.url = with_password(address, password)
-        self.log_path = log_path
+        self.store_dir = store_dir
+
+    @property
+    def log_path(self) -> Path:
+        return self.store_dir / LOG
+
+    async def keep_running(self) -> None:
+        """Start the server again if it is not running; then watch it, and raise once it dies."""
+        if self.process.poll() is not None:
+            await self.restart()
+        while self.process.poll() is None:
+            await asyncio.sleep(WATCH_S)
+        raise NatsServerError(f"nats-server (pid {self.process.pid}) {_ended(self.process.returncode)}")
+
+    async def restart(self, timeout: float = 20.0) -> None:
+        """Start the server again where it was, appending to its log."""
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+        host, port = self.address.removeprefix("nats://").rsplit(":", 1)
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self.process = _spawn(self.store_dir, self.password, host, int(port))
+        deadline = time.monotonic() + timeout
+        while _ready(self.process, self.log_path, offset) is None:
+            if time.monotonic() > deadline:
+                self.stop(timeout=0)
+                raise NatsServerError(f"nats-server did not become ready again within {timeout:.0f}s (log: {self.log_path})")
+            await asyncio.sleep(0.02)
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.process.poll() is None:
@@ -88,22 +121,13 @@ def _write_config(path: Path, password: str) -> None:
         f.write(msgspec.json.encode({"authorization": {"user": USER, "password": password}}) + b"\n")
 
 
-def start(
-    store_dir: Path, *, password: str | None = None, host: str = "127.0.0.1", port: int = -1, timeout: float = 20.0
-) -> EmbeddedNats:
-    """Start nats-server with JetStream storing under `store_dir`, letting in only `USER` with
-    `password` (None: a fresh one, known only to the returned object); return once it accepts
-    clients."""
-    store_dir.mkdir(parents=True, exist_ok=True)
-    password = password or secrets.token_urlsafe(24)
+def _spawn(store_dir: Path, password: str, host: str, port: int) -> subprocess.Popen[bytes]:
     config = store_dir / CONFIG
     _write_config(config, password)
-    log_path = store_dir / "nats-server.log"
-    log_path.unlink(missing_ok=True)
-    args = [binary(), "-c", str(config), "-js", "-sd", str(store_dir), "-a", host, "-p", str(port), "-l", str(log_path)]
+    args = [binary(), "-c", str(config), "-js", "-sd", str(store_dir), "-a", host, "-p", str(port), "-l", str(store_dir / LOG)]
     # A session of its own keeps a terminal's Ctrl-C away from the server: the parent stops it
     # after its own clients have closed.
-    process = subprocess.Popen(
+    return subprocess.Popen(
         args,
         env={},  # it needs nothing of ours, and secrets there (an API token) stay out of it
         stdin=subprocess.DEVNULL,
@@ -112,21 +136,50 @@ def start(
         start_new_session=True,
         preexec_fn=_die_with_parent,
     )
+
+
+def _ready(process: subprocess.Popen[bytes], log_path: Path, offset: int) -> str | None:
+    """The server's address once its log (past `offset`) says it is ready; None before.
+    Raises if it exited instead."""
+    if process.poll() is not None:
+        err = (process.stderr.read() if process.stderr else b"").decode(errors="replace").strip()
+        if process.stderr is not None:
+            process.stderr.close()
+        log = log_path.read_bytes()[offset:].decode(errors="replace") if log_path.exists() else ""
+        raise NatsServerError(f"nats-server exited with {process.returncode}: {_last_error(err + chr(10) + log)}")
+    if not log_path.exists():
+        return None
+    with log_path.open("rb") as f:
+        f.seek(offset)
+        text = f.read()
+    match = READY.search(text) if b"Server is ready" in text else None
+    return f"nats://{match[1].decode()}:{match[2].decode()}" if match else None
+
+
+def start(
+    store_dir: Path, *, password: str | None = None, host: str = "127.0.0.1", port: int = -1, timeout: float = 20.0
+) -> EmbeddedNats:
+    """Start nats-server with JetStream storing under `store_dir`, letting in only `USER` with
+    `password` (None: a fresh one, known only to the returned object); return once it accepts
+    clients."""
+    store_dir.mkdir(parents=True, exist_ok=True)
+    password = password or secrets.token_urlsafe(24)
+    (store_dir / LOG).unlink(missing_ok=True)
+    process = _spawn(store_dir, password, host, port)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            err = (process.stderr.read() if process.stderr else b"").decode(errors="replace").strip()
-            if process.stderr is not None:
-                process.stderr.close()
-            log = log_path.read_text(errors="replace") if log_path.exists() else ""
-            raise NatsServerError(f"nats-server exited with {process.returncode}: {_last_error(err + chr(10) + log)}")
-        if log_path.exists() and b"Server is ready" in (text := log_path.read_bytes()):
-            match = READY.search(text)
-            if match:
-                return EmbeddedNats(process, f"nats://{match[1].decode()}:{match[2].decode()}", password, log_path)
+        address = _ready(process, store_dir / LOG, 0)
+        if address is not None:
+            return EmbeddedNats(process, address, password, store_dir)
         time.sleep(0.02)
-    EmbeddedNats(process, "", password, log_path).stop(timeout=0)
-    raise NatsServerError(f"nats-server did not become ready within {timeout:.0f}s (log: {log_path})")
+    EmbeddedNats(process, "", password, store_dir).stop(timeout=0)
+    raise NatsServerError(f"nats-server did not become ready within {timeout:.0f}s (log: {store_dir / LOG})")
+
+
+def _ended(returncode: int) -> str:
+    if returncode < 0:
+        return f"was killed by signal {-returncode} ({signal.Signals(-returncode).name})"
+    return f"exited with {returncode}"
 
 
 def _last_error(text: str) -> str:

@@ -11,7 +11,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+import contextlib
+from collections.abc import AsyncGenerator, Sequence
 
 import msgspec
 import nats.js.api as api
@@ -149,22 +150,24 @@ class EventStore:
                 raise
             return Stored(seq, subject, readable[-1].event)
 
-    async def read(self, subject: str = subjects.ALL, start_seq: int = 1) -> AsyncIterator[Stored]:
+    async def read(self, subject: str = subjects.ALL, start_seq: int = 1) -> AsyncGenerator[Stored, None]:
         """Every stored event on `subject` from `start_seq` until none is pending, oldest first."""
-        async for item in self.history(subject, start_seq):
-            if isinstance(item, Stored):
-                yield item
+        async with contextlib.aclosing(self.history(subject, start_seq)) as items:
+            async for item in items:
+                if isinstance(item, Stored):
+                    yield item
 
-    async def history(self, subject: str = subjects.ALL, start_seq: int = 1) -> AsyncIterator[Stored | Unread]:
+    async def history(self, subject: str = subjects.ALL, start_seq: int = 1) -> AsyncGenerator[Stored | Unread, None]:
         """Every stored message on `subject`, as `read` gives them, and those that are no event."""
-        async for batch in self.raw(subject, start_seq, until_caught_up=True):
-            for seq, subj, data in batch:
-                try:
-                    event = subjects.decode(subj, data)
-                except ev.Unreadable as err:
-                    yield Unread(seq, subj.decode(errors="replace"), err.error, err.event_type)
-                    continue
-                yield Stored(seq, subj.decode(), event)
+        async with contextlib.aclosing(self.raw(subject, start_seq, until_caught_up=True)) as batches:
+            async for batch in batches:
+                for seq, subj, data in batch:
+                    try:
+                        event = subjects.decode(subj, data)
+                    except ev.Unreadable as err:
+                        yield Unread(seq, subj.decode(errors="replace"), err.error, err.event_type)
+                        continue
+                    yield Stored(seq, subj.decode(), event)
 
     def raw(self, subject: str, start_seq: int, *, until_caught_up: bool) -> AsyncGenerator[list[Frame], None]:
         """Undecoded (sequence, subject, payload) batches, as fast as the server sends them."""

@@ -3,7 +3,9 @@ into events as it is printed (`sim_report.SimReport`), its files stored, and the
 
 The output is read in chunks as it comes and never held whole: each chunk goes to the
 gzipped log file, to the log lines that heartbeats carry, and to the streaming parser, whose
-kernel results become events at once.
+kernel results become events at once. While NATS is away the events wait in the sender,
+and once it holds as many as it may, the output is read no further until they are sent:
+the simulator then waits on its own pipe. Its files are stored however long that takes too.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import msgspec
 
 from cascade_core.kernel_stats import kernel_stats_csv
 from cascade_core.object_names import sim_file
-from cascade_nats.objects import Objects
+from cascade_nats.objects import Objects, StoredObject
+from cascade_nats.supervise import retry
 from cascade_sim import logparse
 from cascade_sim.install import AccelSimInstall
 from cascade_sim.event_sender import EventSender
@@ -159,13 +162,21 @@ class Attempt:
     async def _read_stdout(self, gz: gzip.GzipFile) -> None:
         assert self.process is not None and self.process.stdout is not None
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        async for chunk in _chunks(self.process.stdout):
+        while True:
+            await self.sender.room()
+            chunk = await self.process.stdout.read(READ_SIZE)
+            if not chunk:
+                return
             gz.write(chunk)
             self.report.stdout(decoder.decode(chunk))
 
     async def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
-        async for raw in self.process.stderr:
+        while True:
+            await self.sender.room()
+            raw = await self.process.stderr.readline()
+            if not raw:
+                return
             line = raw.decode(errors="replace").rstrip("\n")
             self.stderr_tail.append(line)
             self.report.add_lines(line)
@@ -174,7 +185,8 @@ class Attempt:
         await asyncio.sleep(LAUNCH_WAIT_S)
         self.report.launched_once()
         while True:
-            self.report.heartbeat()
+            if not self.sender.full:  # one more would only wait too, with nothing new to say
+                self.report.heartbeat()
             await asyncio.sleep(HEARTBEAT_S)
 
     async def _stop_when_asked(self) -> None:
@@ -210,15 +222,19 @@ class Attempt:
                 files.append((stored_name(relative), path))
         for name, source in files:
             object_name = sim_file(self.job.sim_id, self.job.attempt, name)
-            stored = await self.objects.put(object_name, _content(source), content_type=content_type(name))
+            stored = await self._put(object_name, source)
             self.report.file_stored(name, stored.size, object_name, stored.digest)
         self.report.heartbeat()
         log_path.unlink(missing_ok=True)
 
+    async def _put(self, object_name: str, source: Path | bytes) -> StoredObject:
+        """Store a file, trying again until NATS takes it."""
+        kind = content_type(object_name)
 
-async def _chunks(stream: asyncio.StreamReader) -> AsyncIterator[bytes]:
-    while chunk := await stream.read(READ_SIZE):
-        yield chunk
+        async def put() -> StoredObject:
+            return await self.objects.put(object_name, _content(source), content_type=kind)
+
+        return await retry(f"sim {self.job.sim_id}.{self.job.attempt}: storing {object_name}", put, self.sender.supervision)
 
 
 async def _content(source: Path | bytes) -> AsyncIterator[bytes]:

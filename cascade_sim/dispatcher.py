@@ -4,11 +4,14 @@ It reads run events with a durable consumer shared by every `cascade serve` on t
 so each run is dispatched once, and acknowledges a run only after all its launch requests are
 stored. A crash in between redelivers the run; the requests' ids are derived from the sims',
 so sending them again stores nothing new. A message that is no run event is terminated, never
-to come back (the projector parks it), and a run that cannot be dispatched likewise.
+to come back (the projector parks it), and a run that cannot be dispatched likewise. Any other
+error (NATS gone, a JetStream leader election) ends `dispatch`, which its supervisor starts
+again: the runs it had not acknowledged come back to it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import nats.js.api as api
@@ -71,8 +74,16 @@ async def ensure_consumers(js: JetStreamContext, *, ack_wait_s: float) -> None:
 
 
 async def dispatch(store: EventStore) -> None:
-    """Dispatch created runs forever."""
+    """Dispatch created runs until something fails."""
     sub = await store.js.pull_subscribe_bind(CONSUMER, subjects.STREAM)
+    try:
+        await _dispatch(store, sub)
+    finally:
+        with contextlib.suppress(Exception):  # gone with its connection, if that is why it stops
+            await sub.unsubscribe()
+
+
+async def _dispatch(store: EventStore, sub: JetStreamContext.PullSubscription) -> None:
     while True:
         try:
             messages = await sub.fetch(16, timeout=5)

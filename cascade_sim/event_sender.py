@@ -2,30 +2,34 @@
 
 The reader hands events over as it parses them; a sender task ships whatever has piled up
 as one pipelined append. Event ids are `<sim>.<attempt>.<n>`, so when an append fails it is
-sent again as it was, and whatever of it was already stored is not stored twice.
+sent again, however long NATS takes to come back, without what of it was stored already.
+While NATS is away the events wait here, up to `MAX_QUEUED` besides the batch being sent;
+the output reader waits for `room()` before it reads more, so past that the simulator's own
+pipe holds it back rather than memory growing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from datetime import UTC, datetime
 
 from cascade_core import events as ev
+from cascade_core import subjects
 from cascade_nats.store import EventStore
+from cascade_nats.supervise import Supervision, retry
 
-log = logging.getLogger("cascade.runner")
-
-RETRY_S = (0.5, 1, 2, 5, 10)
+MAX_QUEUED = 256
 
 
 class EventSender:
-    def __init__(self, store: EventStore, sim_id: str, attempt: int) -> None:
+    def __init__(self, store: EventStore, sim_id: str, attempt: int, supervision: Supervision) -> None:
         self.store = store
+        self.supervision = supervision
         self.prefix = f"{sim_id}.{attempt}"
         self._count = 0
         self._queue: list[ev.Event] = []
         self._wake = asyncio.Event()
+        self._taken = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
 
@@ -42,6 +46,17 @@ class EventSender:
         self._wake.set()
         if self._task is None:
             self._task = asyncio.create_task(self._send())
+
+    @property
+    def full(self) -> bool:
+        """Whether as many events wait as may: emit no more that can wait (a heartbeat)."""
+        return len(self._queue) >= MAX_QUEUED
+
+    async def room(self) -> None:
+        """Return once fewer than `MAX_QUEUED` events wait to be sent."""
+        while self.full:
+            self._taken.clear()
+            await self._taken.wait()
 
     async def flush(self) -> None:
         """Wait until everything emitted so far is stored."""
@@ -62,15 +77,34 @@ class EventSender:
                 await self._wake.wait()
                 continue
             batch, self._queue = self._queue, []
+            self._taken.set()
             await self._append(batch)
 
     async def _append(self, batch: list[ev.Event]) -> None:
-        for delay in (*RETRY_S, None):
-            try:
+        """Store `batch`; after a failed try, only what it did not store."""
+        tries = 0
+
+        async def send() -> None:
+            nonlocal batch, tries
+            tries += 1
+            if tries > 1:
+                batch = await self._unsent(batch)
+            if batch:
                 await self.store.append_facts(batch, timeout=30)
-                return
-            except Exception as err:  # noqa: BLE001 - NATS down or slow: keep the facts, try again
-                if delay is None:
-                    raise
-                log.warning("sending %d events of %s failed (%s); retrying in %ss", len(batch), self.prefix, err, delay)
-                await asyncio.sleep(delay)
+
+        await retry(f"sim {self.prefix}: sending its events", send, self.supervision)
+
+    async def _unsent(self, batch: list[ev.Event]) -> list[ev.Event]:
+        """The events of `batch` not stored. They go out in order on one connection, so what
+        a failed append stored on a subject is the batch's events up to the last one there;
+        asking the stream, not its duplicate window, makes this hold after any outage."""
+        stored = {}
+        for subject in {subjects.of(e) for e in batch}:
+            last = await self.store.last_on(subject)
+            stored[subject] = self._number(last.event.id) if last is not None else 0
+        return [e for e in batch if self._number(e.id) > stored[subjects.of(e)]]
+
+    def _number(self, event_id: str) -> int:
+        """n of one of this attempt's event ids `<sim>.<attempt>.<n>`; 0 for any other id."""
+        head, _, n = event_id.rpartition(".")
+        return int(n) if head == self.prefix and n.isdigit() else 0

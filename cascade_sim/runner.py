@@ -8,21 +8,33 @@ attempt starts, or after `max_attempts` the sim fails saying so. Cancels are pus
 runner listens to run events and stops a cancelled run's sims at once; every heartbeat also
 looks at the run's and the sim's last events, so a missed message or a replaced attempt is
 noticed within seconds.
+
+Every loop here (taking requests, announcing, listening for cancels, keeping each request in
+progress, watching each sim) runs under a supervisor, so NATS going away for any length of
+time ends none of them: running sims go on, their events wait (`event_sender`), and when NATS is
+back the runner carries on. A request whose lease ran out meanwhile comes back to some
+runner: to this one, which keeps the sim (the request is still its own), or to another,
+which claims the next attempt if this one has not announced itself again by then, and this
+one's watch then stops its attempt without a word.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import shutil
 import socket
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 import anyio
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
 from cascade_core import events as ev
@@ -31,6 +43,7 @@ from cascade_core.heap import settle_heap
 from cascade_core.models import Runner as RunnerInfo
 from cascade_nats.objects import Objects
 from cascade_nats.store import ConcurrencyError, EventStore
+from cascade_nats.supervise import Supervision, supervise
 from cascade_sim import registry
 from cascade_sim.attempt import HEARTBEAT_S, Attempt, Stop
 from cascade_sim.dispatcher import consumed_event, ensure_consumers
@@ -42,6 +55,18 @@ from cascade_sim.trace_cache import TraceCache, TraceUnavailable
 log = logging.getLogger("cascade.runner")
 
 BUSY = object()
+# What becomes of a request once handled: acknowledged, handed back for another runner, or
+# left to the runner that holds its sim now (whose lease keeps it).
+Handled = Literal["done", "hand back", "leave"]
+
+
+class Slot:
+    """A sim this runner took: the latest delivery of its request, and once claimed, its job."""
+
+    def __init__(self, msg: Msg) -> None:
+        self.msg = msg
+        self.job: Job | None = None
+        self.stop = Stop()
 
 
 class Runner:
@@ -57,6 +82,7 @@ class Runner:
         ack_wait_s: float = 30.0,
         grace_s: float = 5.0,
         keep_failed: bool = False,
+        supervision: Supervision | None = None,
     ) -> None:
         if not (work_dir.is_absolute() and install.root.is_absolute()):
             # The simulator runs in a directory of its own, where a relative path means another place.
@@ -73,11 +99,12 @@ class Runner:
         self.ack_wait_s = ack_wait_s
         self.grace_s = grace_s
         self.keep_failed = keep_failed
+        self.supervision = supervision or Supervision()
         self.host = socket.gethostname()
         self.id = f"{self.host}-{secrets.token_hex(3)}"
         self.started_at = datetime.now(UTC)
         self.configs = {c.name: c for c in install.configs()}
-        self.running: dict[str, tuple[Job | None, Stop]] = {}  # no job yet while claiming
+        self.running: dict[str, Slot] = {}
         self._slot_freed = asyncio.Event()
         self._kv: KeyValue | None = None
 
@@ -88,23 +115,34 @@ class Runner:
         await self.store.ensure_stream()
         await self.objects.ensure()
         await ensure_consumers(self.store.js, ack_wait_s=self.ack_wait_s)
-        self._kv = await registry.bucket(self.store.js)
-        cancels = await self.nc.subscribe(subjects.RUN_EVENTS, cb=self._on_run_event)
+        kv = self._kv = await registry.bucket(self.store.js)
         settle_heap()
         log.info("runner %s: %d slots, configs %s", self.id, self.slots, ", ".join(self.configs) or "none")
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._announce)
-                await self._take_requests(tg)
+                tg.start_soon(self._supervised, "announcing itself", self._announce)
+                tg.start_soon(self._supervised, "listening for cancels", self._listen_for_cancels)
+                await self._supervised("taking requests", lambda: self._take_requests(tg))
         finally:
-            await cancels.unsubscribe()
             with anyio.CancelScope(shield=True):
-                await registry.withdraw(self._kv, self.id)
+                with contextlib.suppress(Exception), anyio.move_on_after(5):  # NATS away: the entry expires by itself
+                    await registry.withdraw(kv, self.id)
                 await self.store.close()
                 await self.objects.close()
 
+    async def _supervised(self, what: str, loop: Callable[[], Awaitable[None]]) -> None:
+        await supervise(f"runner {self.id}: {what}", loop, self.supervision)
+
     async def _take_requests(self, tg: anyio.abc.TaskGroup) -> None:
+        """Take requests as slots free up, until something fails; the sims taken run in `tg`."""
         sub = await self.store.js.pull_subscribe_bind(subjects.LAUNCH_CONSUMER, subjects.STREAM)
+        try:
+            await self._take(sub, tg)
+        finally:
+            with contextlib.suppress(Exception):  # gone with its connection, if that is why it stops
+                await sub.unsubscribe()
+
+    async def _take(self, sub: JetStreamContext.PullSubscription, tg: anyio.abc.TaskGroup) -> None:
         while True:
             free = self.slots - len(self.running)
             if free <= 0:
@@ -121,9 +159,14 @@ class Runner:
                     await msg.term()
                     continue
                 assert isinstance(request, ev.SimQueued)  # nothing else belongs on a queued subject
+                slot = self.running.get(request.sim_id)
+                if slot is not None:
+                    # Our own, back after its lease ran out while NATS was away: still ours.
+                    slot.msg = msg
+                    continue
                 # The slot is taken now, before the task starts, so the next fetch asks for less.
-                self.running[request.sim_id] = (None, Stop())
-                tg.start_soon(self._serve, msg, request)
+                self.running[request.sim_id] = Slot(msg)
+                tg.start_soon(self._serve, request)
 
     async def _announce(self) -> None:
         assert self._kv is not None
@@ -140,26 +183,38 @@ class Runner:
             await registry.announce(self._kv, info)
             await asyncio.sleep(registry.ANNOUNCE_EVERY_S)
 
+    async def _listen_for_cancels(self) -> None:
+        sub = await self.nc.subscribe(subjects.RUN_EVENTS)
+        try:
+            async for msg in sub.messages:
+                await self._on_run_event(msg)
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
     async def _on_run_event(self, msg: Msg) -> None:
         try:
             event = subjects.decode(msg.subject.encode(), msg.data)
         except ev.Unreadable:
             return  # the projector parks it and says so; for a runner it cancels nothing
         if isinstance(event, ev.RunCancelRequested):
-            for job, stop in list(self.running.values()):
+            for slot in list(self.running.values()):
+                job = slot.job
                 if job is not None and job.run_id == event.run_id:
                     log.info("sim %s: cancelled", job.sim_id)
-                    stop.request()
+                    slot.stop.request()
 
     # --- one request --------------------------------------------------------------------
 
-    async def _serve(self, msg: Msg, request: ev.SimQueued) -> None:
-        """Handle one request, then acknowledge it, or hand it back to run again elsewhere
-        (the runner is stopping, or failed itself)."""
-        keep = asyncio.create_task(self._keep_in_progress(msg))
-        done = False
+    async def _serve(self, request: ev.SimQueued) -> None:
+        """Handle one request, then settle it: acknowledge it, hand it back to run again
+        elsewhere (the runner is stopping, or failed itself), or leave it to the runner that
+        holds its sim now."""
+        slot = self.running[request.sim_id]
+        keep = asyncio.create_task(self._supervised(f"keeping {request.sim_id} in progress", lambda: self._keep_in_progress(slot)))
+        handled: Handled = "hand back"
         try:
-            done = await self._handle(request)
+            handled = await self._handle(request, slot)
         except Exception:
             log.exception("sim %s: the runner failed running it", request.sim_id)
         finally:
@@ -167,52 +222,60 @@ class Runner:
             self.running.pop(request.sim_id, None)
             self._slot_freed.set()
             with anyio.CancelScope(shield=True):
-                await (msg.ack() if done else msg.nak(delay=1))
+                await self._settle(request, slot.msg, handled)
 
-    async def _keep_in_progress(self, msg: Msg) -> None:
+    async def _settle(self, request: ev.SimQueued, msg: Msg, handled: Handled) -> None:
+        try:
+            if handled == "done":
+                await msg.ack()
+            elif handled == "hand back":
+                await msg.nak(delay=1)
+        except Exception as err:  # noqa: BLE001 - the connection is closing: the lease ends the request's wait
+            log.warning("sim %s: its request could not be settled (%s); it comes back when its lease runs out", request.sim_id, err)
+
+    async def _keep_in_progress(self, slot: Slot) -> None:
         while True:
             await asyncio.sleep(self.ack_wait_s / 3)
-            await msg.in_progress()
+            await slot.msg.in_progress()
 
-    async def _handle(self, request: ev.SimQueued) -> bool:
-        """Run the request if it is ours to run; True when it needs no runner any more."""
+    async def _handle(self, request: ev.SimQueued, slot: Slot) -> Handled:
+        """Run the request if it is ours to run."""
         config = self.configs.get(request.gpu_config)
         if config is None:
-            return await self._lacking_config(request)
+            return "done" if await self._lacking_config(request) else "hand back"
         claim = await self._claim(request)
         if claim is None or claim is BUSY:
-            return claim is None
-        job = Job(request.run_id, request.sim_id, claim, request.trace_id, config, request.kernels_total)
-        reporter = EventSender(self.store, job.sim_id, job.attempt)
-        stop = Stop()
-        self.running[job.sim_id] = (job, stop)
+            return "done" if claim is None else "leave"
+        assert isinstance(claim, int)
+        job = slot.job = Job(request.run_id, request.sim_id, claim, request.trace_id, config, request.kernels_total)
+        sender = EventSender(self.store, job.sim_id, job.attempt, self.supervision)
         if await self._cancelled(job):
-            return True
+            return "done"
         try:
             trace_dir = await self.cache.fetch(job.trace_id)
         except TraceUnavailable as err:
-            await self._fail(job, reporter, str(err))
-            return True
+            await self._fail(job, sender, str(err))
+            return "done"
         workdir = self.work_dir / "sims" / f"{job.sim_id}.{job.attempt}"
         attempt = Attempt(
-            job, self.install, self.objects, reporter, workdir, trace_dir, self.host, stop,
+            job, self.install, self.objects, sender, workdir, trace_dir, self.host, slot.stop,
             grace_s=self.grace_s, timeout_s=self.sim_timeout_s,
         )
-        watch = asyncio.create_task(self._watch(job, stop))
+        watch = asyncio.create_task(self._supervised(f"watching {job.sim_id}", lambda: self._watch(job, slot.stop)))
         try:
             result = await attempt.run()
         finally:
             watch.cancel()
-        if result is None:  # another attempt owns the sim now
-            await reporter.flush()
+        if result is None:  # another attempt owns the sim now, and its runner the request
+            await sender.flush()
             shutil.rmtree(workdir, ignore_errors=True)
-            return True
+            return "leave"
         attempt.report.finished(result)
-        await reporter.flush()
+        await sender.flush()
         if result.succeeded or not self.keep_failed:
             shutil.rmtree(workdir, ignore_errors=True)
         log.info("sim %s attempt %d: %s", job.sim_id, job.attempt, "succeeded" if result.succeeded else result.error)
-        return True
+        return "done"
 
     async def _claim(self, request: ev.SimQueued) -> int | None | object:
         """Append this runner's claim of the next attempt: its number, None if the sim needs
@@ -284,14 +347,14 @@ class Runner:
         await self.store.append(self._failed(request, attempt, "unrunnable", f"no runner has GPU config {request.gpu_config}"))
         return True
 
-    async def _fail(self, job: Job, reporter: EventSender, error: str) -> None:
-        reporter.emit(
+    async def _fail(self, job: Job, sender: EventSender, error: str) -> None:
+        sender.emit(
             ev.SimFinished(
-                id=reporter.next_id(), at=reporter.now(), run_id=job.run_id, sim_id=job.sim_id,
+                id=sender.next_id(), at=sender.now(), run_id=job.run_id, sim_id=job.sim_id,
                 attempt=job.attempt, outcome="failed", error=error,
             )
         )
-        await reporter.flush()
+        await sender.flush()
 
     async def _cancelled(self, job: Job) -> bool:
         last = await self.store.last_on(subjects.run(job.run_id))
@@ -308,4 +371,3 @@ class Runner:
             last = await self.store.last_on(life)
             if last is not None and getattr(last.event, "attempt", job.attempt) != job.attempt:
                 stop.request(report=False)
-

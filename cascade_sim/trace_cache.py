@@ -8,6 +8,7 @@ file list: an unchanged trace is never fetched twice, a re-uploaded one under th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import shutil
 from collections import defaultdict
@@ -69,9 +70,11 @@ class TraceCache:
                     raise TraceUnavailable(f"trace {trace_id}: unsafe stored path {f.path!r}")
                 target = partial / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
+                chunks = self.objects.read(f"accelsim-traces/{trace_id}/{f.path}")
                 with target.open("wb") as out:
-                    async for chunk in self.objects.read(f"accelsim-traces/{trace_id}/{f.path}"):
-                        out.write(chunk)
+                    async with contextlib.aclosing(chunks):
+                        async for chunk in chunks:
+                            out.write(chunk)
             (partial / COMPLETE).touch()
             shutil.rmtree(final, ignore_errors=True)
             partial.rename(final)

@@ -40,6 +40,11 @@ from projections.rows import (
 
 LOG_TAIL = 20
 
+# What the fold makes of the log. Bump it whenever the same events would now give other rows
+# (a rule, a derived value, a default) without any table changing shape: a read model built
+# by another version is then rebuilt from the log when the service starts (`rebuild.py`).
+VERSION = 1
+
 _json = msgspec.json.Encoder()
 _counts_decoder = msgspec.json.Decoder(dict[str, int])
 _entries = msgspec.json.Decoder(list[ev.ConfigCount])
@@ -268,7 +273,12 @@ def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
             return
         case ev.TraceRealTimingListed() if trace is not None and _open(trace):
             for r in e.rows:
-                b.checked["trace_real_timing"].append(RealTimingRow(trace_id=trace_id, **msgspec.structs.asdict(r)))
+                timing = RealTimingRow(trace_id=trace_id, timing_id=e.timing_id, **msgspec.structs.asdict(r))
+                b.checked["trace_real_timing"].append(timing)
+            return
+        case ev.TraceRealTimingAttached():
+            if trace is not None and not trace.deleted and trace.state == "ready" and trace.real_timing == e.replaces:
+                b.put_trace(msgspec.structs.replace(trace, real_timing=e.timing_id, has_real_timing=True, updated_at=e.at, seq=seq))
             return
     if trace is None or trace.deleted or trace.state in ("ready", "failed") and not isinstance(e, ev.TraceDeleted):
         return
@@ -284,6 +294,7 @@ def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
                     bytes=e.bytes,
                     suggested_sim_config=e.suggested_sim_config,
                     has_real_timing=e.has_real_timing,
+                    real_timing=ev.UPLOAD_TIMING if e.has_real_timing else None,
                     has_step_timeline=e.has_step_timeline,
                     model=e.model,
                     layers=_json.encode(e.layers).decode(),
@@ -323,6 +334,7 @@ def _new_trace(seq: int, e: ev.TraceUploadStarted) -> TraceRow:
         sample=e.sample,
         deleted=False,
         seq=seq,
+        real_timing=None,
     )
 
 

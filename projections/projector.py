@@ -11,6 +11,7 @@ their own writes wait on `wait_for(seq)`; live run streams get each batch's chan
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Sequence
@@ -25,11 +26,11 @@ from cascade_core import subjects
 from cascade_core.heap import settle_heap
 from cascade_nats.firehose import Frame
 from cascade_nats.store import EventStore
-from projections import parking, tables
+from projections import parking, tables, version
 from projections.fold import Folded, Rows, Unfoldable, fold, touched
 from projections.live import Live
 from projections.parking import Batch
-from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_TABLE, ParkedRow
+from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, ParkedRow
 
 log = logging.getLogger("cascade.projector")
 
@@ -50,13 +51,18 @@ MAX_BATCH_BYTES = 32 << 20
 CHECKPOINT_IDLE_AT = 16 << 20
 CHECKPOINT_AT = 256 << 20
 IDLE_S = 0.5
-RETRY_S = 1.0
 
 
 def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
+    """The read model at `path`, a new one made this version's (`version.py`). One another
+    version built raises `version.Outdated` and is left as it is (`rebuild.py` rebuilds it)."""
     con = duckdb.connect(str(path))
-    con.execute("SET checkpoint_threshold = '1GB'")  # DuckDB's own, should the projector's keep failing
-    tables.create_all(con)
+    try:
+        con.execute("SET checkpoint_threshold = '1GB'")  # DuckDB's own, should the projector's keep failing
+        version.ensure(con)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
@@ -148,7 +154,7 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
         if rows:
             _insert(con, table, rows, dedupe=APPEND_TABLES[table][1])
     if parked:
-        _insert(con, PARKED_TABLE, list(parked), dedupe=("seq",))
+        _insert(con, PARKED_TABLE, list(parked), dedupe=PARKED_KEY)
     con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
 
 
@@ -249,18 +255,23 @@ class Projector:
         self.live = Live()
         self._advanced = asyncio.Condition()
 
-    async def run(self) -> None:
-        """Apply batches as they arrive, forever. A failure (the stream's server gone, a
-        broken connection) leaves DuckDB at its last committed batch, so the projector starts
-        again from there, after a pause, rather than stopping for good."""
-        while True:
-            try:
-                await self._consume(until_caught_up=False)
-            except Exception:
-                log.exception("projection stopped at sequence %d; resuming from there", self.applied)
-                self.cache.clear()
-                self.applied = tables.checkpoint(self.con)
-                await anyio.sleep(RETRY_S)
+    async def run(self, *, until_seq: int | None = None) -> None:
+        """Apply batches as they arrive, or until `until_seq` is applied (or everything stored,
+        if less), until something fails (the stream's server gone, a broken connection). A
+        failure leaves DuckDB at its last committed batch, so whatever runs this (a supervisor)
+        can start it again, and it goes on from there."""
+        self.cache.clear()
+        self.applied = tables.checkpoint(self.con)
+        if until_seq is None:
+            await self._consume(until_caught_up=False)
+        else:
+            await self.catch_up(until_seq=until_seq)
+
+    def reopened(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Go on in `con`: the same read model, opened again under another name."""
+        assert tables.checkpoint(con) == self.applied, "not the read model the projector wrote"
+        self.con = con
+        self._wal = wal_of(con)
 
     async def catch_up(self, *, until_seq: int | None = None) -> None:
         """Apply everything stored now, or up to `until_seq`, then return."""
@@ -278,12 +289,14 @@ class Projector:
 
         async def receive() -> None:
             nonlocal finished
-            async for frames in self.store.raw(subjects.ALL, self.applied + 1, until_caught_up=until_caught_up):
-                if until_seq is not None and frames[-1][0] >= until_seq:
-                    pending.extend(f for f in frames if f[0] <= until_seq)
-                    break
-                pending.extend(frames)
-                arrived.set()
+            stream = self.store.raw(subjects.ALL, self.applied + 1, until_caught_up=until_caught_up)
+            async with contextlib.aclosing(stream) as batches:  # its connection, closed on a break too
+                async for frames in batches:
+                    if until_seq is not None and frames[-1][0] >= until_seq:
+                        pending.extend(f for f in frames if f[0] <= until_seq)
+                        break
+                    pending.extend(frames)
+                    arrived.set()
             finished = True
             arrived.set()
 

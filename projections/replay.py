@@ -12,7 +12,7 @@ import duckdb
 import msgspec
 
 from cascade_nats.store import EventStore
-from projections import tables
+from projections import tables, version
 from projections.projector import Projector, connect
 
 
@@ -52,15 +52,31 @@ async def replay_file(store: EventStore, target: Path) -> int:
     partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
     try:
         seq = await replay(store, partial)
-        _wal(target).unlink(missing_ok=True)  # the old file's log, which must not meet the new file
-        os.replace(partial, target)
+        move_onto(partial, target)
         return seq
     finally:
-        partial.unlink(missing_ok=True)
-        _wal(partial).unlink(missing_ok=True)
+        remove(partial)
 
 
-def _wal(db: Path) -> Path:
+def move_onto(complete: Path, target: Path) -> None:
+    """Put the read model `complete` (closed, its log folded into it) in `target`'s place,
+    atomically: a crash leaves one or the other whole there."""
+    wal(target).unlink(missing_ok=True)  # the old file's log, which must not meet the new file
+    os.replace(complete, target)
+    directory = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the rename itself outlives a power cut
+    finally:
+        os.close(directory)
+
+
+def remove(db: Path) -> None:
+    """A read model file that is of no use, and its log."""
+    db.unlink(missing_ok=True)
+    wal(db).unlink(missing_ok=True)
+
+
+def wal(db: Path) -> Path:
     return db.with_name(db.name + ".wal")
 
 
@@ -90,7 +106,11 @@ async def verify(store: EventStore, live: duckdb.DuckDBPyConnection) -> Verifica
     """Replay into a scratch database up to the live read model's checkpoint and compare.
 
     `live` must be a connection of its own (a cursor): it holds one read transaction for the
-    whole check, so the projector can go on writing meanwhile."""
+    whole check, so the projector can go on writing meanwhile. Raises `version.Outdated` for a
+    read model another version built: it differs from a replay by design."""
+    why = version.outdated(live)
+    if why is not None:
+        raise why
     live.execute("BEGIN TRANSACTION")
     try:
         seq = tables.checkpoint(live)

@@ -28,6 +28,7 @@ class TraceRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     sample: bool
     deleted: bool
     seq: int
+    real_timing: str | None  # the timing_id of the trace_real_timing rows in use
 
 
 class TraceFileRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -50,10 +51,16 @@ class TraceKernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class RealTimingRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A kernel launch measured in one hardware pass (`repeat`); a trace's rows in use are
+    those of its `real_timing`, rows of other timing ids are replaced or not yet attached."""
+
     trace_id: str
+    timing_id: str
+    repeat: int
     kernel_id: int
     kernel_name: str
-    duration_ns: float
+    duration_ns: float | None
+    cycles: float | None
 
 
 class RunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -154,11 +161,13 @@ ENTITY_TABLES: dict[str, type[msgspec.Struct]] = {"traces": TraceRow, "runs": Ru
 APPEND_TABLES: dict[str, tuple[type[msgspec.Struct], tuple[str, ...]]] = {
     "trace_files": (TraceFileRow, ("trace_id", "path")),
     "trace_kernels": (TraceKernelRow, ("trace_id", "uid")),
-    "trace_real_timing": (RealTimingRow, ("trace_id", "kernel_id")),
+    "trace_real_timing": (RealTimingRow, ("trace_id", "timing_id", "repeat", "kernel_id")),
     "kernels": (KernelRow, ("sim_id", "attempt", "uid")),
     "sim_log": (LogChunkRow, ("sim_id", "attempt", "first_line_seq")),
     "sim_files": (SimFileRow, ("sim_id", "attempt", "name")),
 }
 
-# Written by the projector beside what the fold returns, in the same transaction.
+# Written by the projector beside what the fold returns, in the same transaction; a message is
+# parked once.
 PARKED_TABLE = "parked"
+PARKED_KEY = ("seq",)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
@@ -9,7 +10,7 @@ import duckdb
 import msgspec
 import pyarrow as pa
 
-from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_TABLE, ParkedRow
+from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, ParkedRow
 
 _SQL = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", datetime: "TIMESTAMPTZ"}
 _ARROW = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(), datetime: pa.timestamp("us", tz="UTC")}
@@ -19,6 +20,16 @@ ROW_TYPES: dict[str, type[msgspec.Struct]] = {
     **{t: spec[0] for t, spec in APPEND_TABLES.items()},
     PARKED_TABLE: ParkedRow,
 }
+
+# The columns that identify a row of each table: entity rows are replaced by id, and a row of
+# any other table already there is never added again.
+KEYS: dict[str, tuple[str, ...]] = {
+    **{t: ("id",) for t in ENTITY_TABLES},
+    **{t: spec[1] for t, spec in APPEND_TABLES.items()},
+    PARKED_TABLE: PARKED_KEY,
+}
+
+CHECKPOINT_SQL = "CREATE TABLE IF NOT EXISTS checkpoint (id INTEGER PRIMARY KEY, seq BIGINT NOT NULL)"
 
 # Columns that say when this read model did something, not what the log holds: a replay
 # fills them in its own time, so comparisons with one leave them out.
@@ -46,22 +57,23 @@ def columns(row_type: type[msgspec.Struct]) -> list[tuple[str, Any, bool]]:
     return [(f.name, *_base_type(f.type)) for f in info.fields]  # type: ignore[attr-defined]
 
 
+def column_sql(table: str) -> list[str]:
+    """Each column of `table` as its definition: name and DuckDB type."""
+    return [f"{name} {_SQL[t]}{'[]' if is_list else ''}" for name, t, is_list in columns(ROW_TYPES[table])]
+
+
 def create_sql(table: str) -> str:
-    cols = ", ".join(f"{name} {_SQL[t]}{'[]' if is_list else ''}" for name, t, is_list in columns(ROW_TYPES[table]))
-    return f"CREATE TABLE IF NOT EXISTS {table} ({cols})"
+    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(column_sql(table))})"
 
 
-def arrow_schema(table: str) -> pa.Schema:
-    return pa.schema(
-        [pa.field(name, pa.list_(_ARROW[t]) if is_list else _ARROW[t]) for name, t, is_list in columns(ROW_TYPES[table])]
-    )
-
-
-_SCHEMAS = {table: arrow_schema(table) for table in ROW_TYPES}
+@functools.cache
+def _schema(row_type: type[msgspec.Struct]) -> pa.Schema:
+    """The Arrow schema of a row type's table, made once (by type, so a new type is seen)."""
+    return pa.schema([pa.field(name, pa.list_(_ARROW[t]) if is_list else _ARROW[t]) for name, t, is_list in columns(row_type)])
 
 
 def to_arrow(table: str, rows: list[msgspec.Struct]) -> pa.Table:
-    schema = _SCHEMAS[table]
+    schema = _schema(ROW_TYPES[table])
     data = zip(*map(msgspec.structs.astuple, rows))
     return pa.Table.from_arrays([pa.array(col, type=schema.field(i).type) for i, col in enumerate(data)], schema=schema)
 
@@ -75,7 +87,7 @@ def create_all(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("SET TimeZone = 'UTC'")
     for table in ROW_TYPES:
         con.execute(create_sql(table))
-    con.execute("CREATE TABLE IF NOT EXISTS checkpoint (id INTEGER PRIMARY KEY, seq BIGINT NOT NULL)")
+    con.execute(CHECKPOINT_SQL)
     con.execute("INSERT INTO checkpoint SELECT 1, 0 WHERE NOT EXISTS (SELECT 1 FROM checkpoint)")
 
 

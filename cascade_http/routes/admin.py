@@ -24,7 +24,8 @@ from projections.replay import Verification, verify
 )
 async def verify_read_model(request: Request) -> Response:
     c = cascade(request)
-    return MsgspecResponse(await verify(c.store, c.reader()))
+    with c.reader() as live:
+        return MsgspecResponse(await verify(c.store, live))
 
 
 @operation(

@@ -8,7 +8,7 @@ from starlette.routing import Route
 
 from cascade_core.models import Runner
 from cascade_http.openapi import operation
-from cascade_http.responses import MsgspecResponse
+from cascade_http.responses import ApiError, MsgspecResponse
 from cascade_http.service import cascade
 
 
@@ -17,9 +17,13 @@ from cascade_http.service import cascade
     description="Every runner seen in the last seconds, in `cascade serve` or `cascade worker`, sorted by id.",
     tag="runners",
     response=list[Runner],
+    errors={503: "NATS, where runners announce themselves, does not answer."},
 )
 async def list_runners(request: Request) -> Response:
-    return MsgspecResponse(await cascade(request).runners())
+    runners = await cascade(request).runners()
+    if runners is None:
+        raise ApiError(503, "the runner list is in NATS, which does not answer now; see /api/health")
+    return MsgspecResponse(runners)
 
 
 routes = [Route("/api/runners", list_runners, methods=["GET"])]

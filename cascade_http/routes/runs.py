@@ -49,8 +49,9 @@ async def _run(c: Cascade, run_id: str) -> RunSummary:
     return run
 
 
-async def _detail(c: Cascade, run_id: str) -> RunDetail:
-    detail = await read(c, q.run_detail, run_id)
+async def _detail(c: Cascade, run_id: str, *, attention: bool = False) -> RunDetail:
+    """The run; with `attention`, each sim says what needs attention (when it can be told)."""
+    detail = await read(c, q.run_detail, run_id, await c.watch() if attention else None)
     if detail is None:
         raise not_found(f"run {run_id} not found")
     return detail
@@ -84,7 +85,7 @@ async def create_run(request: Request) -> Response:
         run_id = await _create(c, body)
     except decide.Rejected as err:
         raise ApiError(REJECTED[type(err)], str(err)) from None
-    return MsgspecResponse(await _detail(c, run_id), status_code=201)
+    return MsgspecResponse(await _detail(c, run_id, attention=True), status_code=201)
 
 
 async def _create(c: Cascade, body: RunCreate) -> str:
@@ -114,9 +115,15 @@ async def list_runs(request: Request) -> Response:
     return MsgspecResponse(await read(cascade(request), q.runs))
 
 
-@operation(summary="Get a run", response=RunDetail, errors=NO_RUN)
+@operation(
+    summary="Get a run",
+    description="Each unfinished sim that may never finish unless someone acts says why in `attention`: "
+    "no runner has taken it for a while and no live runner has its config, or its runner was lost.",
+    response=RunDetail,
+    errors=NO_RUN,
+)
 async def get_run(request: Request) -> Response:
-    return MsgspecResponse(await _detail(cascade(request), request.path_params["run_id"]))
+    return MsgspecResponse(await _detail(cascade(request), request.path_params["run_id"], attention=True))
 
 
 @operation(
@@ -139,7 +146,7 @@ async def cancel_run(request: Request) -> Response:
                 await c.append(event, expected_last_subject_seq=last.seq)
         except ConcurrencyError:
             continue  # another command on the run came first: decide again on what it did
-        return MsgspecResponse(await _detail(c, run_id))
+        return MsgspecResponse(await _detail(c, run_id, attention=True))
 
 
 @operation(summary="Compare real and simulated time", response=Comparison, errors=NO_RUN)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cascade_core.ids import is_file_name
 from cascade_core.models import SimFile, SimResults
 from cascade_http.openapi import operation
 from cascade_http.readmodel import attachment, read, streamed
-from cascade_http.responses import MsgspecResponse, not_found
+from cascade_http.responses import ClosingStreamingResponse, MsgspecResponse, not_found
 from cascade_http.service import Cascade, cascade
 from projections.queries import runs as q
 from projections.rows import SimRow
@@ -68,7 +68,7 @@ async def download_file(request: Request) -> Response:
     # The stored type as it is: no charset is added, since the file's encoding is not known.
     content_type = "application/gzip" if name.endswith(".gz") else row.content_type
     headers = {**attachment(name), "Content-Type": content_type, "Content-Length": str(stored.size)}
-    return StreamingResponse(c.objects.read(row.object_name), headers=headers)
+    return ClosingStreamingResponse(c.objects.read(row.object_name), headers=headers)
 
 
 routes = [

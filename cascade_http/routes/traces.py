@@ -1,25 +1,37 @@
-"""Trace routes: upload, list, read, delete."""
+"""Trace routes: upload, list, read, delete, and attaching real timing."""
 
 from __future__ import annotations
 
 import secrets
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cascade_core import subjects
-from cascade_core.models import Trace, TraceDetail
+from cascade_core import realtiming, subjects
+from cascade_core.limits import too_large
+from cascade_core.models import RealTimingAttached, Trace, TraceDetail
 from cascade_core.object_names import trace_prefix
-from cascade_core.traces import MEDIA_TYPES, Refused, check_upload, decide_delete, new_trace_id
-from cascade_http.bodies import content_length
+from cascade_core.traces import (
+    MEDIA_TYPES,
+    Attachment,
+    Refused,
+    attached,
+    check_upload,
+    decide_delete,
+    decide_real_timing,
+    new_timing_id,
+    new_trace_id,
+)
+from cascade_http.bodies import Limited, TooLarge, content_length
 from cascade_http.openapi import operation
 from cascade_http.readmodel import read
 from cascade_http.responses import ApiError, MsgspecResponse, not_found
 from cascade_http.service import cascade
-from cascade_http.uploads.receive import now, receive_trace
+from cascade_http.uploads.receive import Chain, now, receive_trace
 from cascade_nats.store import ConcurrencyError
-from projections.queries.traces import active_run_using, list_traces, trace_detail, trace_summary
+from projections.queries.traces import active_run_using, list_traces, timed_trace, trace_detail, trace_summary
 
 TAG = "traces"
 
@@ -118,9 +130,74 @@ async def delete_trace(request: Request) -> Response:
     return Response(status_code=204)
 
 
+TIMING_MEDIA_TYPES = ("text/csv", "text/plain", "application/octet-stream")
+_REPLACE = {None: False, "false": False, "true": True}
+
+
+@operation(
+    summary="Attach real timing to a trace",
+    description="Takes a file of measured kernel times as the body and makes it the ready trace's real timing, "
+    "which its runs' comparisons then score the simulator against. The layout is told from the header: Cascade's "
+    "`kernel_id,kernel_name,duration_ns`, Nsight Compute's `ncu --csv` (its default page or `--page raw`, with "
+    "`gpu__time_duration.sum` and/or `gpc__cycles_elapsed.avg`), or Nsight Systems' `nsys stats --report "
+    "cuda_gpu_trace --format csv`. The header seen again starts another pass: passes concatenated are hardware "
+    "repetitions. A pass holds the trace's kernel launches in launch order, under their kernels' names, from the first: "
+    "all of them, or the first N (a profile cut short), never more. "
+    "The Content-Type is not looked at. Timing the trace has already is replaced only with `?replace=true`.",
+    tag=TAG,
+    body=bytes,
+    body_media_types=TIMING_MEDIA_TYPES,
+    response=RealTimingAttached,
+    query={"replace": "`true` to replace the real timing the trace has (its upload's, or attached before); default `false`."},
+    errors={
+        400: "`replace` is neither `true` nor `false`.",
+        404: "No trace has this id, or it was deleted.",
+        409: "The trace is a sample, is not ready, or has real timing and `replace` is not `true`.",
+        413: f"The body is over {realtiming.MAX_BYTES} bytes; nothing is kept.",
+        422: "The file is no timing of a known layout (the detail names its line), or its launches are not the trace's.",
+    },
+)
+async def attach_real_timing(request: Request) -> Response:
+    c = cascade(request)
+    trace_id = request.path_params["trace_id"]
+    flag = request.query_params.get("replace")
+    if flag not in _REPLACE:
+        raise ApiError(400, f"replace must be true or false, not {str(flag)[:100]!r}")
+    body = await _timing_body(request)
+    while True:
+        last = await c.store.last_on(subjects.trace(trace_id))
+        if last is None:
+            raise not_found(f"trace {trace_id} not found")
+        await c.projector.wait_for(last.seq)
+        trace, in_use = await read(c, timed_trace, trace_id)
+        # A fresh id each time round: events of an attempt that lost the race are never attached.
+        attachment = Attachment(trace_id=trace_id, timing_id=new_timing_id(), body=body, replace=_REPLACE[flag])
+        try:
+            listed, marker = await anyio.to_thread.run_sync(decide_real_timing, trace, in_use, attachment, now())
+            await Chain(c, last.seq).append([*listed, marker])
+        except Refused as refused:
+            raise ApiError(refused.status, refused.detail) from None
+        except ConcurrencyError:
+            continue  # the trace changed since it was read: decide again on what it is now
+        return MsgspecResponse(attached(marker))
+
+
+async def _timing_body(request: Request) -> bytes:
+    limit = realtiming.MAX_BYTES
+    declared = content_length(request)
+    detail = too_large("timing file", limit, "the most of a timing file Cascade reads", declared)
+    if declared is not None and declared > limit:
+        raise ApiError(413, detail)
+    try:
+        return b"".join([chunk async for chunk in Limited(request.stream(), limit, detail)])
+    except TooLarge as large:
+        raise ApiError(413, large.detail) from None
+
+
 routes: list[Route] = [
     Route("/api/traces", upload_trace, methods=["POST"]),
     Route("/api/traces", get_traces, methods=["GET"]),
     Route("/api/traces/{trace_id}", get_trace, methods=["GET"]),
     Route("/api/traces/{trace_id}", delete_trace, methods=["DELETE"]),
+    Route("/api/traces/{trace_id}/real-timing", attach_real_timing, methods=["PUT"]),
 ]

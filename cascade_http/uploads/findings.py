@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import anyio
 
 from cascade_core import events as ev
+from cascade_core import realtiming
 from cascade_core.timeline import TIMELINE_FILE
 from cascade_core.tracefiles import (
     CASCADE_JSON,
@@ -32,7 +33,7 @@ from cascade_core.traces import Received
 from cascade_http.uploads.inflate import Inflater
 
 # Files read whole, at the trace's root, and the most of each that is read.
-SMALL_FILES = {KERNELSLIST: 64 << 20, TIMELINE_FILE: 64 << 20, REAL_TIMING: 64 << 20, CASCADE_JSON: 1 << 20}
+SMALL_FILES = {KERNELSLIST: 64 << 20, TIMELINE_FILE: 64 << 20, REAL_TIMING: realtiming.MAX_BYTES, CASCADE_JSON: 1 << 20}
 
 
 class Findings:

@@ -56,7 +56,10 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-class _Chain:
+class Chain:
+    """Events appended as a chain on one subject, from its sequence `seq`: each expects the
+    one before it to be the last there (`ConcurrencyError` if anything else came between)."""
+
     def __init__(self, c: Cascade, seq: int) -> None:
         self.c = c
         self.seq = seq
@@ -86,14 +89,14 @@ async def receive_trace(
             # The id was used before: remove anything its deletion may have left behind.
             await c.objects.delete_prefix(trace_prefix(trace_id))
         limit = c.settings.max_upload_bytes
-        await _receive(c, upload, compression, Limited(body, limit, upload_too_large(limit)), _Chain(c, seq))
+        await _receive(c, upload, compression, Limited(body, limit, upload_too_large(limit)), Chain(c, seq))
     except ConcurrencyError:
         raise Refused(409, f"trace {trace_id} was changed by another request during its upload") from None
     finally:
         uploading.discard(trace_id)
 
 
-async def _receive(c: Cascade, upload: Upload, compression: Compression, body: Limited, chain: _Chain) -> None:
+async def _receive(c: Cascade, upload: Upload, compression: Compression, body: Limited, chain: Chain) -> None:
     expansion = c.settings.expansion
     try:
         received = await store_archive(c.objects, upload.trace_id, decoded(body, compression, expansion), expansion)

@@ -14,16 +14,19 @@ stored as, never decoded.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, cast
 
 import duckdb
 import msgspec
 
+from cascade_core import attention
 from cascade_core import events as ev
+from cascade_core.correlation import correlate, measured
 from cascade_core.models import (
     Comparison,
     ComparisonRow,
+    Correlation,
     GpuConfig,
     KernelStat,
     RunDetail,
@@ -35,6 +38,7 @@ from cascade_core.models import (
     SimFile,
     SimMetrics,
     SimResults,
+    Spread,
     Trace,
     TraceDetail,
     TraceMetadata,
@@ -90,9 +94,27 @@ def _one(con: Con, table: str, where: str, params: Sequence[object]) -> Any:
 # --- rows to Structs -----------------------------------------------------------------------
 
 
-def sim_from_row(row: SimRow) -> Sim:
-    """The sim as the API shows it: its latest metrics are columns of the same names."""
-    return from_row(Sim, row, latest=from_row(SimMetrics, row), log_tail=list(row.log_tail))
+def seen(row: SimRow) -> attention.Seen:
+    return attention.Seen(
+        id=row.id,
+        state=row.state,
+        gpu_config=row.gpu_config,
+        created_at=row.created_at,
+        runner_id=row.runner_id,
+        last_heard=row.last_heartbeat_at or row.started_at,
+    )
+
+
+def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
+    """The sim as the API shows it, its latest metrics the columns of the same names; with
+    `watch`, with what needs attention."""
+    return from_row(
+        Sim,
+        row,
+        latest=from_row(SimMetrics, row),
+        log_tail=list(row.log_tail),
+        attention=None if watch is None else attention.attention(seen(row), watch),
+    )
 
 
 def run_from_row(row: RunRow) -> RunSummary:
@@ -163,14 +185,20 @@ def _trace_detail(con: Con, run: RunSummary) -> TraceDetail:
     return TraceDetail(**msgspec.structs.asdict(trace), metadata=metadata, kernels=[])
 
 
-def _detail(con: Con, run: RunSummary, sims: Sequence[SimRow]) -> RunDetail:
-    return RunDetail(**msgspec.structs.asdict(run), trace=_trace(con, run), sims=[sim_from_row(r) for r in sims])
+def _detail(con: Con, run: RunSummary, sims: Sequence[SimRow], watch: attention.Watch | None) -> RunDetail:
+    return RunDetail(**msgspec.structs.asdict(run), trace=_trace(con, run), sims=[sim_from_row(r, watch) for r in sims])
 
 
-def run_detail(con: Con, run_id: str) -> RunDetail | None:
+def run_detail(con: Con, run_id: str, watch: attention.Watch | None = None) -> RunDetail | None:
     with snapshot(con):
         run = run_summary(con, run_id)
-        return None if run is None else _detail(con, run, sim_rows(con, run))
+        return None if run is None else _detail(con, run, sim_rows(con, run), watch)
+
+
+def unfinished_sims(con: Con) -> list[attention.Seen]:
+    """Every sim not finished yet, of every run."""
+    states = sorted(attention.UNFINISHED)
+    return [seen(r) for r in _select(con, "sims", "state IN (SELECT unnest(?))", [states])]
 
 
 # --- kernels and comparison ----------------------------------------------------------------
@@ -210,42 +238,113 @@ def run_kernel_chunks(con: Con, run: RunSummary) -> Iterator[bytes]:
         yield from kernel_chunks(con, run, [s.id for s in sim_rows(con, run)], stats=False)
 
 
-def _comparison_rows(con: Con, run: RunSummary, real: list[float], indices: list[int] | None) -> list[ComparisonRow]:
+class _Real(msgspec.Struct, frozen=True):
+    """A kernel's real timing: each measure's mean over the hardware repetitions, and their
+    spread when there are several."""
+
+    ns: float | None = None
+    ns_spread: Spread | None = None
+    cycles: float | None = None
+    cycles_spread: Spread | None = None
+
+
+_NO_REAL = _Real()
+
+
+def _comparison_rows(con: Con, run: RunSummary, real: list[_Real], indices: list[int] | None) -> list[ComparisonRow]:
     """Comparison rows for the given kernel indices (all when None)."""
     names = configs(run)
+    cycles = any(r.cycles is not None for r in real)
     only = "AND k.kernel_index IN (SELECT unnest(?))" if indices is not None else ""
     records = con.execute(
-        f"""SELECT k.kernel_index, s.gpu_config, median(k.sim_time_ns), arg_min(k.name, s.replica)
+        f"""SELECT k.kernel_index, s.gpu_config, median(k.sim_time_ns), median(k.gpu_sim_cycle), arg_min(k.name, s.replica)
             FROM {_CURRENT_KERNELS} WHERE s.run_id = ? {only}
             GROUP BY k.kernel_index, s.gpu_config
             ORDER BY k.kernel_index, list_position(?, s.gpu_config)""",
         [run.id, *([indices] if indices is not None else []), names],
     ).fetchall()
     rows: list[ComparisonRow] = []
-    for index, config, median, name in records:
+    for index, config, median_ns, median_cycles, name in records:
         if not rows or rows[-1].kernel_index != index:
-            rows.append(ComparisonRow(index, name, real[index] if index < len(real) else None, dict.fromkeys(names)))
-        rows[-1].sim_ns[config] = median
+            known = real[index] if index < len(real) else _NO_REAL
+            row = ComparisonRow(
+                kernel_index=index,
+                kernel_name=name,
+                real_ns=known.ns,
+                sim_ns=dict.fromkeys(names),
+                real_ns_spread=known.ns_spread,
+                real_cycles=known.cycles,
+                real_cycles_spread=known.cycles_spread,
+                sim_cycles=dict.fromkeys(names) if cycles else None,
+            )
+            rows.append(row)
+        rows[-1].sim_ns[config] = median_ns
+        if rows[-1].sim_cycles is not None:
+            rows[-1].sim_cycles[config] = median_cycles
     return rows
 
 
-def _real_timing(con: Con, trace_id: str, has_real_timing: bool) -> list[float]:
-    if not has_real_timing:
-        return []
-    return [r[0] for r in con.execute("SELECT duration_ns FROM trace_real_timing WHERE trace_id = ? ORDER BY kernel_id", [trace_id]).fetchall()]
+def _real_timing(con: Con, trace_id: str) -> list[_Real]:
+    """The real timing the trace uses, kernel by kernel in kernel_id order."""
+    records = con.execute(
+        """SELECT list(r.duration_ns ORDER BY r.repeat) FILTER (WHERE r.duration_ns IS NOT NULL),
+                  list(r.cycles ORDER BY r.repeat) FILTER (WHERE r.cycles IS NOT NULL)
+           FROM trace_real_timing r JOIN traces t ON t.id = r.trace_id AND t.real_timing = r.timing_id
+           WHERE r.trace_id = ? GROUP BY r.kernel_id ORDER BY r.kernel_id""",
+        [trace_id],
+    ).fetchall()
+    real = []
+    for durations, cycles in records:
+        ns, ns_spread = measured(durations or [])
+        mean_cycles, cycles_spread = measured(cycles or [])
+        real.append(_Real(ns, ns_spread, mean_cycles, cycles_spread))
+    return real
+
+
+def _compared(run: RunSummary, has_real_timing: bool, rows: list[ComparisonRow], real: list[_Real]) -> Comparison:
+    """The comparison of these rows, scored per config against the real values it has."""
+    names = configs(run)
+    return Comparison(
+        has_real_timing=has_real_timing,
+        configs=names,
+        rows=rows,
+        correlation=_scores(rows, names, _durations) if any(r.ns is not None for r in real) else None,
+        cycles_correlation=_scores(rows, names, _cycles) if any(r.cycles is not None for r in real) else None,
+    )
+
+
+_Pair = tuple[float | None, float | None]  # (real, simulated)
+
+
+def _durations(row: ComparisonRow, config: str) -> _Pair:
+    return row.real_ns, row.sim_ns[config]
+
+
+def _cycles(row: ComparisonRow, config: str) -> _Pair:
+    return row.real_cycles, (row.sim_cycles or {})[config]
+
+
+def _scores(rows: list[ComparisonRow], names: list[str], pair: Callable[[ComparisonRow, str], _Pair]) -> dict[str, Correlation]:
+    """Each config's scores over the rows where both of its values are known."""
+    scored = {}
+    for config in names:
+        both = [(hw, sim) for hw, sim in (pair(row, config) for row in rows) if hw is not None and sim is not None]
+        scored[config] = correlate(both)
+    return scored
 
 
 def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
     """Row i: the kernels of index i, with each config's median sim_time_ns over the
     replicas that finished it (null if none did), the name from the first sim by config and
-    replica, and the i-th row of the trace's real timing by kernel_id."""
-    real = _real_timing(con, run.trace_id, has_real_timing)
-    return Comparison(has_real_timing=has_real_timing, configs=configs(run), rows=_comparison_rows(con, run, real, None))
+    replica, and the i-th kernel by kernel_id of the trace's real timing, with the scores of
+    each config against it."""
+    real = _real_timing(con, run.trace_id) if has_real_timing else []
+    return _compared(run, has_real_timing, _comparison_rows(con, run, real, None), real)
 
 
 class _Computed(msgspec.Struct, frozen=True):
     comparison: Comparison
-    real: list[float]
+    real: list[_Real]
     kernels: int  # the kernels table's rows when computed
     last_seq: int  # and its highest sequence
 
@@ -263,7 +362,8 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
     with snapshot(con):
         trace = _trace(con, run)
         last_seq, kernels = con.execute("SELECT coalesce((SELECT max(seq) FROM kernels), 0), (SELECT count(*) FROM kernels)").fetchone()  # type: ignore[misc]
-        key = (run.id, trace.created_at, trace.has_real_timing, con.execute("SELECT count(*) FROM trace_real_timing").fetchone())
+        # The rows of a timing id are all listed before it is attached, and never change after.
+        key = (run.id, trace.created_at, con.execute("SELECT real_timing FROM traces WHERE id = ?", [run.trace_id]).fetchone())
         known: _Computed | None = cache.get(key)
         if known is not None and (known.kernels, known.last_seq) == (kernels, last_seq):
             return known.comparison
@@ -277,13 +377,14 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
             if known.kernels + added != kernels:
                 touched = None  # rows went away too (a sim's new attempt): start over
         if known is None or touched is None:
-            real = _real_timing(con, run.trace_id, trace.has_real_timing)
-            result = Comparison(has_real_timing=trace.has_real_timing, configs=configs(run), rows=_comparison_rows(con, run, real, None))
+            real = _real_timing(con, run.trace_id) if trace.has_real_timing else []
+            rows = _comparison_rows(con, run, real, None)
         else:
             real = known.real
             fresh = {row.kernel_index: row for row in _comparison_rows(con, run, real, sorted(touched))} if touched else {}
-            rows = [fresh.pop(row.kernel_index, row) for row in known.comparison.rows]
-            result = msgspec.structs.replace(known.comparison, rows=rows + sorted(fresh.values(), key=lambda r: r.kernel_index))
+            kept = [fresh.pop(row.kernel_index, row) for row in known.comparison.rows]
+            rows = kept + sorted(fresh.values(), key=lambda r: r.kernel_index)
+        result = _compared(run, trace.has_real_timing, rows, real)
         cache[key] = _Computed(result, real, kernels, last_seq)
         return result
 
@@ -399,4 +500,4 @@ def stream_snapshot(con: Con, run_id: str) -> tuple[int, RunDetail] | None:
     with snapshot(con):
         seq = tables.checkpoint(con)
         run = run_summary(con, run_id)
-        return None if run is None else (seq, _detail(con, run, sim_rows(con, run)))
+        return None if run is None else (seq, _detail(con, run, sim_rows(con, run), None))

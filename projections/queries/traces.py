@@ -38,8 +38,17 @@ def trace_summary(con: Con, trace_id: str) -> Trace | None:
 def trace_detail(con: Con, trace_id: str) -> TraceDetail | None:
     """The trace with its stored files (by path) and its kernels (by launch uid)."""
     row = _row(con, trace_id)
-    if row is None:
-        return None
+    return None if row is None else _detail(con, row)
+
+
+def timed_trace(con: Con, trace_id: str) -> tuple[TraceDetail | None, str | None]:
+    """The trace in detail, and the id of the real timing it uses (None: none)."""
+    row = _row(con, trace_id)
+    return (None, None) if row is None else (_detail(con, row), row.real_timing)
+
+
+def _detail(con: Con, row: TraceRow) -> TraceDetail:
+    trace_id = row.id
     files = con.execute("SELECT path, bytes FROM trace_files WHERE trace_id = ? ORDER BY path", [trace_id]).fetchall()
     kernels = con.execute(f"SELECT {_TRACE_KERNEL_COLUMNS} FROM trace_kernels WHERE trace_id = ? ORDER BY uid", [trace_id]).fetchall()
     summary = trace_from_row(row)

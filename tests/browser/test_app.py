@@ -339,12 +339,7 @@ def test_samples_render_and_cannot_be_run(page: Any, cascade: LiveServer, api: h
     comparison = api.get(f"/api/runs/{sample['id']}/comparison").json()
     assert comparison["has_real_timing"]
     page.wait_for_selector("#compare-summary [data-config=SM90_H100]")
-    card = page.locator("#compare-summary [data-config=SM90_H100]")
-    pairs = [(r["real_ns"], r["sim_ns"]["SM90_H100"]) for r in comparison["rows"] if r["real_ns"] and r["sim_ns"].get("SM90_H100") is not None]
-    errors = [(s - r) / r * 100 for r, s in pairs]
-    assert float(card.get_attribute("data-mape") or "nan") == pytest.approx(statistics.fmean(abs(e) for e in errors))
-    assert float(card.get_attribute("data-r") or "nan") == pytest.approx(statistics.correlation([p[0] for p in pairs], [p[1] for p in pairs]))
-    assert float(card.get_attribute("data-within10") or "nan") == pytest.approx(sum(abs(e) <= 10 for e in errors) / len(errors))
+    assert_shows_scores(page, "#correlation-table", comparison["correlation"])
 
     # The serving steps: TTFT / ITL / e2e, real vs simulated, per config.
     timelines = api.get(f"/api/runs/{sample['id']}/step-timelines").json()
@@ -428,6 +423,82 @@ def test_compare_and_timeline_of_two_configs(page: Any, cascade: LiveServer) -> 
     page.click("a[data-tab=timeline]")
     page.wait_for_selector("#timeline-canvas[data-kernels='12'][data-labels]")
     shoot(page, "timeline-configs", "#timeline-canvas", check=lanes_apart)
+
+
+def test_a_sim_whose_runner_is_gone_says_so_on_the_run_and_in_its_row(page: Any, cascade: LiveServer) -> None:
+    """A sim claimed by a runner that is no longer there: the run's page and the sim's row
+    say it was lost (what Get a run says), at both sizes."""
+    run_id = "run-lostrunner001"
+    sims = [("sim-lostrunner0", "SM61_TITANX", 0), ("sim-lostrunner1", "SM61_TITANX", 1)]
+    at = datetime.now(UTC)
+    claimed = ev.SimClaimed(id=w.event_id(), at=at, run_id=run_id, sim_id=sims[1][0], attempt=1, runner_id="vm-gone", host="h")
+    seed(
+        cascade,
+        [
+            *w.trace_events("lost-runner", arch="sm_61", kernel_count=1, step_timeline=False),
+            w.run_created(run_id, sims, trace_id="lost-runner", kernels_total=1, sample=True),
+            *finished_sim(run_id, sims[0][0], [("_Z6vecAddIfEvPT_S1_S1_i", 5533)], 1417.0, at),
+            claimed,
+        ],
+    )
+    sign_in(page, cascade.url, f"#/runs/{run_id}")
+    page.wait_for_selector("#run-attention:not([hidden])")
+    assert page.inner_text("#run-attention") == "1 sim may never finish unless someone acts: runner vm-gone lost"
+    assert page.inner_text(f'#sims-table tbody[data-sim="{sims[1][0]}"] .row-attention') == "runner vm-gone lost"
+    assert not page.query_selector(f'#sims-table tbody[data-sim="{sims[0][0]}"] .row-attention')
+    shoot(page, "run-runner-lost", "#run-attention")
+
+
+def assert_shows_scores(page: Any, table: str, scores: dict[str, dict[str, float | None]]) -> None:
+    """A scores table shows the API's: per config row, each score cell's number (all but
+    hw_zero, which the caption mentions only when a kernel was left out for it)."""
+    cells = page.eval_on_selector_all(
+        f"{table} tbody tr", "rows => rows.map(r => [r.dataset.config, [...r.querySelectorAll('td')].map(c => [c.dataset.score, c.dataset.value])])"
+    )
+    shown = {config: {k: float(v) if v != "" else None for k, v in values} for config, values in cells}
+    assert shown == {config: {k: v for k, v in values.items() if k != "hw_zero"} for config, values in scores.items()}
+    assert all(values["hw_zero"] == 0 for values in scores.values()) == ("left out" not in page.inner_text(f"{table}-title"))
+
+
+def test_compare_scores_real_time_and_cycles_with_the_spread_of_repetitions(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    """Real timing attached through the API (ncu's raw page, two passes): Compare shows the
+    API's scores per config against real time and against real cycles, and each kernel's
+    real time with its repetitions' range."""
+    run_id = "run-realtiming01"
+    sims = [(f"sim-realtiming{c}", config, 0) for c, config in enumerate(("SM61_TITANX", "SM7_QV100"))]
+    clocks = {"SM61_TITANX": 1417.0, "SM7_QV100": 1132.0}
+    at = datetime(2026, 11, 8, 9, tzinfo=UTC)
+    cycles = {"SM61_TITANX": [5533, 7506, 5409], "SM7_QV100": [6100, 7300, 6000]}
+    seed(
+        cascade,
+        [
+            *w.trace_events("real-timed", arch="sm_61", kernel_count=3, step_timeline=False),
+            w.run_created(run_id, sims, trace_id="real-timed", kernels_total=3, sample=True),
+            *(e for sim_id, config, _ in sims for e in finished_sim(run_id, sim_id, [(f"_Z6kernelv{i + 1}", c) for i, c in enumerate(cycles[config])], clocks[config], at)),
+        ],
+    )
+    header = '"ID","Kernel Name","gpu__time_duration.sum","gpc__cycles_elapsed.avg"\n"","","usecond","cycle"\n'
+    passes = [[(3.9, 5500), (5.1, 7000), (3.7, 5300)], [(4.1, 5700), (5.3, 7400), (3.9, 5500)]]
+    body = "".join(header + "".join(f'"{i}","_Z6kernelv{i + 1}","{us}","{c:,}"\n' for i, (us, c) in enumerate(p)) for p in passes)
+    attached = api.put("/api/traces/real-timed/real-timing", content=body, headers={"Content-Type": "text/csv"})
+    assert attached.status_code == 200, attached.text
+    comparison = api.get(f"/api/runs/{run_id}/comparison").json()
+
+    sign_in(page, cascade.url, f"#/runs/{run_id}/compare")
+    page.wait_for_selector("#cycles-correlation-table tbody tr[data-config=SM7_QV100]")
+    assert_shows_scores(page, "#correlation-table", comparison["correlation"])
+    assert_shows_scores(page, "#cycles-correlation-table", comparison["cycles_correlation"])
+    headers = page.eval_on_selector_all("#correlation-table thead th", "els => els.map(e => e.textContent)")
+    assert headers == ["Config", "Kernels", "Correl", "Err", "Agg_Err", "RPD", "NRMSE", "< 1 %", "< 10 %", "Over", "Under"]
+    real = page.eval_on_selector_all("#compare-table .vt-row [data-real-ns]", "els => els.map(e => Number(e.dataset.realNs))")
+    ranges = page.eval_on_selector_all("#compare-table .vt-row [data-real-min]", "els => els.map(e => [e.dataset.realMin, e.dataset.realMax].map(Number))")
+    assert (real, ranges) == ([r["real_ns"] for r in comparison["rows"]], [[r["real_ns_spread"]["min"], r["real_ns_spread"]["max"]] for r in comparison["rows"]])
+    first = comparison["rows"][0]
+    above, below = ((first["real_ns_spread"]["max"] - 4000) / 40, (4000 - first["real_ns_spread"]["min"]) / 40)
+    assert f"+{above:.2f} % / −{below:.2f} %" in page.inner_text("#compare-table .vt-row >> nth=0")
+    card = page.inner_text("#compare-summary [data-config=SM61_TITANX]")
+    assert f"{comparison['correlation']['SM61_TITANX']['err_under_10pct']} of 3" in card
+    shoot(page, "compare-real-timing", "#cycles-correlation-table")
 
 
 def test_ten_thousand_kernels_stay_smooth(page: Any, cascade: LiveServer) -> None:

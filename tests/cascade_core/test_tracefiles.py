@@ -13,14 +13,12 @@ from cascade_core.tracefiles import (
     KernelHeader,
     KernelLaunch,
     MemcpyHtoD,
-    RealTiming,
     TraceError,
     TraceInfo,
     kernel_files,
     parse_cascade_json,
     parse_kernel_header,
     parse_kernelslist,
-    parse_real_timing,
     safe_member_path,
     trace_arch,
     trace_kernels,
@@ -328,55 +326,6 @@ def test_trace_kernels_without_stream_id() -> None:
     assert kernel == TracedKernel(
         uid=1, name="k", grid="2x1x1", block="128x1x1", shmem=0, nregs=32, file="kernel-1.traceg", cuda_stream_id=None
     )
-
-
-# --- real_timing.csv ------------------------------------------------------------------------
-
-
-def test_real_timing_sorted_by_kernel_id() -> None:
-    text = (
-        "\ufeffkernel_id,kernel_name,duration_ns\r\n"
-        '3,"void foo<int, float>(int)",12.5\r\n'
-        "\r\n"
-        "1,_Z6vecAddIfEvPT_S1_S1_i,4096\r\n"
-    )
-    assert parse_real_timing(text) == [
-        RealTiming(1, "_Z6vecAddIfEvPT_S1_S1_i", 4096.0),
-        RealTiming(3, "void foo<int, float>(int)", 12.5),
-    ]
-
-
-def test_real_timing_header_only() -> None:
-    assert parse_real_timing("kernel_id,kernel_name,duration_ns\n") == []
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ("", "real_timing.csv is empty; its first line must be kernel_id,kernel_name,duration_ns"),
-        (
-            "id,name,ns\n1,k,2\n",
-            "real_timing.csv line 1: header must be kernel_id,kernel_name,duration_ns, not 'id,name,ns'",
-        ),
-        ("kernel_id,kernel_name,duration_ns\n1,k,2\nx,k,2\n", "real_timing.csv line 3: kernel_id 'x' is not a non-negative whole number"),
-        ("kernel_id,kernel_name,duration_ns\n-1,k,2\n", "real_timing.csv line 2: kernel_id '-1' is not a non-negative whole number"),
-        ("kernel_id,kernel_name,duration_ns\n1,k,-2\n", "real_timing.csv line 2: duration_ns '-2' is not a non-negative number"),
-        ("kernel_id,kernel_name,duration_ns\n1,k,nan\n", "real_timing.csv line 2: duration_ns 'nan' is not a non-negative number"),
-        ("kernel_id,kernel_name,duration_ns\n1,k,fast\n", "real_timing.csv line 2: duration_ns 'fast' is not a non-negative number"),
-        (
-            "kernel_id,kernel_name,duration_ns\n1,void f<int, int>(),2\n",
-            "real_timing.csv line 2: expected 3 fields (kernel_id,kernel_name,duration_ns), found 4",
-        ),
-        (
-            "kernel_id,kernel_name,duration_ns\n1,k,2\n\n1,k,3\n",
-            "real_timing.csv line 4: kernel_id 1 already appears on line 2",
-        ),
-    ],
-)
-def test_real_timing_errors(text: str, message: str) -> None:
-    with pytest.raises(TraceError) as error:
-        parse_real_timing(text)
-    assert str(error.value) == message
 
 
 # --- cascade.json ---------------------------------------------------------------------------

@@ -2,19 +2,23 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, Trace
+from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail, TraceKernel, TraceMetadata
 from cascade_core.tracefiles import parse_kernel_header
 from cascade_core.traces import (
+    Attachment,
     Received,
     Refused,
     Upload,
+    attached,
     batches,
     check_upload,
     decide_delete,
     decide_outcome,
+    decide_real_timing,
     decide_upload,
     failed,
     files_stored,
@@ -112,7 +116,8 @@ def test_big_uploads_are_announced_in_events_that_stay_small() -> None:
     kernelslist = "".join(f"kernel-{i}.traceg\n" for i in range(1, 1201))
     headers = {f"kernel-{i}.traceg": header for i in range(1, 1201)}
     upload = received(kernelslist, **headers)
-    timing = "kernel_id,kernel_name,duration_ns\n" + "".join(f"{i},{long_name[:200]},{i}.5\n" for i in range(4500))
+    # Four hardware repetitions of every launch: 4,800 rows of 2 KB names.
+    timing = "".join("kernel_id,kernel_name,duration_ns\n" + "".join(f"{i},{long_name},{i}.5\n" for i in range(1200)) for _ in range(4))
     upload = Received(files=upload.files, headers=upload.headers, kernelslist=upload.kernelslist, real_timing=timing.encode())
     events = files_stored(UPLOAD, upload.files, AT) + decide_outcome(UPLOAD, upload, CONFIGS, AT)
     sizes = [len(ev.encode(e)) for e in events]
@@ -122,7 +127,8 @@ def test_big_uploads_are_announced_in_events_that_stay_small() -> None:
     assert kinds.count("trace.kernels_listed.v1") >= 3
     assert kinds.count("trace.real_timing_listed.v1") >= 3
     assert sum(len(e.kernels) for e in events if isinstance(e, ev.TraceKernelsListed)) == 1200
-    assert [r.kernel_id for e in events if isinstance(e, ev.TraceRealTimingListed) for r in e.rows] == list(range(4500))
+    listed = [(r.repeat, r.kernel_id) for e in events if isinstance(e, ev.TraceRealTimingListed) for r in e.rows]
+    assert listed == [(repeat, uid) for repeat in range(4) for uid in range(1, 1201)]
     assert len({e.id for e in events}) == len(events)
     assert isinstance(events[-1], ev.TraceReady) and events[-1].has_real_timing
 
@@ -161,3 +167,98 @@ def test_delete_decisions() -> None:
         ((trace(state="uploading"), None, True), (409, "trace demo is still being uploaded; delete it once it is ready or failed")),
     ]:
         assert refusal(decide, *args) == expected
+
+
+# --- real timing ----------------------------------------------------------------------------
+
+
+def test_an_uploads_timing_is_lined_up_with_its_kernels() -> None:
+    upload = received("kernel-1.traceg\nkernel-1.traceg\n", **{"kernel-1.traceg": HEADER})
+    timing = "kernel_id,kernel_name,duration_ns\n7,_Z6vecAddIfEvPT_S1_S1_i,100\n9,vecAdd,200\n"
+    events = decide_outcome(UPLOAD, msgspec.structs.replace(upload, real_timing=timing.encode()), CONFIGS, AT)
+    listed = next(e for e in events if isinstance(e, ev.TraceRealTimingListed))
+    assert listed.timing_id == ev.UPLOAD_TIMING and "timing_id" not in ev.encode(listed).decode()  # as before timing had ids
+    assert [(r.kernel_id, r.duration_ns) for r in listed.rows] == [(1, 100.0), (2, 200.0)]
+    long = "kernel_id,kernel_name,duration_ns\n1,vecAdd,100\n2,vecAdd,100\n3,vecAdd,100\n"
+    [outcome] = decide_outcome(UPLOAD, msgspec.structs.replace(upload, real_timing=long.encode()), CONFIGS, AT)
+    assert isinstance(outcome, ev.TraceFailed) and outcome.error.startswith(
+        "real_timing.csv: the pass from line 2 has 3 kernel launches, the trace 2;"
+    )
+
+
+KERNELS = [TraceKernel(uid, "_Z6vecAddIfEvPT_S1_S1_i", "1x1x1", "1024x1x1", 0, 8, "kernel-1.traceg") for uid in (1, 2)]
+
+
+def ready_trace(**changes: object) -> TraceDetail:
+    trace = TraceDetail(
+        id="demo", state="ready", error=None, created_at=AT, updated_at=AT, model=None, layers=[], source_gpu=None,
+        trace_gpu_arch="sm_61", suggested_sim_config=None, kernel_count=2, bytes=1, has_real_timing=False,
+        has_step_timeline=False, sample=False, metadata=TraceMetadata("ok", [], "sm_61", None), kernels=KERNELS,
+    )
+    return msgspec.structs.replace(trace, **changes)
+
+
+NSYS = "Start (ns),Duration (ns),CorrId,Name\n1,3232,11,vecAdd\n9,3104,12,vecAdd\n"
+
+
+def attach(body: str, *, replace: bool = False) -> Attachment:
+    return Attachment(trace_id="demo", timing_id="timing-1", body=body.encode(), replace=replace)
+
+
+def test_attaching_timing_lists_its_rows_then_the_marker() -> None:
+    listed, marker = decide_real_timing(ready_trace(), None, attach(NSYS + NSYS), AT)
+    assert [(e.id, e.timing_id, e.correlation_id) for e in listed] == [("timing-1.rows.0", "timing-1", "timing-1")]
+    assert [(r.kernel_id, r.repeat, r.duration_ns) for r in listed[0].rows] == [(1, 0, 3232.0), (2, 0, 3104.0), (1, 1, 3232.0), (2, 1, 3104.0)]
+    assert (marker.id, marker.timing_id, marker.replaces, marker.format, marker.kernels, marker.repeats, marker.measures) == (
+        "timing-1.attached", "timing-1", None, "nsys", 2, 2, ["duration_ns"],
+    )
+    assert attached(marker) == RealTimingAttached(
+        trace_id="demo", timing_id="timing-1", format="nsys", kernels=2, repeats=2, measures=["duration_ns"], replaced=None
+    )
+    _, replacing = decide_real_timing(ready_trace(has_real_timing=True), "upload", attach(NSYS, replace=True), AT)
+    assert replacing.replaces == "upload"
+
+
+def test_attached_timing_is_split_into_events_that_stay_small() -> None:
+    name = "_Z" + "N5cutlass6kernelI" * 120  # about 2 KB
+    kernels = [TraceKernel(uid, name, "1x1x1", "1x1x1", 0, 8, "kernel-1.traceg") for uid in range(1, 1001)]
+    body = "".join("kernel_id,kernel_name,duration_ns\n" + "".join(f"{i},{name},{i}\n" for i in range(1000)) for _ in range(5))
+    listed, marker = decide_real_timing(ready_trace(kernels=kernels, kernel_count=1000), None, attach(body), AT)
+    assert len(listed) > 10 and max(len(ev.encode(e)) for e in [*listed, marker]) < 300 * 1024
+    assert sum(len(e.rows) for e in listed) == 5000 and len({e.id for e in listed}) == len(listed)
+
+
+@pytest.mark.parametrize(
+    ("trace", "in_use", "attachment", "expected"),
+    [
+        (None, None, attach(NSYS), (404, "trace demo not found")),
+        (
+            ready_trace(sample=True), None, attach(NSYS),
+            (409, "trace demo is a sample that ships with Cascade; its real timing cannot be changed"),
+        ),
+        (ready_trace(state="processing"), None, attach(NSYS), (409, "trace demo is processing; real timing can be attached to a ready trace")),
+        (
+            ready_trace(has_real_timing=True), "upload", attach(NSYS),
+            (409, "trace demo already has real timing (upload); replace it with ?replace=true (cascade trace timing --replace)"),
+        ),
+        (ready_trace(), None, attach("kernel_id,kernel_name,duration_ns\n"), (422, "the timing file holds no kernel launches")),
+        (
+            ready_trace(), None, attach(NSYS.replace("3104", "fast")),
+            (422, "the timing file line 3: Duration (ns) 'fast' is not a non-negative number"),
+        ),
+        (
+            ready_trace(), None, Attachment(trace_id="demo", timing_id="t", body=b"\xff\xfe"),
+            (422, "the timing file is not UTF-8 text (byte 0 is 0xff); save it as UTF-8"),
+        ),
+        (
+            ready_trace(), None, attach(NSYS.replace("vecAdd\n", "mult_gpu\n", 1)),
+            (
+                422,
+                "the timing file line 2: launch 1 is 'mult_gpu', but the trace's kernel 1 is '_Z6vecAddIfEvPT_S1_S1_i' (vecAdd); "
+                "a pass holds the trace's launches in order, from its first",
+            ),
+        ),
+    ],
+)
+def test_attaching_timing_is_refused(trace: TraceDetail | None, in_use: str | None, attachment: Attachment, expected: tuple[int, str]) -> None:
+    assert refusal(decide_real_timing, trace, in_use, attachment, AT) == expected

@@ -22,12 +22,12 @@ from urllib.parse import urlsplit
 import msgspec
 import nats.errors
 import pytest
-from nats.aio.client import Client
 
 from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_http import logs
 from cascade_nats import server
+from cascade_nats.connect import connect
 from cascade_nats.wire import Wire, WireError, redacted, without_credentials
 from tests.cascade_http.served import api, children, clean_env, cli, health, serving
 from tests.cascade_http.test_cli import one_error_line
@@ -69,12 +69,8 @@ async def refused(url: str) -> str:
     async def quiet(error: Exception) -> None:
         pass
 
-    nc = Client()  # not nats.connect(), which leaves the refused connection's socket open
-    try:
-        with pytest.raises(nats.errors.Error) as refusal:
-            await nc.connect(url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=3, error_cb=quiet)
-    finally:
-        await nc.close()
+    with pytest.raises(nats.errors.Error) as refusal:
+        await connect(url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=3, error_cb=quiet)
     return str(refusal.value)
 
 

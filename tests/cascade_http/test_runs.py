@@ -285,6 +285,43 @@ def test_comparison_takes_medians_per_config_and_real_timing_by_kernel_id(client
     ]
 
 
+def test_comparison_shows_repetitions_spread_cycles_and_scores(client: TestClient) -> None:
+    # Kernel 1 measured in three passes, kernel 2 in two (the last pass stopped short), kernel 3
+    # never; durations and GPU cycles both. One sim of one config, all three kernels finished.
+    measured = {1: [(900.0, 1000.0), (1000.0, 1100.0), (1100.0, 1200.0)], 2: [(2000.0, 3000.0), (2000.0, 3000.0)]}
+    rows = [
+        ev.RealTiming(uid, f"_Z6kernelv{uid}", ns, repeat=repeat, cycles=cycles)
+        for uid, passes in measured.items() for repeat, (ns, cycles) in enumerate(passes)
+    ]
+    events = [e for e in w.trace_events(real_timing=[1.0]) if not isinstance(e, ev.TraceRealTimingListed)]
+    events.insert(-1, ev.TraceRealTimingListed(id=w.event_id(), at=events[0].at, trace_id="demo", rows=rows))
+    events += [w.run_created("run-r", [("s0", "SM86_RTX3070", 0)], kernels_total=3), *w.sim_life("run-r", "s0", kernels=3, files=())]
+    w.append(client, events)
+    comparison = client.get("/api/runs/run-r/comparison").json()
+    sim = [w.sim_time_ns(c) for c in (6174, 5923, 6216)]
+    assert comparison["rows"] == [
+        {
+            "kernel_index": 0, "kernel_name": w.KERNELS[0][1], "real_ns": 1000.0, "sim_ns": {"SM86_RTX3070": sim[0]},
+            "real_ns_spread": {"repeats": 3, "min": 900.0, "max": 1100.0, "stddev": pytest.approx((20000 / 3) ** 0.5)},
+            "real_cycles": 1100.0, "real_cycles_spread": {"repeats": 3, "min": 1000.0, "max": 1200.0, "stddev": pytest.approx((20000 / 3) ** 0.5)},
+            "sim_cycles": {"SM86_RTX3070": 6174.0},
+        },
+        {
+            "kernel_index": 1, "kernel_name": w.KERNELS[1][1], "real_ns": 2000.0, "sim_ns": {"SM86_RTX3070": sim[1]},
+            "real_ns_spread": {"repeats": 2, "min": 2000.0, "max": 2000.0, "stddev": 0.0},
+            "real_cycles": 3000.0, "real_cycles_spread": {"repeats": 2, "min": 3000.0, "max": 3000.0, "stddev": 0.0},
+            "sim_cycles": {"SM86_RTX3070": 5923.0},
+        },
+        {"kernel_index": 2, "kernel_name": w.KERNELS[2][1], "real_ns": None, "sim_ns": {"SM86_RTX3070": sim[2]}, "sim_cycles": {"SM86_RTX3070": 6216.0}},
+    ]
+    # Scored over the two kernels with both values; every number is correlate()'s, tested on its own.
+    assert comparison["correlation"]["SM86_RTX3070"]["kernels"] == 2
+    assert comparison["correlation"]["SM86_RTX3070"]["err_pct"] == pytest.approx((abs(sim[0] - 1000) / 1000 + abs(sim[1] - 2000) / 2000) * 50)
+    cycles = comparison["cycles_correlation"]["SM86_RTX3070"]
+    assert (cycles["kernels"], cycles["agg_err_pct"], cycles["over"]) == (2, pytest.approx((6174 - 1100 + 5923 - 3000) / 4100 * 100), 2)
+    assert list(comparison) == ["has_real_timing", "configs", "rows", "correlation", "cycles_correlation"]
+
+
 def _scaled(kernel: ev.Event, replica: int) -> ev.Event:
     """Replica r takes (r + 1) times as long, so the median of three is the middle one."""
     assert isinstance(kernel, ev.KernelFinished)

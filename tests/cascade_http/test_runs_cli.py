@@ -24,9 +24,11 @@ import pytest
 
 from cascade_core import events as ev
 from cascade_core.models import RunEntry
-from cascade_http.client import ServerEvent, server_events
+from cascade_core import attention
+from cascade_http import run_events
+from cascade_http.client import COMMENT, ApiClient, ServerEvent, server_events
 from cascade_http.config import Settings
-from cascade_http.run_watch import Screen
+from cascade_http.run_watch import Screen, get_run, watch
 from cascade_http.runs_cli import parse_entries
 from cascade_http.runs_text import bar, compact, ipc
 from tests.browser.proxy import proxy_to
@@ -117,6 +119,7 @@ def test_server_events_are_read_as_the_html_standard_says() -> None:
         # the cut-off `sim` event has no blank line yet: it is not an event
     ]
     assert list(server_events(["data:no space", "id:9", ""])) == [ServerEvent("message", "9", "no space")]
+    assert list(server_events(lines, "3", comments=True))[0] == ServerEvent(COMMENT, "3", "keep-alive")
 
 
 class Terminal(io.StringIO):
@@ -234,6 +237,32 @@ def watch_on_a_terminal(live: LiveServer, *args: str) -> subprocess.CompletedPro
     return subprocess.CompletedProcess(command, process.returncode, drawn.decode(), err)
 
 
+def test_a_watch_on_a_quiet_stream_says_which_sims_may_never_finish(tmp_path: Path, nats_url: str, tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No runner at all: the stream stays quiet, and at its keep-alives the watch reads the
+    run and shows why its sims wait, until someone cancels it."""
+    monkeypatch.setattr(run_events, "KEEP_ALIVE_S", 0.2)
+    monkeypatch.setattr(attention, "UNTAKEN_AFTER_S", 0.0)
+    settings = Settings(token=TOKEN, data_dir=tmp_path / "data", nats_url=nats_url, accelsim_dir=tree, runner=False, samples=False)
+    with live_server(settings) as server:
+        assert cascade(server, "trace", "upload", str(TRACES / "combo-vec-mm-xz"), "--id", "combo").returncode == 0
+        client = ApiClient(server.url, TOKEN)
+        body = json.dumps({"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]}).encode()
+        created = get_run(client, json.loads(client.post("/api/runs", body, {"Content-Type": "application/json"}))["id"])
+        shown = io.StringIO()
+        watching = threading.Thread(target=watch, args=(client, created, Screen(shown)), daemon=True)
+        watching.start()
+        wait_until(lambda: "needs attention" in shown.getvalue(), 30, "the watch never said why the sim waits")
+        line = next(line for line in shown.getvalue().splitlines() if "needs attention" in line)
+        assert re.fullmatch(
+            r"SM61_TITANX r0\s+pending\s+\[\.{20}\]\s+0/3\s+needs attention: no runner has taken this for \d+ s; "
+            r"no live runner has GPU config SM61_TITANX", line
+        ), line
+        client.post(f"/api/runs/{created.id}/cancel")
+        watching.join(30)
+        assert not watching.is_alive(), "the watch ends with the run"
+        assert shown.getvalue().splitlines()[-1].startswith("SM61_TITANX r0  cancelled")
+
+
 def test_a_failed_sim_exits_1_and_run_show_tells_why(live: LiveServer) -> None:
     upload_combo(live)
     watched = cascade(live, "run", "combo", "SM61_TITANX", "SM61_BROKEN", "--watch")
@@ -271,6 +300,66 @@ def test_a_failed_sim_exits_1_and_run_show_tells_why(live: LiveServer) -> None:
     as_json = cascade(live, "run", "show", run_id, "--json")
     assert as_json.returncode == 0 and as_json.stdout.count("\n") == 1
     assert json.loads(as_json.stdout) == detail
+
+
+TIMING = Path(__file__).parents[1] / "cascade_core" / "timing"
+
+
+def test_real_timing_attached_from_the_command_line_is_scored_by_compare(live: LiveServer, tmp_path: Path) -> None:
+    upload_combo(live)
+    watched = cascade(live, "run", "combo", "SM61_TITANX", "--watch")
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    run_id = watched.stdout.splitlines()[0]
+    # Two hardware passes, two nsys outputs concatenated (the fixture's own comment aside),
+    # the second 10 % slower.
+    nsys = (TIMING / "nsys-cuda-gpu-trace.csv").read_text()
+    output = nsys[nsys.index("Generating SQLite file"):]
+    slower = output.replace(",3232,", ",3555,").replace(",5856,", ",6442,").replace(",3104,", ",3414,")
+    (tmp_path / "nsys.csv").write_text(output + slower)
+
+    attached = cascade(live, "trace", "timing", "combo", str(tmp_path / "nsys.csv"))
+    assert attached.returncode == 0, attached.stderr
+    timing_id = re.search(r"real timing (timing-[0-9a-f]+) attached", attached.stdout)
+    assert timing_id and attached.stdout == f"trace combo: real timing {timing_id[1]} attached (nsys: 3 kernels, 2 repeats, duration_ns)\n"
+
+    compared = cascade(live, "compare", run_id)
+    assert compared.returncode == 0, compared.stderr
+    comparison = api(live, f"/api/runs/{run_id}/comparison").json()
+    lines = compared.stdout.splitlines()
+    assert lines[0].split() == ["#", "kernel", "SM61_TITANX", "real", "real", "range"]
+    for line, row in zip(lines[1:4], comparison["rows"]):
+        assert line.split()[4:6] == [f"{row['real_ns'] / 1e3:,.3f}", "µs"]
+        spread = row["real_ns_spread"]
+        assert line.split()[6] == f"+{(spread['max'] - row['real_ns']) / row['real_ns'] * 100:.2f}%/-{(row['real_ns'] - spread['min']) / row['real_ns'] * 100:.2f}%"
+    scores = comparison["correlation"]["SM61_TITANX"]
+    assert lines[6:8] == ["", "against real time, as Accel-Sim's plot-correlation.py scores it:"]
+    assert lines[8].split() == ["config", "kernels", "Correl", "Err", "Agg_Err", "RPD", "NRMSE", "<1%", "<10%", "over", "under"]
+    assert lines[9].split() == [
+        "SM61_TITANX", "3", f"{scores['correl']:.4}", f"{scores['err_pct']:.2f}%", f"{scores['agg_err_pct']:.2f}%", f"{scores['rpd_pct']:.2f}%",
+        f"{scores['nrmse']:.2f}", *(str(scores[k]) for k in ("err_under_1pct", "err_under_10pct", "over", "under")),
+    ]
+    assert len(lines) == 10
+
+    again = cascade(live, "trace", "timing", "combo", str(TIMING / "ncu-details.csv"))
+    assert (again.returncode, again.stderr) == (
+        2,
+        f"cascade: error: PUT /api/traces/combo/real-timing: 409 trace combo already has real timing ({timing_id[1]}); "
+        "replace it with ?replace=true (cascade trace timing --replace)\n",
+    )
+    replaced = cascade(live, "trace", "timing", "combo", str(TIMING / "ncu-details.csv"), "--replace", "--json")
+    assert replaced.returncode == 0, replaced.stderr
+    answer = json.loads(replaced.stdout)
+    assert (answer["format"], answer["measures"], answer["replaced"]) == ("ncu", ["duration_ns", "cycles"], timing_id[1])
+    with_cycles = cascade(live, "compare", run_id).stdout.splitlines()
+    assert with_cycles[0].split() == ["#", "kernel", "SM61_TITANX", "real", "real", "cycles"]
+    assert with_cycles[-3] == "against real cycles, as Accel-Sim's plot-correlation.py scores it:"
+
+    missing = cascade(live, "trace", "timing", "combo", str(tmp_path / "nope.csv"))
+    assert (missing.returncode, missing.stderr) == (2, f"cascade: error: {tmp_path / 'nope.csv'}: No such file or directory\n")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("kernel_id,kernel_name,duration_ns\n1,vecAdd,soon\n")
+    refused = cascade(live, "trace", "timing", "combo", str(bad), "--replace")
+    assert refused.stderr == "cascade: error: PUT /api/traces/combo/real-timing?replace=true: 422 the timing file line 2: duration_ns 'soon' is not a non-negative number\n"
 
 
 def test_ctrl_c_leaves_the_run_running_and_run_cancel_cancels_it(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -348,8 +348,9 @@ def test_delete_removes_files_keeps_events_and_refuses_what_is_in_use(client: Te
 
 def test_every_trace_route_needs_the_token(client: TestClient) -> None:
     bare = {"Authorization": ""}
-    for method, path in [("POST", "/api/traces?id=x"), ("GET", "/api/traces"), ("GET", "/api/traces/x"), ("DELETE", "/api/traces/x")]:
-        response = client.request(method, path, headers=bare, content=b"" if method == "POST" else None)
+    routes = [("POST", "/api/traces?id=x"), ("GET", "/api/traces"), ("GET", "/api/traces/x"), ("DELETE", "/api/traces/x"), ("PUT", "/api/traces/x/real-timing")]
+    for method, path in routes:
+        response = client.request(method, path, headers=bare, content=b"" if method in ("POST", "PUT") else None)
         assert response.status_code == 401, (method, path)
         assert "detail" in response.json()
     wrong = client.get("/api/traces", headers={"Authorization": "Bearer wrong"})
@@ -363,4 +364,7 @@ def test_openapi_documents_the_trace_routes(client: TestClient) -> None:
     assert {"202", "401", "409", "413", "415", "422"} <= set(post["responses"])
     assert set(paths["/api/traces"]) == {"get", "post"}
     assert set(paths["/api/traces/{trace_id}"]) == {"get", "delete"}
+    put = paths["/api/traces/{trace_id}/real-timing"]["put"]
+    assert set(put["requestBody"]["content"]) == {"text/csv", "text/plain", "application/octet-stream"}
+    assert {"200", "400", "401", "404", "409", "413", "422"} <= set(put["responses"])
     assert "204" in paths["/api/traces/{trace_id}"]["delete"]["responses"]

@@ -27,6 +27,9 @@ class _Clock:
 def _trace_life(draw: st.DrawFn) -> list[str]:
     steps = ["started", "files", "kernels"]
     steps += draw(st.sampled_from([["ready"], ["failed"], []]))
+    if steps[-1] == "ready":
+        # Real timing attached: none, once, replaced, or two racing (the second to list wins).
+        steps += draw(st.sampled_from([[], ["rows t1", "attach t1 -"], ["rows t1", "attach t1 -", "rows t2", "attach t2 t1"], ["rows t1", "rows t2", "attach t2 -", "attach t1 -"]]))
     if draw(st.booleans()):
         steps.append("deleted")
         if draw(st.booleans()):
@@ -106,6 +109,16 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
                 )
             case "failed":
                 return ev.TraceFailed(id=eid, at=at, trace_id=trace_id, error="kernelslist.g line 1: bad")
+            case str() if step.startswith("rows "):
+                timing_id = step.split()[1]
+                rows = [ev.RealTiming(1, "_Z1kv", 1000.0 + repeat, repeat=repeat, cycles=1417.0) for repeat in range(2)]
+                return ev.TraceRealTimingListed(id=eid, at=at, trace_id=trace_id, rows=rows, timing_id=timing_id)
+            case str() if step.startswith("attach "):
+                _, timing_id, replaces = step.split()
+                return ev.TraceRealTimingAttached(
+                    id=eid, at=at, trace_id=trace_id, timing_id=timing_id, replaces=None if replaces == "-" else replaces,
+                    format="ncu", kernels=1, repeats=2, measures=["duration_ns", "cycles"],
+                )
             case _:
                 return ev.TraceDeleted(id=eid, at=at, trace_id=trace_id)
     if kind == "run":
@@ -145,13 +158,19 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
             return ev.SimFinished(**common, attempt=attempt, outcome=outcome, exit_code=0 if outcome == "succeeded" else 1)
 
 
+def trace_history(trace_id: str, steps: list[str]) -> list[ev.Event]:
+    """One trace's events, step by step as `_trace_life` names them."""
+    clock = _Clock()
+    return [_event(clock, ("trace", trace_id, step), {}) for step in steps]
+
+
 def lifecycle() -> list[ev.Event]:
     """One fixed history touching every event type: a trace, a run of three sims (one
     retried after its runner was lost, one cancelled), late and stale facts."""
     clock = _Clock()
     counters: dict[str, list[int]] = {}
     items: list[tuple] = [  # type: ignore[type-arg]
-        *[("trace", "demo", s) for s in ("started", "files", "kernels", "ready")],
+        *[("trace", "demo", s) for s in ("started", "files", "kernels", "ready", "rows t1", "attach t1 -")],
         ("run", "run-a", ["sim-a0", "sim-a1", "sim-a2"]),
         *[("sim", "run-a", "sim-a0", a) for a in [("claim", 1), ("launch", 1), ("beat", 1), ("kernel", 1), ("claim", 2)]],
         *[("sim", "run-a", "sim-a0", a) for a in [("launch", 2), ("beat", 1), ("kernel", 2), ("beat", 2), ("kernel", 2)]],

@@ -10,7 +10,7 @@ from cascade_core import events as ev
 from projections import tables
 from projections.fold import Rows, fold, run_state
 from projections.projector import RowCache, apply, connect
-from tests.projections.histories import histories
+from tests.projections.histories import histories, trace_history
 
 
 _DATABASES = [connect(":memory:") for _ in range(2)]
@@ -70,3 +70,19 @@ def test_run_state_rules() -> None:
     assert run_state({"succeeded": 2, "failed": 1, "cancelled": 1}) == "cancelled"
     assert run_state({"succeeded": 2, "failed": 1}) == "failed"
     assert run_state({"succeeded": 2}) == "succeeded"
+
+
+def test_real_timing_is_attached_only_in_place_of_the_timing_it_names() -> None:
+    def trace(*steps: str) -> list[ev.Event]:
+        return trace_history("tr", ["started", "files", "kernels", "ready", *steps])
+
+    def in_use(history: list[ev.Event]) -> list[tuple[object, ...]]:
+        con = project(list(enumerate(history, 1)))
+        return con.execute("SELECT real_timing, has_real_timing FROM traces").fetchall()
+
+    assert in_use(trace()) == [(None, False)]
+    assert in_use(trace("rows t1")) == [(None, False)]  # listed, never attached
+    assert in_use(trace("rows t1", "attach t1 -")) == [("t1", True)]
+    assert in_use(trace("rows t1", "attach t1 -", "rows t2", "attach t2 t1")) == [("t2", True)]
+    assert in_use(trace("rows t1", "rows t2", "attach t2 -", "attach t1 -")) == [("t2", True)]  # the later one lost its race
+    assert in_use(trace("rows t1", "deleted", "attach t1 -")) == [(None, False)]

@@ -10,6 +10,7 @@ import pytest
 from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_nats.store import EventStore
+from cascade_nats.supervise import Supervision, supervise
 from projections import projector as projector_module
 from projections.fold import Rows, Unfoldable, fold
 from projections.projector import Projector, apply, connect
@@ -78,8 +79,7 @@ async def test_every_good_event_is_applied_and_every_bad_one_parked(
     assert dump(connect(tmp_path / "fresh.duckdb")) == dump(con), "other batches park the same"
 
 
-async def test_a_failure_that_is_not_the_events_parks_nothing(store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(projector_module, "RETRY_S", 0.01)
+async def test_a_failure_that_is_not_the_events_parks_nothing(store: EventStore, tmp_path: Path) -> None:
     good, bad = await poisoned_log(store)
     failures: list[str] = []
 
@@ -91,7 +91,7 @@ async def test_a_failure_that_is_not_the_events_parks_nothing(store: EventStore,
     con = connect(tmp_path / "live.duckdb")
     projector = Projector(store, con, fault=fail_twice)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(projector.run)
+        tg.start_soon(supervise, "projector", projector.run, Supervision())  # as the service runs it
         await projector.wait_for(await store.last_seq(), timeout=20)
         tg.cancel_scope.cancel()
     assert len(failures) == 2

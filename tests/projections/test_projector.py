@@ -74,12 +74,13 @@ async def test_live_projection_reaches_each_append(store: EventStore, tmp_path: 
     assert kernels == [("sim-a0", 2, 1), ("sim-a0", 2, 2), ("sim-a1", 1, 1)]
 
 
-async def test_a_running_projector_resumes_after_a_failure(store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_supervised_projector_resumes_after_a_failure(store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import anyio
 
-    monkeypatch.setattr(projector_module, "RETRY_S", 0.01)
+    from cascade_nats.supervise import Supervision, supervise
+
     monkeypatch.setattr(projector_module, "MAX_BATCH", 5)
-    failures = []
+    failures: list[str] = []
 
     def fail_once(where: str) -> None:
         if where == "before_commit" and not failures:
@@ -89,9 +90,13 @@ async def test_a_running_projector_resumes_after_a_failure(store: EventStore, tm
     con = connect(tmp_path / "live.duckdb")
     projector = Projector(store, con, fault=fail_once)
     seqs = await store.append_facts(lifecycle())
+    health = Supervision()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(projector.run)
+        tg.start_soon(supervise, "projector", projector.run, health)
         await projector.wait_for(seqs[-1], timeout=10)
+        with anyio.fail_after(5):
+            while health.failing():  # listed until it has run a while without failing
+                await anyio.sleep(0.05)
         tg.cancel_scope.cancel()
     assert failures == ["before_commit"]
     await replay(store, tmp_path / "fresh.duckdb")

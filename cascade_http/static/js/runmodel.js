@@ -9,9 +9,16 @@
 // routes right after the snapshot, and from `kernel` / `file` events from then on. Both are
 // keyed (sim + kernel index, sim + file name), so what arrives twice is kept once. A dropped
 // connection resumes from the last event id (see sse.js): no rows are lost.
+//
+// What needs attention (a sim no runner has taken, or whose runner was lost) is judged when
+// the run is read, not sent as events: the run is read for it after the snapshot and every
+// ATTENTION_MS while it is active; a sim that changes since says it is alive.
 
 import { api, enc } from "./api.js";
+import { poller } from "./poll.js";
 import { eventStream } from "./sse.js";
+
+const ATTENTION_MS = 10_000;
 
 /** A RunSummary or RunDetail without what its sims tell (kept in RunModel.sims instead). */
 function runPart({ sims: _sims, sim_counts: _counts, ...run }) {
@@ -28,6 +35,7 @@ export class RunModel extends EventTarget {
     this.kernelCount = 0;
     this.kernelVersion = 0;
     this.files = new Map(); // "sim/name" -> RunFile
+    this.attention = new Map(); // sim id -> why it may never finish unless someone acts
     this.status = "connecting";
     this.error = null;
     this.pending = null;
@@ -42,11 +50,13 @@ export class RunModel extends EventTarget {
         this.changed("status");
       },
     });
+    this.attentionPoll = poller(() => this.loadAttention(), () => ATTENTION_MS);
     return this;
   }
 
   stop() {
     this.stream?.close();
+    this.attentionPoll?.stop();
     this.stopped = true;
   }
 
@@ -59,9 +69,11 @@ export class RunModel extends EventTarget {
       case "snapshot":
         this.replace(data);
         this.loadLists();
+        this.attentionPoll.now();
         break;
       case "sim":
         this.sims.set(data.id, data);
+        if (this.attention.delete(data.id)) this.changed("attention");
         this.changed("sims");
         break;
       case "kernel":
@@ -78,6 +90,19 @@ export class RunModel extends EventTarget {
         break;
       }
     }
+  }
+
+  async loadAttention() {
+    if (!this.active) return; // not there yet (the snapshot brings it), or over: nothing to act on
+    this.setAttention((await api(`/api/runs/${enc(this.id)}`)).sims);
+  }
+
+  setAttention(sims) {
+    const next = new Map(sims.filter((s) => s.attention).map((s) => [s.id, s.attention]));
+    const same = next.size === this.attention.size && [...next].every(([id, text]) => this.attention.get(id) === text);
+    if (same) return;
+    this.attention = next;
+    this.changed("attention");
   }
 
   async loadLists() {

@@ -1,17 +1,32 @@
 // The Compare tab. Per kernel row (GET /comparison: the median over each config's replicas),
 // configs side by side as a chart and a table; with real timing, simulated vs real with the
-// error per kernel and a per-config summary (mean absolute % error, Pearson r, share within
-// 10 %). For traces with a step timeline: per-step wall and GPU time, and TTFT / ITL / e2e,
-// real vs simulated per config (the median over its replicas). Refetched as kernels finish.
+// error per kernel, the spread of the hardware repetitions, and each config's scores as the
+// API computes them (Accel-Sim's plot-correlation.py numbers), against real time and against
+// real cycles. For traces with a step timeline: per-step wall and GPU time, and TTFT / ITL /
+// e2e, real vs simulated per config (the median over its replicas). Refetched as kernels finish.
 
 import { api, enc } from "../api.js";
-import { duration, fixed, integer, ms, NONE, percent, precise } from "../format.js";
+import { counted, duration, fixed, integer, ms, NONE, percent, precise } from "../format.js";
 import { clear, failure, h, loading, state, throttle } from "../dom.js";
 import { shortName } from "../kernelname.js";
 import { lineChart } from "../chart.js";
-import { accuracy, errorPct, median } from "../stats.js";
+import { errorPct, median } from "../stats.js";
 import { colorMap, cssVar } from "../palette.js";
 import { virtualTable } from "../vtable.js";
+
+// A config's scores against real values (Comparison.correlation), in plot-correlation.py's names.
+const SCORES = [
+  ["kernels", "Kernels", integer],
+  ["correl", "Correl", (x) => fixed(x, 4)],
+  ["err_pct", "Err", percent],
+  ["agg_err_pct", "Agg_Err", percent],
+  ["rpd_pct", "RPD", percent],
+  ["nrmse", "NRMSE", (x) => fixed(x, 2)],
+  ["err_under_1pct", "< 1 %", integer],
+  ["err_under_10pct", "< 10 %", integer],
+  ["over", "Over", integer],
+  ["under", "Under", integer],
+];
 
 const REQUEST_METRICS = [
   ["ttft_ms", "TTFT"],
@@ -32,6 +47,45 @@ function coverageCaveat(cfg, { kernels, gpuTime }) {
     { class: "caveat", role: "note", dataset: { config: cfg, kernelFraction: kernels } },
     `Only ${percent(100 * kernels)} of kernels (${percent(100 * gpuTime)} of GPU time) were simulated; the rest keep their measured times, so these errors are small by construction.`,
   );
+}
+
+/** Per config, its scores against real values, one row each, under a heading that stays in
+ * view while the table scrolls sideways on a narrow screen. */
+function scoresTable(id, title, scores) {
+  const zeros = Math.max(0, ...Object.values(scores).map((s) => s.hw_zero));
+  const note = zeros ? ` · ${counted(zeros, "kernel")} with a real value of 0 left out` : "";
+  return [
+    h("p", { class: "table-title", id: `${id}-title` }, title, h("span", { class: "muted" }, note)),
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        { class: "table compact", id, "aria-labelledby": `${id}-title` },
+        h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Config"), SCORES.map(([, name]) => h("th", { scope: "col", class: "num" }, name)))),
+        h(
+          "tbody",
+          {},
+          Object.entries(scores).map(([cfg, s]) =>
+            h(
+              "tr",
+              { dataset: { config: cfg } },
+              h("th", { scope: "row", class: "mono" }, cfg),
+              SCORES.map(([key, , show]) => h("td", { class: "num", dataset: { score: key, value: s[key] ?? "" } }, show(s[key]))),
+            ),
+          ),
+        ),
+      ),
+    ),
+  ];
+}
+
+/** How far a kernel's hardware repetitions went above and below their mean, as
+ * plot-correlation.py labels its error bars: "+3.10 % / −2.90 %". */
+function rangeCell(mean, spread) {
+  if (!spread || !mean) return NONE;
+  const title = `${spread.repeats} repetitions: ${precise(spread.min)} to ${precise(spread.max)}, σ ${precise(spread.stddev)}`;
+  return h("span", { class: "muted", title }, `+${percent(((spread.max - mean) / mean) * 100)} / −${percent(((mean - spread.min) / mean) * 100)}`);
 }
 
 function errCell(pct) {
@@ -62,8 +116,8 @@ export function mountCompare(el, model) {
     const total = (cfg) => c.rows.reduce((a, r) => a + (r.sim_ns[cfg] ?? 0), 0);
     return c.configs.map((cfg) => {
       const done = c.rows.filter((r) => r.sim_ns[cfg] !== null && r.sim_ns[cfg] !== undefined);
-      const acc = c.has_real_timing ? accuracy(done.filter((r) => r.real_ns > 0).map((r) => [r.real_ns, r.sim_ns[cfg]])) : null;
-      return { cfg, total: total(cfg), kernels: done.length, vsBase: cfg !== base && total(base) > 0 ? total(cfg) / total(base) : null, acc };
+      const scores = c.correlation?.[cfg] ?? null;
+      return { cfg, total: total(cfg), kernels: done.length, vsBase: cfg !== base && total(base) > 0 ? total(cfg) / total(base) : null, scores };
     });
   }
 
@@ -74,7 +128,7 @@ export function mountCompare(el, model) {
       summaries(c).map((s) =>
         h(
           "article",
-          { class: "card stat-card", dataset: { config: s.cfg, mape: s.acc?.mape ?? "", r: s.acc?.r ?? "", within10: s.acc?.within10 ?? "", total: s.total } },
+          { class: "card stat-card", dataset: { config: s.cfg, total: s.total } },
           h("h3", { class: "mono" }, s.cfg),
           h(
             "dl",
@@ -82,10 +136,10 @@ export function mountCompare(el, model) {
             h("dt", {}, "Simulated total"), h("dd", {}, duration(s.total)),
             h("dt", {}, "Kernel rows"), h("dd", {}, `${integer(s.kernels)} of ${integer(c.rows.length)}`),
             s.vsBase !== null ? [h("dt", {}, `vs ${c.configs[0]}`), h("dd", {}, `×${fixed(s.vsBase, 3)}`)] : null,
-            s.acc ? [
-              h("dt", {}, "Mean abs. error"), h("dd", {}, percent(s.acc.mape)),
-              h("dt", {}, "Pearson r"), h("dd", {}, fixed(s.acc.r, 3)),
-              h("dt", {}, "Within 10 %"), h("dd", {}, s.acc.within10 === null ? NONE : percent(100 * s.acc.within10)),
+            s.scores ? [
+              h("dt", {}, "Err (mean abs.)"), h("dd", {}, percent(s.scores.err_pct)),
+              h("dt", {}, "Correl"), h("dd", {}, fixed(s.scores.correl, 4)),
+              h("dt", {}, "Within 10 %"), h("dd", {}, `${integer(s.scores.err_under_10pct)} of ${integer(s.scores.kernels)}`),
             ] : null,
           ),
         ),
@@ -101,6 +155,15 @@ export function mountCompare(el, model) {
       { title: "Kernel", width: "minmax(10rem,2fr)", cell: (r) => h("span", { class: "mono", title: r.kernel_name }, shortName(r.kernel_name)) },
     ];
     if (real) cols.push({ title: "Real", width: "6.5rem", num: true, cell: (r) => precise(r.real_ns), data: (r) => ({ "data-real-ns": r.real_ns ?? "" }) });
+    if (c.rows.some((r) => r.real_ns_spread)) {
+      cols.push({
+        title: "Real range",
+        width: "9.5rem",
+        num: true,
+        cell: (r) => rangeCell(r.real_ns, r.real_ns_spread),
+        data: (r) => ({ "data-real-min": r.real_ns_spread?.min ?? "", "data-real-max": r.real_ns_spread?.max ?? "" }),
+      });
+    }
     for (const cfg of c.configs) {
       cols.push({ title: cfg, width: "minmax(7rem,1fr)", num: true, cell: (r) => precise(r.sim_ns[cfg]), data: (r) => ({ "data-config": cfg, "data-ns": r.sim_ns[cfg] ?? "" }) });
       if (real) cols.push({ title: "Error", width: "5.5rem", num: true, cell: (r) => errCell(errorPct(r.sim_ns[cfg], r.real_ns)) });
@@ -121,6 +184,8 @@ export function mountCompare(el, model) {
       kernelsBody,
       c.has_real_timing ? null : h("p", { class: "hint pad" }, "This trace has no real timing: configs are compared with each other."),
       summaryCards(c),
+      c.correlation ? scoresTable("correlation-table", "Against real time, as Accel-Sim's plot-correlation.py scores it", c.correlation) : null,
+      c.cycles_correlation ? scoresTable("cycles-correlation-table", "Against real cycles (simulated gpu_sim_cycle)", c.cycles_correlation) : null,
       chart.el,
       table.el,
     );

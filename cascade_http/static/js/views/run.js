@@ -34,6 +34,7 @@ export function mountRun(el, params) {
   const badges = h("span", { class: "title-badges" });
   const link = h("span", { class: "link-status", id: "link-status", role: "status" });
   const meta = h("p", { class: "run-meta" });
+  const attention = h("p", { class: "notice notice-warn run-attention", id: "run-attention", role: "status", hidden: true });
   const counts = h("div", { class: "run-counts", id: "run-counts" });
   const overall = progressBar(0, 0, "Kernels finished over all sims");
   const overallText = h("span", { class: "progress-text" });
@@ -54,6 +55,7 @@ export function mountRun(el, params) {
     h("nav", { class: "crumbs", "aria-label": "Breadcrumb" }, h("a", { href: "#/runs" }, "Runs"), " / ", h("span", { "aria-current": "page", class: "mono" }, params.id)),
     h("div", { class: "run-title-row" }, title, badges, link),
     meta,
+    attention,
     summary,
     h("nav", { class: "tabs", "aria-label": "Run views" }, tabLinks),
   );
@@ -96,6 +98,14 @@ export function mountRun(el, params) {
     lastState = run.state;
   }
 
+  function renderAttention() {
+    const texts = [...model.attention.values()];
+    attention.hidden = !texts.length || !model.active;
+    if (attention.hidden) return;
+    const others = texts.length > 1 ? ` (and ${counted(texts.length - 1, "other sim")}; see Sims)` : "";
+    attention.textContent = `${counted(texts.length, "sim")} may never finish unless someone acts: ${texts[0]}${others}`;
+  }
+
   function renderLink() {
     const status = model.run && !model.active ? "ended" : model.status;
     link.className = `link-status link-${status}`;
@@ -114,6 +124,7 @@ export function mountRun(el, params) {
       showTab();
     }
     if (e.detail.has("run") || e.detail.has("sims")) renderHead();
+    if (e.detail.has("run") || e.detail.has("attention")) renderAttention();
     renderLink();
     sub?.changed?.(e.detail);
   });

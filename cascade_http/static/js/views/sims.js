@@ -71,6 +71,7 @@ export function mountSims(el, model) {
         { "data-label": "State" },
         stateBadge(sim.state),
         sim.error ? h("p", { class: "row-error" }, sim.error) : null,
+        model.attention.has(sim.id) ? h("p", { class: "caveat row-attention" }, model.attention.get(sim.id)) : null,
         sim.exit_code !== null && sim.exit_code !== 0 ? h("div", { class: "muted small" }, `exit ${sim.exit_code}`) : null,
       ),
       h(
@@ -103,7 +104,8 @@ export function mountSims(el, model) {
       return;
     }
     const filesSig = (id) => model.filesOf(id).map((f) => f.name).join();
-    syncRows(table, sims, { key: (s) => s.id, signature: (s) => JSON.stringify(s) + open.get(s.id) + filesSig(s.id), render: row, skip: 2 });
+    const signature = (s) => JSON.stringify(s) + open.get(s.id) + filesSig(s.id) + (model.attention.get(s.id) ?? "");
+    syncRows(table, sims, { key: (s) => s.id, signature, render: row, skip: 2 });
   }
 
   // Elapsed times tick while sims run, without rebuilding rows.
@@ -119,7 +121,7 @@ export function mountSims(el, model) {
   render();
   return {
     changed(what) {
-      if (what.has("sims") || what.has("files") || what.has("run")) render();
+      if (what.has("sims") || what.has("files") || what.has("run") || what.has("attention")) render();
     },
     destroy: () => clearInterval(ticker),
   };

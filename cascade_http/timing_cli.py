@@ -1,0 +1,44 @@
+"""`cascade trace timing TRACE FILE`: real kernel timing attached to a ready trace, through
+`PUT /api/traces/{id}/real-timing`. The file is sent as it is, in any layout the server
+reads (Cascade's CSV, `ncu --csv`, `nsys stats --report cuda_gpu_trace --format csv`),
+streamed with its size first so the server can refuse one too big before it goes out."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from urllib.parse import quote
+
+import msgspec
+
+from cascade_core.models import RealTimingAttached
+from cascade_http.config import ConfigError
+from cascade_http.locate import api_client
+from cascade_http.runs_cli import print_json
+from cascade_http.uploads_cli import file_chunks
+
+
+def attach(args: argparse.Namespace) -> int:
+    source = Path(args.file)
+    try:
+        size = source.stat().st_size
+    except OSError as err:
+        raise ConfigError(f"{source}: {err.strerror}") from err
+    if not source.is_file():
+        raise ConfigError(f"{source}: not a regular file")
+    path = f"/api/traces/{quote(args.trace_id, safe='')}/real-timing" + ("?replace=true" if args.replace else "")
+    raw = api_client(args).send_stream("PUT", path, file_chunks(source, size), size, {"Content-Type": "text/csv"})
+    if args.json:
+        print_json(raw)
+        return 0
+    print(attached_text(msgspec.json.decode(raw, type=RealTimingAttached)))
+    return 0
+
+
+def attached_text(timing: RealTimingAttached) -> str:
+    """`trace combo: real timing timing-3f2a attached (ncu: 3 kernels, 2 repeats, duration_ns
+    and cycles), in place of upload`."""
+    repeats = f", {timing.repeats} repeats" if timing.repeats > 1 else ""
+    replaced = f", in place of {timing.replaced}" if timing.replaced else ""
+    measures = " and ".join(timing.measures)
+    return f"trace {timing.trace_id}: real timing {timing.timing_id} attached ({timing.format}: {timing.kernels} kernels{repeats}, {measures}){replaced}"

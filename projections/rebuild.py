@@ -1,0 +1,194 @@
+"""The read model a service serves, rebuilt from the log when another version built it.
+
+A read model that is this version's (`version.py`) is projected onto as it is. An outdated one
+keeps answering reads, as it was, while the projector rebuilds the read model from the log
+into a file beside it, `<db>.rebuild`, logging its progress; once that has reached the old
+file's checkpoint it takes the old file's name (`replay.move_onto`), reads move to it, and the
+projector goes on from there. Until then nothing is projected onto the old file and the
+service is read-only (`Rebuild` in its health).
+
+The old file is opened read-only under a second name, a hard link made for the moment of
+opening it: DuckDB knows an open database by its path, and the rebuilt file is opened again
+under the old one's name once it is in its place. A crash at any point leaves the old file
+whole at `<db>` until the rename; the next start goes on with `<db>.rebuild` from its own
+checkpoint, or starts it again if it is unusable, and a complete rebuild is never taken for
+the old file, nor a partial one for complete.
+
+Every run stream opened meanwhile reads up to the old file's checkpoint S, from its snapshot
+or from the log (`cascade_http/run_events.py`), and goes on with the changes past S. The
+rebuild stops at S, so that those are all made after the swap, from the rebuilt file, and
+published to every stream then: none is missed or sent twice. What the rebuild makes of the
+events up to S is published to none (`Live.quiet_until`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import duckdb
+import msgspec
+
+from cascade_core.models import Rebuild
+from cascade_nats.store import EventStore
+from projections import tables
+from projections.projector import Projector, connect
+from projections.readers import Readers
+from projections.replay import move_onto, remove, wal
+from projections.version import Outdated
+
+log = logging.getLogger("cascade.projector")
+
+PROGRESS_S = 5.0
+
+
+def rebuild_path(db: Path) -> Path:
+    return db.with_name(db.name + ".rebuild")
+
+
+def _second_name(db: Path) -> Path:
+    return db.with_name(db.name + ".outdated")
+
+
+def _open_outdated(db: Path) -> duckdb.DuckDBPyConnection:
+    """The outdated read model, read-only, as it was."""
+    with duckdb.connect(str(db)) as con:
+        con.execute("CHECKPOINT")  # its log into the file, so that the file alone holds it all
+    link = _second_name(db)
+    link.unlink(missing_ok=True)
+    os.link(db, link)
+    try:
+        return duckdb.connect(str(link), read_only=True)
+    finally:
+        link.unlink()
+
+
+def _open_rebuild(db: Path) -> duckdb.DuckDBPyConnection:
+    """The file the rebuild goes into: one an earlier start began, from its checkpoint, or a
+    new one if there is none or it is of no use (another version's, or not a database)."""
+    target = rebuild_path(db)
+    try:
+        return connect(target)
+    except (Outdated, duckdb.Error) as err:
+        log.warning("read model rebuild %s is of no use (%s); starting it again", target, err)
+        remove(target)
+        return connect(target)
+
+
+class _Rebuilding(msgspec.Struct, frozen=True):
+    reason: str  # why the old file is outdated
+    seq: int  # its checkpoint, which reads show until the swap
+
+
+class ReadModel:
+    """The projector, the connection reads take cursors from, and while the read model is
+    rebuilt, the old file those cursors read."""
+
+    def __init__(self, db: Path, projector: Projector, readers: Readers, rebuilding: _Rebuilding | None) -> None:
+        self.db = db
+        self.projector = projector
+        self.readers = readers
+        self._rebuilding = rebuilding
+        self._after_swap: list[Callable[[], None]] = []
+
+    @classmethod
+    async def open(cls, store: EventStore, db: Path) -> ReadModel:
+        return await anyio.to_thread.run_sync(cls._open, store, db)
+
+    @classmethod
+    def _open(cls, store: EventStore, db: Path) -> ReadModel:
+        try:
+            con = connect(db)
+        except Outdated as why:
+            old = _open_outdated(db)
+            try:
+                rebuilding = _Rebuilding(why.reason, tables.checkpoint(old))
+                projector = Projector(store, _open_rebuild(db))
+                projector.live.quiet_until = rebuilding.seq
+            except BaseException:
+                old.close()
+                raise
+            resumed = f", going on from sequence {projector.applied}" if projector.applied else ""
+            log.warning(
+                "read model %s %s; rebuilding it from the log into %s%s, while the old one answers reads (and requests "
+                "that change something are refused) until the new one takes its place",
+                db, why.reason, rebuild_path(db), resumed,
+            )
+            return cls(db, projector, Readers(old), rebuilding)
+        remove(rebuild_path(db))  # one a crash left behind for another version: of no use now
+        return cls(db, Projector(store, con), Readers(con.cursor()), None)
+
+    @property
+    def seq(self) -> int:
+        """The last sequence reads show."""
+        return self._rebuilding.seq if self._rebuilding is not None else self.projector.applied
+
+    @property
+    def rebuild(self) -> Rebuild | None:
+        if self._rebuilding is None:
+            return None
+        return Rebuild(reason=self._rebuilding.reason, applied=self.projector.applied)
+
+    def reader(self) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
+        return self.readers.cursor()
+
+    def after_swap(self, forget: Callable[[], None]) -> None:
+        """Call `forget` once reads have moved to the rebuilt read model: for what was kept
+        from the old one's answers."""
+        self._after_swap.append(forget)
+
+    async def catch_up(self) -> None:
+        """Apply what is stored now; an outdated read model answers as it is meanwhile."""
+        if self._rebuilding is None:
+            await self.projector.catch_up()
+
+    async def run(self) -> None:
+        """Project the log as it arrives, forever: into the read model, or into its rebuild
+        until that has reached the old one's checkpoint and taken its place."""
+        if self._rebuilding is not None:
+            started, first, target = time.monotonic(), self.projector.applied, self._rebuilding.seq
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._report, started, first, target)
+                await self.projector.run(until_seq=target)
+                tg.cancel_scope.cancel()
+            await anyio.to_thread.run_sync(self._swap)
+            for forget in self._after_swap:
+                forget()
+            applied, elapsed = self.projector.applied - first, time.monotonic() - started
+            log.info(
+                "rebuilt read model %s: %s events in %.1f s (%s events/s), now answering reads",
+                self.db, f"{applied:,}", elapsed, f"{applied / max(elapsed, 1e-9):,.0f}",
+            )
+        await self.projector.run()
+
+    async def _report(self, started: float, first: int, target: int) -> None:
+        while True:
+            await anyio.sleep(PROGRESS_S)
+            applied = self.projector.applied
+            rate = (applied - first) / (time.monotonic() - started)
+            log.info(
+                "rebuilding read model %s: %s of %s events (%.0f%%), %s events/s",
+                self.db, f"{applied:,}", f"{target:,}", 100 * applied / max(target, 1), f"{rate:,.0f}",
+            )
+
+    def _swap(self) -> None:
+        """The rebuilt read model in the old one's place, and reads moved to it."""
+        rebuilt = rebuild_path(self.db)
+        with self.projector.con as con:
+            con.execute("CHECKPOINT")  # all of it in the file: its log would not follow the rename
+        move_onto(rebuilt, self.db)
+        wal(rebuilt).unlink(missing_ok=True)
+        con = connect(self.db)
+        self.projector.reopened(con)
+        self.readers.move_to(con.cursor())
+        self._rebuilding = None
+
+    def close(self) -> None:
+        self.readers.close()
+        self.projector.con.close()
+

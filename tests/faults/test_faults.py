@@ -1,0 +1,280 @@
+"""Faults an operator meets, injected into a running cluster of real processes; after each,
+the invariants of `invariants.py` hold. Each scenario records what it measured in
+test-artifacts/faults/<scenario>.json (times to recover, events, kernels, memory).
+
+Soak variants, longer than CI's five minutes for the whole suite allow, are marked `slow`
+and deselected by default (`pytest -m slow` runs them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from cascade_nats import server
+from cascade_nats.wire import without_credentials
+from tests import poison
+from tests.cascade_http.test_lockdown import refused
+from tests.cascade_http.test_parking import publish
+from tests.faults import chatter
+from tests.faults.cluster import TOKEN, Cluster, EventStream, rss_mib, wait_for
+from tests.faults.invariants import check
+
+pytestmark = pytest.mark.timeout(300)
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "faults"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    world = Cluster(tmp_path)
+    try:
+        yield world
+    finally:
+        world.close()
+
+
+def record(scenario: str, **numbers: Any) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({name: msgspec.to_builtins(value) for name, value in numbers.items()}, indent=2)
+    (ARTIFACTS / f"{scenario}.json").write_text(text + "\n")
+    print(f"{scenario}: {text}")
+
+
+def unfinished(run: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for s in run["sims"] if s["state"] not in ("succeeded", "failed", "cancelled")]
+
+
+def under_way(cluster: Cluster, sims: int = 2, *, worker: str | None = None) -> tuple[str, EventStream]:
+    """`started` on serve's own runner, or on a `worker` (serve then runs none)."""
+    cluster.serve(runner=worker is None)
+    cluster.upload()
+    if worker is not None:
+        cluster.worker(worker)
+    return started(cluster, sims)
+
+
+def started(cluster: Cluster, sims: int) -> tuple[str, EventStream]:
+    """A run of the combo trace on `sims` sims once a kernel is done, and a client on its
+    event stream from the start."""
+    run_id = cluster.create_run(sims)
+    stream = cluster.stream(run_id)
+    wait_for(lambda: cluster.kernels_done(run_id) >= 1, 60, "no kernel finished")
+    return run_id, stream
+
+
+# --- the runner ---------------------------------------------------------------------------
+
+
+def test_a_worker_killed_mid_sim_is_shown_lost_and_another_takes_over(cluster: Cluster) -> None:
+    run_id, stream = under_way(cluster, worker="w1")
+    first = cluster.workers["w1"]
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    killed = time.monotonic()
+    # With no runner left the run says so, and the queue depth counts the sims left waiting.
+    lost = wait_for(lambda: (run := cluster.run(run_id)) and all(s.get("attention") for s in unfinished(run)) and run, 60, "no attention")
+    shown_after = time.monotonic() - killed
+    waiting = unfinished(lost)
+    said = [s["attention"] for s in waiting]
+    assert said and all(re.fullmatch(r"runner \S+ lost(: silent for \d+ s)?; no live runner has GPU config SM61_TITANX to take over", a) for a in said), said
+    status, health = cluster.health()
+    assert (status, health["queue_depth"], health["runners"]) == (200, len(waiting), 0)
+    cluster.worker("w2")
+    run = cluster.wait_until_final(run_id, 90)
+    finished_after = time.monotonic() - killed
+    assert run["state"] == "succeeded"
+    counted = check(cluster, [run_id], [stream])
+    assert counted.attempts == 2 + len(waiting), "each sim the killed worker ran has one attempt more"
+    record("worker-killed", lost_shown_after_s=round(shown_after, 1), run_finished_after_s=round(finished_after, 1), counted=counted)
+
+
+# --- the service --------------------------------------------------------------------------
+
+
+def test_serve_killed_mid_run_leaves_nothing_behind_and_its_restart_finishes_the_run(cluster: Cluster) -> None:
+    run_id, stream = under_way(cluster)
+    simulators = [int(s["launcher_ref"]) for s in cluster.run(run_id)["sims"] if s["launcher_ref"]]
+    nats_pid = cluster.embedded_nats_pid()
+    cluster.kill_serve()
+    killed = time.monotonic()
+    wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in [nats_pid, *simulators]), 10, "its nats-server or a simulator outlived it")
+    cluster.serve()
+    restarted_after = time.monotonic() - killed
+    run = cluster.wait_until_final(run_id, 120)
+    finished_after = time.monotonic() - killed
+    assert run["state"] == "succeeded"
+    counted = check(cluster, [run_id], [stream])
+    record("serve-killed", restarted_after_s=round(restarted_after, 1), run_finished_after_s=round(finished_after, 1), counted=counted)
+
+
+def kill_serve_repeatedly(cluster: Cluster, kills: int, sims: int) -> None:
+    run_id, stream = under_way(cluster, sims)
+    restarts = []
+    for _ in range(kills):
+        time.sleep(2)
+        cluster.kill_serve()
+        before = time.monotonic()
+        cluster.serve()
+        restarts.append(round(time.monotonic() - before, 1))
+    run = cluster.wait_until_final(run_id, 180)
+    counted = check(cluster, [run_id], [stream])
+    # A sim whose runner was killed more often than a sim may be tried fails saying so.
+    for sim in run["sims"]:
+        assert sim["state"] == "succeeded" or sim["error"].startswith("runner lost: "), sim
+    record(f"serve-killed-{kills}-times", restarts_s=restarts, run=run["state"], counted=counted)
+
+
+def test_serve_killed_again_and_again_mid_run(cluster: Cluster) -> None:
+    kill_serve_repeatedly(cluster, kills=4, sims=3)
+
+
+@pytest.mark.slow
+def test_soak_serve_killed_twenty_times(cluster: Cluster) -> None:
+    kill_serve_repeatedly(cluster, kills=20, sims=6)
+
+
+def test_the_embedded_nats_server_killed_is_started_again(cluster: Cluster) -> None:
+    run_id, stream = under_way(cluster)
+    old = cluster.embedded_nats_pid()
+    os.kill(old, signal.SIGKILL)
+    killed = time.monotonic()
+    degraded = wait_for(lambda: (answer := cluster.health())[0] == 503 and answer[1], 10, "health never said degraded")
+    healthy = wait_for(lambda: cluster.health()[0] == 200, 30, "health is not ok again")
+    healthy_after = time.monotonic() - killed
+    assert healthy and cluster.embedded_nats_pid() != old
+    address = without_credentials(cluster.nats_url)
+    assert "Authorization Violation" in asyncio.run(refused(address)), "started again as locked down as before"
+    run = cluster.wait_until_final(run_id, 90)
+    assert run["state"] == "succeeded"
+    counted = check(cluster, [run_id], [stream])
+    assert counted.attempts == 2, "the runner kept its sims through it"
+    problems = sorted({p["task"] for p in degraded["problems"]})
+    record("embedded-nats-killed", healthy_after_s=round(healthy_after, 1), problems_seen=problems, counted=counted)
+
+
+# --- an external NATS ---------------------------------------------------------------------
+
+
+def nats_outage(tmp_path: Path, outage_s: float) -> None:
+    cluster = Cluster(tmp_path, pace_s=2.0, external_nats=True)
+    try:
+        run_id, stream = under_way(cluster, worker="w1")
+        worker = cluster.workers["w1"]
+        assert cluster.nats is not None
+        down = cluster.nats
+        down.process.send_signal(signal.SIGKILL)
+        down.stop()  # reaps it
+        went = time.monotonic()
+        seen: set[str] = set()
+        while time.monotonic() - went < outage_s:
+            status, health = cluster.health()
+            assert status == 503 and health["stream_seq"] is None, health
+            seen |= {p["task"] for p in health["problems"]}
+            assert worker.poll() is None, "the worker gave up: " + cluster.log("w1")[-2000:]
+            time.sleep(1)
+        port = int(down.address.rsplit(":", 1)[1])
+        cluster.nats = server.start(tmp_path / "nats", password=down.password, port=port)
+        back = time.monotonic()
+        wait_for(lambda: cluster.health()[0] == 200, 30, "health is not ok again")
+        healthy_after = time.monotonic() - back
+        run = cluster.wait_until_final(run_id, 120)
+        finished_after = time.monotonic() - back
+        assert run["state"] == "succeeded" and worker.poll() is None
+        counted = check(cluster, [run_id], [stream])
+        assert counted.attempts == 2, "the worker kept its attempts through the outage"
+        record(
+            f"nats-down-{outage_s:.0f}s", healthy_after_s=round(healthy_after, 1), run_finished_after_s=round(finished_after, 1),
+            problems_seen=sorted(seen), counted=counted,
+        )
+    finally:
+        cluster.close()
+
+
+def test_an_external_nats_down_for_twenty_seconds_mid_run(tmp_path: Path) -> None:
+    nats_outage(tmp_path, 20)
+
+
+@pytest.mark.slow
+def test_soak_an_external_nats_down_past_the_duplicate_window(tmp_path: Path) -> None:
+    nats_outage(tmp_path, 150)  # longer than the stream's 2 min duplicate window
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+def test_foreign_messages_on_the_stream_are_parked_and_harm_nothing(cluster: Cluster) -> None:
+    """Messages no consumer can use, before a run and into its sims' own subjects while it
+    runs: each is parked and counted, the run succeeds, serve killed -9 after them starts
+    again over the same data, and its stream's client resumes past them."""
+    cluster.serve()
+    cluster.upload()
+    before = [
+        poison.not_json("x"),
+        poison.unknown_type("x"),
+        poison.newer_version("x", "y"),
+        poison.launch_request_not_json("x", "y"),
+        poison.misplaced("x", "combo"),
+        poison.naive_time("combo"),
+    ]
+    bad = dict(zip(asyncio.run(publish(cluster.nats_url, before)), before))
+    run_id, stream = started(cluster, 2)
+    sim_id = cluster.run(run_id)["sims"][0]["id"]
+    during = [poison.not_json(run_id), poison.newer_version(run_id, sim_id), poison.foreign_sim("x", sim_id)]
+    bad |= dict(zip(asyncio.run(publish(cluster.nats_url, during)), during))
+    wait_for(lambda: cluster.health()[1]["projected_seq"] >= max(bad), 20, "the projector stopped at a foreign message")
+    cluster.kill_serve()
+    killed = time.monotonic()
+    cluster.serve()
+    restarted_after = time.monotonic() - killed
+    run = cluster.wait_until_final(run_id, 90)
+    assert run["state"] == "succeeded"
+    status, health = cluster.health()
+    assert (status, health["parked"], health["problems"]) == (200, len(bad), [])
+    assert [p["seq"] for p in cluster.api("GET", "/api/parked")] == sorted(bad)
+    counted = check(cluster, [run_id], [stream])
+    record("foreign-messages", parked=len(bad), serve_restarted_after_s=round(restarted_after, 1), counted=counted)
+
+
+def test_a_client_that_never_reads_its_stream_costs_bounded_memory_and_no_one_else(cluster: Cluster) -> None:
+    served = cluster.serve(runner=False)
+    cluster.upload()
+    run_id = cluster.create_run(1)
+    sim_id = cluster.run(run_id)["sims"][0]["id"]
+    fast = cluster.stream(run_id)
+    asyncio.run(chatter.claim(cluster.nats_url, run_id, sim_id))
+    slow = socket.socket()
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    host, port = cluster.url.removeprefix("http://").rsplit(":", 1)
+    slow.connect((host, int(port)))
+    slow.sendall(f"GET /api/runs/{run_id}/events HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode())
+    rounds, beats = 6, 2500  # each round: 2,500 heartbeats naming kernels of 16 KB
+    rss = [rss_mib(served.process.pid)]
+    lag = []
+    try:
+        for n in range(rounds):
+            sent = time.monotonic()
+            asyncio.run(chatter.heartbeats(cluster.nats_url, run_id, sim_id, first=n * beats, count=beats, name_bytes=16 << 10))
+            wait_for(lambda: len(fast.events) >= 2 + (n + 1) * beats, 120, "the reading client fell behind")
+            lag.append(round(time.monotonic() - sent, 1))
+            rss.append(rss_mib(served.process.pid))
+    finally:
+        slow.close()
+    asyncio.run(chatter.finish(cluster.nats_url, run_id, sim_id))
+    run = cluster.wait_until_final(run_id, 30)
+    # Held for the client that does not read, each round would add its rows (40 MB) for good.
+    growth = max(rss[3:]) - rss[2]
+    counted = check(cluster, [run_id], [fast])
+    record("slow-sse-client", rss_mib=[round(r) for r in rss], growth_after_round_2_mib=round(growth), seconds_per_round=lag, counted=counted)
+    assert run["state"] == "failed"
+    assert growth < 80, f"the server's memory grows with what a client does not read: {rss}"
