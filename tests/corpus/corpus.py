@@ -3,10 +3,11 @@ must still decode and replay to the same tables.
 
 A corpus is recorded whenever what stored events hold changes, by a new version of a type or
 a new field (`events-v2.jsonl`: kernel results with `stats_naming` 2, the stats names of
-docs/stats-naming.md, and a trace's `layers`). `events-v<n>.jsonl` holds one stored message a line, `{"subject": ..., "event": ...}`,
-the event exactly as its bytes were stored (recorded from a live service by `record.py`,
-never edited). `tables-v<n>.json` is the read model those events replay to, table by table;
-strings longer than `LONG` characters are kept as their length and digest.
+docs/stats-naming.md; real timing attached to a ready trace, with cycles and passes; a
+trace's `layers`). `events-v<n>.jsonl` holds one stored message a line, `{"subject": ...,
+"event": ...}`, the event exactly as its bytes were stored (recorded from a live service by
+`record.py`, never edited). `tables-v<n>.json` is the read model those events replay to,
+table by table; strings longer than `LONG` characters are kept as their length and digest.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ fold rule): the test fails until the dumps are made again, and the diff of the
 
 The live service runs the fake simulator (which replays recorded Accel-Sim output) through
 the real runner on an embedded nats-server: the LLM-serving sample, an upload with real
-timing and a `cascade.json`, a run that succeeds, one that fails in the simulator, one
-cancelled mid-kernel, an upload that fails, and a deleted trace.
+timing and a `cascade.json`, real timing attached to a ready trace and replaced, a run that
+succeeds, one that fails in the simulator, one cancelled mid-kernel, an upload that fails,
+and a deleted trace.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from tests.corpus import corpus
 from tests.support import LOGS
 
 TOKEN = "corpus"
+TIMING_FILES = Path(__file__).parents[1] / "cascade_core" / "timing"  # real timing files of the combo trace
 BAD_CONFIG = "SM61_TITANX_BAD"  # a copy of SM61_TITANX with an option no simulator knows
 
 
@@ -65,6 +67,9 @@ def live(tmp: Path, nats_url: str) -> None:
         assert wait_run(client, create_run(client, "vectoradd", BAD_CONFIG)["id"])["state"] == "failed"
 
         _ready(client, tar_of(files_of("combo-vec-mm-xz")), "combo")
+        # Real timing attached later: durations and cycles, then only cycles over two passes in its place.
+        _attach(client, "combo", "ncu-details.csv", replace=False)
+        _attach(client, "combo", "ncu-cycles-2-passes.csv", replace=True)
         os.environ["CASCADE_FAKE_ACCELSIM_PACE"] = "30"  # read by the simulator the next run starts
         try:
             run_id = create_run(client, "combo", "SM61_TITANX")["id"]
@@ -82,6 +87,13 @@ def live(tmp: Path, nats_url: str) -> None:
 def _ready(client: TestClient, body: bytes, trace_id: str) -> None:
     assert upload(client, body, trace_id).status_code == 202
     _state(client, trace_id, "ready")
+
+
+def _attach(client: TestClient, trace_id: str, timing_file: str, *, replace: bool) -> None:
+    body = (TIMING_FILES / timing_file).read_bytes()
+    params = {"replace": "true"} if replace else {}
+    response = client.put(f"/api/traces/{trace_id}/real-timing", params=params, content=body, headers={"Content-Type": "text/csv"})
+    assert response.status_code == 200, response.text
 
 
 def _state(client: TestClient, trace_id: str, state: str) -> None:

@@ -5,7 +5,7 @@ the read model on purpose: then record the tables again (`record.py`) and review
 from __future__ import annotations
 
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 import msgspec
 import pytest
@@ -30,17 +30,54 @@ def test_every_current_event_type_has_recorded_events() -> None:
     assert not missing, f"record stored events of {missing} in a corpus of their own (tests/corpus/record.py)"
 
 
+def _structs(info: msgspec.inspect.Type, found: dict[type, msgspec.inspect.StructType]) -> None:
+    """Every Struct type `info` holds, down through lists, dicts and unions."""
+    if isinstance(info, msgspec.inspect.StructType):
+        if info.cls in found:
+            return
+        found[info.cls] = info
+        for field in info.fields:
+            _structs(field.type, found)
+    for child in ("item_type", "value_type"):
+        if isinstance(sub := getattr(info, child, None), msgspec.inspect.Type):
+            _structs(sub, found)
+    for sub in getattr(info, "types", ()):
+        _structs(sub, found)
+
+
+def _held(info: msgspec.inspect.Type, stored: Any, held: dict[type, set[str]]) -> None:
+    """Which fields of each Struct the stored JSON value holds (a default is left out)."""
+    if isinstance(info, msgspec.inspect.StructType) and isinstance(stored, dict):
+        held.setdefault(info.cls, set()).update(stored)
+        for field in info.fields:
+            if field.encode_name in stored:
+                _held(field.type, stored[field.encode_name], held)
+    elif isinstance(info, msgspec.inspect.ListType) and isinstance(stored, list):
+        for item in stored:
+            _held(info.item_type, item, held)
+    for sub in getattr(info, "types", ()):
+        _held(sub, stored, held)
+
+
 def test_every_field_of_the_current_event_types_is_recorded() -> None:
-    # A field added to an event (as `stats_naming` was) is covered only by events stored with
-    # it: a default is left out of the stored bytes.
-    held: dict[str, set[str]] = {}
+    # A field added to an event or a value type it holds (as `stats_naming` was) is covered
+    # only by events stored with it.
+    current = {ev.tag_of(t): info for t, info in zip(get_args(ev.AnyEvent), msgspec.inspect.multi_type_info(get_args(ev.AnyEvent)))}
+    held: dict[type, set[str]] = {}
     for line in corpus.every_line():
-        held.setdefault(stored_type(line), set()).update(msgspec.json.decode(corpus.data(line), type=dict[str, msgspec.Raw]))
+        if (info := current.get(stored_type(line))) is not None:
+            _held(info, msgspec.json.decode(corpus.data(line)), held)
+    structs: dict[type, msgspec.inspect.StructType] = {}
+    for info in current.values():
+        _structs(info, structs)
     envelope = set(ev.Event.__struct_fields__)  # set where Cascade has a cause, on some types only
     missing = [
-        f"{ev.tag_of(t)} {f}" for t in get_args(ev.AnyEvent) for f in t.__struct_fields__ if f not in envelope | held.get(ev.tag_of(t), set())
+        f"{cls.__name__}.{field.name}"
+        for cls, info in structs.items()
+        for field in info.fields
+        if field.encode_name not in held.get(cls, set()) and not (issubclass(cls, ev.Event) and field.name in envelope)
     ]
-    missing += [f for f in sorted(envelope) if not any(f in fields for fields in held.values())]
+    missing += [f for f in sorted(envelope) if not any(f in fields for cls, fields in held.items() if issubclass(cls, ev.Event))]
     assert not missing, f"record a corpus of events that hold {missing} (tests/corpus/record.py)"
 
 
