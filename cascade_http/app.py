@@ -20,6 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from cascade_core import attention
 from cascade_core.models import ErrorDetail, Health, Problem, ValidationErrorBody
+from cascade_core.refusals import Refused
 from cascade_http import service
 from cascade_http.service import NATS_ANSWER_S, cascade
 from cascade_http.auth import BearerAuth
@@ -27,7 +28,7 @@ from cascade_http.config import Settings
 from cascade_http.openapi import document, operation
 from cascade_http.read_only import ReadOnlyWhileRebuilding
 from cascade_http.readmodel import read
-from cascade_http.responses import MsgspecResponse
+from cascade_http.responses import MsgspecResponse, refusal
 from cascade_http.validation import RequestValidationError
 from cascade_nats.server import EmbeddedNats
 from cascade_nats.store import EventTooLarge
@@ -90,6 +91,11 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return MsgspecResponse(ErrorDetail(str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
 
 
+async def refused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Refused)
+    return refusal(exc)
+
+
 async def event_too_large(request: Request, exc: Exception) -> Response:
     """The last resort for a request whose event the store refused before sending it: every
     route's own limits should have refused the request first."""
@@ -138,7 +144,9 @@ def create_app(settings: Settings, embedded: EmbeddedNats | None = None) -> Star
     app = Starlette(
         routes=[*app_routes, *web_routes()],
         middleware=[Middleware(BearerAuth), Middleware(ReadOnlyWhileRebuilding)],
-        exception_handlers={HTTPException: http_error, RequestValidationError: validation_error, EventTooLarge: event_too_large},
+        exception_handlers={
+            HTTPException: http_error, Refused: refused, RequestValidationError: validation_error, EventTooLarge: event_too_large
+        },
         lifespan=lifespan,
     )
     app.state.token = settings.token

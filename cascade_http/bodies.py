@@ -12,19 +12,12 @@ from typing import TypeVar
 from starlette.requests import Request
 
 from cascade_core.limits import too_large
+from cascade_core.refusals import TooLarge
 from cascade_http.responses import ApiError
 from cascade_http.service import cascade
 from cascade_http.validation import UnparsableBody, decode_body
 
 T = TypeVar("T")
-
-
-class TooLarge(Exception):
-    """Over a limit; `detail` says which, for the one refused."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(detail)
-        self.detail = detail
 
 
 class Limited:
@@ -58,11 +51,8 @@ async def json_body(request: Request, type_: type[T]) -> T:
     over = functools.partial(too_large, "body", limit, "CASCADE_MAX_BODY_BYTES")
     declared = content_length(request)
     if declared is not None and declared > limit:
-        raise ApiError(413, over(declared))
-    try:
-        raw = b"".join([chunk async for chunk in Limited(request.stream(), limit, over())])
-    except TooLarge as large:
-        raise ApiError(413, large.detail) from None
+        raise TooLarge(over(declared))
+    raw = b"".join([chunk async for chunk in Limited(request.stream(), limit, over())])
     try:
         return decode_body(raw, type_)
     except UnparsableBody:

@@ -24,14 +24,13 @@ from cascade_http import run_events
 from cascade_http.bodies import json_body
 from cascade_http.openapi import operation
 from cascade_http.readmodel import read, streamed
-from cascade_http.responses import ApiError, MsgspecResponse, download, not_found
+from cascade_http.responses import MsgspecResponse, download, not_found
 from cascade_http.service import Cascade, cascade
 from cascade_nats.store import ConcurrencyError
 from projections.queries import runs as q
 from projections.queries.traces import trace_summary
 
 NO_RUN = {404: "No run has this id."}
-REJECTED = {decide.TraceNotFound: 404, decide.TraceNotUsable: 409, decide.BadEntry: 422, decide.TooManySims: 422}
 
 
 def _now() -> datetime:
@@ -81,15 +80,12 @@ async def list_gpu_configs(request: Request) -> Response:
 async def create_run(request: Request) -> Response:
     c = cascade(request)
     body = await json_body(request, RunCreate)
-    try:
-        run_id = await _create(c, body)
-    except decide.Rejected as err:
-        raise ApiError(REJECTED[type(err)], str(err)) from None
+    run_id = await _create(c, body)
     return MsgspecResponse(await _detail(c, run_id, attention=True), status_code=201)
 
 
 async def _create(c: Cascade, body: RunCreate) -> str:
-    """The id of the run created; `Rejected` says why none was."""
+    """The id of the run created; a refusal says why none was."""
     max_sims = c.settings.max_sims_per_run
     trace = await read(c, trace_summary, body.trace_id)
     decide.check_create(body, trace, c.gpu_configs, max_sims=max_sims)  # before drawing an id per sim

@@ -13,10 +13,10 @@ from cascade_core import realtiming, subjects
 from cascade_core.limits import too_large
 from cascade_core.models import RealTimingAttached, Trace, TraceDetail
 from cascade_core.object_names import trace_prefix
+from cascade_core.refusals import TooLarge
 from cascade_core.traces import (
     MEDIA_TYPES,
     Attachment,
-    Refused,
     attached,
     check_upload,
     decide_delete,
@@ -24,7 +24,7 @@ from cascade_core.traces import (
     new_timing_id,
     new_trace_id,
 )
-from cascade_http.bodies import Limited, TooLarge, content_length
+from cascade_http.bodies import Limited, content_length
 from cascade_http.openapi import operation
 from cascade_http.readmodel import read
 from cascade_http.responses import ApiError, MsgspecResponse, not_found
@@ -68,11 +68,8 @@ async def upload_trace(request: Request) -> Response:
     c = cascade(request)
     trace_id = request.query_params.get("id") or new_trace_id()
     content_type = request.headers.get("content-type", "")
-    try:
-        compression = check_upload(trace_id, content_type, content_length(request), c.settings.max_upload_bytes)
-        await receive_trace(c, trace_id, compression, content_type, request.stream(), _uploading(request))
-    except Refused as refused:
-        raise ApiError(refused.status, refused.detail) from None
+    compression = check_upload(trace_id, content_type, content_length(request), c.settings.max_upload_bytes)
+    await receive_trace(c, trace_id, compression, content_type, request.stream(), _uploading(request))
     trace = await read(c, trace_summary, trace_id)
     if trace is None:
         raise not_found(f"trace {trace_id} not found")
@@ -122,8 +119,6 @@ async def delete_trace(request: Request) -> Response:
             active_run=active_run, uploading_here=trace_id in _uploading(request),
         )
         await c.append(deleted, expected_last_subject_seq=last.seq if last else 0)
-    except Refused as refused:
-        raise ApiError(refused.status, refused.detail) from None
     except ConcurrencyError:
         raise ApiError(409, f"trace {trace_id} changed while it was being deleted; try again") from None
     await c.objects.delete_prefix(trace_prefix(trace_id))
@@ -175,8 +170,6 @@ async def attach_real_timing(request: Request) -> Response:
         try:
             listed, marker = await anyio.to_thread.run_sync(decide_real_timing, trace, in_use, attachment, now())
             await Chain(c, last.seq).append([*listed, marker])
-        except Refused as refused:
-            raise ApiError(refused.status, refused.detail) from None
         except ConcurrencyError:
             continue  # the trace changed since it was read: decide again on what it is now
         return MsgspecResponse(attached(marker))
@@ -187,11 +180,8 @@ async def _timing_body(request: Request) -> bytes:
     declared = content_length(request)
     detail = too_large("timing file", limit, "the most of a timing file Cascade reads", declared)
     if declared is not None and declared > limit:
-        raise ApiError(413, detail)
-    try:
-        return b"".join([chunk async for chunk in Limited(request.stream(), limit, detail)])
-    except TooLarge as large:
-        raise ApiError(413, large.detail) from None
+        raise TooLarge(detail)
+    return b"".join([chunk async for chunk in Limited(request.stream(), limit, detail)])
 
 
 routes: list[Route] = [

@@ -29,10 +29,10 @@ from starlette.requests import ClientDisconnect
 from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_core.object_names import trace_prefix
+from cascade_core.refusals import Conflict, TooLarge
 from cascade_core.tracefiles import TraceError
 from cascade_core.traces import (
     Compression,
-    Refused,
     Upload,
     decide_outcome,
     decide_upload,
@@ -42,7 +42,7 @@ from cascade_core.traces import (
     over_limit,
     upload_too_large,
 )
-from cascade_http.bodies import Limited, TooLarge
+from cascade_http.bodies import Limited
 from cascade_http.service import Cascade
 from cascade_http.uploads.body import decoded
 from cascade_http.uploads.store import remove, store_archive
@@ -75,14 +75,14 @@ async def receive_trace(
     c: Cascade, trace_id: str, compression: Compression, content_type: str, body: AsyncIterable[bytes], uploading: set[str]
 ) -> None:
     """Store and process one upload; the trace's state in the read model tells the outcome.
-    Raises `Refused` for a taken id (409) and a body over a limit (413)."""
+    Refused: a taken id (`Conflict`), a body over a limit (`TooLarge`)."""
     upload = Upload(trace_id, secrets.token_hex(8))
     last = await c.store.last_on(subjects.trace(trace_id))
     started = decide_upload(last.event if last else None, upload, now(), content_type=content_type)
     try:
         seq = await c.store.append(started, expected_last_subject_seq=last.seq if last else 0)
     except ConcurrencyError:
-        raise Refused(409, f"trace {trace_id} already exists") from None
+        raise Conflict(f"trace {trace_id} already exists") from None
     uploading.add(trace_id)
     try:
         if last is not None:
@@ -91,7 +91,7 @@ async def receive_trace(
         limit = c.settings.max_upload_bytes
         await _receive(c, upload, compression, Limited(body, limit, upload_too_large(limit)), Chain(c, seq))
     except ConcurrencyError:
-        raise Refused(409, f"trace {trace_id} was changed by another request during its upload") from None
+        raise Conflict(f"trace {trace_id} was changed by another request during its upload") from None
     finally:
         uploading.discard(trace_id)
 
@@ -108,7 +108,7 @@ async def _receive(c: Cascade, upload: Upload, compression: Compression, body: L
         return
     except TooLarge as large:
         await _shielded(chain.append(over_limit(upload, large.detail, now())))
-        raise Refused(413, large.detail) from None
+        raise
     except Exception as error:
         await _shielded(chain.append([failed(upload, f"the server could not store the upload ({error}); upload it again", now())]))
         raise
