@@ -1,10 +1,11 @@
 """Decisions about traces: pure functions from what is known to the events to append.
 
-An upload goes through these, with the HTTP body, the object store and the event store at
-the edges (`cascade_http.uploads`):
+An upload goes through these, with the request body, the object store and the event store at
+the edges (`cascade_app.uploads`):
 
 - `check_upload` refuses a request before anything is stored (bad id, media type, size);
-- `decide_upload` starts the upload if the id is free (never used, or its trace deleted);
+- `decide_upload` starts the upload if the id is free (never used, or its trace deleted),
+  and `decide_next` lets each next step of it go on while the trace is still its own;
 - `files_stored` announces the stored files, which moves the trace to `processing`;
 - `decide_outcome` reads what the upload found in the files and makes the trace `ready`,
   with its kernels and real timing, or `failed` with an error a user can act on;
@@ -80,8 +81,13 @@ class Upload(msgspec.Struct, frozen=True):
     trace_id: str
     upload_id: str
 
+    @property
+    def started_id(self) -> str:
+        """The id of the upload's first event, which all of its events are correlated with."""
+        return f"{self.upload_id}.started"
+
     def envelope(self, name: str, at: datetime) -> Envelope:
-        started = f"{self.upload_id}.started"
+        started = self.started_id
         event_id = f"{self.upload_id}.{name}"
         return Envelope(id=event_id, at=at, correlation_id=started, causation_id=None if event_id == started else started)
 
@@ -139,6 +145,14 @@ def decide_upload(last: ev.Event | None, upload: Upload, at: datetime, *, conten
     if last is not None and not isinstance(last, ev.TraceDeleted):
         raise Conflict(f"trace {upload.trace_id} already exists")
     return ev.TraceUploadStarted(**upload.envelope("started", at), trace_id=upload.trace_id, content_type=content_type)
+
+
+def decide_next(last: ev.Event | None, upload: Upload, events: Sequence[ev.Event]) -> Sequence[ev.Event]:
+    """The upload's next `events`, while the trace is still its own: the newest event on the
+    trace's subject (`last`) is one of the upload's."""
+    if last is None or last.correlation_id != upload.started_id:
+        raise Conflict(f"trace {upload.trace_id} was changed by another request during its upload")
+    return events
 
 
 # --- after the body is stored --------------------------------------------------------------

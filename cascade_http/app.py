@@ -21,13 +21,14 @@ from starlette.staticfiles import StaticFiles
 from cascade_core import attention
 from cascade_core.models import ErrorDetail, Health, Problem, ValidationErrorBody
 from cascade_core.refusals import Refused
-from cascade_http import service
-from cascade_http.service import NATS_ANSWER_S, cascade
+from cascade_app import service
+from cascade_app.service import NATS_ANSWER_S
+from cascade_http.state import cascade
 from cascade_http.auth import BearerAuth
-from cascade_http.config import Settings
+from cascade_app.config import Settings
 from cascade_http.openapi import document, operation
 from cascade_http.read_only import ReadOnlyWhileRebuilding
-from cascade_http.readmodel import read
+from cascade_app.reads import read
 from cascade_http.responses import MsgspecResponse, refusal
 from cascade_http.validation import RequestValidationError
 from cascade_nats.server import EmbeddedNats

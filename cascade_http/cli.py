@@ -29,7 +29,7 @@ from pathlib import Path
 import msgspec
 
 from cascade_http import datadir, event_log, locate, logs, runs_cli
-from cascade_http.config import (
+from cascade_app.config import (
     ConfigError,
     Settings,
     absolute,
@@ -273,7 +273,7 @@ async def _work(settings: Settings, work_dir: Path) -> None:
 
 
 async def _run_worker(settings: Settings, work_dir: Path) -> None:
-    from cascade_http.service import connect_nats
+    from cascade_app.service import connect_nats
     from cascade_nats.supervise import Supervision, supervise
     from cascade_sim.install import AccelSimInstall
     from cascade_sim.runner import Runner

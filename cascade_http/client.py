@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from cascade_http.config import ConfigError
+from cascade_app.config import ConfigError
 
 READ_SIZE = 1 << 20
 # The server sends a keep-alive comment every 15 s: this long without a byte, the stream is gone.

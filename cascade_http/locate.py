@@ -17,7 +17,7 @@ import msgspec
 
 from cascade_http import datadir
 from cascade_http.client import ApiClient
-from cascade_http.config import DEFAULT_HOST, DEFAULT_PORT, ENV, ConfigError, Settings, read_secret, resolve
+from cascade_app.config import DEFAULT_HOST, DEFAULT_PORT, ENV, ConfigError, Settings, read_secret, resolve
 
 DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 ENV_URL = "CASCADE_URL"

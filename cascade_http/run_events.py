@@ -40,8 +40,8 @@ import anyio
 import msgspec
 
 from cascade_core import subjects
-from cascade_http.readmodel import read
-from cascade_http.service import Cascade
+from cascade_app.reads import read
+from cascade_app.service import Cascade
 from cascade_nats.firehose import Frame
 from projections.fold import Change, Rows, fold
 from projections import parking

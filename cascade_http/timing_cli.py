@@ -12,7 +12,7 @@ from urllib.parse import quote
 import msgspec
 
 from cascade_core.models import RealTimingAttached
-from cascade_http.config import ConfigError
+from cascade_app.config import ConfigError
 from cascade_http.locate import api_client
 from cascade_http.runs_cli import print_json
 from cascade_http.uploads_cli import file_chunks

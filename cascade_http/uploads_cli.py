@@ -23,7 +23,7 @@ import msgspec
 from cascade_core.models import Trace
 from cascade_core.traces import new_trace_id
 from cascade_http.client import ApiClient, SendInterrupted
-from cascade_http.config import ConfigError
+from cascade_app.config import ConfigError
 
 READ_SIZE = 1 << 20
 POLL_S = 0.5

@@ -17,6 +17,7 @@ from cascade_core.traces import (
     batches,
     check_upload,
     decide_delete,
+    decide_next,
     decide_outcome,
     decide_real_timing,
     decide_upload,
@@ -261,3 +262,13 @@ def test_attached_timing_is_split_into_events_that_stay_small() -> None:
 )
 def test_attaching_timing_is_refused(trace: TraceDetail | None, in_use: str | None, attachment: Attachment, expected: tuple[type[Refused], str]) -> None:
     assert refusal(decide_real_timing, trace, in_use, attachment, AT) == expected
+
+
+def test_an_upload_goes_on_only_while_the_trace_is_its_own() -> None:
+    started = decide_upload(None, UPLOAD, AT, content_type="application/x-tar")
+    step = files_stored(UPLOAD, [], AT)
+    assert decide_next(started, UPLOAD, step) == step
+    assert decide_next(step[0], UPLOAD, step) == step
+    for last in (None, ev.TraceDeleted(id="d", at=AT, trace_id="demo"), decide_upload(None, Upload("demo", "u2"), AT, content_type="x")):
+        with pytest.raises(Conflict, match="^trace demo was changed by another request during its upload$"):
+            decide_next(last, UPLOAD, step)

@@ -10,8 +10,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from cascade_http.app import create_app
-from cascade_http.config import Settings
-from cascade_http.service import Cascade
+from cascade_app.config import Settings
+from cascade_app.service import Cascade
 from tests.cascade_sim.world import accelsim_tree
 
 TOKEN = "test-token"

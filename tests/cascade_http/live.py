@@ -21,8 +21,8 @@ from starlette.applications import Starlette
 from cascade_core import events as ev
 from cascade_http.app import create_app
 from cascade_http.run_events import Position, last_event_id
-from cascade_http.config import Settings
-from cascade_http.service import Cascade
+from cascade_app.config import Settings
+from cascade_app.service import Cascade
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 
 from cascade_http import datadir, event_log
-from cascade_http.config import ENV
+from cascade_app.config import ENV
 from cascade_http.locate import ENV_URL
 
 CASCADE = [sys.executable, "-m", "cascade_http.cli"]

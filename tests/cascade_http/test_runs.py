@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_http.app import create_app
-from cascade_http.config import Settings
+from cascade_app.config import Settings
 from cascade_nats import server
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN, service

@@ -27,7 +27,7 @@ from cascade_core.models import RunEntry
 from cascade_core import attention
 from cascade_http import run_events
 from cascade_http.client import COMMENT, ApiClient, ServerEvent, server_events
-from cascade_http.config import Settings
+from cascade_app.config import Settings
 from cascade_http.run_watch import Screen, get_run, watch
 from cascade_http.runs_cli import parse_entries
 from cascade_http.runs_text import bar, compact, ipc

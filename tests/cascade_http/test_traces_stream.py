@@ -22,7 +22,7 @@ from typing import Any
 import nats
 from starlette.testclient import TestClient
 
-from cascade_http.config import Settings
+from cascade_app.config import Settings
 from cascade_nats.objects import BUCKET
 from tests.cascade_http.asgi import AUTH, call
 from tests.cascade_http.conftest import TOKEN, service

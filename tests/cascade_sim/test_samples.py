@@ -5,7 +5,7 @@ from pathlib import Path
 from starlette.testclient import TestClient
 
 from cascade_http.app import create_app
-from cascade_http.config import Settings
+from cascade_app.config import Settings
 from cascade_core import events as ev
 from cascade_sim import samples
 from cascade_sim.logparse import STATS_NAMING

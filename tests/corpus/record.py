@@ -32,7 +32,7 @@ import nats
 from starlette.testclient import TestClient
 
 from cascade_http.app import create_app
-from cascade_http.config import Settings
+from cascade_app.config import Settings
 from cascade_nats import server
 from cascade_nats.store import EventStore
 from cascade_sim import samples

@@ -1,5 +1,5 @@
 """The running service: NATS connection, event store, projector and read model, wired
-together for the lifetime of the HTTP app.
+together for the lifetime of the process that serves the API.
 
 Its long-lived tasks (the projector, the dispatcher, the local runner, and the watcher that
 starts the embedded nats-server again when it dies) each run under a supervisor
@@ -18,14 +18,13 @@ import anyio
 import duckdb
 from nats.aio.client import Client
 from nats.js.kv import KeyValue
-from starlette.requests import Request
 
+from cascade_app.config import Settings
+from cascade_app.lru import Lru
+from cascade_app.step_timelines import StepTimelines
 from cascade_core import events as ev
 from cascade_core.attention import Watch
 from cascade_core.models import Comparison, GpuConfig, Runner
-from cascade_http.config import Settings
-from cascade_http.lru import Lru
-from cascade_http.step_timelines import StepTimelines
 from cascade_nats import connect as client
 from cascade_nats import server as nats_server
 from cascade_nats.objects import Objects
@@ -45,7 +44,7 @@ RUNNERS_FRESH_S = 1.0  # the live runners are asked again after this long
 
 
 class Cascade:
-    """Everything a request handler may use."""
+    """Everything a command or a read may use."""
 
     def __init__(
         self,
@@ -68,6 +67,7 @@ class Cascade:
         self.step_timelines = StepTimelines(objects)
         self.comparisons: Lru[Hashable, Comparison] = Lru(64)
         self.supervision = supervision
+        self.uploading: set[str] = set()  # ids of the traces this process is receiving now
         self._kv: KeyValue | None = None
         self._runners: tuple[float, list[Runner]] | None = None
         read_model.after_swap(self._forget_comparisons)
@@ -111,11 +111,6 @@ class Cascade:
         seq = await self.store.append(event, expected_last_subject_seq=expected_last_subject_seq)
         await self.projector.wait_for(seq)
         return seq
-
-
-def cascade(request: Request) -> Cascade:
-    """The running service, from a request handler."""
-    return request.app.state.cascade  # type: ignore[no-any-return]
 
 
 async def connect_nats(url: str, *, name: str = "cascade", supervision: Supervision | None = None) -> Client:

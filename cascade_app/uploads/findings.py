@@ -30,7 +30,7 @@ from cascade_core.tracefiles import (
     parse_kernel_header,
 )
 from cascade_core.traces import Received
-from cascade_http.uploads.inflate import Inflater
+from cascade_app.uploads.inflate import Inflater
 
 # Files read whole, at the trace's root, and the most of each that is read.
 SMALL_FILES = {KERNELSLIST: 64 << 20, TIMELINE_FILE: 64 << 20, REAL_TIMING: realtiming.MAX_BYTES, CASCADE_JSON: 1 << 20}
