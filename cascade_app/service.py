@@ -1,17 +1,12 @@
-"""The running service: NATS connection, event store, projector and read model, wired
-together for the lifetime of the process that serves the API.
-
-Its long-lived tasks (the projector, the dispatcher, the local runner, and the watcher that
-starts the embedded nats-server again when it dies) each run under a supervisor
-(`cascade_nats.supervise`), so that none takes the others down with it, and what fails shows
-in `/api/health`."""
+"""The running service as commands and reads see it: NATS connection, event store, object
+store, read model and projector, the GPU configs, the live runners. `cascade_process.service`
+starts it and keeps its long-lived tasks going."""
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import Hashable
 from datetime import UTC, datetime
 
 import anyio
@@ -25,19 +20,12 @@ from cascade_app.step_timelines import StepTimelines
 from cascade_core import events as ev
 from cascade_core.attention import Watch
 from cascade_core.models import Comparison, GpuConfig, Runner
-from cascade_nats import connect as client
-from cascade_nats import server as nats_server
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
-from cascade_nats.supervise import ConnectionWatch, Supervision, supervise
-from cascade_nats.wire import without_credentials
-from cascade_sim.dispatcher import dispatch, ensure_consumers
+from cascade_nats.supervise import Supervision
+from cascade_sim import registry
 from cascade_sim.install import AccelSimInstall
-from cascade_sim import registry, samples
-from cascade_sim import runner as sim_runner
 from projections.rebuild import ReadModel
-
-log = logging.getLogger("cascade")
 
 NATS_ANSWER_S = 2.0  # how long a read that asks NATS (health, live runners) waits for it
 RUNNERS_FRESH_S = 1.0  # the live runners are asked again after this long
@@ -111,63 +99,3 @@ class Cascade:
         seq = await self.store.append(event, expected_last_subject_seq=expected_last_subject_seq)
         await self.projector.wait_for(seq)
         return seq
-
-
-async def connect_nats(url: str, *, name: str = "cascade", supervision: Supervision | None = None) -> Client:
-    """A client that reconnects for as long as it takes, its connection's state in `supervision`."""
-    watch = ConnectionWatch(supervision or Supervision(), without_credentials(url))
-    watch.client = await client.connect(
-        url, name=name, connect_timeout=5, max_reconnect_attempts=-1, reconnect_time_wait=0.5, allow_reconnect=True,
-        error_cb=watch.error, disconnected_cb=watch.disconnected, reconnected_cb=watch.reconnected, closed_cb=watch.closed,
-    )
-    return watch.client
-
-
-@contextlib.asynccontextmanager
-async def running(settings: Settings, embedded: nats_server.EmbeddedNats | None = None) -> AsyncIterator[Cascade]:
-    """The service on `settings.nats_url`; `embedded` is the nats-server there when this
-    process started it, and is started again whenever it dies."""
-    if settings.nats_url is None:
-        raise ValueError("running() needs a NATS URL; `cascade serve` starts the embedded server first")
-    supervision = Supervision()
-    nc = await connect_nats(settings.nats_url, supervision=supervision)
-    store = EventStore(nc)
-    objects = Objects(nc)
-    try:
-        await store.ensure_stream()
-        await objects.ensure()
-        if settings.samples:
-            await samples.load(store, objects)
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        read_model = await ReadModel.open(store, settings.db_path)
-        await read_model.catch_up()
-        install = AccelSimInstall(settings.accelsim_dir) if settings.accelsim_dir is not None else None
-        cascade = Cascade(settings, nc, store, objects, read_model, install, supervision)
-        if install is None:
-            log.warning("no Accel-Sim dir (CASCADE_ACCELSIM_DIR): the GPU config list is empty and no sim runs here")
-        else:
-            log.info("GPU configs in %s: %s", install.root, ", ".join(c.name for c in cascade.gpu_configs) or "none")
-        await ensure_consumers(store.js, ack_wait_s=settings.runner_lease_s)
-        async with anyio.create_task_group() as tg:
-            if embedded is not None:
-                tg.start_soon(supervise, "nats-server", embedded.keep_running, supervision)
-            tg.start_soon(supervise, "projector", read_model.run, supervision)
-            tg.start_soon(supervise, "dispatcher", lambda: dispatch(store), supervision)
-            if settings.runner and install is not None:
-                runner = sim_runner.Runner(
-                    nc,
-                    install,
-                    settings.data_dir / "runner",
-                    slots=settings.runner_slots,
-                    sim_timeout_s=settings.sim_timeout_s,
-                    ack_wait_s=settings.runner_lease_s,
-                    supervision=supervision,
-                )
-                tg.start_soon(supervise, "runner", runner.run, supervision)
-            yield cascade
-            tg.cancel_scope.cancel()
-        read_model.close()
-    finally:
-        await store.close()
-        await objects.close()
-        await nc.close()

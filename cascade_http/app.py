@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,17 +21,14 @@ from starlette.staticfiles import StaticFiles
 from cascade_core import attention
 from cascade_core.models import ErrorDetail, Health, Problem, ValidationErrorBody
 from cascade_core.refusals import Refused
-from cascade_app import service
-from cascade_app.service import NATS_ANSWER_S
+from cascade_app.service import NATS_ANSWER_S, Cascade
 from cascade_http.state import cascade
 from cascade_http.auth import BearerAuth
-from cascade_app.config import Settings
 from cascade_http.openapi import document, operation
 from cascade_http.read_only import ReadOnlyWhileRebuilding
 from cascade_app.reads import read
 from cascade_http.responses import MsgspecResponse, refusal
 from cascade_http.validation import RequestValidationError
-from cascade_nats.server import EmbeddedNats
 from cascade_nats.store import EventTooLarge
 from cascade_nats.supervise import ConnectionWatch, describe
 from projections.queries import runs as q
@@ -132,12 +129,13 @@ def web_routes() -> list[BaseRoute]:
     return [Route("/", web_app, methods=["GET"]), Mount("/static", WebAssets(directory=WEB_DIR), name="static")]
 
 
-def create_app(settings: Settings, embedded: EmbeddedNats | None = None) -> Starlette:
-    """The app on `settings`; `embedded` is the nats-server this process started, if any."""
+def create_app(token: str | None, service: Callable[[], contextlib.AbstractAsyncContextManager[Cascade]]) -> Starlette:
+    """The app answering requests that carry `token`, from the service `service()` runs for
+    the app's lifetime (`cascade_process.service` wires one)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with service.running(settings, embedded) as running:
+        async with service() as running:
             app.state.cascade = running
             yield
 
@@ -150,6 +148,6 @@ def create_app(settings: Settings, embedded: EmbeddedNats | None = None) -> Star
         },
         lifespan=lifespan,
     )
-    app.state.token = settings.token
+    app.state.token = token
     app.state.openapi = document(app_routes, title="Cascade", version=VERSION)
     return app

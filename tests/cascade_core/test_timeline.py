@@ -29,7 +29,7 @@ from cascade_core.timeline import (
     step_timeline,
     validate_timeline,
 )
-from cascade_http.timeline_cli import summary_text
+from cascade_cli.timeline_cli import summary_text
 
 
 def _load_fixture() -> ModuleType:

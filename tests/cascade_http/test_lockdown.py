@@ -25,7 +25,7 @@ import pytest
 
 from cascade_core import events as ev
 from cascade_core import subjects
-from cascade_http import logs
+from cascade_process import logs
 from cascade_nats import server
 from cascade_nats.connect import connect
 from cascade_nats.wire import Wire, WireError, redacted, without_credentials

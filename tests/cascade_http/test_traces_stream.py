@@ -142,7 +142,7 @@ def test_over_a_real_socket_disconnects_and_chunked_bodies(settings: Settings) -
 
 def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CASCADE_")}
-    command = [sys.executable, "-m", "cascade_http.cli", "trace", "upload", *args]
+    command = [sys.executable, "-m", "cascade_cli", "trace", "upload", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, env={**clean, **env})
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from cascade_http import datadir
+from cascade_process import datadir
 from cascade_nats import server
 from tests.cascade_http.served import CASCADE, Served, clean_env, start, stop
 from tests.cascade_http.trace_archives import files_of, tar_of

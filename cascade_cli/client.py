@@ -68,11 +68,12 @@ class ApiClient:
     ) -> http.client.HTTPResponse:
         """The response to a request, its body not read yet; an error status is a ConfigError
         with the API's detail."""
-        request = urllib.request.Request(self.url + path, data=body, method=method, headers=dict(headers or {}))  # type: ignore[arg-type]
+        request = urllib.request.Request(self.url + path, data=body, method=method, headers=dict(headers or {}))
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            return urllib.request.urlopen(request, timeout=timeout)
+            response: http.client.HTTPResponse = urllib.request.urlopen(request, timeout=timeout)
+            return response
         except urllib.error.HTTPError as err:
             with err:
                 raise self._refused(method, path, err.code, err.read()) from None

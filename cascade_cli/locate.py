@@ -15,8 +15,8 @@ import argparse
 import os
 import msgspec
 
-from cascade_http import datadir
-from cascade_http.client import ApiClient
+from cascade_process import datadir
+from cascade_cli.client import ApiClient
 from cascade_app.config import DEFAULT_HOST, DEFAULT_PORT, ENV, ConfigError, Settings, read_secret, resolve
 
 DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from cascade_http import datadir
+from cascade_process import datadir
 from cascade_app.config import NATS_PASSWORD_FILE, ConfigError, Settings, load_or_create_secret, read_secret
 
 if TYPE_CHECKING:  # imported when used: commands that need no NATS start faster

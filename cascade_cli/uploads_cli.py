@@ -22,7 +22,7 @@ import msgspec
 
 from cascade_core.models import Trace
 from cascade_core.traces import new_trace_id
-from cascade_http.client import ApiClient, SendInterrupted
+from cascade_cli.client import ApiClient, SendInterrupted
 from cascade_app.config import ConfigError
 
 READ_SIZE = 1 << 20
