@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cascade_sim.logparse import KernelFinished, LogParser, parse_stats
+from cascade_sim.logparse import KernelBlock, LogParser, parse_stats
 
 LOGS = Path("/work/shared/accelsim/logs")
 SECTION_START = "Processing kernel "
@@ -65,7 +65,7 @@ def parse_file(path: Path, chunk_size: int) -> tuple[float, float, int, int]:
     with path.open() as f:
         while chunk := f.read(chunk_size):
             for out in parser.feed(chunk):
-                if isinstance(out, KernelFinished):
+                if isinstance(out, KernelBlock):
                     kernels += 1
                     stats += len(out.stats)
         parser.finish()

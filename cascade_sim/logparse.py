@@ -37,7 +37,7 @@ __all__ = [
     "BreakMaxCycles",
     "Build",
     "ExitDetected",
-    "KernelFinished",
+    "KernelBlock",
     "KernelLaunched",
     "LogParser",
     "NonFinite",
@@ -54,14 +54,14 @@ __all__ = [
 StatValue = float | str
 
 # The naming rule of docs/stats-naming.md that `parse_stats` follows; a change to any name
-# makes it a new one. Events carry it (`KernelFinished.stats_naming`).
+# makes it a new one. Events carry it (`events.KernelFinished.stats_naming`).
 STATS_NAMING = 2
 
 
 class NonFinite(float):
     """A value the simulator printed as `nan`, `-nan` or `inf`: a float like any other here,
     which the stats JSON writes as the string "NaN", "Infinity" or "-Infinity" (JSON has no
-    such numbers; see `report.stats_json`)."""
+    such numbers; see `sim_report.stats_json`)."""
 
     __slots__ = ()
 
@@ -83,7 +83,7 @@ class KernelLaunched(msgspec.Struct, frozen=True):
     uid: int
 
 
-class KernelFinished(msgspec.Struct, frozen=True):
+class KernelBlock(msgspec.Struct, frozen=True):
     """A kernel's stats block; `stats` holds every value of the block under its name
     (docs/stats-naming.md)."""
 
@@ -111,7 +111,7 @@ class ExitDetected(msgspec.Struct, frozen=True):
 
 class BreakMaxCycles(msgspec.Struct, frozen=True):
     """`GPGPU-Sim: ** break due to reaching the maximum cycles (or instructions) **`: the
-    simulation was cut; the kernel running then gets no `KernelFinished`."""
+    simulation was cut; the kernel running then gets no `KernelBlock`."""
 
 
 class SimError(msgspec.Struct, frozen=True):
@@ -120,7 +120,7 @@ class SimError(msgspec.Struct, frozen=True):
     message: str
 
 
-Output = Build | KernelLaunched | KernelFinished | Totals | ExitDetected | BreakMaxCycles | SimError
+Output = Build | KernelLaunched | KernelBlock | Totals | ExitDetected | BreakMaxCycles | SimError
 
 
 class Outcome(msgspec.Struct, frozen=True):
@@ -349,7 +349,7 @@ class LogParser:
         if name:
             uid = _number(stats, "kernel_launch_uid")
             out.append(
-                KernelFinished(
+                KernelBlock(
                     uid=int(uid) if "kernel_launch_uid" in stats else self._last_uid,
                     name=name,
                     gpu_sim_cycle=int(_number(stats, "gpu_sim_cycle")),

@@ -21,7 +21,7 @@ from cascade_nats.supervise import Supervision, retry
 MAX_QUEUED = 256
 
 
-class Reporter:
+class EventSender:
     def __init__(self, store: EventStore, sim_id: str, attempt: int, supervision: Supervision) -> None:
         self.store = store
         self.supervision = supervision
