@@ -17,12 +17,12 @@ from urllib.parse import quote
 
 import msgspec
 
-from cascade_core.ids import is_file_name
-from cascade_core.models import Comparison, GpuConfig, RunCreate, RunDetail, RunEntry, RunFile, RunSummary
+from cascade_app.config import ConfigError
 from cascade_cli import run_watch, runs_text
 from cascade_cli.client import ApiClient
-from cascade_app.config import ConfigError
 from cascade_cli.locate import api_client
+from cascade_core.ids import is_file_name
+from cascade_core.models import Comparison, GpuConfig, RunCreate, RunDetail, RunEntry, RunFile, RunSummary
 
 T = TypeVar("T")
 

@@ -18,16 +18,16 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from cascade_app.reads import read
+from cascade_app.service import NATS_ANSWER_S, Cascade
 from cascade_core import attention
 from cascade_core.models import ErrorDetail, Health, Problem, ValidationErrorBody
 from cascade_core.refusals import Refused
-from cascade_app.service import NATS_ANSWER_S, Cascade
-from cascade_http.state import cascade
 from cascade_http.auth import BearerAuth
 from cascade_http.openapi import document, operation
 from cascade_http.read_only import ReadOnlyWhileRebuilding
-from cascade_app.reads import read
 from cascade_http.responses import MsgspecResponse, refusal
+from cascade_http.state import cascade
 from cascade_http.validation import RequestValidationError
 from cascade_nats.store import EventTooLarge
 from cascade_nats.supervise import ConnectionWatch, describe

@@ -11,17 +11,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from cascade_app import runs
+from cascade_app.reads import read
+from cascade_app.service import Cascade
 from cascade_core.models import Comparison, GpuConfig, KernelStat, RunCreate, RunDetail, RunFile, RunResults, RunSummary, Sim
 from cascade_core.perfetto import PerfettoTrace, perfetto_trace
 from cascade_core.timeline import SimStepTimeline
 from cascade_http import run_events
 from cascade_http.bodies import json_body
 from cascade_http.openapi import operation
-from cascade_app import runs
-from cascade_app.reads import read
 from cascade_http.readmodel import streamed
 from cascade_http.responses import MsgspecResponse, download, not_found
-from cascade_app.service import Cascade
 from cascade_http.state import cascade
 from projections.queries import runs as q
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from cascade_process.service import starlette_app
 from cascade_app.config import Settings
 from cascade_app.service import Cascade
+from cascade_process.service import starlette_app
 from tests.cascade_sim.world import accelsim_tree
 
 TOKEN = "test-token"

@@ -18,13 +18,13 @@ import nats
 import uvicorn
 from starlette.applications import Starlette
 
-from cascade_core import events as ev
-from cascade_process.service import starlette_app
-from cascade_http.run_events import Position, last_event_id
 from cascade_app.config import Settings
 from cascade_app.service import Cascade
+from cascade_core import events as ev
+from cascade_http.run_events import Position, last_event_id
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
+from cascade_process.service import starlette_app
 
 
 class LiveServer(msgspec.Struct):

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import msgspec
 
-from cascade_process import datadir, event_log
 from cascade_app.config import ENV
 from cascade_cli.locate import ENV_URL
+from cascade_process import datadir, event_log
 
 CASCADE = [sys.executable, "-m", "cascade_cli"]
 

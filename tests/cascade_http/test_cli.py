@@ -14,8 +14,8 @@ import nats
 import pytest
 
 from cascade_core import events as ev
-from cascade_process import datadir
 from cascade_nats.store import EventStore
+from cascade_process import datadir
 from tests.cascade_http.served import CASCADE, children, clean_env, cli, health, nats_servers_under, serving
 from tests.projections.histories import lifecycle
 from tests.projections.test_fold import dump

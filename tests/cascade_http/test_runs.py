@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from cascade_app.config import Settings
 from cascade_core import events as ev
 from cascade_core import subjects
-from cascade_process.service import starlette_app
-from cascade_app.config import Settings
 from cascade_nats import server
+from cascade_process.service import starlette_app
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN, service
 from tests.cascade_http.reference import MORE_ITEMS, assert_shows, example, substitute, text_example

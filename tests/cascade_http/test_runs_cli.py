@@ -22,15 +22,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cascade_core import events as ev
-from cascade_core.models import RunEntry
-from cascade_core import attention
-from cascade_http import run_events
-from cascade_cli.client import COMMENT, ApiClient, ServerEvent, server_events
 from cascade_app.config import Settings
+from cascade_cli.client import COMMENT, ApiClient, ServerEvent, server_events
 from cascade_cli.run_watch import Screen, get_run, watch
 from cascade_cli.runs_cli import parse_entries
 from cascade_cli.runs_text import bar, compact, ipc
+from cascade_core import events as ev
+from cascade_core import attention
+from cascade_core.models import RunEntry
+from cascade_http import run_events
 from tests.browser.proxy import proxy_to
 from tests.cascade_http.live import LiveServer, live_server
 from tests.cascade_http.trace_archives import files_of, tar_of

@@ -4,9 +4,9 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from cascade_process.service import starlette_app
 from cascade_app.config import Settings
 from cascade_core import events as ev
+from cascade_process.service import starlette_app
 from cascade_sim import samples
 from cascade_sim.logparse import STATS_NAMING
 

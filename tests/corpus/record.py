@@ -31,10 +31,10 @@ import msgspec
 import nats
 from starlette.testclient import TestClient
 
-from cascade_process.service import starlette_app
 from cascade_app.config import Settings
 from cascade_nats import server
 from cascade_nats.store import EventStore
+from cascade_process.service import starlette_app
 from cascade_sim import samples
 from tests.cascade_http.conftest import service
 from tests.cascade_http.trace_archives import files_of, tar_of, upload
