@@ -47,6 +47,14 @@ def _json(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--json", action="store_true", help=f"print {what} as the API answers it")
 
 
+def _on_a_run(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str, shows: str) -> None:
+    """A command of the API on one run, which prints what it answers (`shows`) with --json."""
+    command = sub.add_parser(name, help=help)
+    command.add_argument("run_id", metavar="RUN", help="a run's id")
+    _json(command, shows)
+    locate.add_arguments(command)
+
+
 # `cascade run show RUN` and `cascade run cancel RUN` are commands of their own; any other
 # word after `run` is a trace. `cascade run -- show CONFIG` runs a trace named `show`.
 RUN_ACTIONS = ("show", "cancel")
@@ -137,20 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     _json(run, "the RunDetail")
     locate.add_arguments(run)
 
-    show = sub.add_parser("run show", help="a run's summary: trace, entries, each sim, what failed sims said last")
-    show.add_argument("run_id", metavar="RUN", help="a run's id")
-    _json(show, "the RunDetail")
-    locate.add_arguments(show)
-
-    cancel = sub.add_parser("run cancel", help="cancel a run's unfinished sims")
-    cancel.add_argument("run_id", metavar="RUN", help="a run's id")
-    _json(cancel, "the RunDetail after cancelling")
-    locate.add_arguments(cancel)
-
-    compare = sub.add_parser("compare", help="a run's kernels: simulated time per config (median of replicas) and real time")
-    compare.add_argument("run_id", metavar="RUN", help="a run's id")
-    _json(compare, "the Comparison")
-    locate.add_arguments(compare)
+    _on_a_run(sub, "run show", "a run's summary: trace, entries, each sim, what failed sims said last", "the RunDetail")
+    _on_a_run(sub, "run cancel", "cancel a run's unfinished sims", "the RunDetail after cancelling")
+    _on_a_run(sub, "compare", "a run's kernels: simulated time per config (median of replicas) and real time", "the Comparison")
 
     runs = sub.add_parser("runs", help="list runs, newest first")
     _json(runs, "the list")
