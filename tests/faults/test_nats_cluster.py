@@ -17,7 +17,7 @@ from tests.faults.invariants import check
 from tests.faults.test_faults import record, started
 from tests.nats_cluster import STREAMS, NatsCluster, replicas_of
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(60)  # it takes about 25 s; CI time matters
 
 
 def test_the_node_serve_is_on_killed_mid_run_loses_nothing(tmp_path: Path, nats_cluster: NatsCluster) -> None:
