@@ -141,10 +141,17 @@ _MAX_NAMES = 250_000
 
 def parse_stats(block: str) -> dict[str, StatValue]:
     """Every value of one stats block under its name (docs/stats-naming.md). `block` runs
-    from `kernel_name` to the `gpgpu_silicon_slowdown` line. The values are cut out, and the
-    map built, in C (`_tokenizer.c`); the names come from `statnames`."""
-    head, _, rest = block.partition("\n")
-    return _tokenizer.stats(rest, head.removeprefix("kernel_name =").strip(), _names_of, NonFinite)
+    from `kernel_name` to the `gpgpu_silicon_slowdown` line."""
+    return _stats_at(block, 0, len(block))
+
+
+def _stats_at(text: str, start: int, end: int) -> dict[str, StatValue]:
+    """`parse_stats(text[start:end])` without copying the block out of the text. The values
+    are cut out, and the map built, in C (`_tokenizer.c`); the names come from `statnames`."""
+    eol = text.find("\n", start, end)
+    head = text[start : end if eol < 0 else eol]
+    kernel_name = head.removeprefix("kernel_name =").strip()
+    return _tokenizer.stats(text, end if eol < 0 else eol + 1, end, kernel_name, _names_of, NonFinite)
 
 
 def _names_of(skeleton: str) -> tuple[str | None, ...]:
@@ -222,7 +229,7 @@ class LogParser:
             # between two texts), and _drain finds it where this search did.
             if (found := edge.find(_BLOCK_END)) >= 0:
                 self._end_from = at - len(tail) + found
-            elif (found := text.find(_BLOCK_END)) >= 0:
+            elif (found := _tokenizer.find(text, _BLOCK_END, 0)) >= 0:
                 self._end_from = at + found
             ready = found >= 0 or len(self._buf) - self._block_at + self._pending_size > _MAX_BLOCK
         return self._drain() if ready else []
@@ -251,7 +258,7 @@ class LogParser:
         while True:
             if self._block_at >= 0:
                 start = self._block_at
-                end = buf.find(_BLOCK_END, self._end_from)
+                end = _tokenizer.find(buf, _BLOCK_END, self._end_from)
                 eol = buf.find("\n", end + 1) if end >= 0 else -1
                 if eol < 0:
                     if len(buf) - start <= _MAX_BLOCK:
@@ -262,7 +269,7 @@ class LogParser:
                         break
                     eol = buf.index("\n", start + 1)  # not a block: skip its first line
                 else:
-                    self._block(buf[start + 1 : eol], out)
+                    self._block(buf, start + 1, eol, out)
                 pos = eol
                 self._block_at = -1
                 self._end_found = False
@@ -306,8 +313,8 @@ class LogParser:
                 self.error = message
             out.append(SimError(message))
 
-    def _block(self, block: str, out: list[Output]) -> None:
-        stats = parse_stats(block)
+    def _block(self, buf: str, start: int, end: int, out: list[Output]) -> None:
+        stats = _stats_at(buf, start, end)
         name = str(stats["kernel_name"])
         if name:
             uid = _number(stats, "kernel_launch_uid")

@@ -10,6 +10,7 @@ import math
 import re
 import struct
 import tracemalloc
+from collections.abc import Callable
 from functools import cache
 from itertools import repeat
 
@@ -57,9 +58,13 @@ def tokenized(text: str) -> tuple[str, list[StatValue]]:
         seen.append(skeleton)
         return tuple(str(i) for i in range(skeleton.count(statnames.VALUE)))
 
-    stats = _tokenizer.stats(text, "k", names_of, NonFinite)
+    stats = whole(text, "k", names_of)
     assert stats.pop("kernel_name") == "k" and list(stats) == [str(i) for i in range(len(stats))]
     return seen[0], list(stats.values())
+
+
+def whole(text: str, kernel_name: str, names_of: Callable[[str], tuple[str | None, ...]]) -> dict[str, StatValue]:
+    return _tokenizer.stats(text, 0, len(text), kernel_name, names_of, NonFinite)
 
 
 def identical(a: StatValue, b: StatValue) -> bool:
@@ -136,17 +141,17 @@ def test_values_a_block_repeats_are_shared_and_nonfinite_ones_are_nonfinite() ->
 
 
 def test_values_named_none_are_left_out() -> None:
-    stats = _tokenizer.stats("a 1 b 2 c 3", "k", lambda _: ("a", None, "c"), NonFinite)
+    stats = whole("a 1 b 2 c 3", "k", lambda _: ("a", None, "c"))
     assert stats == {"kernel_name": "k", "a": 1.0, "c": 3.0}
 
 
 def test_names_of_must_give_a_name_per_value() -> None:
     with pytest.raises(ValueError, match="a tuple of 2 names"):
-        _tokenizer.stats("a 1 b 2", "k", lambda _: ("a",), NonFinite)
+        whole("a 1 b 2", "k", lambda _: ("a",))
     with pytest.raises(ValueError, match="a tuple of 2 names"):
-        _tokenizer.stats("a 1 b 2", "k", lambda _: ["a", "b"], NonFinite)  # type: ignore[arg-type,return-value]
+        whole("a 1 b 2", "k", lambda _: ["a", "b"])  # type: ignore[arg-type,return-value]
     with pytest.raises(TypeError):
-        _tokenizer.stats(b"a 1", "k", lambda _: ("a",), NonFinite)  # type: ignore[arg-type]
+        _tokenizer.stats(b"a 1", 0, 3, "k", lambda _: ("a",), NonFinite)  # type: ignore[arg-type]
 
 
 def test_an_error_in_names_of_is_raised_and_a_call_from_it_works() -> None:
@@ -154,15 +159,44 @@ def test_an_error_in_names_of_is_raised_and_a_call_from_it_works() -> None:
         raise KeyError("names")
 
     with pytest.raises(KeyError, match="names"):
-        _tokenizer.stats("a 1 b 2", "k", failing, NonFinite)
+        whole("a 1 b 2", "k", failing)
 
     def nested(skeleton: str) -> tuple[str, ...]:
         # Another call while the first one's values are held: it has room of its own.
-        assert _tokenizer.stats("x 5 y 6 z 7", "n", lambda _: ("x", "y", "z"), NonFinite) == {
+        assert whole("x 5 y 6 z 7", "n", lambda _: ("x", "y", "z")) == {
             "kernel_name": "n", "x": 5.0, "y": 6.0, "z": 7.0}
         return ("a", "b")
 
-    assert _tokenizer.stats("a 1 b 2", "k", nested, NonFinite) == {"kernel_name": "k", "a": 1.0, "b": 2.0}
+    assert whole("a 1 b 2", "k", nested) == {"kernel_name": "k", "a": 1.0, "b": 2.0}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=30).map("".join), st.integers(0, 200), st.integers(0, 200))
+def test_a_part_of_a_text_tokenizes_as_that_part_alone(text: str, start: int, length: int) -> None:
+    start = min(start, len(text))
+    end = min(start + length, len(text))
+    seen: list[str] = []
+
+    def names_of(skeleton: str) -> tuple[str, ...]:
+        seen.append(skeleton)
+        return tuple(str(i) for i in range(skeleton.count(statnames.VALUE)))
+
+    part = _tokenizer.stats(text, start, end, "k", names_of, NonFinite)
+    alone = whole(text[start:end], "k", names_of)
+    assert seen[0] == seen[1] and list(part) == list(alone)
+    assert all(identical(a, b) for a, b in zip(part.values(), alone.values()))
+
+
+def test_a_part_must_be_within_the_text() -> None:
+    for start, end in [(-1, 2), (2, 1), (0, 4)]:
+        with pytest.raises(IndexError):
+            _tokenizer.stats("a 1", start, end, "k", lambda _: ("a",), NonFinite)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab\n= é€", max_size=80), st.text(alphabet="ab\n= é€", max_size=4), st.integers(-100, 100))
+def test_find_is_str_find(text: str, sub: str, start: int) -> None:
+    assert _tokenizer.find(text, sub, start) == text.find(sub, start)
 
 
 def test_nothing_is_kept_from_a_call() -> None:
@@ -174,13 +208,13 @@ def test_nothing_is_kept_from_a_call() -> None:
         for _ in range(3):
             parse_stats(block)
             with pytest.raises(ValueError):
-                _tokenizer.stats(failing, "k", lambda _: (), NonFinite)
+                whole(failing, "k", lambda _: ())
         gc.collect()
         before = tracemalloc.get_traced_memory()[0]
         for _ in range(20):
             parse_stats(block)
             with pytest.raises(ValueError):
-                _tokenizer.stats(failing, "k", lambda _: (), NonFinite)
+                whole(failing, "k", lambda _: ())
         gc.collect()
         assert tracemalloc.get_traced_memory()[0] - before < 10_000
     finally:
