@@ -19,9 +19,6 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 /* --- characters ------------------------------------------------------------------------ */
 
@@ -412,31 +409,9 @@ static PyObject *find(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     return PyLong_FromSsize_t(at == NULL ? -1 : at - data);
 }
 
-/* --- the heap --------------------------------------------------------------------------- */
-
-static const char keep_heap_slack_doc[] =
-    "keep_heap_slack(nbytes, /)\n--\n\n"
-    "Have glibc keep nbytes free at the top of its heap when it gives memory back to the kernel\n"
-    "(M_TOP_PAD; it keeps 128 KB otherwise). True if it does, False under another C library.";
-
-static PyObject *keep_heap_slack(PyObject *Py_UNUSED(module), PyObject *arg) {
-    long nbytes = PyLong_AsLong(arg);
-    if (nbytes == -1 && PyErr_Occurred()) return NULL;
-    if (nbytes < 0 || nbytes > INT_MAX) {
-        PyErr_SetString(PyExc_ValueError, "keep_heap_slack: nbytes must be from 0 to INT_MAX");
-        return NULL;
-    }
-#ifdef __GLIBC__
-    return PyBool_FromLong(mallopt(M_TOP_PAD, (int)nbytes));
-#else
-    Py_RETURN_FALSE;
-#endif
-}
-
 static PyMethodDef methods[] = {
     {"stats", (PyCFunction)(void (*)(void))stats, METH_FASTCALL, stats_doc},
     {"find", (PyCFunction)(void (*)(void))find, METH_FASTCALL, find_doc},
-    {"keep_heap_slack", keep_heap_slack, METH_O, keep_heap_slack_doc},
     {NULL, NULL, 0, NULL},
 };
 

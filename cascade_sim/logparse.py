@@ -131,12 +131,6 @@ class Outcome(msgspec.Struct, frozen=True):
 
 # --- stats blocks -------------------------------------------------------------------------
 
-# Each block allocates and frees a few hundred KB (the joined text, the map, its skeleton),
-# and glibc gives the top of its heap back to the kernel whenever more than 128 KB of it are
-# free, so every block faulted those pages in again: a sixth of the parser's time here
-# (bench/README.md). Slack of 4 MB kept there stops that, for at most 4 MB more memory.
-_tokenizer.keep_heap_slack(4 << 20)
-
 # A block's names, one per value (None: not stored), by its skeleton. Blocks of one config
 # and kernel look alike, so their names are worked out once (50 ms for an SM7_QV100 block)
 # and found again. Bounded by the names held, about 90 bytes each: 20 MB is 27 layouts of

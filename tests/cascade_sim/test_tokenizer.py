@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import math
-import platform
 import re
 import struct
 import tracemalloc
@@ -198,12 +197,6 @@ def test_a_part_must_be_within_the_text() -> None:
 @given(st.text(alphabet="ab\n= é€", max_size=80), st.text(alphabet="ab\n= é€", max_size=4), st.integers(-100, 100))
 def test_find_is_str_find(text: str, sub: str, start: int) -> None:
     assert _tokenizer.find(text, sub, start) == text.find(sub, start)
-
-
-def test_heap_slack_is_kept_under_glibc() -> None:
-    assert _tokenizer.keep_heap_slack(4 << 20) is (platform.libc_ver()[0] == "glibc")
-    with pytest.raises(ValueError):
-        _tokenizer.keep_heap_slack(-1)
 
 
 def test_nothing_is_kept_from_a_call() -> None:
