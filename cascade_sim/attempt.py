@@ -160,6 +160,7 @@ class Attempt:
         async for chunk in _chunks(self.process.stdout):
             gz.write(chunk)
             self.report.stdout(decoder.decode(chunk))
+            await self.reporter.caught_up()
 
     async def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
