@@ -315,8 +315,10 @@ static PyObject *stats(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
         PyErr_SetString(PyExc_TypeError, "stats(text: str, start: int, end: int, kernel_name, names_of, nonfinite)");
         return NULL;
     }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]), end = PyLong_AsSsize_t(args[2]);
-    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    if (end == -1 && PyErr_Occurred()) return NULL;
     if (start < 0 || end < start || end > PyUnicode_GET_LENGTH(args[0])) {
         PyErr_SetString(PyExc_IndexError, "stats: start and end must be within the text");
         return NULL;
