@@ -344,6 +344,7 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
 async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
     import duckdb
 
+    from projections.database import open_database
     from projections.replay import verify
     from projections.version import Outdated
 
@@ -351,7 +352,7 @@ async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
         raise ConfigError(f"no read model at {settings.db_path}")
     with datadir.lock(settings.data_dir):
         try:
-            con = duckdb.connect(str(settings.db_path))
+            con = open_database(settings.db_path)
         except duckdb.IOException as err:
             raise ConfigError(f"read model {settings.db_path}: in use by another process ({err})") from err
         try:

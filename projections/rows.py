@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 import msgspec
 
@@ -121,6 +122,27 @@ class KernelRow(msgspec.Struct, frozen=True, gc=False):
     seq: int
 
 
+StatId = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]  # INTEGER
+
+
+class KernelStatRow(msgspec.Struct, frozen=True, gc=False):
+    """A value of a kernel's stats map (docs/stats-naming.md): the stat `stat_names` names
+    `stat`, in the map of the kernels row with this `seq`. A number is `value` (nan and the
+    infinities as DuckDB's own), a text is `text` (`kernel_name`, and `none` where the
+    simulator printed no number); the other is null. Rows come from the maps as Arrow
+    columns (`projections/kernel_stats.py`)."""
+
+    seq: int
+    stat: StatId
+    value: float | None
+    text: str | None
+
+
+class StatNameRow(msgspec.Struct, frozen=True, gc=False):
+    id: StatId
+    name: str
+
+
 class LogChunkRow(msgspec.Struct, frozen=True, gc=False):
     """The lines of one heartbeat, joined by newlines. A sim prints tens of thousands of
     lines; a row each would cost more to write than everything else the sim reports."""
@@ -165,6 +187,13 @@ APPEND_TABLES: dict[str, tuple[type[msgspec.Struct], tuple[str, ...]]] = {
     "kernels": (KernelRow, ("sim_id", "attempt", "uid")),
     "sim_log": (LogChunkRow, ("sim_id", "attempt", "first_line_seq")),
     "sim_files": (SimFileRow, ("sim_id", "attempt", "name")),
+}
+
+# Written by the projector from the kernels rows it writes, in the same transaction: their
+# stats maps as rows (`projections/kernel_stats.py`), and the key that makes each unique.
+STATS_TABLES: dict[str, tuple[type[msgspec.Struct], tuple[str, ...]]] = {
+    "kernel_stats": (KernelStatRow, ("seq", "stat")),
+    "stat_names": (StatNameRow, ("id",)),
 }
 
 # Written by the projector beside what the fold returns, in the same transaction; a message is

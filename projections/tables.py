@@ -10,14 +10,19 @@ import duckdb
 import msgspec
 import pyarrow as pa
 
-from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, ParkedRow
+from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, STATS_TABLES, ParkedRow
 
-_SQL = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", datetime: "TIMESTAMPTZ"}
-_ARROW = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(), datetime: pa.timestamp("us", tz="UTC")}
+# An int whose type says it stays within 32 bits (`msgspec.Meta(le=...)`) is an INTEGER.
+_INT32 = "int32"
+_SQL = {str: "VARCHAR", int: "BIGINT", _INT32: "INTEGER", float: "DOUBLE", bool: "BOOLEAN", datetime: "TIMESTAMPTZ"}
+_ARROW = {
+    str: pa.string(), int: pa.int64(), _INT32: pa.int32(), float: pa.float64(), bool: pa.bool_(), datetime: pa.timestamp("us", tz="UTC")
+}
 
 ROW_TYPES: dict[str, type[msgspec.Struct]] = {
     **ENTITY_TABLES,
     **{t: spec[0] for t, spec in APPEND_TABLES.items()},
+    **{t: spec[0] for t, spec in STATS_TABLES.items()},
     PARKED_TABLE: ParkedRow,
 }
 
@@ -26,7 +31,17 @@ ROW_TYPES: dict[str, type[msgspec.Struct]] = {
 KEYS: dict[str, tuple[str, ...]] = {
     **{t: ("id",) for t in ENTITY_TABLES},
     **{t: spec[1] for t, spec in APPEND_TABLES.items()},
+    **{t: spec[1] for t, spec in STATS_TABLES.items()},
     PARKED_TABLE: PARKED_KEY,
+}
+
+# Views over the tables, made again each time a read model of this version is opened: they
+# hold nothing, so a change to one needs no rebuild.
+VIEWS = {
+    # The stats catalogue: every stat name kernels of a config have, and how many have it.
+    "stats": """SELECT s.gpu_config, n.name AS stat, count(*) AS kernels
+        FROM kernel_stats v JOIN kernels k ON k.seq = v.seq JOIN sims s ON s.id = k.sim_id JOIN stat_names n ON n.id = v.stat
+        GROUP BY s.gpu_config, n.name""",
 }
 
 CHECKPOINT_SQL = "CREATE TABLE IF NOT EXISTS checkpoint (id INTEGER PRIMARY KEY, seq BIGINT NOT NULL)"
@@ -42,6 +57,8 @@ def _base_type(info: msgspec.inspect.Type) -> tuple[Any, bool]:
         (info,) = [t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)]
     if isinstance(info, msgspec.inspect.ListType):
         return _base_type(info.item_type)[0], True
+    if isinstance(info, msgspec.inspect.IntType) and info.le is not None and info.le < 2**31:
+        return _INT32, False
     scalar = {
         msgspec.inspect.StrType: str,
         msgspec.inspect.IntType: int,
@@ -84,10 +101,11 @@ REFUSED_ROWS = (duckdb.DataError, OverflowError, pa.ArrowException)
 
 
 def create_all(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute("SET TimeZone = 'UTC'")
     for table in ROW_TYPES:
         con.execute(create_sql(table))
     con.execute(CHECKPOINT_SQL)
+    for name, select in VIEWS.items():
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
     con.execute("INSERT INTO checkpoint SELECT 1, 0 WHERE NOT EXISTS (SELECT 1 FROM checkpoint)")
 
 
