@@ -9,7 +9,7 @@ fastapi/routing.py and fastapi/dependencies/utils.py) over a pydantic twin of th
 from __future__ import annotations
 
 import json
-from typing import Annotated, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import msgspec
 import pytest
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from cascade_core.models import RunCreate
+from cascade_core.models import RunCreate, SqlQuery
 from cascade_http.validation import RequestValidationError, UnparsableBody, decode_body, error_body
 
 T = TypeVar("T")
@@ -56,7 +56,12 @@ class PydanticTree(BaseModel):
     sizes: list[int]
 
 
-ADAPTERS = {RunCreate: TypeAdapter(PydanticRunCreate), Tree: TypeAdapter(PydanticTree)}
+class PydanticSqlQuery(BaseModel):
+    sql: str = Field(min_length=1)
+    format: Literal["arrow", "csv", "json", "parquet"] = "json"
+
+
+ADAPTERS = {RunCreate: TypeAdapter(PydanticRunCreate), Tree: TypeAdapter(PydanticTree), SqlQuery: TypeAdapter(PydanticSqlQuery)}
 
 
 def fastapi_outcome(raw: bytes, schema: type) -> str:
@@ -159,6 +164,25 @@ TREES = [
     {"leaves": [None] * 4, "sizes": [None]},
     {"leaves": [{"name": "\ud800b", "n": 0, "note": 5}, {"name": 5, "n": None}], "sizes": [1.5]},
 ]
+
+
+SQL_BODIES = [
+    b'{"sql": "SELECT 1"}',
+    b'{"sql": "SELECT 1", "format": "parquet"}',
+    b'{"sql": ""}',
+    b'{"format": "csv"}',
+    b'{"sql": 1, "format": "xlsx"}',
+    b'{"sql": "SELECT 1", "format": "JSON"}',
+    b'{"sql": "SELECT 1", "format": null}',
+    b'{"sql": "SELECT 1", "format": 1}',
+    b'{"sql": "SELECT 1", "format": ["json"]}',
+    b'{"sql": "\\ud800"}',
+]
+
+
+@pytest.mark.parametrize("raw", SQL_BODIES, ids=lambda raw: repr(raw[:60]))
+def test_sql_query_bodies_answer_as_fastapi_does(raw: bytes) -> None:
+    assert cascade_outcome(raw, SqlQuery) == fastapi_outcome(raw, SqlQuery)
 
 
 @pytest.mark.parametrize("tree", TREES)
