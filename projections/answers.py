@@ -3,7 +3,6 @@ stream or Parquet, refused once it passes a number of bytes."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -12,6 +11,7 @@ import pyarrow as pa
 import pyarrow.csv
 import pyarrow.parquet
 
+from cascade_core import nonfinite
 from cascade_core.models import SqlAnswer, SqlColumn, SqlFormat
 
 MEDIA_TYPES: dict[SqlFormat, str] = {
@@ -61,13 +61,6 @@ _encoder = msgspec.json.Encoder(decimal_format="number", enc_hook=_text)
 _HOLE = msgspec.Raw(b"\x00")  # stands in for the rows, which are written as they come
 
 
-def nonfinite_text(value: float | None) -> float | str | None:
-    """A float as JSON can hold it: nan and the infinities as stats maps write them."""
-    if value is None or math.isfinite(value):
-        return value
-    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-
-
 def _json(columns: list[SqlColumn], schema: pa.Schema, batches: Iterable[pa.RecordBatch], limit: int) -> bytes:
     head, tail = _encoder.encode(SqlAnswer(columns, _HOLE)).split(b"\x00")  # type: ignore[arg-type]
     floats = [i for i, field in enumerate(schema) if pa.types.is_floating(field.type)]
@@ -76,7 +69,7 @@ def _json(columns: list[SqlColumn], schema: pa.Schema, batches: Iterable[pa.Reco
     for batch in batches:
         values = [column.to_pylist() for column in batch.columns]
         for i in floats:
-            values[i] = list(map(nonfinite_text, values[i]))
+            values[i] = list(map(nonfinite.json_value, values[i]))
         rows = _encoder.encode(list(zip(*values)))[1:-1]
         if not rows:
             continue

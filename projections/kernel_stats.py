@@ -1,13 +1,14 @@
 """Kernel stats maps as a long table: a row per value of a map in `kernel_stats`, naming its
-kernel by the kernels row's `seq` and its stat by an id of `stat_names`.
+kernel by the kernels row's `seq` and its stat by an id of `stat_names`, in the map's order.
 
-The projector writes them beside the kernels rows they come from, in the same transaction
-(`projector.write`); the maps themselves stay in `kernels.stats`, which downloads stream as
-stored (bench/README.md: building a map back from these rows takes longer than the 2 ms one
-kernel's map may take, and storing both costs less than that would save).
+The projector writes them for the kernels rows it writes, in the same transaction
+(`projector.write`). They are the only copy of the maps in the read model: a map read back is
+made from them (`queries/stats_maps.py`). bench/README.md has the measurements: writing the
+rows costs about what writing the maps' text did, and reading one map back from them takes a
+millisecond or two where reading it from a column of JSON texts took over a hundred.
 
-A real map holds 4,000 to 9,000 values, and turning them into rows must cost about what storing
-the map's text does. Maps of one config and kernel have the same names, so each set of names
+A real map holds 4,000 to 9,000 values, and turning them into rows must cost no more than
+storing the text. Maps of one config and kernel have the same names, so each set of names
 met becomes a `Layout`: a msgspec Struct with a field per name, which decodes such a map
 without making a string of any name, and the names' ids as an Arrow array, made once per read
 model. A map no known layout fits is decoded as a dict, once, and gives a new layout.
@@ -19,9 +20,7 @@ its rows are kept: a replay, whatever its batches, gives every name the same id.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
-from operator import itemgetter
 from typing import Any
 
 import duckdb
@@ -29,10 +28,9 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cascade_core import nonfinite
 from projections.rows import KernelRow, StatNameRow
 
-# The strings that stand for the non-finite numbers a stats map holds (`report.stats_json`).
-NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 Value = float | str | None
 
 _any_map = msgspec.json.Decoder(dict[str, Any])
@@ -55,19 +53,15 @@ class Layout:
         )
         # Not strict: a number field takes "NaN", "Infinity" and "-Infinity" as the floats.
         self._decoder = msgspec.json.Decoder(struct, strict=False)
-        self.numbers = [i for i in range(len(names)) if i not in texts]
         self.maybe_text = sorted(texts)
-        self._pick = itemgetter(*self.numbers) if len(self.numbers) > 1 else lambda values: [values[i] for i in self.numbers]
 
-    def decode(self, raw: bytes) -> Sequence[Value]:
-        values: Sequence[Value] = msgspec.structs.astuple(self._decoder.decode(raw))
+    def decode(self, raw: bytes) -> list[Value]:
+        values: list[Value] = list(msgspec.structs.astuple(self._decoder.decode(raw)))
         # A field that may hold text reads "NaN" as that text: it is the number.
-        if any(isinstance(values[i], str) and values[i] in NONFINITE for i in self.maybe_text):
-            values = [_value(v) for v in values]
+        for i in self.maybe_text:
+            if isinstance(values[i], str):
+                values[i] = nonfinite.VALUES.get(values[i], values[i])  # type: ignore[arg-type]
         return values
-
-    def numbers_of(self, values: Sequence[Value]) -> Sequence[float | None]:
-        return self._pick(values)  # type: ignore[no-any-return]
 
 
 _recent: list[Layout] = []  # most recently used first
@@ -76,7 +70,7 @@ _by_kernel: dict[str, list[Layout]] = {}  # the layouts kernels of a name had, m
 _EMPTY = Layout((), frozenset())
 
 
-def decode(raw: bytes, kernel: str) -> tuple[Layout, Sequence[Value]]:
+def decode(raw: bytes, kernel: str) -> tuple[Layout, list[Value]]:
     """The map's layout and its values in the layout's order, each a float (nan and
     infinities as floats), a text, or None (a JSON null). Trying a layout that does not fit
     can cost as much as one that does, so the layouts kernels of the same name had are tried
@@ -126,15 +120,10 @@ def _first(layouts: list[Layout], layout: Layout, keep: int = MAX_LAYOUTS) -> No
 
 def _value(value: Any) -> Value:
     if isinstance(value, str):
-        return NONFINITE.get(value, value)
+        return nonfinite.VALUES.get(value, value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return None if value is None else _json.encode(value).decode()
-
-
-class _Ids(msgspec.Struct, frozen=True):
-    numbers: pa.Array  # the ids of a layout's names that have only held numbers
-    maybe_text: list[int]  # and of those that have held text
 
 
 class StatNames:
@@ -143,7 +132,7 @@ class StatNames:
 
     def __init__(self) -> None:
         self._ids: dict[str, int] | None = None  # None: read from DuckDB when next needed
-        self._layouts: dict[Layout, _Ids] = {}
+        self._layouts: dict[Layout, pa.Array] = {}
         self.added: list[StatNameRow] = []
 
     def _loaded(self, con: duckdb.DuckDBPyConnection) -> dict[str, int]:
@@ -153,7 +142,8 @@ class StatNames:
             self.added.clear()
         return self._ids
 
-    def ids(self, con: duckdb.DuckDBPyConnection, layout: Layout) -> _Ids:
+    def ids(self, con: duckdb.DuckDBPyConnection, layout: Layout) -> pa.Array:
+        """The ids of the layout's names, in its order; names without one get one."""
         known = self._layouts.get(layout)
         if known is not None:
             return known
@@ -161,10 +151,9 @@ class StatNames:
         for name in sorted(n for n in layout.names if n not in ids):
             ids[name] = len(ids) + 1
             self.added.append(StatNameRow(ids[name], name))
-        of = [ids[name] for name in layout.names]
         if len(self._layouts) >= MAX_LAYOUTS:
             self._layouts.clear()
-        known = self._layouts[layout] = _Ids(pa.array([of[i] for i in layout.numbers], pa.int32()), [of[i] for i in layout.maybe_text])
+        known = self._layouts[layout] = pa.array([ids[name] for name in layout.names], pa.int32())
         return known
 
     def committed(self) -> None:
@@ -180,7 +169,8 @@ _SCHEMA = pa.schema([("seq", pa.int64()), ("stat", pa.int32()), ("value", pa.flo
 
 def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set[int], names: StatNames) -> pa.Table:
     """The `kernel_stats` rows of the maps of the kernels `kept` (by seq), out of every
-    kernel result `applied`, in order, whose names all get ids."""
+    kernel result `applied`, in order, whose names all get ids. A map's rows are in its
+    order, which a read of them gives back."""
     seqs: list[int] = []
     ends: list[int] = []  # where each kept kernel's rows end
     stats: list[pa.Array] = []
@@ -191,12 +181,16 @@ def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set
         ids = names.ids(con, layout)
         if kernel.seq not in kept or not layout.names:
             continue
-        maybe_text = [decoded[i] for i in layout.maybe_text]
-        stats += [ids.numbers, pa.array(ids.maybe_text, pa.int32())]
-        values += [pa.array(layout.numbers_of(decoded), pa.float64()), pa.array([None if isinstance(v, str) else v for v in maybe_text], pa.float64())]
-        texts += [pa.nulls(len(layout.numbers), pa.string()), pa.array([v if isinstance(v, str) else None for v in maybe_text], pa.string())]
+        text: list[str | None] | None = None
+        for i in layout.maybe_text:
+            if isinstance(value := decoded[i], str):
+                text = text or [None] * len(decoded)
+                text[i], decoded[i] = value, None
+        stats.append(ids)
+        values.append(pa.array(decoded, pa.float64()))
+        texts.append(pa.nulls(len(decoded), pa.string()) if text is None else pa.array(text, pa.string()))
         seqs.append(kernel.seq)
-        ends.append((ends[-1] if ends else 0) + len(layout.names))
+        ends.append((ends[-1] if ends else 0) + len(decoded))
     if not seqs:
         return _SCHEMA.empty_table()
     # Each kernel's seq on each of its rows, made in Arrow rather than a list of them all.

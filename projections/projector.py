@@ -191,9 +191,9 @@ FEW_ROWS = 8
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[msgspec.Struct], dedupe: tuple[str, ...] | None) -> None:
     if dedupe is None and len(rows) <= FEW_ROWS:
-        width = len(rows[0].__struct_fields__)
+        width = len(tables.stored_fields(type(rows[0])))
         values = ", ".join(["(" + ", ".join(["?"] * width) + ")"] * len(rows))
-        con.execute(f"INSERT INTO {table} VALUES {values}", [v for row in rows for v in msgspec.structs.astuple(row)])
+        con.execute(f"INSERT INTO {table} VALUES {values}", [v for row in rows for v in tables.values(row)])
         return
     with incoming(con, tables.to_arrow(table, rows)):
         if dedupe is None:

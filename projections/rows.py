@@ -108,6 +108,10 @@ class SimRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     seq: int
 
 
+# A field the fold fills in that no column holds: the projector writes it otherwise.
+NOT_STORED = msgspec.Meta(extra={"stored": False})
+
+
 class KernelRow(msgspec.Struct, frozen=True, gc=False):
     sim_id: str
     attempt: int
@@ -118,7 +122,9 @@ class KernelRow(msgspec.Struct, frozen=True, gc=False):
     gpu_sim_insn: int
     gpu_ipc: float
     sim_time_ns: float
-    stats: str  # JSON object, every stat of the kernel's block
+    # The stats map (JSON, every stat of the kernel's block), stored as its rows of
+    # kernel_stats: a map read back is built from them (`projections/queries/stats_maps.py`).
+    stats: Annotated[str, NOT_STORED]
     seq: int
 
 

@@ -53,6 +53,8 @@ _OWN_TIMES = {PARKED_TABLE: ("parked_at",)}
 
 def _base_type(info: msgspec.inspect.Type) -> tuple[Any, bool]:
     """The Python scalar type behind a field's type, and whether it is a list of it."""
+    if isinstance(info, msgspec.inspect.Metadata):
+        info = info.type
     if isinstance(info, msgspec.inspect.UnionType):
         (info,) = [t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)]
     if isinstance(info, msgspec.inspect.ListType):
@@ -69,9 +71,27 @@ def _base_type(info: msgspec.inspect.Type) -> tuple[Any, bool]:
     return scalar[type(info)], False
 
 
+def _stored(field: msgspec.inspect.Field) -> bool:
+    return not (isinstance(field.type, msgspec.inspect.Metadata) and (field.type.extra or {}).get("stored") is False)
+
+
+@functools.cache
+def stored_fields(row_type: type[msgspec.Struct]) -> tuple[int, ...]:
+    """The positions of a row type's fields that are its table's columns (`rows.NOT_STORED`)."""
+    info = msgspec.inspect.type_info(row_type)
+    return tuple(i for i, f in enumerate(info.fields) if _stored(f))  # type: ignore[attr-defined]
+
+
 def columns(row_type: type[msgspec.Struct]) -> list[tuple[str, Any, bool]]:
     info = msgspec.inspect.type_info(row_type)
-    return [(f.name, *_base_type(f.type)) for f in info.fields]  # type: ignore[attr-defined]
+    fields = [info.fields[i] for i in stored_fields(row_type)]  # type: ignore[attr-defined]
+    return [(f.name, *_base_type(f.type)) for f in fields]
+
+
+def values(row: msgspec.Struct) -> tuple[Any, ...]:
+    """A row's column values, in column order."""
+    every = msgspec.structs.astuple(row)
+    return tuple(every[i] for i in stored_fields(type(row)))
 
 
 def column_sql(table: str) -> list[str]:
@@ -91,7 +111,7 @@ def _schema(row_type: type[msgspec.Struct]) -> pa.Schema:
 
 def to_arrow(table: str, rows: list[msgspec.Struct]) -> pa.Table:
     schema = _schema(ROW_TYPES[table])
-    data = zip(*map(msgspec.structs.astuple, rows))
+    data = zip(*map(values, rows))
     return pa.Table.from_arrays([pa.array(col, type=schema.field(i).type) for i, col in enumerate(data)], schema=schema)
 
 
@@ -114,7 +134,7 @@ def compared_columns(table: str) -> str:
     own = _OWN_TIMES.get(table, ())
     if table not in ROW_TYPES or not own:
         return "*"
-    return ", ".join(name for name in ROW_TYPES[table].__struct_fields__ if name not in own)
+    return ", ".join(name for name, _, _ in columns(ROW_TYPES[table]) if name not in own)
 
 
 def checkpoint(con: duckdb.DuckDBPyConnection) -> int:
@@ -123,7 +143,8 @@ def checkpoint(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def from_rows(table: str, records: list[tuple[Any, ...]]) -> list[msgspec.Struct]:
-    """Rows read back with `SELECT *` as their Structs."""
+    """Rows read back with `SELECT *` as their Structs (of a table that stores every field)."""
     row_type = ROW_TYPES[table]
     names = row_type.__struct_fields__
+    assert len(stored_fields(row_type)) == len(names), f"{table} does not store every field of its rows"
     return [row_type(**dict(zip(names, record))) for record in records]
