@@ -42,7 +42,6 @@ import msgspec
 import nats
 
 from cascade_core import events as ev
-from cascade_core.models import RunEntry, SimMetrics
 from cascade_nats import server
 from cascade_nats.store import EventStore
 
@@ -87,7 +86,7 @@ def created(sims: int, kernels: int) -> list[ev.Event]:
             has_real_timing=False, has_step_timeline=False, **trace,
         ),
         ev.RunCreated(
-            id=_id(), at=T0, run_id=RUN, trace_id="bench-trace", entries=[RunEntry(CONFIG, sims)],
+            id=_id(), at=T0, run_id=RUN, trace_id="bench-trace", entries=[ev.ConfigCount(CONFIG, sims)],
             sims=[ev.SimSpec(f"sim-{i:03d}", CONFIG, i) for i in range(sims)], kernels_total=kernels,
         ),
     ]
@@ -108,7 +107,7 @@ def history(sims: int, kernels: int) -> Iterator[list[ev.Event]]:
             if len(batch) >= 2000 or (i == 0 and len(batch) >= 100):
                 yield batch
                 batch = []
-        latest = SimMetrics(1e6, 3e6, 3.0, 5e5)
+        latest = ev.SimTotals(1e6, 3e6, 3.0, 5e5)
         batch.append(ev.SimHeartbeat(id=_id(), at=at + timedelta(seconds=1), kernels_done=kernels, current_kernel="k", latest=latest, **common))
         if i < sims - 1:
             batch.append(ev.SimFinished(id=_id(), at=at + timedelta(seconds=1), outcome="succeeded", exit_code=0, **common))

@@ -29,7 +29,7 @@ import httpx
 import nats
 
 from cascade_core import events as ev
-from cascade_core.models import SimMetrics
+from cascade_core.object_names import sim_file
 from cascade_nats.store import EventStore
 from runs_api_bench import AUTH, RUN, T0, _id, created, kernel, service
 from tests.support import LOGS  # noqa: E402 - on the path runs_api_bench put it on
@@ -54,7 +54,7 @@ def history(sims: int, heartbeats: int, lines: int, kernels: int) -> Iterator[li
         done = 0
         for h in range(heartbeats):
             at += timedelta(seconds=2)
-            latest = SimMetrics(1e3 * h, 3e3 * h, 3.0, 5e5)
+            latest = ev.SimTotals(1e3 * h, 3e3 * h, 3.0, 5e5)
             log = "\n".join(itertools.islice(text, lines))
             batch.append(
                 ev.SimHeartbeat(id=_id(), at=at, kernels_done=done, current_kernel="k", latest=latest, first_line_seq=h * lines + 1, log=log, **common)
@@ -63,7 +63,7 @@ def history(sims: int, heartbeats: int, lines: int, kernels: int) -> Iterator[li
                 batch.append(kernel(sim_id, done, at, stats=True))
                 done += 1
         for name in FILES:
-            object_name = f"sims/{sim_id}/1/{name}"
+            object_name = sim_file(sim_id, 1, name)
             batch.append(ev.SimFileStored(id=_id(), at=at, name=name, size=100, content_type="text/plain", object_name=object_name, digest="d", **common))
         batch.append(ev.SimFinished(id=_id(), at=at, outcome="succeeded", exit_code=0, **common))
         yield batch

@@ -5,17 +5,21 @@ base, and names its aggregate through its own id fields. The tag (`type`) ends i
 a schema change adds a new type and an upcaster (`UPCASTERS`), it never rewrites the log.
 Events from the simulator runner are facts, not decisions: they carry the sim's `attempt`
 so that facts from a superseded attempt can be told apart and ignored.
+
+Events own every type they hold, and none carries a constraint: a stored event must decode
+for as long as the log lives, so limits are the API's to check when a request comes in
+(`cascade_core.models`), never the log's when it is read back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Literal, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 import msgspec
-
-from cascade_core.models import Measure, RunEntry, SimMetrics, TimingFormat, TraceKernel
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False):
@@ -63,11 +67,26 @@ class TraceFilesStored(TraceEvent, frozen=True, tag="trace.files_stored.v1"):
     files: list[StoredFile]
 
 
+class TracedKernel(msgspec.Struct, frozen=True, gc=False):
+    """A kernel launch of the trace, as `kernelslist.g` and the kernel file's header say."""
+
+    uid: int
+    name: str
+    grid: str
+    block: str
+    shmem: int
+    nregs: int
+    file: str
+    cuda_stream_id: int | None = None
+
+
 class TraceKernelsListed(TraceEvent, frozen=True, tag="trace.kernels_listed.v1"):
-    kernels: list[TraceKernel]
+    kernels: list[TracedKernel]
 
 
 UPLOAD_TIMING = "upload"  # the timing_id of the real timing an upload brought
+TimingFormat = Literal["cascade", "ncu", "nsys"]  # the layouts of a real timing file (cascade_core.realtiming)
+Measure = Literal["duration_ns", "cycles"]  # what a real timing file measures
 
 
 class TraceRealTimingListed(TraceEvent, frozen=True, tag="trace.real_timing_listed.v1"):
@@ -117,6 +136,13 @@ class TraceDeleted(TraceEvent, frozen=True, tag="trace.deleted.v1"):
 # --- runs ---------------------------------------------------------------------------------
 
 
+class ConfigCount(msgspec.Struct, frozen=True, gc=False):
+    """One entry of a run as it was requested: a GPU config, and how many sims run it."""
+
+    gpu_config: str
+    count: int
+
+
 class SimSpec(msgspec.Struct, frozen=True):
     sim_id: str
     gpu_config: str
@@ -126,7 +152,7 @@ class SimSpec(msgspec.Struct, frozen=True):
 class RunCreated(Event, frozen=True, tag="run.created.v1"):
     run_id: str
     trace_id: str
-    entries: list[RunEntry]
+    entries: list[ConfigCount]
     sims: list[SimSpec]
     kernels_total: int
     sample: bool = False
@@ -144,6 +170,15 @@ class RunCancelRequested(Event, frozen=True, tag="run.cancel_requested.v1"):
 class SimEvent(Event, frozen=True, kw_only=True):
     run_id: str
     sim_id: str
+
+
+class SimTotals(msgspec.Struct, frozen=True, gc=False):
+    """A sim's cumulative metrics so far, as the simulator last printed them."""
+
+    gpu_tot_sim_cycle: float | None = None
+    gpu_tot_sim_insn: float | None = None
+    gpu_tot_ipc: float | None = None
+    sim_rate_ips: float | None = None
 
 
 class SimQueued(SimEvent, frozen=True, tag="sim.queued.v1"):
@@ -177,7 +212,7 @@ class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
     attempt: int
     kernels_done: int
     current_kernel: str | None
-    latest: SimMetrics
+    latest: SimTotals
     first_line_seq: int = 0
     log: str = ""
 
@@ -240,9 +275,11 @@ AnyEvent = (
     | SimFinished
 )
 
-# Old event type -> function giving its current form. Decoding keeps every stored version
-# readable; folds only ever see current types.
-UPCASTERS: dict[type[Event], Callable[[Event], Event]] = {}
+# Old event type -> the function giving its next form: the current type, or a newer old one
+# that is upcast in turn. An old type stays defined in this module, out of `AnyEvent`, for as
+# long as the log may hold it; decoding keeps every stored version readable, and folds only
+# ever see current types.
+UPCASTERS: dict[type[Event], Callable[[Any], Event]] = {}
 
 
 class Unreadable(ValueError):
@@ -264,62 +301,92 @@ class _Named(msgspec.Struct):
 
 
 _encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder(AnyEvent)
 _named = msgspec.json.Decoder(_Named)
-_KNOWN = frozenset(t.__struct_config__.tag for t in get_args(AnyEvent))
+_JOIN_BELOW = 4096  # bytes per event on average
 
 
 def encode(event: Event) -> bytes:
     return _encoder.encode(event)
 
 
-def decode(data: bytes) -> AnyEvent:
-    """One stored event in its current form; `Unreadable` if it is none."""
-    try:
-        event = _decoder.decode(data)
-    except msgspec.DecodeError as err:
-        raise _unreadable(data, err) from err
-    return _current(event)
-
-
-def decode_all(data: list[bytes]) -> list[AnyEvent]:
-    """Many events. Small ones go to the decoder in one call, as JSON lines (encoded JSON
-    holds no raw newline), which saves a call each; big ones (log chunks, stats maps) one by
-    one, since joining them would copy every byte once more. `Unreadable` names the first
-    message that is no event."""
-    if len(data) > 1 and sum(map(len, data)) < _JOIN_BELOW * len(data):
-        try:
-            events: list[AnyEvent] = _decoder.decode_lines(b"\n".join(data))
-        except msgspec.DecodeError:
-            events = []  # one of them is no event: decoded one by one, it is named
-        if len(events) == len(data):  # else an empty payload made no line: decode one by one to name it
-            return [_current(event) for event in events] if UPCASTERS else events
-    return [decode(one) for one in data]
-
-
-_JOIN_BELOW = 4096  # bytes per event on average
-
-
-def _unreadable(data: bytes, err: msgspec.DecodeError) -> Unreadable:
-    try:
-        named = _named.decode(data).type
-    except msgspec.DecodeError:
-        return Unreadable(f"not an event: {err}")
-    if not isinstance(named, str):
-        return Unreadable(f"not an event: {err}")
-    if named not in _KNOWN:
-        return Unreadable(f"unknown event type {named!r} (written by a newer version?)", named)
-    return Unreadable(f"not a valid {named}: {err}", named)
-
-
-def _current(event: Event) -> AnyEvent:
-    while (upcast := UPCASTERS.get(type(event))) is not None:
-        try:
-            event = upcast(event)
-        except Exception as err:  # noqa: BLE001 - whatever an upcaster trips on, the event is unusable
-            raise Unreadable(f"cannot upcast {event_type(event)}: {err}", event_type(event)) from err
-    return cast(AnyEvent, event)  # what the decoder makes, or an upcaster's current type
+def tag_of(event_class: type[Event]) -> str:
+    return cast(str, event_class.__struct_config__.tag)
 
 
 def event_type(event: Event) -> str:
-    return type(event).__struct_config__.tag  # type: ignore[return-value]
+    return tag_of(type(event))
+
+
+class Codec:
+    """Reads stored events: one of the `current` types as it is, one of an old type (a key of
+    `upcasters`) as the current type its upcasters make of it."""
+
+    def __init__(self, current: Sequence[type[Event]], upcasters: Mapping[type[Event], Callable[[Any], Event]]) -> None:
+        stored = [*current, *upcasters]
+        self._decoder: msgspec.json.Decoder[Event] = msgspec.json.Decoder(functools.reduce(operator.or_, stored))
+        self._upcasters = dict(upcasters)
+        self._current = frozenset(current)
+        self._known = frozenset(map(tag_of, stored))
+
+    def decode(self, data: bytes) -> Event:
+        """One stored event in its current form; `Unreadable` if it is none."""
+        try:
+            event = self._decoder.decode(data)
+        except msgspec.DecodeError as err:
+            raise self._unreadable(data, err) from err
+        return self._upcast(event) if type(event) in self._upcasters else event
+
+    def decode_all(self, data: list[bytes]) -> list[Event]:
+        """Many events. Small ones go to the decoder in one call, as JSON lines (encoded JSON
+        holds no raw newline), which saves a call each; big ones (log chunks, stats maps) one
+        by one, since joining them would copy every byte once more. `Unreadable` names the
+        first message that is no event."""
+        if len(data) > 1 and sum(map(len, data)) < _JOIN_BELOW * len(data):
+            try:
+                events = self._decoder.decode_lines(b"\n".join(data))
+            except msgspec.DecodeError:
+                events = []  # one of them is no event: decoded one by one, it is named
+            if len(events) == len(data):  # else an empty payload made no line: decode one by one to name it
+                if not self._upcasters:
+                    return events
+                return [self._upcast(event) if type(event) in self._upcasters else event for event in events]
+        return [self.decode(one) for one in data]
+
+    def _unreadable(self, data: bytes, err: msgspec.DecodeError) -> Unreadable:
+        try:
+            named = _named.decode(data).type
+        except msgspec.DecodeError:
+            return Unreadable(f"not an event: {err}")
+        if not isinstance(named, str):
+            return Unreadable(f"not an event: {err}")
+        if named not in self._known:
+            return Unreadable(f"unknown event type {named!r} (written by a newer version?)", named)
+        return Unreadable(f"not a valid {named}: {err}", named)
+
+    def _upcast(self, event: Event) -> Event:
+        stored = event_type(event)
+        for _ in self._upcasters:  # each step leaves an old type behind: a chain has no more
+            upcast = self._upcasters.get(type(event))
+            if upcast is None:
+                break
+            try:
+                event = upcast(event)
+            except Exception as err:  # noqa: BLE001 - whatever an upcaster trips on, the event is unusable
+                raise Unreadable(f"cannot upcast {event_type(event)}: {err}", stored) from err
+        if type(event) not in self._current:
+            raise Unreadable(f"upcasting {stored} gave a {type(event).__name__}, which is no current event type", stored)
+        return event
+
+
+_CODEC = Codec(get_args(AnyEvent), UPCASTERS)
+
+
+def decode(data: bytes) -> AnyEvent:
+    """One stored event in its current form; `Unreadable` if it is none."""
+    return cast(AnyEvent, _CODEC.decode(data))
+
+
+def decode_all(data: list[bytes]) -> list[AnyEvent]:
+    """Many stored events in their current form (`Codec.decode_all`)."""
+    return cast(list[AnyEvent], _CODEC.decode_all(data))
+

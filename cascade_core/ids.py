@@ -9,17 +9,10 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Annotated
-
-import msgspec
 
 TRACE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 # A sim file's name as the reference allows it: also safe as a file name on any disk.
 FILE_NAME_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9._-]{1,128}$"
-
-TraceId = Annotated[str, msgspec.Meta(pattern=TRACE_ID_PATTERN)]
-RunId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
-SimId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 
 _PLAIN = re.compile(r"[A-Za-z0-9-]")
 _ALL_PLAIN = re.compile(r"[A-Za-z0-9-]+")

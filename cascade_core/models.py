@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from cascade_core.events import Measure, TimingFormat  # what the log holds, shown as stored
+
 TraceState = Literal["uploading", "processing", "ready", "failed"]
 SimState = Literal["pending", "launching", "running", "succeeded", "failed", "cancelled"]
 RunState = Literal["active", "succeeded", "failed", "cancelled"]
@@ -132,7 +134,7 @@ class RunDetail(RunSummary, frozen=True, kw_only=True):
     sims: list[Sim]
 
 
-class KernelStat(msgspec.Struct, frozen=True, kw_only=True):
+class KernelStat(msgspec.Struct, frozen=True):
     sim_id: str
     kernel_index: int
     kernel_name: str
@@ -201,10 +203,6 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     cycles_correlation: Annotated[
         dict[str, Correlation] | None, msgspec.Meta(description="With real cycles: sim_cycles against real_cycles, per config.")
     ] = None
-
-
-TimingFormat = Literal["cascade", "ncu", "nsys"]  # the layouts of a real timing file (cascade_core.realtiming)
-Measure = Literal["duration_ns", "cycles"]  # what a real timing file measures
 
 
 class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True):

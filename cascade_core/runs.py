@@ -116,7 +116,7 @@ def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConf
         at=cmd.at,
         run_id=cmd.run_id,
         trace_id=cmd.body.trace_id,
-        entries=list(cmd.body.entries),
+        entries=msgspec.convert(cmd.body.entries, list[ev.ConfigCount], from_attributes=True),
         sims=sims,
         kernels_total=trace.kernel_count,
     )

@@ -13,8 +13,6 @@ reference prints ints and floats distinctly and the output must match it byte fo
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 import statistics
@@ -31,7 +29,6 @@ TIMELINE_FILE = "step_timeline.json"
 HOST_MODEL = "scaled-gaps"
 GAP_MODEL = "measured"
 REQUEST_ASSUMPTION = "one request per repeat; queued (or arrival) + pre/steps/inter-step gaps/post"
-KERNEL_STATS_HEADER = ["uid", "name", "gpu_sim_cycle", "gpu_sim_insn", "ipc"]
 
 
 class TimelineError(ValueError):
@@ -661,84 +658,3 @@ def step_timeline(
         simulated=simulated,
         compare=compare(timeline, simulated),
     )
-
-
-# --- Text summary for the offline CLI ------------------------------------------------------
-
-
-def summary_text(tl: SimStepTimeline) -> str:
-    """A few lines: coverage, then per request TTFT / ITL mean / e2e, simulated vs real."""
-    cov = tl.simulated.summary.simulation.coverage
-    lines = [
-        f"{tl.sim_id} ({tl.gpu_config}, replica {tl.replica}): "
-        f"{cov.simulated_kernels} of {cov.kernels} kernels simulated "
-        f"({_pct(cov.kernel_fraction)} of kernels, {_pct(cov.gpu_time_fraction)} of measured GPU time)"
-    ]
-    for request in tl.compare.requests:
-        lines.append(f"  request (repeat {request.repeat}):")
-        for label, metric in (
-            ("TTFT", request.ttft_ms),
-            ("ITL mean", request.itl_ms_mean),
-            ("e2e", request.e2e_ms),
-        ):
-            lines.append(f"    {label:<9}{_metric_text(metric)}")
-    wall = tl.compare.summary.wall_ns
-    if wall.count:
-        lines.append(
-            f"  step wall: mean error {_signed(wall.mean_error, 1e3, ' us')} "
-            f"({_signed(wall.mean_error_pct, 1, '%')}) over {wall.count} steps"
-        )
-    return "\n".join(lines)
-
-
-def _metric_text(metric: MetricCompare) -> str:
-    simulated = "n/a" if metric.simulated is None else f"{metric.simulated:.3f} ms"
-    real = "n/a" if metric.real is None else f"{metric.real:.3f} ms"
-    return f"{simulated} simulated vs {real} real ({_signed(metric.error_pct, 1, '%')})"
-
-
-def _signed(value: Num | None, scale: float, suffix: str) -> str:
-    return "n/a" if value is None else f"{value / scale:+.2f}{suffix}"
-
-
-def _pct(fraction: float | None) -> str:
-    return "n/a" if fraction is None else f"{fraction * 100:.2f}%"
-
-
-# --- kernel-stats.csv ----------------------------------------------------------------------
-
-
-def kernel_times_from_csv(text: str, clock_mhz: float) -> dict[int, float]:
-    """uid -> simulated ns (gpu_sim_cycle / clock_mhz * 1000) from a kernel-stats.csv."""
-    if not clock_mhz > 0:
-        raise ValueError(f"clock_mhz must be > 0, got {clock_mhz}")
-    rows = csv.reader(io.StringIO(text))
-    header = next(rows, None)
-    if header != KERNEL_STATS_HEADER:
-        raise ValueError(
-            f"kernel-stats.csv: header must be {','.join(KERNEL_STATS_HEADER)}, got "
-            f"{'nothing' if header is None else ','.join(header)}"
-        )
-    times: dict[int, float] = {}
-    for row in rows:
-        where = f"kernel-stats.csv line {rows.line_num}"
-        if not row:
-            continue  # a blank line, such as a trailing one
-        if len(row) != len(KERNEL_STATS_HEADER):
-            raise ValueError(f"{where}: expected {len(KERNEL_STATS_HEADER)} columns, got {len(row)}")
-        uid = _csv_int(row[0], "uid", where, minimum=1)
-        cycles = _csv_int(row[2], "gpu_sim_cycle", where, minimum=0)
-        if uid in times:
-            raise ValueError(f"{where}: uid {uid} appears twice")
-        times[uid] = cycles / clock_mhz * 1000
-    return times
-
-
-def _csv_int(text: str, column: str, where: str, *, minimum: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{where}: {column} must be an integer, got {text!r}") from None
-    if value < minimum:
-        raise ValueError(f"{where}: {column} must be >= {minimum}, got {value}")
-    return value

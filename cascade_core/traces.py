@@ -28,7 +28,7 @@ from cascade_core import events as ev
 from cascade_core.gpu_configs import suggested_config
 from cascade_core.ids import is_trace_id
 from cascade_core.limits import too_large
-from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail, TraceKernel
+from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail
 from cascade_core.realtiming import line_up, parse_timing
 from cascade_core.timeline import TimelineError, validate_timeline
 from cascade_core.tracefiles import (
@@ -56,8 +56,6 @@ MEDIA_TYPES: dict[str, Compression] = {
     "application/x-gzip": "gzip",
     "application/x-xz": "xz",
 }
-
-OBJECT_PREFIX = "accelsim-traces"
 
 # Every event stays far below the event store's 512 KiB: a batch closes at whichever comes first.
 MAX_FILES_PER_EVENT = 500
@@ -113,14 +111,6 @@ class Received(msgspec.Struct, frozen=True, kw_only=True):
 def new_trace_id() -> str:
     """An id for a trace whose uploader chose none."""
     return f"trace-{secrets.token_hex(6)}"
-
-
-def object_key(trace_id: str, path: str) -> str:
-    return f"{OBJECT_PREFIX}/{trace_id}/{path}"
-
-
-def object_prefix(trace_id: str) -> str:
-    return f"{OBJECT_PREFIX}/{trace_id}/"
 
 
 # --- before anything is stored ----------------------------------------------------------------
@@ -240,7 +230,7 @@ def _text(raw: bytes, name: str) -> str:
         raise TraceError(f"{name} is not UTF-8 text (byte {error.start} is 0x{raw[error.start]:02x}); save it as UTF-8") from None
 
 
-def _kernels(received: Received) -> tuple[list[TraceKernel], str]:
+def _kernels(received: Received) -> tuple[list[ev.TracedKernel], str]:
     """The trace's kernels in launch order and its arch, or the first problem with them."""
     if received.kernelslist is None:
         elsewhere = f" (found {', '.join(received.kernelslists_elsewhere[:3])})" if received.kernelslists_elsewhere else ""
@@ -260,7 +250,7 @@ def _kernels(received: Received) -> tuple[list[TraceKernel], str]:
     return trace_kernels(entries, received.headers), arch
 
 
-def _timing(raw: bytes, source: str, kernels: Sequence[TraceKernel]) -> list[ev.RealTiming]:
+def _timing(raw: bytes, source: str, kernels: Sequence[ev.TracedKernel]) -> list[ev.RealTiming]:
     return line_up(parse_timing(_text(raw, source), source), kernels, source)
 
 

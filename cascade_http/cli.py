@@ -3,6 +3,7 @@
     cascade serve      start the service (embedded nats-server unless --nats-url)
     cascade replay     rebuild a read model from the log, or verify the live one
     cascade events     print an aggregate's history
+    cascade timeline   a serving step timeline from files, offline (`timeline_cli`)
     cascade trace upload DIR   stream a trace directory to a running server
     cascade trace timing TRACE FILE   attach real kernel timing to a ready trace
     cascade run TRACE CONFIG[xN]... [--watch], run show RUN, run cancel RUN, runs, results RUN
@@ -377,31 +378,6 @@ async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
             con.close()
 
 
-# --- timeline -----------------------------------------------------------------------------
-
-
-def timeline(args: argparse.Namespace) -> int:
-    from cascade_core import timeline as tl
-
-    try:
-        raw = Path(args.timeline).read_bytes()
-        kernels = Path(args.kernels).read_text()
-    except OSError as err:
-        raise ConfigError(f"{err.filename}: {err.strerror}") from err
-    try:
-        sim_ns = tl.kernel_times_from_csv(kernels, args.clock_mhz)
-        # Offline there is no trace to bound kernel uids by; the kernel times stand for it.
-        measured = tl.validate_timeline(raw, kernel_count=sys.maxsize)
-    except ValueError as err:
-        raise ConfigError(str(err)) from err
-    result = tl.step_timeline("offline", f"{args.clock_mhz:g} MHz", 0, measured, sim_ns)
-    encoded = msgspec.json.encode(result)
-    if args.output:
-        Path(args.output).write_bytes(encoded)
-    print(encoded.decode() if args.json else tl.summary_text(result))
-    return 0
-
-
 # --- events -------------------------------------------------------------------------------
 
 
@@ -445,6 +421,15 @@ def _parked(args: argparse.Namespace) -> int:
     if not parked and not args.json:
         print("nothing parked")
     return 0
+
+
+# --- timeline -----------------------------------------------------------------------------
+
+
+def timeline(args: argparse.Namespace) -> int:
+    from cascade_http.timeline_cli import timeline
+
+    return timeline(args)
 
 
 # --- trace --------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import msgspec
 
 from cascade_core.models import RunDetail
 from cascade_core.timeline import TIMELINE_FILE, StepTimeline, TimelineError, step_timeline, validate_timeline
-from cascade_core.traces import object_key
+from cascade_core.object_names import trace_file
 from cascade_http.lru import Lru
 from cascade_nats.objects import ObjectMissing, Objects
 from projections.queries.runs import SimKernelTimes
@@ -66,7 +66,7 @@ class StepTimelines:
         if timeline is not None:
             return timeline
         try:
-            raw = await self.objects.read_all(object_key(trace.id, TIMELINE_FILE))
+            raw = await self.objects.read_all(trace_file(trace.id, TIMELINE_FILE))
             timeline = await anyio.to_thread.run_sync(validate_timeline, raw, trace.kernel_count)
         except ObjectMissing:
             log.warning("trace %s has a step timeline but no %s in the object store", trace.id, TIMELINE_FILE)

@@ -21,10 +21,9 @@ import re
 from collections.abc import Callable
 from typing import TypeVar, cast
 
-import msgspec
 from msgspec import inspect
 
-from cascade_core.models import ValidationErrorBody, ValidationIssue
+from cascade_core.models import ValidationIssue
 
 T = TypeVar("T")
 Loc = list[str | int]
@@ -63,11 +62,6 @@ def decode_body(raw: bytes, type_: type[T]) -> T:
         return cast(T, _validator(type_)(value, ["body"]))
     except _Invalid as invalid:
         raise RequestValidationError(invalid.issues) from None
-
-
-def error_body(issues: list[ValidationIssue]) -> bytes:
-    """The 422 response body, `{"detail": [...]}`."""
-    return msgspec.json.encode(ValidationErrorBody(detail=issues))
 
 
 # pydantic-core's message templates (errors/types.rs), formatted with the issue's ctx.

@@ -23,6 +23,7 @@ import nats.js.errors
 from nats.aio.client import Client
 from nats.js.object_store import ObjectStore
 
+from cascade_core.object_names import digest
 from cascade_nats.firehose import Firehose
 from cascade_nats.pipeline import Pipeline
 from cascade_nats.wire import url_of
@@ -43,10 +44,6 @@ class StoredObject(msgspec.Struct, frozen=True):
     name: str
     size: int
     digest: str  # "SHA-256=<base64url>", as the object store writes it
-
-
-def digest_of(sha: hashlib._Hash) -> str:
-    return "SHA-256=" + base64.urlsafe_b64encode(sha.digest()).decode()
 
 
 class Objects:
@@ -108,7 +105,7 @@ class Objects:
         finally:
             self.pipeline.release(batch)
         previous = await self._info(name)
-        stored = StoredObject(name, size, digest_of(sha))
+        stored = StoredObject(name, size, digest(sha))
         meta = {
             "name": name,
             "bucket": self.bucket,
@@ -144,8 +141,8 @@ class Objects:
                 for _, _, chunk in batch:
                     sha.update(chunk)
                     yield chunk
-        if digest_of(sha) != info.digest:
-            raise DigestMismatch(f"{name}: stored digest {info.digest}, read {digest_of(sha)}")
+        if digest(sha) != info.digest:
+            raise DigestMismatch(f"{name}: stored digest {info.digest}, read {digest(sha)}")
 
     async def read_all(self, name: str) -> bytes:
         return b"".join([chunk async for chunk in self.read(name)])

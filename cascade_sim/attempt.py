@@ -1,9 +1,9 @@
 """Running one sim attempt: a fresh working directory, the real simulator, its output turned
-into events as it is printed (`report.SimReport`), its files stored, and the outcome decided.
+into events as it is printed (`sim_report.SimReport`), its files stored, and the outcome decided.
 
 The output is read in chunks as it comes and never held whole: each chunk goes to the
 gzipped log file, to the log lines that heartbeats carry, and to the streaming parser, whose
-kernel results become events at once. While NATS is away the events wait in the reporter,
+kernel results become events at once. While NATS is away the events wait in the sender,
 and once it holds as many as it may, the output is read no further until they are sent:
 the simulator then waits on its own pipe. Its files are stored however long that takes too.
 """
@@ -25,12 +25,14 @@ from pathlib import Path
 
 import msgspec
 
+from cascade_core.kernel_stats import kernel_stats_csv
+from cascade_core.object_names import sim_file
 from cascade_nats.objects import Objects, StoredObject
 from cascade_nats.supervise import retry
 from cascade_sim import logparse
 from cascade_sim.install import AccelSimInstall
-from cascade_sim.report import Job, Launch, SimReport, content_type, kernel_stats_csv
-from cascade_sim.reporter import Reporter
+from cascade_sim.event_sender import EventSender
+from cascade_sim.sim_report import Job, Launch, SimReport, content_type
 
 log = logging.getLogger("cascade.runner")
 
@@ -73,7 +75,7 @@ class Attempt:
         job: Job,
         install: AccelSimInstall,
         objects: Objects,
-        reporter: Reporter,
+        sender: EventSender,
         workdir: Path,
         trace_dir: Path,
         host: str,
@@ -85,14 +87,14 @@ class Attempt:
         self.job = job
         self.install = install
         self.objects = objects
-        self.reporter = reporter
+        self.sender = sender
         self.workdir = workdir
         self.trace_dir = trace_dir
         self.host = host
         self.stop = stop
         self.grace_s = grace_s
         self.timeout_s = timeout_s
-        self.report = SimReport(job, reporter.emit, reporter.next_id, reporter.now)
+        self.report = SimReport(job, sender.emit, sender.next_id, sender.now)
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self.config_digests: dict[str, str] = {}
         self.process: asyncio.subprocess.Process | None = None
@@ -161,7 +163,7 @@ class Attempt:
         assert self.process is not None and self.process.stdout is not None
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         while True:
-            await self.reporter.room()
+            await self.sender.room()
             chunk = await self.process.stdout.read(READ_SIZE)
             if not chunk:
                 return
@@ -171,7 +173,7 @@ class Attempt:
     async def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
         while True:
-            await self.reporter.room()
+            await self.sender.room()
             raw = await self.process.stderr.readline()
             if not raw:
                 return
@@ -183,7 +185,7 @@ class Attempt:
         await asyncio.sleep(LAUNCH_WAIT_S)
         self.report.launched_once()
         while True:
-            if not self.reporter.full:  # one more would only wait too, with nothing new to say
+            if not self.sender.full:  # one more would only wait too, with nothing new to say
                 self.report.heartbeat()
             await asyncio.sleep(HEARTBEAT_S)
 
@@ -219,7 +221,7 @@ class Attempt:
             if path.is_file() and str(relative) not in inputs:
                 files.append((stored_name(relative), path))
         for name, source in files:
-            object_name = f"sims/{self.job.sim_id}/{self.job.attempt}/{name}"
+            object_name = sim_file(self.job.sim_id, self.job.attempt, name)
             stored = await self._put(object_name, source)
             self.report.file_stored(name, stored.size, object_name, stored.digest)
         self.report.heartbeat()
@@ -232,7 +234,7 @@ class Attempt:
         async def put() -> StoredObject:
             return await self.objects.put(object_name, _content(source), content_type=kind)
 
-        return await retry(f"sim {self.job.sim_id}.{self.job.attempt}: storing {object_name}", put, self.reporter.supervision)
+        return await retry(f"sim {self.job.sim_id}.{self.job.attempt}: storing {object_name}", put, self.sender.supervision)
 
 
 async def _content(source: Path | bytes) -> AsyncIterator[bytes]:

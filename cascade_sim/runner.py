@@ -11,7 +11,7 @@ noticed within seconds.
 
 Every loop here (taking requests, announcing, listening for cancels, keeping each request in
 progress, watching each sim) runs under a supervisor, so NATS going away for any length of
-time ends none of them: running sims go on, their events wait (`reporter`), and when NATS is
+time ends none of them: running sims go on, their events wait (`event_sender`), and when NATS is
 back the runner carries on. A request whose lease ran out meanwhile comes back to some
 runner: to this one, which keeps the sim (the request is still its own), or to another,
 which claims the next attempt if this one has not announced itself again by then, and this
@@ -48,8 +48,8 @@ from cascade_sim import registry
 from cascade_sim.attempt import HEARTBEAT_S, Attempt, Stop
 from cascade_sim.dispatcher import consumed_event, ensure_consumers
 from cascade_sim.install import AccelSimInstall
-from cascade_sim.report import Job
-from cascade_sim.reporter import Reporter
+from cascade_sim.event_sender import EventSender
+from cascade_sim.sim_report import Job
 from cascade_sim.trace_cache import TraceCache, TraceUnavailable
 
 log = logging.getLogger("cascade.runner")
@@ -248,17 +248,17 @@ class Runner:
             return "done" if claim is None else "leave"
         assert isinstance(claim, int)
         job = slot.job = Job(request.run_id, request.sim_id, claim, request.trace_id, config, request.kernels_total)
-        reporter = Reporter(self.store, job.sim_id, job.attempt, self.supervision)
+        sender = EventSender(self.store, job.sim_id, job.attempt, self.supervision)
         if await self._cancelled(job):
             return "done"
         try:
             trace_dir = await self.cache.fetch(job.trace_id)
         except TraceUnavailable as err:
-            await self._fail(job, reporter, str(err))
+            await self._fail(job, sender, str(err))
             return "done"
         workdir = self.work_dir / "sims" / f"{job.sim_id}.{job.attempt}"
         attempt = Attempt(
-            job, self.install, self.objects, reporter, workdir, trace_dir, self.host, slot.stop,
+            job, self.install, self.objects, sender, workdir, trace_dir, self.host, slot.stop,
             grace_s=self.grace_s, timeout_s=self.sim_timeout_s,
         )
         watch = asyncio.create_task(self._supervised(f"watching {job.sim_id}", lambda: self._watch(job, slot.stop)))
@@ -267,11 +267,11 @@ class Runner:
         finally:
             watch.cancel()
         if result is None:  # another attempt owns the sim now, and its runner the request
-            await reporter.flush()
+            await sender.flush()
             shutil.rmtree(workdir, ignore_errors=True)
             return "leave"
         attempt.report.finished(result)
-        await reporter.flush()
+        await sender.flush()
         if result.succeeded or not self.keep_failed:
             shutil.rmtree(workdir, ignore_errors=True)
         log.info("sim %s attempt %d: %s", job.sim_id, job.attempt, "succeeded" if result.succeeded else result.error)
@@ -347,14 +347,14 @@ class Runner:
         await self.store.append(self._failed(request, attempt, "unrunnable", f"no runner has GPU config {request.gpu_config}"))
         return True
 
-    async def _fail(self, job: Job, reporter: Reporter, error: str) -> None:
-        reporter.emit(
+    async def _fail(self, job: Job, sender: EventSender, error: str) -> None:
+        sender.emit(
             ev.SimFinished(
-                id=reporter.next_id(), at=reporter.now(), run_id=job.run_id, sim_id=job.sim_id,
+                id=sender.next_id(), at=sender.now(), run_id=job.run_id, sim_id=job.sim_id,
                 attempt=job.attempt, outcome="failed", error=error,
             )
         )
-        await reporter.flush()
+        await sender.flush()
 
     async def _cancelled(self, job: Job) -> bool:
         last = await self.store.last_on(subjects.run(job.run_id))

@@ -15,7 +15,6 @@ them (409), and their runs are finished, so a cancel changes nothing.
 
 from __future__ import annotations
 
-import base64
 import gzip
 import hashlib
 import itertools
@@ -28,11 +27,13 @@ import msgspec
 
 from cascade_core import events as ev
 from cascade_core import subjects
-from cascade_core.models import GpuConfig, RunEntry, TraceKernel
+from cascade_core.kernel_stats import kernel_stats_csv
+from cascade_core.models import GpuConfig
+from cascade_core.object_names import digest, sim_file, trace_file
 from cascade_core.tracefiles import KernelLaunch, parse_kernel_header, parse_kernelslist, trace_arch, trace_kernels
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
-from cascade_sim.report import Job, Launch, SimReport, kernel_stats_csv
+from cascade_sim.sim_report import Job, Launch, SimReport
 
 log = logging.getLogger("cascade.samples")
 
@@ -46,11 +47,6 @@ class Sample(msgspec.Struct, frozen=True):
     name: str
     events: list[ev.Event]
     files: dict[str, bytes]  # object name -> content
-
-
-def digest(data: bytes) -> str:
-    """The object store's digest of `data`."""
-    return "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
 
 
 class _Clock:
@@ -127,9 +123,9 @@ def _replayed_sim(clock: _Clock, job: Job, log_text: str, files: dict[str, bytes
         ("exit-status.txt", f"{result.exit_code}\n".encode()),
         ("kernel-stats.csv", kernel_stats_csv(report.kernels)),
     ):
-        object_name = f"sims/{job.sim_id}/1/{name}"
+        object_name = sim_file(job.sim_id, job.attempt, name)
         files[object_name] = content
-        report.file_stored(name, len(content), object_name, digest(content))
+        report.file_stored(name, len(content), object_name, digest(hashlib.sha256(content)))
     report.heartbeat()
     report.finished(result)
     return events
@@ -144,7 +140,7 @@ def recorded(name: str, folder: str, log_file: str) -> Sample:
     events.append(
         ev.RunCreated(
             id=clock.next_id(), at=clock.now(), run_id=run_id, trace_id=trace_id,
-            entries=[RunEntry(TITANX.name, RECORDED_REPLICAS)], sims=sims, kernels_total=kernel_count, sample=True,
+            entries=[ev.ConfigCount(TITANX.name, RECORDED_REPLICAS)], sims=sims, kernels_total=kernel_count, sample=True,
         )
     )
     log_text = _data("cascade_sim.sample_data", f"accelsim/{log_file}").decode()
@@ -232,9 +228,9 @@ def _llm_trace_files() -> dict[str, bytes]:
 def llm() -> Sample:
     clock = _Clock("opt125m-h100-e2e", SAMPLE_AT - timedelta(minutes=5))
     trace_files = _llm_trace_files()
-    files = {f"accelsim-traces/{LLM_TRACE}/{path}": content for path, content in trace_files.items()}
+    files = {trace_file(LLM_TRACE, path): content for path, content in trace_files.items()}
     kernels = [
-        TraceKernel(uid, name, "1x1x1", "128x1x1", 0, 0, f"kernel-{uid}.traceg.xz") for uid, (name, _, _) in enumerate(LLM_KERNELS, 1)
+        ev.TracedKernel(uid, name, "1x1x1", "128x1x1", 0, 0, f"kernel-{uid}.traceg.xz") for uid, (name, _, _) in enumerate(LLM_KERNELS, 1)
     ]
     real = [
         ev.RealTiming(int(k), n, float(d))
@@ -244,7 +240,7 @@ def llm() -> Sample:
         ev.TraceUploadStarted(id=clock.next_id(), at=clock.now(), trace_id=LLM_TRACE, content_type="application/x-tar", sample=True),
         ev.TraceFilesStored(
             id=clock.next_id(), at=clock.now(), trace_id=LLM_TRACE,
-            files=[ev.StoredFile(path, len(content), digest(content)) for path, content in trace_files.items()],
+            files=[ev.StoredFile(path, len(content), digest(hashlib.sha256(content))) for path, content in trace_files.items()],
         ),
         ev.TraceKernelsListed(id=clock.next_id(), at=clock.now(), trace_id=LLM_TRACE, kernels=kernels),
         ev.TraceRealTimingListed(id=clock.next_id(), at=clock.now(), trace_id=LLM_TRACE, rows=real),
@@ -258,7 +254,7 @@ def llm() -> Sample:
     sim_id = "sim-sample-opt125m-h100-0"
     events.append(
         ev.RunCreated(
-            id=clock.next_id(), at=SAMPLE_AT, run_id=LLM_RUN, trace_id=LLM_TRACE, entries=[RunEntry(H100.name, 1)],
+            id=clock.next_id(), at=SAMPLE_AT, run_id=LLM_RUN, trace_id=LLM_TRACE, entries=[ev.ConfigCount(H100.name, 1)],
             sims=[ev.SimSpec(sim_id, H100.name, 0)], kernels_total=len(kernels), sample=True,
         )
     )
@@ -274,9 +270,9 @@ def llm() -> Sample:
     report.end_of_output()
     result = report.outcome(0, [])
     for name, content in (("exit-status.txt", b"0\n"), ("kernel-stats.csv", kernel_stats_csv(report.kernels))):
-        object_name = f"sims/{sim_id}/1/{name}"
+        object_name = sim_file(sim_id, job.attempt, name)
         files[object_name] = content
-        report.file_stored(name, len(content), object_name, digest(content))
+        report.file_stored(name, len(content), object_name, digest(hashlib.sha256(content)))
     report.heartbeat()
     report.finished(result)
     return Sample("opt125m-h100-e2e", events, files)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from cascade_core import events as ev
 from cascade_core import subjects
+from cascade_core.object_names import trace_file
 from cascade_core.tracefiles import safe_member_path
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
@@ -70,7 +71,7 @@ class TraceCache:
                     raise TraceUnavailable(f"trace {trace_id}: unsafe stored path {f.path!r}")
                 target = partial / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
-                chunks = self.objects.read(f"accelsim-traces/{trace_id}/{f.path}")
+                chunks = self.objects.read(trace_file(trace_id, f.path))
                 with target.open("wb") as out:
                     async with contextlib.aclosing(chunks):
                         async for chunk in chunks:

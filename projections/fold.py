@@ -24,7 +24,6 @@ from typing import Any, TypeVar, assert_never
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.models import RunEntry
 from cascade_core.runs import FINISHED, SIM_STATES, run_state
 from projections.rows import (
     APPEND_TABLES,
@@ -48,7 +47,7 @@ VERSION = 1
 
 _json = msgspec.json.Encoder()
 _counts_decoder = msgspec.json.Decoder(dict[str, int])
-_entries = msgspec.json.Decoder(list[RunEntry])
+_entries = msgspec.json.Decoder(list[ev.ConfigCount])
 
 
 class Rows(msgspec.Struct, frozen=True):
@@ -264,14 +263,13 @@ def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
             return
         case ev.TraceFilesStored() if trace is not None and _open(trace):
             for f in e.files:
-                b.checked["trace_files"].append(TraceFileRow(trace_id, f.path, f.bytes, f.digest))
+                b.checked["trace_files"].append(TraceFileRow(trace_id=trace_id, **msgspec.structs.asdict(f)))
             if trace.state == "uploading":  # the whole upload is stored: processing it starts
                 b.put_trace(msgspec.structs.replace(trace, state="processing", updated_at=e.at, seq=seq))
             return
         case ev.TraceKernelsListed() if trace is not None and _open(trace):
             for k in e.kernels:
-                row = TraceKernelRow(trace_id, k.uid, k.name, k.grid, k.block, k.shmem, k.nregs, k.file, k.cuda_stream_id)
-                b.checked["trace_kernels"].append(row)
+                b.checked["trace_kernels"].append(TraceKernelRow(trace_id=trace_id, **msgspec.structs.asdict(k)))
             return
         case ev.TraceRealTimingListed() if trace is not None and _open(trace):
             for r in e.rows:
@@ -457,8 +455,19 @@ def _launched(b: _Batch, seq: int, sim: SimRow, e: ev.SimLaunched) -> None:
 def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> None:
     if not _current(sim, e):
         return
-    stats = bytes(e.stats).decode()
-    row = KernelRow(sim.id, e.attempt, e.kernel_index, e.uid, e.name, e.gpu_sim_cycle, e.gpu_sim_insn, e.gpu_ipc, e.sim_time_ns, stats, seq)
+    row = KernelRow(
+        sim_id=sim.id,
+        attempt=e.attempt,
+        kernel_index=e.kernel_index,
+        uid=e.uid,
+        name=e.name,
+        gpu_sim_cycle=e.gpu_sim_cycle,
+        gpu_sim_insn=e.gpu_sim_insn,
+        gpu_ipc=e.gpu_ipc,
+        sim_time_ns=e.sim_time_ns,
+        stats=bytes(e.stats).decode(),
+        seq=seq,
+    )
     b.show(seq, sim.run_id, "kernel", row)
     if e.kernel_index < sim.kernels_recorded:
         b.checked["kernels"].append(row)
@@ -476,7 +485,7 @@ def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
     count = e.line_count
     fresh_from = max(0, sim.log_seq + 1 - e.first_line_seq)
     if count:
-        chunk = LogChunkRow(sim.id, e.attempt, e.first_line_seq, count, e.log)
+        chunk = LogChunkRow(sim_id=sim.id, attempt=e.attempt, first_line_seq=e.first_line_seq, line_count=count, text=e.log)
         (b.appended if fresh_from == 0 else b.checked)["sim_log"].append(chunk)
     # Either change certainly changes the row: new lines move `log_seq` on, a later
     # heartbeat moves `last_heartbeat_at` on.
@@ -502,7 +511,17 @@ def _file_stored(b: _Batch, seq: int, sim: SimRow, e: ev.SimFileStored) -> None:
     # Kept even after the sim finished: a cancelled sim's log is still worth reading.
     if e.attempt != sim.attempt:
         return
-    row = SimFileRow(sim.id, e.attempt, e.name, e.size, e.content_type, e.at, e.object_name, e.digest, seq)
+    row = SimFileRow(
+        sim_id=sim.id,
+        attempt=e.attempt,
+        name=e.name,
+        size=e.size,
+        content_type=e.content_type,
+        created_at=e.at,
+        object_name=e.object_name,
+        digest=e.digest,
+        seq=seq,
+    )
     b.checked["sim_files"].append(row)
     b.show(seq, sim.run_id, "file", row)
 

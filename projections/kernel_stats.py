@@ -150,7 +150,7 @@ class StatNames:
         ids = self._loaded(con)
         for name in sorted(n for n in layout.names if n not in ids):
             ids[name] = len(ids) + 1
-            self.added.append(StatNameRow(ids[name], name))
+            self.added.append(StatNameRow(id=ids[name], name=name))
         if len(self._layouts) >= MAX_LAYOUTS:
             self._layouts.clear()
         known = self._layouts[layout] = pa.array([ids[name] for name in layout.names], pa.int32())

@@ -84,4 +84,4 @@ def join(first: Batch | None, second: Batch | None) -> Batch | None:
 
 
 def _row(seq: int, subject: str, event_type: str | None, error: str) -> ParkedRow:
-    return ParkedRow(seq, subject, event_type, error, datetime.now(UTC))
+    return ParkedRow(seq=seq, subject=subject, event_type=event_type, error=error, parked_at=datetime.now(UTC))

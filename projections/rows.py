@@ -1,4 +1,4 @@
-"""The read model's rows: one Struct per table, fields in column order.
+"""The read model's rows: one Struct per table, fields in column order, built by field name.
 
 `seq` on a row is the stream sequence of the event that last changed it.
 """
@@ -32,14 +32,14 @@ class TraceRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     real_timing: str | None  # the timing_id of the trace_real_timing rows in use
 
 
-class TraceFileRow(msgspec.Struct, frozen=True, gc=False):
+class TraceFileRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     trace_id: str
     path: str
     bytes: int
     digest: str
 
 
-class TraceKernelRow(msgspec.Struct, frozen=True, gc=False):
+class TraceKernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     trace_id: str
     uid: int
     name: str
@@ -51,7 +51,7 @@ class TraceKernelRow(msgspec.Struct, frozen=True, gc=False):
     cuda_stream_id: int | None
 
 
-class RealTimingRow(msgspec.Struct, frozen=True, gc=False):
+class RealTimingRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A kernel launch measured in one hardware pass (`repeat`); a trace's rows in use are
     those of its `real_timing`, rows of other timing ids are replaced or not yet attached."""
 
@@ -69,7 +69,7 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     trace_id: str
     created_at: datetime
     state: str
-    entries: str  # JSON list of RunEntry, in request order
+    entries: str  # JSON list of events.ConfigCount, in request order
     sim_counts: str  # JSON object: state -> count
     sample: bool
     kernels_total: int
@@ -112,7 +112,7 @@ class SimRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 NOT_STORED = msgspec.Meta(extra={"stored": False})
 
 
-class KernelRow(msgspec.Struct, frozen=True, gc=False):
+class KernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     sim_id: str
     attempt: int
     kernel_index: int
@@ -131,7 +131,7 @@ class KernelRow(msgspec.Struct, frozen=True, gc=False):
 StatId = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]  # INTEGER
 
 
-class KernelStatRow(msgspec.Struct, frozen=True, gc=False):
+class KernelStatRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A value of a kernel's stats map (docs/stats-naming.md): the stat `stat_names` names
     `stat`, in the map of the kernels row with this `seq`. A number is `value` (nan and the
     infinities as DuckDB's own), a text is `text` (`kernel_name`, and `none` where the
@@ -144,12 +144,12 @@ class KernelStatRow(msgspec.Struct, frozen=True, gc=False):
     text: str | None
 
 
-class StatNameRow(msgspec.Struct, frozen=True, gc=False):
+class StatNameRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     id: StatId
     name: str
 
 
-class LogChunkRow(msgspec.Struct, frozen=True, gc=False):
+class LogChunkRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The lines of one heartbeat, joined by newlines. A sim prints tens of thousands of
     lines; a row each would cost more to write than everything else the sim reports."""
 
@@ -160,7 +160,7 @@ class LogChunkRow(msgspec.Struct, frozen=True, gc=False):
     text: str
 
 
-class SimFileRow(msgspec.Struct, frozen=True, gc=False):
+class SimFileRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     sim_id: str
     attempt: int
     name: str
@@ -172,7 +172,7 @@ class SimFileRow(msgspec.Struct, frozen=True, gc=False):
     seq: int
 
 
-class ParkedRow(msgspec.Struct, frozen=True, gc=False):
+class ParkedRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A stored message the projection could not use (`projections/parking.py`)."""
 
     seq: int

@@ -12,6 +12,7 @@ from starlette.routing import Route
 from cascade_core import realtiming, subjects
 from cascade_core.limits import too_large
 from cascade_core.models import RealTimingAttached, Trace, TraceDetail
+from cascade_core.object_names import trace_prefix
 from cascade_core.traces import (
     MEDIA_TYPES,
     Attachment,
@@ -22,7 +23,6 @@ from cascade_core.traces import (
     decide_real_timing,
     new_timing_id,
     new_trace_id,
-    object_prefix,
 )
 from cascade_http.bodies import Limited, TooLarge, content_length
 from cascade_http.openapi import operation
@@ -126,7 +126,7 @@ async def delete_trace(request: Request) -> Response:
         raise ApiError(refused.status, refused.detail) from None
     except ConcurrencyError:
         raise ApiError(409, f"trace {trace_id} changed while it was being deleted; try again") from None
-    await c.objects.delete_prefix(object_prefix(trace_id))
+    await c.objects.delete_prefix(trace_prefix(trace_id))
     return Response(status_code=204)
 
 

@@ -28,6 +28,7 @@ from starlette.requests import ClientDisconnect
 
 from cascade_core import events as ev
 from cascade_core import subjects
+from cascade_core.object_names import trace_prefix
 from cascade_core.tracefiles import TraceError
 from cascade_core.traces import (
     Compression,
@@ -38,7 +39,6 @@ from cascade_core.traces import (
     failed,
     files_stored,
     interrupted,
-    object_prefix,
     over_limit,
     upload_too_large,
 )
@@ -87,7 +87,7 @@ async def receive_trace(
     try:
         if last is not None:
             # The id was used before: remove anything its deletion may have left behind.
-            await c.objects.delete_prefix(object_prefix(trace_id))
+            await c.objects.delete_prefix(trace_prefix(trace_id))
         limit = c.settings.max_upload_bytes
         await _receive(c, upload, compression, Limited(body, limit, upload_too_large(limit)), Chain(c, seq))
     except ConcurrencyError:

@@ -16,7 +16,8 @@ import anyio
 from cascade_core import events as ev
 from cascade_core.limits import Expansion
 from cascade_core.tracefiles import TraceError
-from cascade_core.traces import Received, object_key
+from cascade_core.object_names import trace_file
+from cascade_core.traces import Received
 from cascade_http.bodies import TooLarge
 from cascade_http.uploads.findings import Findings, Watch
 from cascade_http.uploads.layout import Layout
@@ -36,7 +37,7 @@ async def store_archive(objects: Objects, trace_id: str, tar_stream: AsyncIterab
 
 async def remove(objects: Objects, trace_id: str, files: Iterable[ev.StoredFile]) -> None:
     for f in list(files):
-        await objects.delete(object_key(trace_id, f.path))
+        await objects.delete(trace_file(trace_id, f.path))
 
 
 async def _store(
@@ -60,7 +61,7 @@ async def _store(
         if entry.kind == "directory" or placed.path is None:
             continue
         watch = findings.watch(placed.path, entry.size)
-        result = await objects.put(object_key(trace_id, placed.path), _watched(reader.pieces(), watch))
+        result = await objects.put(trace_file(trace_id, placed.path), _watched(reader.pieces(), watch))
         stored.pop(placed.path, None)  # a later file of the same path replaces the earlier one
         stored[placed.path] = ev.StoredFile(placed.path, result.size, result.digest)
         watch.end()
@@ -80,7 +81,7 @@ async def _move_under(objects: Objects, trace_id: str, stored: dict[str, ev.Stor
     for path in sorted(stored, key=lambda p: p.count("/"), reverse=True):
         old = stored[path]
         new = ev.StoredFile(f"{folder}/{path}", old.bytes, old.digest)
-        await objects.put(object_key(trace_id, new.path), objects.read(object_key(trace_id, path)))
+        await objects.put(trace_file(trace_id, new.path), objects.read(trace_file(trace_id, path)))
         stored[new.path] = new
-        await objects.delete(object_key(trace_id, path))
+        await objects.delete(trace_file(trace_id, path))
         del stored[path]

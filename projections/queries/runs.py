@@ -21,6 +21,7 @@ import duckdb
 import msgspec
 
 from cascade_core import attention
+from cascade_core import events as ev
 from cascade_core.correlation import correlate, measured
 from cascade_core.models import (
     Comparison,
@@ -45,6 +46,7 @@ from cascade_core.models import (
 from projections import tables
 from projections.fold import listed
 from projections.queries import stats_maps, traces
+from projections.queries.convert import from_row
 from projections.rows import KernelRow, RunRow, SimFileRow, SimRow
 
 BATCH = 4096
@@ -52,7 +54,7 @@ BATCH = 4096
 Con = duckdb.DuckDBPyConnection
 Place = tuple[str, int]  # a sim's (gpu_config, replica)
 
-_entries = msgspec.json.Decoder(list[RunEntry])
+_entries = msgspec.json.Decoder(list[ev.ConfigCount])
 _counts = msgspec.json.Decoder(dict[str, int])
 _encoder = msgspec.json.Encoder()
 # Stands in for a list while a Struct is encoded and is then split out: msgspec never writes
@@ -61,7 +63,13 @@ _HOLE = msgspec.Raw(b"\x00")
 _EMPTY_STATS = msgspec.Raw(b"{}")
 
 _CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
-_KERNEL_COLUMNS = "k.sim_id, k.kernel_index, k.name, k.uid, k.gpu_sim_cycle, k.gpu_sim_insn, k.gpu_ipc, k.sim_time_ns"
+# The kernels table's column of each KernelStat field whose name differs. Lists select every
+# field but the last, stats, in the Struct's own order, so a row is built from them as they
+# come, then the map (made again from its rows, or left empty).
+_KERNEL_STAT_COLUMN = {"kernel_name": "name", "kernel_launch_uid": "uid"}
+*_KERNEL_FIELDS, _STATS = KernelStat.__struct_fields__
+assert _STATS == "stats"
+_KERNEL_COLUMNS = ", ".join(f"k.{_KERNEL_STAT_COLUMN.get(field, field)}" for field in _KERNEL_FIELDS)
 
 
 @contextlib.contextmanager
@@ -98,70 +106,30 @@ def seen(row: SimRow) -> attention.Seen:
 
 
 def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
-    """The sim as the API shows it; with `watch`, with what needs attention."""
-    return Sim(
-        id=row.id,
-        run_id=row.run_id,
-        gpu_config=row.gpu_config,
-        replica=row.replica,
-        state=row.state,  # type: ignore[arg-type]
-        error=row.error,
-        launcher_ref=row.launcher_ref,
-        created_at=row.created_at,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        last_heartbeat_at=row.last_heartbeat_at,
-        exit_code=row.exit_code,
-        kernels_done=row.kernels_done,
-        kernels_total=row.kernels_total,
-        current_kernel=row.current_kernel,
-        latest=SimMetrics(row.gpu_tot_sim_cycle, row.gpu_tot_sim_insn, row.gpu_tot_ipc, row.sim_rate_ips),
+    """The sim as the API shows it, its latest metrics the columns of the same names; with
+    `watch`, with what needs attention."""
+    return from_row(
+        Sim,
+        row,
+        latest=from_row(SimMetrics, row),
         log_tail=list(row.log_tail),
         attention=None if watch is None else attention.attention(seen(row), watch),
     )
 
 
 def run_from_row(row: RunRow) -> RunSummary:
-    return RunSummary(
-        id=row.id,
-        trace_id=row.trace_id,
-        created_at=row.created_at,
-        state=row.state,  # type: ignore[arg-type]
-        entries=_entries.decode(row.entries),
-        sim_counts=_counts.decode(row.sim_counts),
-        sample=row.sample,
-    )
-
-
-def _kernel(sim_id: str, index: int, name: str, uid: int, cycles: int, insn: int, ipc: float, ns: float, stats: Any) -> KernelStat:
-    return KernelStat(
-        sim_id=sim_id,
-        kernel_index=index,
-        kernel_name=name,
-        kernel_launch_uid=uid,
-        gpu_sim_cycle=cycles,
-        gpu_sim_insn=insn,
-        gpu_ipc=ipc,
-        sim_time_ns=ns,
-        stats=stats,
-    )
+    entries = [from_row(RunEntry, entry) for entry in _entries.decode(row.entries)]
+    return from_row(RunSummary, row, entries=entries, sim_counts=_counts.decode(row.sim_counts))
 
 
 def kernel_from_row(row: KernelRow) -> KernelStat:
     """A kernel as lists and live streams show it: its stats map left empty."""
-    return _kernel(row.sim_id, row.kernel_index, row.name, row.uid, row.gpu_sim_cycle, row.gpu_sim_insn, row.gpu_ipc, row.sim_time_ns, {})
+    renamed = {field: getattr(row, column) for field, column in _KERNEL_STAT_COLUMN.items()}
+    return from_row(KernelStat, row, **renamed, stats={})
 
 
 def file_from_row(row: SimFileRow, place: Place) -> RunFile:
-    return RunFile(
-        name=row.name,
-        size=row.size,
-        content_type=row.content_type,
-        created_at=row.created_at,
-        sim_id=row.sim_id,
-        gpu_config=place[0],
-        replica=place[1],
-    )
+    return from_row(RunFile, row, gpu_config=place[0], replica=place[1])
 
 
 # --- runs and sims -------------------------------------------------------------------------
@@ -248,7 +216,7 @@ def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str]) -> duckdb.DuckDB
 def kernel_stats(con: Con, run: RunSummary) -> list[KernelStat]:
     """The kernels the run's sims finished, stats maps empty."""
     with snapshot(con):
-        return [_kernel(*r[:8], {}) for r in _kernels(con, run, [s.id for s in sim_rows(con, run)]).fetchall()]
+        return [KernelStat(*r[:-1], {}) for r in _kernels(con, run, [s.id for s in sim_rows(con, run)]).fetchall()]
 
 
 def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats_maps.Names | None = None) -> Iterator[bytes]:
@@ -259,7 +227,7 @@ def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats
     separator = b"["
     if maps is None:
         while records := result.fetchmany(BATCH):
-            yield separator + _encoder.encode([_kernel(*r[:8], _EMPTY_STATS) for r in records])[1:-1]
+            yield separator + _encoder.encode([KernelStat(*r[:-1], _EMPTY_STATS) for r in records])[1:-1]
             separator = b","
     else:
         # Every kernel first (a sim's are few): the maps' query cannot share the connection
@@ -267,8 +235,8 @@ def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats
         records = result.fetchall()
         for i in range(0, len(records), stats_maps.KERNELS_AT_ONCE):
             part = records[i : i + stats_maps.KERNELS_AT_ONCE]
-            by_seq = stats_maps.kernel_maps(con, [r[8] for r in part], maps)
-            yield separator + _encoder.encode([_kernel(*r[:8], msgspec.Raw(by_seq.get(r[8], b"{}"))) for r in part])[1:-1]
+            by_seq = stats_maps.kernel_maps(con, [r[-1] for r in part], maps)
+            yield separator + _encoder.encode([KernelStat(*r[:-1], msgspec.Raw(by_seq.get(r[-1], b"{}"))) for r in part])[1:-1]
             separator = b","
     yield b"[]" if separator == b"[" else b"]"
 
@@ -508,7 +476,7 @@ def _file_rows(con: Con, sim_ids: Sequence[str]) -> list[SimFileRow]:
 
 def sim_files(con: Con, sim: SimRow) -> list[SimFile]:
     """The sim's files, by name."""
-    return [SimFile(name=f.name, size=f.size, content_type=f.content_type, created_at=f.created_at) for f in _file_rows(con, [sim.id])]
+    return [from_row(SimFile, f) for f in _file_rows(con, [sim.id])]
 
 
 def file_row(con: Con, sim: SimRow, name: str) -> SimFileRow | None:

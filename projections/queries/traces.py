@@ -12,13 +12,16 @@ import duckdb
 import msgspec
 
 from cascade_core.models import Trace, TraceDetail, TraceFileRef, TraceKernel, TraceMetadata
-from cascade_core.traces import object_key
+from cascade_core.object_names import trace_file
 from projections import tables
+from projections.queries.convert import from_row
 from projections.rows import TraceRow
 
 Con = duckdb.DuckDBPyConnection
 
 _layers = msgspec.json.Decoder(list[str | int])
+# Every TraceKernel field is a trace_kernels column of the same name: rows come in its order.
+_TRACE_KERNEL_COLUMNS = ", ".join(TraceKernel.__struct_fields__)
 
 
 def list_traces(con: Con) -> list[Trace]:
@@ -47,14 +50,11 @@ def timed_trace(con: Con, trace_id: str) -> tuple[TraceDetail | None, str | None
 def _detail(con: Con, row: TraceRow) -> TraceDetail:
     trace_id = row.id
     files = con.execute("SELECT path, bytes FROM trace_files WHERE trace_id = ? ORDER BY path", [trace_id]).fetchall()
-    kernels = con.execute(
-        "SELECT uid, name, grid, block, shmem, nregs, file, cuda_stream_id FROM trace_kernels WHERE trace_id = ? ORDER BY uid",
-        [trace_id],
-    ).fetchall()
+    kernels = con.execute(f"SELECT {_TRACE_KERNEL_COLUMNS} FROM trace_kernels WHERE trace_id = ? ORDER BY uid", [trace_id]).fetchall()
     summary = trace_from_row(row)
     metadata = TraceMetadata(
         status="ok" if row.state == "ready" else row.state,
-        files=[TraceFileRef(object_key(trace_id, path), size) for path, size in files],
+        files=[TraceFileRef(trace_file(trace_id, path), size) for path, size in files],
         trace_gpu_arch=row.trace_gpu_arch,
         suggested_sim_config=row.suggested_sim_config,
     )
@@ -80,5 +80,4 @@ def _row(con: Con, trace_id: str) -> TraceRow | None:
 def trace_from_row(row: TraceRow) -> Trace:
     """The row as the API shows it: every Trace field is a column of the same name, with
     `layers` stored as JSON text."""
-    fields = {name: getattr(row, name) for name in Trace.__struct_fields__}
-    return Trace(**{**fields, "layers": _layers.decode(row.layers)})
+    return from_row(Trace, row, layers=_layers.decode(row.layers))

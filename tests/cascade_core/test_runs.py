@@ -73,7 +73,7 @@ def test_create_fans_each_entry_out_by_replica_in_entry_order() -> None:
         at=AT,
         run_id="run-1",
         trace_id="demo",
-        entries=[RunEntry("SM86_RTX3080", 1), RunEntry("SM86_RTX3070", 2)],
+        entries=[ev.ConfigCount("SM86_RTX3080", 1), ev.ConfigCount("SM86_RTX3070", 2)],
         sims=[
             ev.SimSpec("sim-0", "SM86_RTX3080", 0),
             ev.SimSpec("sim-1", "SM86_RTX3070", 0),

@@ -18,19 +18,18 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from cascade_core.kernel_stats import HEADER, kernel_times_from_csv
 from cascade_core.timeline import (
-    KERNEL_STATS_HEADER,
     Kernel,
     Request,
     SimStepTimeline,
     Step,
     StepTimeline,
     TimelineError,
-    kernel_times_from_csv,
     step_timeline,
-    summary_text,
     validate_timeline,
 )
+from cascade_http.timeline_cli import summary_text
 
 
 def _load_fixture() -> ModuleType:
@@ -725,7 +724,7 @@ def test_request_for_a_repeat_without_steps() -> None:
 def test_kernel_times_round_trip(cycles: dict[int, int], clock_mhz: float) -> None:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(KERNEL_STATS_HEADER)
+    writer.writerow(HEADER)
     for uid, cycle in cycles.items():
         writer.writerow([uid, "_Z6kernel,with\"odd\"chars", cycle, 123, 0.5])
     assert kernel_times_from_csv(out.getvalue(), clock_mhz) == {

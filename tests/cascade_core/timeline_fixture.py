@@ -19,7 +19,8 @@ from pathlib import Path
 
 import msgspec
 
-from cascade_core.timeline import KERNEL_STATS_HEADER, Kernel, Request, Step, StepTimeline
+from cascade_core.kernel_stats import HEADER
+from cascade_core.timeline import Kernel, Request, Step, StepTimeline
 
 CLOCK_MHZ = 1132.0  # SM86_RTX3070's core clock
 TRACE_KERNEL_COUNT = 20  # the reference's trace `demo` has 20 kernels
@@ -184,7 +185,7 @@ def sim_cycles_csv() -> str:
     names = {kernel[0]: kernel[1] for covered in COVERED.values() for kernel in covered.values()}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(KERNEL_STATS_HEADER)
+    writer.writerow(HEADER)
     for uid, cycles in SIM_CYCLES.items():
         insn = cycles * 2
         writer.writerow([uid, names[uid], cycles, insn, insn / cycles])

@@ -132,7 +132,7 @@ def test_a_rebuild_killed_halfway_leaves_the_old_read_model_whole_and_completes_
         last = asyncio.run(append_lifecycle(served.nats_url, heartbeats_of_100k=20))
         wait_projected(served.url, last)
         # The dispatcher's launch requests for the run's three sims end the log.
-        wait_until(lambda: (h := health(served.url))["stream_seq"] == last + 3 and h["projected_seq"] == h["stream_seq"], 20)
+        wait_until(lambda: (h := health(served.url))["stream_seq"] == last + 3 and h["projected_seq"] == h["stream_seq"], 60)
         end = health(served.url)["stream_seq"]
     with duckdb.connect(str(db), read_only=True) as con:
         old = dump(con)

@@ -14,7 +14,6 @@ import pytest
 from starlette.testclient import TestClient
 
 from cascade_core import events as ev
-from cascade_core.models import RunEntry
 from tests.cascade_http.conftest import service
 from tests.cascade_http.trace_archives import (
     chunk_messages,
@@ -326,7 +325,7 @@ def test_delete_removes_files_keeps_events_and_refuses_what_is_in_use(client: Te
     _append(
         client,
         ev.RunCreated(
-            id="run-1.created", at=at, run_id="run-1", trace_id="demo", entries=[RunEntry("SM61_TITANX", 1)],
+            id="run-1.created", at=at, run_id="run-1", trace_id="demo", entries=[ev.ConfigCount("SM61_TITANX", 1)],
             sims=[ev.SimSpec("sim-1", "SM61_TITANX", 0)], kernels_total=3,
         ),
     )

@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from cascade_core.models import RunCreate, SqlQuery
-from cascade_http.validation import RequestValidationError, UnparsableBody, decode_body, error_body
+from cascade_core.models import RunCreate, SqlQuery, ValidationErrorBody
+from cascade_http.responses import ENCODER
+from cascade_http.validation import RequestValidationError, UnparsableBody, decode_body
 
 T = TypeVar("T")
 
@@ -194,7 +195,7 @@ def test_string_and_length_constraints_and_defaults_answer_as_fastapi_does(tree:
 def test_the_references_example_body() -> None:
     with pytest.raises(RequestValidationError) as raised:
         decode_body(entry(0), RunCreate)
-    assert json.loads(error_body(raised.value.issues)) == {
+    assert json.loads(ENCODER.encode(ValidationErrorBody(raised.value.issues))) == {
         "detail": [
             {
                 "type": "greater_than_equal",

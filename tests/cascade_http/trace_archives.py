@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 
 from cascade_core import subjects
 from cascade_core.events import event_type
-from cascade_core.traces import OBJECT_PREFIX
+from cascade_core.object_names import TRACE_FILES
 from tests.cascade_http.conftest import service
 from tests.support import TRACES
 
@@ -80,7 +80,7 @@ def stored(client: TestClient) -> dict[str, int]:
             infos = await service(client).objects.store.list()
         except nats.js.errors.NotFoundError:
             return {}
-        return {i.name: i.size or 0 for i in infos if not i.deleted and i.name.startswith(OBJECT_PREFIX)}
+        return {i.name: i.size or 0 for i in infos if not i.deleted and i.name.startswith(TRACE_FILES)}
 
     return client.portal.call(names)  # type: ignore[union-attr]
 

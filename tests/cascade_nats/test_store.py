@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_core.ids import from_subject_token, subject_token
-from cascade_core.models import SimMetrics
 from cascade_nats.store import ConcurrencyError, EventStore, EventTooLarge, Stored, Unread
 from tests import poison
 
@@ -25,7 +24,7 @@ def deleted(trace_id: str = "demo", event_id: str | None = None) -> ev.TraceDele
 
 def heartbeat(i: int, sim_id: str = "sim-1") -> ev.SimHeartbeat:
     return ev.SimHeartbeat(
-        id=f"hb-{sim_id}-{i}", at=AT, run_id="run-1", sim_id=sim_id, attempt=1, kernels_done=i, current_kernel=None, latest=SimMetrics()
+        id=f"hb-{sim_id}-{i}", at=AT, run_id="run-1", sim_id=sim_id, attempt=1, kernels_done=i, current_kernel=None, latest=ev.SimTotals()
     )
 
 
@@ -86,7 +85,7 @@ async def test_history_of_one_aggregate_is_one_subject_filter(store: EventStore)
 
 async def test_events_over_the_size_limit_are_refused(store: EventStore) -> None:
     big = ev.SimHeartbeat(
-        id="big", at=AT, run_id="r", sim_id="s", attempt=1, kernels_done=0, current_kernel=None, latest=SimMetrics(), log="x" * 600_000
+        id="big", at=AT, run_id="r", sim_id="s", attempt=1, kernels_done=0, current_kernel=None, latest=ev.SimTotals(), log="x" * 600_000
     )
     with pytest.raises(EventTooLarge):
         await store.append(big)

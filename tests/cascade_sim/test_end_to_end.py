@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from cascade_http.config import Settings
-from cascade_sim.logparse import KernelFinished, LogParser
-from cascade_sim.report import stats_json
+from cascade_sim.logparse import KernelBlock, LogParser
+from cascade_sim.sim_report import stats_json
 from tests.cascade_http.live import LiveServer, live_server, sse_events
 from tests.cascade_http.trace_archives import files_of, tar_of
 from tests.cascade_sim.world import accelsim_tree
@@ -65,7 +65,7 @@ def recorded_kernels() -> list[dict[str, object]]:
     parser = LogParser()
     outputs = parser.feed(RECORDED) + parser.finish()
     return [{"uid": o.uid, "name": o.name, "cycles": o.gpu_sim_cycle, "insn": o.gpu_sim_insn, "ipc": o.gpu_ipc,
-             "stats": json.loads(stats_json(o.stats))} for o in outputs if isinstance(o, KernelFinished)]
+             "stats": json.loads(stats_json(o.stats))} for o in outputs if isinstance(o, KernelBlock)]
 
 
 def without_wall_clock(stats: dict[str, object]) -> dict[str, object]:

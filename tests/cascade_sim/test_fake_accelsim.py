@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cascade_sim.logparse import KernelFinished, LogParser, outcome
+from cascade_sim.logparse import KernelBlock, LogParser, outcome
 
 SHARED = Path("/work/shared/accelsim")
 LOGS = SHARED / "logs"
@@ -102,7 +102,7 @@ def test_output_parses_as_a_successful_run(run: Run) -> None:
     parser = LogParser()
     text = done.stdout.decode()
     out = [o for i in range(0, len(text), 65536) for o in parser.feed(text[i : i + 65536])] + parser.finish()
-    assert len([o for o in out if isinstance(o, KernelFinished)]) == 3
+    assert len([o for o in out if isinstance(o, KernelBlock)]) == 3
     assert outcome(done.returncode, None, parser.exit_detected, parser.error, []).succeeded
 
 

@@ -16,7 +16,7 @@ from cascade_sim.logparse import (
     BreakMaxCycles,
     Build,
     ExitDetected,
-    KernelFinished,
+    KernelBlock,
     KernelLaunched,
     LogParser,
     NonFinite,
@@ -76,11 +76,11 @@ def nan_free(stats: dict[str, float | str]) -> dict[str, float | str]:
 
 
 def comparable(outputs: list[Output]) -> list[Output]:
-    return [msgspec.structs.replace(o, stats=nan_free(o.stats)) if isinstance(o, KernelFinished) else o for o in outputs]
+    return [msgspec.structs.replace(o, stats=nan_free(o.stats)) if isinstance(o, KernelBlock) else o for o in outputs]
 
 
-def finished(name: str) -> list[KernelFinished]:
-    return [o for o in parsed(name) if isinstance(o, KernelFinished)]
+def finished(name: str) -> list[KernelBlock]:
+    return [o for o in parsed(name) if isinstance(o, KernelBlock)]
 
 
 # --- stats blocks (their names and values: test_stats_names.py) ----------------------------
@@ -184,7 +184,7 @@ def test_unfinished_block_is_dropped() -> None:
     text = log("vectoradd-100-32__SM61_TITANX.log")
     cut = text[: text.index("gpgpu_simulation_rate")]
     out, _ = parse([cut])
-    assert not [o for o in out if isinstance(o, (KernelFinished, Totals))]
+    assert not [o for o in out if isinstance(o, (KernelBlock, Totals))]
     assert out[-1] == KernelLaunched(VECADD, 1)
 
 

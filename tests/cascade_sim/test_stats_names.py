@@ -16,7 +16,7 @@ import pytest
 from cascade_core import events as ev
 from cascade_core.models import GpuConfig
 from cascade_nats.store import MAX_EVENT_BYTES
-from cascade_sim import report
+from cascade_sim import sim_report
 from cascade_sim.logparse import STATS_NAMING, NonFinite, StatValue, parse_stats
 from tests.support import LOGS, stats_blocks
 
@@ -311,7 +311,7 @@ def test_a_name_the_rule_gives_twice_is_numbered() -> None:
 
 def test_stats_json_writes_non_finite_values_as_strings() -> None:
     stats = stats_of("vectoradd-100-32__SM61_TITANX.log", 0)
-    decoded = json.loads(report.stats_json(stats))
+    decoded = json.loads(sim_report.stats_json(stats))
     assert list(decoded) == list(stats)
     assert decoded["gpu_occupancy"] == "NaN" and decoded["gpu_sim_cycle"] == 5534.0
     assert decoded["average mf latency per bank.dram[0][0]"] == "none"
@@ -321,15 +321,15 @@ def test_stats_json_writes_non_finite_values_as_strings() -> None:
         else:
             assert decoded[name] == value
     infinite: dict[str, StatValue] = {"a": NonFinite("inf"), "b": NonFinite("-inf"), "c": float("nan"), "d": float("-inf"), "e": 1.5}
-    assert json.loads(report.stats_json(infinite)) == {"a": "Infinity", "b": "-Infinity", "c": "NaN", "d": "-Infinity", "e": 1.5}
+    assert json.loads(sim_report.stats_json(infinite)) == {"a": "Infinity", "b": "-Infinity", "c": "NaN", "d": "-Infinity", "e": 1.5}
     assert float("Infinity") == math.inf and float("-Infinity") == -math.inf
 
 
 def reported_kernel(log: str, config: GpuConfig) -> ev.KernelFinished:
-    """The KernelFinished event the runner's report makes of a one-kernel log."""
+    """The events.KernelFinished the runner's SimReport makes of a one-kernel log."""
     sent: list[ev.Event] = []
-    job = report.Job("run-1", "sim-1", 1, "trace-1", config, 1)
-    sim = report.SimReport(job, sent.append, lambda: f"e-{len(sent)}", lambda: datetime(2026, 12, 1, tzinfo=UTC))
+    job = sim_report.Job("run-1", "sim-1", 1, "trace-1", config, 1)
+    sim = sim_report.SimReport(job, sent.append, lambda: f"e-{len(sent)}", lambda: datetime(2026, 12, 1, tzinfo=UTC))
     sim.stdout((LOGS / log).read_text())
     sim.end_of_output()
     (kernel,) = [e for e in sent if isinstance(e, ev.KernelFinished)]
@@ -341,7 +341,7 @@ def test_kernel_finished_events_carry_the_naming() -> None:
     assert kernel.stats_naming == STATS_NAMING == 2
     data = ev.encode(kernel)
     assert b'"stats_naming":2' in data and b'"gpu_occupancy":"NaN"' in data
-    assert json.loads(bytes(kernel.stats)) == json.loads(report.stats_json(stats_of("vectoradd-100-32__SM61_TITANX.log", 0)))
+    assert json.loads(bytes(kernel.stats)) == json.loads(sim_report.stats_json(stats_of("vectoradd-100-32__SM61_TITANX.log", 0)))
     # An event written before the field existed reads as naming 1.
     old = ev.decode(data.replace(b',"stats_naming":2', b""))
     assert isinstance(old, ev.KernelFinished) and old.stats_naming == 1

@@ -9,7 +9,6 @@ import msgspec
 from hypothesis import strategies as st
 
 from cascade_core import events as ev
-from cascade_core.models import RunEntry, SimMetrics, TraceKernel
 
 T0 = datetime(2026, 11, 8, 8, 0, tzinfo=UTC)
 CONFIGS = ("SM7_QV100", "SM61_TITANX")
@@ -101,7 +100,7 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
                 files = [ev.StoredFile("kernelslist.g", 10, "d1"), ev.StoredFile("kernel-1.traceg", 99, "d2")]
                 return ev.TraceFilesStored(id=eid, at=at, trace_id=trace_id, files=files)
             case "kernels":
-                kernels = [TraceKernel(1, "_Z1kv", "1x1x1", "32x1x1", 0, 8, "kernel-1.traceg")]
+                kernels = [ev.TracedKernel(1, "_Z1kv", "1x1x1", "32x1x1", 0, 8, "kernel-1.traceg")]
                 return ev.TraceKernelsListed(id=eid, at=at, trace_id=trace_id, kernels=kernels)
             case "ready":
                 return ev.TraceReady(
@@ -126,7 +125,7 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
         _, run_id, sims = item
         # Two configs, listed out of alphabetical order, the sims alternating between them.
         specs = [ev.SimSpec(s, CONFIGS[i % 2], i // 2) for i, s in enumerate(sims)]
-        entries = [RunEntry(c, n) for c, n in ((CONFIGS[0], (len(sims) + 1) // 2), (CONFIGS[1], len(sims) // 2)) if n]
+        entries = [ev.ConfigCount(c, n) for c, n in ((CONFIGS[0], (len(sims) + 1) // 2), (CONFIGS[1], len(sims) // 2)) if n]
         return ev.RunCreated(id=eid, at=at, run_id=run_id, trace_id="tr.0", entries=entries, sims=specs, kernels_total=3)
     if kind == "cancel":
         return ev.RunCancelRequested(id=eid, at=at, run_id=item[1])
@@ -142,7 +141,7 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
             counters[f"{sim_id}/{attempt}"][0] += 3
             return ev.SimHeartbeat(
                 **common, attempt=attempt, kernels_done=kernels, current_kernel="_Z1kv",
-                latest=SimMetrics(float(lines), 2.0, 0.5, 100.0), first_line_seq=lines + 1, log="\n".join(f"l{lines + j}" for j in range(3)),
+                latest=ev.SimTotals(float(lines), 2.0, 0.5, 100.0), first_line_seq=lines + 1, log="\n".join(f"l{lines + j}" for j in range(3)),
             )
         case "kernel":
             counters[f"{sim_id}/{attempt}"][1] += 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from cascade_core import events as ev
-from cascade_core.models import RunEntry
 from projections.projector import apply, connect
 from projections.queries import runs as q
 
@@ -14,7 +13,7 @@ T0 = datetime(2026, 11, 8, tzinfo=UTC)
 
 def test_incremental_comparison_equals_a_whole_one() -> None:
     con = connect(":memory:")
-    entries = [RunEntry("A", 2), RunEntry("B", 1)]
+    entries = [ev.ConfigCount("A", 2), ev.ConfigCount("B", 1)]
     sims = [ev.SimSpec("a0", "A", 0), ev.SimSpec("a1", "A", 1), ev.SimSpec("b0", "B", 0)]
     n = iter(range(1, 10**6))
     at = lambda: T0 + timedelta(seconds=next(n))  # noqa: E731

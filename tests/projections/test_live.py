@@ -15,7 +15,14 @@ pytestmark = pytest.mark.anyio
 def kernels(run_id: str, count: int, stats_bytes: int) -> list[Change]:
     stats = '{"x": "' + "s" * stats_bytes + '"}'
     # Sequences as JetStream numbers them, from 1: none is before every read model's start.
-    return [Change(seq=i, k=0, run_id=run_id, kind="kernel", row=KernelRow("sim", 1, i, i, "k", 1, 1, 1.0, 1.0, stats, i)) for i in range(1, count + 1)]
+    return [Change(seq=i, k=0, run_id=run_id, kind="kernel", row=kernel(i, stats)) for i in range(1, count + 1)]
+
+
+def kernel(seq: int, stats: str) -> KernelRow:
+    return KernelRow(
+        sim_id="sim", attempt=1, kernel_index=seq, uid=seq, name="k", gpu_sim_cycle=1, gpu_sim_insn=1, gpu_ipc=1.0, sim_time_ns=1.0,
+        stats=stats, seq=seq,
+    )
 
 
 async def test_a_subscriber_that_stops_taking_is_let_go_and_one_that_takes_is_not(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import anyio
 import msgspec
@@ -95,6 +96,60 @@ async def test_a_failure_that_is_not_the_events_parks_nothing(store: EventStore,
         tg.cancel_scope.cancel()
     assert len(failures) == 2
     assert_parked(con, bad)
+
+
+class TraceReadyV0(ev.TraceEvent, frozen=True, tag="trace.ready.v0"):
+    """A trace.ready as an older Cascade could have stored it: the arch by family name."""
+
+    family: str
+    kernel_count: int
+    bytes: int
+    suggested_sim_config: str | None
+    has_real_timing: bool
+    has_step_timeline: bool
+
+
+def trace_ready_v1(old: TraceReadyV0) -> ev.TraceReady:
+    fields = msgspec.structs.asdict(old)
+    arch = {"pascal": "sm_61", "volta": "sm_70"}[fields.pop("family")]  # KeyError for a family it never knew
+    return ev.TraceReady(trace_gpu_arch=arch, **fields)
+
+
+@pytest.mark.parametrize("batch", [projector_module.MAX_BATCH, 1])
+async def test_an_old_version_is_upcast_and_applied_and_one_that_fails_to_upcast_is_parked(
+    store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    # The codec every reader shares (`ev.decode`, `ev.decode_all`, `subjects.decode`), as a
+    # version of Cascade that still reads trace.ready.v0 would build it.
+    monkeypatch.setattr(ev, "_CODEC", ev.Codec(get_args(ev.AnyEvent), {TraceReadyV0: trace_ready_v1}))
+    monkeypatch.setattr(projector_module, "MAX_BATCH", batch)
+    history = lifecycle()
+    ready = history[3]
+    assert isinstance(ready, ev.TraceReady) and ready.trace_gpu_arch == "sm_61"
+    v0 = TraceReadyV0(
+        id=ready.id, at=ready.at, trace_id=ready.trace_id, family="pascal", kernel_count=ready.kernel_count, bytes=ready.bytes,
+        suggested_sim_config=ready.suggested_sim_config, has_real_timing=ready.has_real_timing, has_step_timeline=ready.has_step_timeline,
+    )
+    unknown = msgspec.structs.replace(v0, id="p-hopper", family="hopper")
+    where = subjects.trace(ready.trace_id)
+    good: list[tuple[int, ev.Event]] = []
+    for i, event in enumerate(history):
+        if i != 3:
+            good.append((await store.append(event), event))
+            continue
+        seq, parked_seq = await poison.publish(
+            store.nc, [poison.Poison(name, where, ev.encode(e), "", None) for name, e in (("v0", v0), ("fails to upcast", unknown))]
+        )
+        good.append((seq, ready))
+
+    con = connect(tmp_path / "live.duckdb")
+    await Projector(store, con).catch_up()
+    assert parked_rows(con) == [(parked_seq, where, "trace.ready.v0", "cannot upcast trace.ready.v0: 'hopper'")]
+    alone = connect(tmp_path / "alone.duckdb")
+    apply(alone, good)  # type: ignore[arg-type]
+    assert dump(con, with_checkpoint=False) | {"parked": []} == dump(alone, with_checkpoint=False), "v0 applied as the v1 it upcasts to"
+    await replay(store, tmp_path / "fresh.duckdb")
+    assert dump(connect(tmp_path / "fresh.duckdb")) == dump(con)
 
 
 def test_the_fold_refuses_an_event_type_it_does_not_know() -> None:

@@ -11,7 +11,7 @@ from datetime import datetime
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, SimMetrics
+from cascade_core.models import GpuConfig
 from cascade_sim import logparse
 
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
@@ -67,15 +67,6 @@ def stats_json(stats: dict[str, logparse.StatValue]) -> bytes:
     return raw
 
 
-def kernel_stats_csv(kernels: list[logparse.KernelFinished]) -> bytes:
-    """`uid,name,gpu_sim_cycle,gpu_sim_insn,ipc`, ipc at full precision (insn / cycle)."""
-    rows = ["uid,name,gpu_sim_cycle,gpu_sim_insn,ipc"]
-    for k in kernels:
-        ipc = k.gpu_sim_insn / k.gpu_sim_cycle if k.gpu_sim_cycle else 0.0
-        rows.append(f"{k.uid},{k.name},{k.gpu_sim_cycle},{k.gpu_sim_insn},{ipc!r}")
-    return ("\n".join(rows) + "\n").encode()
-
-
 class SimReport:
     def __init__(
         self, job: Job, emit: Callable[[ev.Event], None], next_id: Callable[[], str], now: Callable[[], datetime]
@@ -85,9 +76,9 @@ class SimReport:
         self.next_id = next_id
         self.now = now
         self.parser = logparse.LogParser()
-        self.kernels: list[logparse.KernelFinished] = []  # summaries, for kernel-stats.csv
+        self.kernels: list[logparse.KernelBlock] = []  # summaries, for kernel-stats.csv
         self.current_kernel: str | None = None
-        self.latest = SimMetrics()
+        self.latest = ev.SimTotals()
         self._log: list[str] = []  # complete lines since the last heartbeat, in pieces
         self._log_bytes = 0
         self._log_lines = 0
@@ -156,20 +147,20 @@ class SimReport:
     def handle(self, outputs: list[logparse.Output]) -> None:
         for out in outputs:
             match out:
-                case logparse.KernelFinished():
+                case logparse.KernelBlock():
                     self._kernel_finished(out)
                 case logparse.KernelLaunched():
                     self.launched_once()
                     self.current_kernel = out.name
                 case logparse.Totals():
-                    self.latest = SimMetrics(
+                    self.latest = ev.SimTotals(
                         float(out.gpu_tot_sim_cycle), float(out.gpu_tot_sim_insn), out.gpu_tot_ipc, float(out.sim_rate_ips)
                     )
                 case logparse.Build():
                     self.build = out
                     self.launched_once()
 
-    def _kernel_finished(self, k: logparse.KernelFinished) -> None:
+    def _kernel_finished(self, k: logparse.KernelBlock) -> None:
         self.launched_once()
         self.emit(
             ev.KernelFinished(

@@ -1,0 +1,106 @@
+"""The recorded event corpora: what versions of Cascade stored, which every later version
+must still decode and replay to the same tables.
+
+A corpus is recorded whenever what stored events hold changes, by a new version of a type or
+a new field (`events-v2.jsonl`: kernel results with `stats_naming` 2, the stats names of
+docs/stats-naming.md; real timing attached to a ready trace, with cycles and passes; a
+trace's `layers`). `events-v<n>.jsonl` holds one stored message a line, `{"subject": ...,
+"event": ...}`, the event exactly as its bytes were stored (recorded from a live service by
+`record.py`, never edited). `tables-v<n>.json` is the read model those events replay to,
+table by table; strings longer than `LONG` characters are kept as their length and digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import msgspec
+
+from cascade_core import events as ev
+from cascade_nats.store import EventStore
+from projections import tables
+from projections.replay import replay
+
+HERE = Path(__file__).parent
+VERSIONS = (1, 2)  # the recorded corpora, oldest first; the newest is what this version stores
+RECORD = "python -m tests.corpus.record"  # run from the checkout, with its venv
+LONG = 200
+
+
+class Line(msgspec.Struct, frozen=True):
+    subject: str
+    event: msgspec.Raw  # the stored bytes, untouched
+
+
+def events_file(version: int) -> Path:
+    return HERE / f"events-v{version}.jsonl"
+
+
+def tables_file(version: int) -> Path:
+    return HERE / f"tables-v{version}.json"
+
+
+def lines(path: Path) -> list[Line]:
+    return msgspec.json.Decoder(Line).decode_lines(path.read_bytes())
+
+
+def recorded(version: int) -> list[Line]:
+    return lines(events_file(version))
+
+
+def every_line() -> list[Line]:
+    """The lines of every corpus, oldest first."""
+    return [line for version in VERSIONS for line in recorded(version)]
+
+
+def data(line: Line) -> bytes:
+    return bytes(line.event)
+
+
+def encode_line(subject: str, event: bytes) -> bytes:
+    return msgspec.json.encode(Line(subject, msgspec.Raw(event)))
+
+
+async def publish(store: EventStore, corpus: list[Line]) -> list[int]:
+    """Store every message as recorded, in order; returns their stream sequences."""
+    messages: list[tuple[str, bytes, str | None]] = [(line.subject, data(line), ev.decode(data(line)).id) for line in corpus]
+    return await store.pipeline.publish_all(messages, 60)
+
+
+async def replayed(store: EventStore, corpus: list[Line], db: Path) -> dict[str, Table]:
+    """The tables `corpus` replays to, stored into an empty `store` and projected into `db`."""
+    await publish(store, corpus)
+    await replay(store, db)
+    with duckdb.connect(str(db)) as con:
+        return dump(con)
+
+
+class Table(msgspec.Struct, frozen=True):
+    columns: list[str]
+    rows: list[list[Any]]
+
+
+def dump(con: duckdb.DuckDBPyConnection) -> dict[str, Table]:
+    """Every table of the read model (checkpoint included), its rows sorted, in the columns
+    two read models of one log agree on, with values as JSON holds them."""
+    out: dict[str, Table] = {}
+    for table in [*tables.ROW_TYPES, "checkpoint"]:
+        result = con.execute(f"SELECT {tables.compared_columns(table)} FROM {table} ORDER BY ALL")
+        columns = [d[0] for d in result.description]
+        out[table] = Table(columns, [[_value(v) for v in record] for record in result.fetchall()])
+    return msgspec.json.decode(msgspec.json.encode(out), type=dict[str, Table])  # datetimes as text
+
+
+def read_tables(version: int) -> dict[str, Table]:
+    return msgspec.json.decode(tables_file(version).read_bytes(), type=dict[str, Table])
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > LONG:
+        return f"{len(value)} characters, sha256 {hashlib.sha256(value.encode()).hexdigest()}"
+    if isinstance(value, list):
+        return [_value(v) for v in value]
+    return value

@@ -1,0 +1,167 @@
+"""Record an event corpus, or the tables the corpora replay to. Never run by the tests.
+
+    .venv/bin/python -m tests.corpus.record events FILE   a new corpus from a live service (FILE must not exist)
+    .venv/bin/python -m tests.corpus.record tables        every tables-v<n>.json again, from its events-v<n>.jsonl
+
+A recorded corpus is what the events looked like when stored; it is never recorded again.
+A change to what events hold (a new version of a type, a new field) records a corpus of its
+own beside the others (`events-v3.jsonl`, added to `corpus.VERSIONS`), and all must go on
+decoding. `tables` is for a deliberate change of what the read model holds (a row type, a
+fold rule): the test fails until the dumps are made again, and the diff of the
+`tables-v<n>.json` shows what the change did to the tables.
+
+The live service runs the fake simulator (which replays recorded Accel-Sim output) through
+the real runner on an embedded nats-server: the LLM-serving sample, an upload with real
+timing and a `cascade.json`, real timing attached to a ready trace and replaced, a run that
+succeeds, one that fails in the simulator, one cancelled mid-kernel, an upload that fails,
+and a deleted trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+import nats
+from starlette.testclient import TestClient
+
+from cascade_http.app import create_app
+from cascade_http.config import Settings
+from cascade_nats import server
+from cascade_nats.store import EventStore
+from cascade_sim import samples
+from tests.cascade_http.conftest import service
+from tests.cascade_http.trace_archives import files_of, tar_of, upload
+from tests.cascade_sim.world import TITANX, accelsim_tree, add_config_lines, create_run, wait_run
+from tests.corpus import corpus
+from tests.support import LOGS
+
+TOKEN = "corpus"
+TIMING_FILES = Path(__file__).parents[1] / "cascade_core" / "timing"  # real timing files of the combo trace
+BAD_CONFIG = "SM61_TITANX_BAD"  # a copy of SM61_TITANX with an option no simulator knows
+
+
+def live(tmp: Path, nats_url: str) -> None:
+    tree = accelsim_tree(tmp / "accel-sim")
+    for folder in (tree / TITANX, tree / "gpu-simulator/configs/tested-cfgs/SM61_TITANX"):
+        shutil.copytree(folder, folder.with_name(BAD_CONFIG))
+    add_config_lines(tree, BAD_CONFIG, "-no_such_option 1")
+    settings = Settings(token=TOKEN, data_dir=tmp / "data", nats_url=nats_url, accelsim_dir=tree, runner_slots=2, samples=False)
+    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        # The LLM-serving sample (real timing, a step timeline); the runs below stand for the recorded ones.
+        store, objects = service(client).store, service(client).objects
+        client.portal.call(samples.load, store, objects, lambda: [samples.llm()])  # type: ignore[union-attr]  # a portal inside `with`
+
+        vectoradd = files_of("vectoradd-100-32") | {
+            "real_timing.csv": b"kernel_id,kernel_name,duration_ns\n1,_Z6vecAddIfEvPT_S1_S1_i,3232\n",
+            "cascade.json": b'{"model": "vector add", "layers": ["add", 1], "source_gpu": "TITAN X (Pascal)"}',
+        }
+        _ready(client, tar_of(vectoradd), "vectoradd")
+        assert wait_run(client, create_run(client, "vectoradd", "SM61_TITANX")["id"])["state"] == "succeeded"
+        assert wait_run(client, create_run(client, "vectoradd", BAD_CONFIG)["id"])["state"] == "failed"
+
+        _ready(client, tar_of(files_of("combo-vec-mm-xz")), "combo")
+        # Real timing attached later: durations and cycles, then only cycles over two passes in its place.
+        _attach(client, "combo", "ncu-details.csv", replace=False)
+        _attach(client, "combo", "ncu-cycles-2-passes.csv", replace=True)
+        os.environ["CASCADE_FAKE_ACCELSIM_PACE"] = "30"  # read by the simulator the next run starts
+        try:
+            run_id = create_run(client, "combo", "SM61_TITANX")["id"]
+            wait_run(client, run_id, until="running")
+        finally:
+            del os.environ["CASCADE_FAKE_ACCELSIM_PACE"]
+        assert client.post(f"/api/runs/{run_id}/cancel").json()["state"] == "cancelled"
+        _settled(client, run_id)
+
+        assert upload(client, tar_of({"README": b"no kernelslist.g here\n"}), "broken").status_code == 202
+        _state(client, "broken", "failed")
+        assert client.delete("/api/traces/broken").status_code == 204
+
+
+def _ready(client: TestClient, body: bytes, trace_id: str) -> None:
+    assert upload(client, body, trace_id).status_code == 202
+    _state(client, trace_id, "ready")
+
+
+def _attach(client: TestClient, trace_id: str, timing_file: str, *, replace: bool) -> None:
+    body = (TIMING_FILES / timing_file).read_bytes()
+    params = {"replace": "true"} if replace else {}
+    response = client.put(f"/api/traces/{trace_id}/real-timing", params=params, content=body, headers={"Content-Type": "text/csv"})
+    assert response.status_code == 200, response.text
+
+
+def _state(client: TestClient, trace_id: str, state: str) -> None:
+    deadline = time.monotonic() + 60
+    while (trace := client.get(f"/api/traces/{trace_id}").json())["state"] != state:
+        assert time.monotonic() < deadline, trace
+        time.sleep(0.1)
+
+
+def _settled(client: TestClient, run_id: str) -> None:
+    """Wait until the cancelled sim's runner has said all it will (its files and the end)."""
+    deadline = time.monotonic() + 60
+    while not client.get(f"/api/runs/{run_id}/files").json():
+        assert time.monotonic() < deadline, "the cancelled sim stored no files"
+        time.sleep(0.1)
+    time.sleep(2)
+
+
+async def stored(nats_url: str) -> list[bytes]:
+    """Every message of the stream, in order, as corpus lines."""
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        last = (await js.stream_info("CASCADE")).state.last_seq
+        out = []
+        for seq in range(1, last + 1):
+            msg = await js.get_msg("CASCADE", seq)
+            out.append(corpus.encode_line(msg.subject or "", msg.data or b""))
+        return out
+    finally:
+        await nc.close()
+
+
+def record_events(path: Path) -> None:
+    if path.exists():
+        sys.exit(f"{path} exists: a recorded corpus is never recorded again (see this module's doc)")
+    with tempfile.TemporaryDirectory(prefix="cascade-corpus-") as tmp, server.running(Path(tmp) / "js") as nats_server:
+        live(Path(tmp), nats_server.url)
+        path.write_bytes(b"\n".join(asyncio.run(stored(nats_server.url))) + b"\n")
+    print(f"{path}: {len(corpus.lines(path))} events")
+
+
+async def _replayed(nats_url: str, version: int, db: Path) -> dict[str, corpus.Table]:
+    nc = await nats.connect(nats_url)
+    store = EventStore(nc)
+    try:
+        await store.ensure_stream()
+        return await corpus.replayed(store, corpus.recorded(version), db)
+    finally:
+        await store.close()
+        await nc.close()
+
+
+def record_tables() -> None:
+    for version in corpus.VERSIONS:  # each into a stream of its own
+        with tempfile.TemporaryDirectory(prefix="cascade-corpus-") as tmp, server.running(Path(tmp) / "js") as nats_server:
+            dumped = asyncio.run(_replayed(nats_server.url, version, Path(tmp) / "replay.duckdb"))
+        path = corpus.tables_file(version)
+        path.write_bytes(msgspec.json.format(msgspec.json.encode(dumped), indent=1) + b"\n")
+        print(f"{path}: {sum(len(t.rows) for t in dumped.values())} rows in {len(dumped)} tables")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("CASCADE_FAKE_ACCELSIM_LOGS", str(LOGS))  # as tests/conftest.py has it
+    match sys.argv[1:]:
+        case ["events", file]:
+            record_events(Path(file))
+        case ["tables"]:
+            record_tables()
+        case _:
+            sys.exit(__doc__)
