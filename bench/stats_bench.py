@@ -37,7 +37,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cascade_core import events as ev  # noqa: E402
-from cascade_core.models import RunEntry  # noqa: E402
 from cascade_sim import logparse  # noqa: E402
 from cascade_sim.sim_report import stats_json  # noqa: E402
 from projections import kernel_stats, projector  # noqa: E402
@@ -87,15 +86,16 @@ def random_maps(names: list[str], kernels: int) -> list[bytes]:
     return maps
 
 
-def events(maps: list[bytes]) -> list[ev.Event]:
+def events(maps: list[bytes]) -> list[ev.AnyEvent]:
     at = datetime.now(UTC)
     sims = [ev.SimSpec(f"sim-{c}-{r}", config, r) for c, config in enumerate(CONFIGS) for r in range(SIMS_PER_CONFIG)]
-    entries = [RunEntry(config, SIMS_PER_CONFIG) for config in CONFIGS]
-    out: list[ev.Event] = [ev.RunCreated(id="run", at=at, run_id="run-1", trace_id="t", entries=entries, sims=sims, kernels_total=len(maps))]
+    entries = [ev.ConfigCount(config, SIMS_PER_CONFIG) for config in CONFIGS]
+    out: list[ev.AnyEvent] = [ev.RunCreated(id="run", at=at, run_id="run-1", trace_id="t", entries=entries, sims=sims, kernels_total=len(maps))]
     for s in sims:
-        common = {"at": at, "run_id": "run-1", "sim_id": s.sim_id, "attempt": 1}
-        out.append(ev.SimClaimed(id=f"claim-{s.sim_id}", runner_id="r", host="h", **common))  # type: ignore[arg-type]
-        out.append(ev.SimLaunched(id=f"launch-{s.sim_id}", launcher_ref="1", host="h", config_digests={}, **common))  # type: ignore[arg-type]
+        out.append(ev.SimClaimed(id=f"claim-{s.sim_id}", at=at, run_id="run-1", sim_id=s.sim_id, attempt=1, runner_id="r", host="h"))
+        out.append(
+            ev.SimLaunched(id=f"launch-{s.sim_id}", at=at, run_id="run-1", sim_id=s.sim_id, attempt=1, launcher_ref="1", host="h", config_digests={})
+        )
     for k, raw in enumerate(maps):
         sim = sims[k % len(sims)]
         out.append(
@@ -108,7 +108,7 @@ def events(maps: list[bytes]) -> list[ev.Event]:
     return out
 
 
-def build(db: Path, history: list[ev.Event], *, stats: bool) -> float:
+def build(db: Path, history: list[ev.AnyEvent], *, stats: bool) -> float:
     """Fold and write `history` in batches, as a replay does; seconds spent on its kernels."""
     con = projector.connect(db)
     cache = projector.RowCache()
@@ -116,7 +116,7 @@ def build(db: Path, history: list[ev.Event], *, stats: bool) -> float:
     projector.apply(con, list(enumerate(history[:kernels_at], 1)), cache=cache)
     write_stats = projector._write_stats
     if not stats:
-        projector._write_stats = lambda *args: None  # type: ignore[assignment]
+        projector._write_stats = lambda *args: None
     try:
         started = time.perf_counter()
         items = list(enumerate(history, 1))[kernels_at:]
@@ -124,7 +124,7 @@ def build(db: Path, history: list[ev.Event], *, stats: bool) -> float:
             projector.apply(con, items[i : i + BATCH], cache=cache)
         elapsed = time.perf_counter() - started
     finally:
-        projector._write_stats = write_stats  # type: ignore[assignment]
+        projector._write_stats = write_stats
     con.execute("CHECKPOINT")
     con.close()
     return elapsed
@@ -162,8 +162,7 @@ def maps_as_text(db: Path, maps: list[bytes], seqs: list[int]) -> float:
 def main(kernels: int, stat_count: int, repeat: int) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="cascade-stats-bench-"))
     try:
-        names = real_names(stat_count)
-        maps = random_maps(names, kernels)
+        maps = random_maps(real_names(stat_count), kernels)
         history = events(maps)
         rows = kernels * stat_count
         print(f"{kernels:,} kernels x {stat_count:,} stats = {rows:,} rows; maps of {sum(map(len, maps)) / kernels / 1e3:.0f} KB")

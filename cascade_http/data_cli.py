@@ -9,11 +9,11 @@ import shutil
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
-from cascade_core.models import SqlAnswer, SqlQuery
+from cascade_core.models import SqlAnswer, SqlFormat, SqlQuery
 from cascade_http import runs_text
 from cascade_http.config import ConfigError
 from cascade_http.locate import api_client
@@ -24,7 +24,7 @@ NULL = "NULL"
 
 
 def sql(args: argparse.Namespace) -> int:
-    form = "json" if args.format == "table" else args.format
+    form = cast(SqlFormat, "json" if args.format == "table" else args.format)
     if form == "parquet" and args.output is None and sys.stdout.isatty():
         raise ConfigError("Parquet is binary: write it to a file with -o FILE, or pipe it to a program that reads it")
     body = msgspec.json.encode(SqlQuery(sql=args.query, format=form))

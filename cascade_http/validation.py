@@ -201,7 +201,7 @@ def _str_validator(node: inspect.StrType) -> Validator:
 def _literal_validator(node: inspect.LiteralType) -> Validator:
     # pydantic names the values in the Literal's order, msgspec's `values` are sorted: the
     # two agree for a Literal declared in sorted order.
-    values = list(node.values)
+    values = [v for v in node.values if isinstance(v, str)]
     if values != sorted(values):
         raise TypeError(f"request validation needs {node!r} declared in sorted order")
     names = [repr(v) for v in values]

@@ -52,6 +52,9 @@ class _Pipe:
     def flush(self) -> None:
         pass
 
+    def close(self) -> None:
+        pass
+
     def take(self) -> bytes:
         data = b"".join(self._chunks)
         self._chunks.clear()
@@ -61,7 +64,7 @@ class _Pipe:
 def zip_chunks(con: Con, run_id: str, made_at: datetime) -> Iterator[bytes]:
     """The zip of the run's Parquet files, in chunks of about a row group each."""
     pipe = _Pipe()
-    with snapshot(con), zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_STORED) as archive:  # type: ignore[arg-type]
+    with snapshot(con), zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_STORED) as archive:
         for table, query in TABLES.items():
             member = zipfile.ZipInfo(f"{table}.parquet", date_time=made_at.timetuple()[:6])
             with archive.open(member, "w", force_zip64=True) as file:

@@ -87,7 +87,7 @@ def decode(raw: bytes, kernel: str) -> tuple[Layout, list[Value]]:
     try:
         stats = _any_map.decode(raw)
     except msgspec.DecodeError:
-        return _EMPTY, ()  # not a JSON object: nothing to store
+        return _EMPTY, []  # not a JSON object: nothing to store
     values = [_value(v) for v in stats.values()]
     names = tuple(stats)
     texts = frozenset(i for i, v in enumerate(values) if isinstance(v, str))

@@ -189,7 +189,7 @@ def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: kernel_s
 FEW_ROWS = 8
 
 
-def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[msgspec.Struct], dedupe: tuple[str, ...] | None) -> None:
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[msgspec.Struct], dedupe: tuple[str, ...] | None) -> None:
     if dedupe is None and len(rows) <= FEW_ROWS:
         width = len(tables.stored_fields(type(rows[0])))
         values = ", ".join(["(" + ", ".join(["?"] * width) + ")"] * len(rows))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -112,7 +113,7 @@ def _schema(row_type: type[msgspec.Struct]) -> pa.Schema:
     return pa.schema([pa.field(name, pa.list_(_ARROW[t]) if is_list else _ARROW[t]) for name, t, is_list in columns(row_type)])
 
 
-def to_arrow(table: str, rows: list[msgspec.Struct]) -> pa.Table:
+def to_arrow(table: str, rows: Sequence[msgspec.Struct]) -> pa.Table:
     schema = _schema(ROW_TYPES[table])
     data = zip(*map(values, rows))
     return pa.Table.from_arrays([pa.array(col, type=schema.field(i).type) for i, col in enumerate(data)], schema=schema)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
+from typing import cast
 
 import duckdb
 import msgspec
@@ -54,7 +55,7 @@ def _maps(con: duckdb.DuckDBPyConnection, rows: pa.Table, names: Names) -> Itera
     # Most values are finite numbers: the others are put in their places.
     merged: list[float | str | None] = value.to_pylist()
     for i in pc.indices_nonzero(pc.invert(pc.is_finite(value))).to_pylist():
-        merged[i] = nonfinite.text(merged[i])  # type: ignore[arg-type]
+        merged[i] = nonfinite.text(cast(float, merged[i]))
     for i, words in zip(pc.indices_nonzero(pc.is_valid(text)).to_pylist(), pc.drop_null(text).to_pylist()):
         merged[i] = words
     runs = pc.run_end_encode(seq)
