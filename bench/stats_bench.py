@@ -8,7 +8,7 @@ Builds a read model the way the projector does, from kernel results whose stats 
 
 1. writing: kernel results folded and written per second, with and without their maps
    becoming rows, against writing the maps as a column of JSON text instead; and the long
-   table's own rows per second (`kernel_stats.rows` and the insert alone);
+   table's own rows per second (`stats_rows.rows` and the insert alone);
 2. one kernel's full map, and one sim's: made again from their rows, and, as the other way
    to keep them, read from a column of their JSON text;
 3. an aggregate over every row: the L2 hit rate per config and kernel name, with names in
@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 from cascade_core import events as ev  # noqa: E402
 from cascade_sim import logparse  # noqa: E402
 from cascade_sim.sim_report import stats_json  # noqa: E402
-from projections import kernel_stats, projector  # noqa: E402
+from projections import projector, stats_rows  # noqa: E402
 from projections.database import incoming  # noqa: E402
 from projections.queries import stats_maps  # noqa: E402
 from projections.rows import KernelRow  # noqa: E402
@@ -224,9 +224,9 @@ def main(kernels: int, stat_count: int, repeat: int) -> None:
 
 
 def long_table_rate(tmp: Path, maps: list[bytes]) -> None:
-    """`kernel_stats.rows` and the insert, on their own, over a batch at a time."""
+    """`stats_rows.rows` and the insert, on their own, over a batch at a time."""
     con = projector.connect(tmp / "rate.duckdb")
-    names = kernel_stats.StatNames()
+    names = stats_rows.StatNames()
     kernels = [
         KernelRow(sim_id="sim", attempt=1, kernel_index=i, uid=i + 1, name="k", gpu_sim_cycle=1, gpu_sim_insn=1, gpu_ipc=1.0, sim_time_ns=1.0, stats=raw.decode(), seq=i + 1)
         for i, raw in enumerate(maps[: BATCH * 20])
@@ -236,7 +236,7 @@ def long_table_rate(tmp: Path, maps: list[bytes]) -> None:
     for i in range(0, len(kernels), BATCH):
         batch = kernels[i : i + BATCH]
         started = time.perf_counter()
-        rows = kernel_stats.rows(con, batch, {k.seq for k in batch}, names)
+        rows = stats_rows.rows(con, batch, {k.seq for k in batch}, names)
         between = time.perf_counter()
         con.execute("BEGIN TRANSACTION")
         if names.added:

@@ -26,7 +26,7 @@ from cascade_core import subjects
 from cascade_core.heap import settle_heap
 from cascade_nats.firehose import Frame
 from cascade_nats.store import EventStore
-from projections import kernel_stats, parking, tables, version
+from projections import parking, stats_rows, tables, version
 from projections.database import incoming, open_database
 from projections.fold import Folded, Rows, Unfoldable, fold, touched
 from projections.live import Live
@@ -100,7 +100,7 @@ class RowCache:
 
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, msgspec.Struct]] = {table: {} for table in ENTITY_TABLES}
-        self.stat_names = kernel_stats.StatNames()
+        self.stat_names = stats_rows.StatNames()
 
     def update(self, rows: Rows) -> None:
         for table, cached in self.rows.items():
@@ -165,9 +165,9 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
     con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
 
 
-def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: kernel_stats.StatNames) -> None:
+def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_rows.StatNames) -> None:
     """The stats maps of the kernels rows just written, as rows. Every kernel result the fold
-    applied names its stats, kept or not (`kernel_stats`)."""
+    applied names its stats, kept or not (`stats_rows`)."""
     applied = [c.row for c in folded.changes if c.kind == "kernel"]
     if not applied:
         return
@@ -176,7 +176,7 @@ def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: kernel_s
         # Those not already there were written, under the seq of the event that brought them.
         candidates = [row.seq for row in folded.checked["kernels"]]  # type: ignore[attr-defined]
         kept.update(s for (s,) in con.execute("SELECT seq FROM kernels WHERE seq IN (SELECT unnest(?))", [candidates]).fetchall())
-    stats = kernel_stats.rows(con, applied, kept, names)  # type: ignore[arg-type]
+    stats = stats_rows.rows(con, applied, kept, names)  # type: ignore[arg-type]
     if names.added:
         _insert(con, "stat_names", names.added, dedupe=None)
     if stats.num_rows:

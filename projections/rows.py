@@ -136,7 +136,7 @@ class KernelStatRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     `stat`, in the map of the kernels row with this `seq`. A number is `value` (nan and the
     infinities as DuckDB's own), a text is `text` (`kernel_name`, and `none` where the
     simulator printed no number); the other is null. Rows come from the maps as Arrow
-    columns (`projections/kernel_stats.py`)."""
+    columns (`projections/stats_rows.py`)."""
 
     seq: int
     stat: StatId
@@ -196,7 +196,7 @@ APPEND_TABLES: dict[str, tuple[type[msgspec.Struct], tuple[str, ...]]] = {
 }
 
 # Written by the projector from the kernels rows it writes, in the same transaction: their
-# stats maps as rows (`projections/kernel_stats.py`), and the key that makes each unique.
+# stats maps as rows (`projections/stats_rows.py`), and the key that makes each unique.
 STATS_TABLES: dict[str, tuple[type[msgspec.Struct], tuple[str, ...]]] = {
     "kernel_stats": (KernelStatRow, ("seq", "stat")),
     "stat_names": (StatNameRow, ("id",)),
