@@ -42,6 +42,9 @@ from projections.rebuild import ReadModel
 log = logging.getLogger("cascade")
 
 NATS_ANSWER_S = 2.0  # how long a read that asks NATS (health, live runners) waits for it
+# People's SQL queries at once (`POST /api/sql`): each may keep DuckDB's threads busy for its
+# whole time limit, and the projector must still get its turn. Others wait.
+SQL_QUERIES_AT_ONCE = 2
 RUNNERS_FRESH_S = 1.0  # the live runners are asked again after this long
 
 
@@ -69,6 +72,7 @@ class Cascade:
         self.step_timelines = StepTimelines(objects)
         self.comparisons: Lru[Hashable, Comparison] = Lru(64)
         self.stat_names = stats_maps.Names()
+        self.sql_queries = anyio.CapacityLimiter(SQL_QUERIES_AT_ONCE)
         self.supervision = supervision
         self._kv: KeyValue | None = None
         self._runners: tuple[float, list[Runner]] | None = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import anyio
 import duckdb
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,18 +14,6 @@ from cascade_http.readmodel import read
 from cascade_http.responses import ApiError
 from cascade_http.service import cascade
 from projections import answers, user_sql
-
-# Queries at once: each may keep DuckDB's threads busy for its whole time limit, and the
-# projector must still get its turn. Others wait.
-QUERIES_AT_ONCE = 2
-
-
-def _limiter(request: Request) -> anyio.CapacityLimiter:
-    state = request.app.state
-    if not hasattr(state, "sql_limiter"):
-        state.sql_limiter = anyio.CapacityLimiter(QUERIES_AT_ONCE)
-    return state.sql_limiter  # type: ignore[no-any-return]
-
 
 @operation(
     summary="Query the read model",
@@ -54,7 +41,7 @@ async def run_sql(request: Request) -> Response:
     settings = c.settings
     limits = user_sql.Limits(settings.sql_timeout_s, settings.sql_max_rows, settings.sql_max_bytes)
     try:
-        body = await read(c, user_sql.answer, query.sql, query.format, limits, limiter=_limiter(request))
+        body = await read(c, user_sql.answer, query.sql, query.format, limits, limiter=c.sql_queries)
     except user_sql.TookTooLong as err:
         raise ApiError(408, err.detail) from None
     except user_sql.TooLarge as err:

@@ -151,22 +151,6 @@ BODIES = [
 ]
 
 
-@pytest.mark.parametrize("raw", BODIES, ids=lambda raw: repr(raw[:60]))
-def test_hand_picked_bodies_answer_as_fastapi_does(raw: bytes) -> None:
-    assert cascade_outcome(raw, RunCreate) == fastapi_outcome(raw, RunCreate)
-
-
-TREES = [
-    {"leaves": [{"name": "ab", "n": 0}, {"name": "abc", "n": "2", "note": "n"}], "sizes": [1, "2", 3.0]},
-    {"leaves": [{"name": "a", "n": -2}, {"name": "abcd", "n": 3}], "sizes": []},
-    {"leaves": [{"name": "ab", "n": 0}], "sizes": "x"},
-    {"leaves": [{"name": "a", "n": 0}], "sizes": [1]},
-    {"leaves": [{"name": "ab", "n": 0}] * 3 + [None], "sizes": [1]},
-    {"leaves": [None] * 4, "sizes": [None]},
-    {"leaves": [{"name": "\ud800b", "n": 0, "note": 5}, {"name": 5, "n": None}], "sizes": [1.5]},
-]
-
-
 SQL_BODIES = [
     b'{"sql": "SELECT 1"}',
     b'{"sql": "SELECT 1", "format": "parquet"}',
@@ -181,9 +165,24 @@ SQL_BODIES = [
 ]
 
 
-@pytest.mark.parametrize("raw", SQL_BODIES, ids=lambda raw: repr(raw[:60]))
-def test_sql_query_bodies_answer_as_fastapi_does(raw: bytes) -> None:
-    assert cascade_outcome(raw, SqlQuery) == fastapi_outcome(raw, SqlQuery)
+@pytest.mark.parametrize(
+    ("schema", "raw"),
+    [(RunCreate, b) for b in BODIES] + [(SqlQuery, b) for b in SQL_BODIES],
+    ids=lambda v: repr(v[:60]) if isinstance(v, bytes) else v.__name__,
+)
+def test_hand_picked_bodies_answer_as_fastapi_does(schema: type, raw: bytes) -> None:
+    assert cascade_outcome(raw, schema) == fastapi_outcome(raw, schema)
+
+
+TREES = [
+    {"leaves": [{"name": "ab", "n": 0}, {"name": "abc", "n": "2", "note": "n"}], "sizes": [1, "2", 3.0]},
+    {"leaves": [{"name": "a", "n": -2}, {"name": "abcd", "n": 3}], "sizes": []},
+    {"leaves": [{"name": "ab", "n": 0}], "sizes": "x"},
+    {"leaves": [{"name": "a", "n": 0}], "sizes": [1]},
+    {"leaves": [{"name": "ab", "n": 0}] * 3 + [None], "sizes": [1]},
+    {"leaves": [None] * 4, "sizes": [None]},
+    {"leaves": [{"name": "\ud800b", "n": 0, "note": 5}, {"name": 5, "n": None}], "sizes": [1.5]},
+]
 
 
 @pytest.mark.parametrize("tree", TREES)
