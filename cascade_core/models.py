@@ -296,6 +296,31 @@ class ParkedEvent(msgspec.Struct, frozen=True, kw_only=True):
     parked_at: datetime
 
 
+SqlFormat = Literal["arrow", "csv", "json", "parquet"]  # in msgspec's order, which is pydantic's then
+
+
+class SqlQuery(msgspec.Struct, frozen=True, kw_only=True):
+    sql: Annotated[str, msgspec.Meta(min_length=1, description="One SELECT (WITH, FROM-first, VALUES, SHOW and DESCRIBE are SELECTs too).")]
+    format: Annotated[
+        SqlFormat,
+        msgspec.Meta(description="`json` (an SqlAnswer), `csv` (with a header), `arrow` (an Arrow IPC stream) or `parquet`."),
+    ] = "json"
+
+
+class SqlColumn(msgspec.Struct, frozen=True):
+    name: str
+    type: Annotated[str, msgspec.Meta(description="DuckDB's name of the column's type, such as BIGINT, DOUBLE, VARCHAR or VARCHAR[].")]
+
+
+class SqlAnswer(msgspec.Struct, frozen=True):
+    """A query's answer as JSON: its columns, then its rows, each a list of values in the
+    columns' order. A DOUBLE or FLOAT that is not a finite number is the string "NaN",
+    "Infinity" or "-Infinity", as in stats maps; times are RFC 3339 texts, BLOBs base64."""
+
+    columns: list[SqlColumn]
+    rows: list[list[Any]]
+
+
 class ErrorDetail(msgspec.Struct, frozen=True):
     detail: str
 

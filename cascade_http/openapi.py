@@ -24,6 +24,7 @@ STATUS_TEXT = {
     204: "No Content",
     401: "Unauthorized",
     404: "Not Found",
+    408: "Request Timeout",
     409: "Conflict",
     413: "Content Too Large",
     415: "Unsupported Media Type",
@@ -41,6 +42,7 @@ class Operation(msgspec.Struct, frozen=True, kw_only=True):
     response: Any = None
     status: int = 200
     media_type: str = "application/json"
+    other_media_types: tuple[str, ...] = ()  # the same answer in other forms: binary or text, no schema
     errors: dict[int, str] = {}
     also: dict[int, str] = {}  # other statuses answered with a `response` body too
     auth: bool = True
@@ -135,7 +137,8 @@ def _response(op: Operation, by_type: dict[Any, Any]) -> dict[str, Any]:
         return {"description": description, "content": {op.media_type: {"schema": {"oneOf": [_event(name, by_type[t]) for name, t in op.events.items()]}}}}
     if op.response in (bytes, str):
         return {"description": description, "content": {op.media_type: {"schema": {"type": "string"}}}}
-    return {"description": description, "content": {op.media_type: {"schema": by_type[op.response]}}}
+    others = {media_type: {"schema": {"type": "string", "format": "binary"}} for media_type in op.other_media_types}
+    return {"description": description, "content": {op.media_type: {"schema": by_type[op.response]}, **others}}
 
 
 def _event(name: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import msgspec
 
 from cascade_core import events as ev
 from cascade_core.models import GpuConfig
+from cascade_core import nonfinite
 from cascade_sim import logparse
 
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
@@ -21,7 +22,7 @@ MAX_LINES_BYTES = 192 * 1024
 
 def _nonfinite(value: object) -> str:
     if isinstance(value, logparse.NonFinite):
-        return "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
+        return nonfinite.text(value)
     raise NotImplementedError(type(value))
 
 

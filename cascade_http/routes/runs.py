@@ -27,6 +27,7 @@ from cascade_http.readmodel import read, streamed
 from cascade_http.responses import ApiError, MsgspecResponse, download, not_found
 from cascade_http.service import Cascade, cascade
 from cascade_nats.store import ConcurrencyError
+from projections import export
 from projections.queries import runs as q
 from projections.queries.traces import trace_summary
 
@@ -175,7 +176,24 @@ async def run_results(request: Request) -> Response:
     c = cascade(request)
     run = await _run(c, request.path_params["run_id"])
     configs = {g.name: g for g in c.gpu_configs}
-    return streamed(c, q.run_results_chunks, run, configs, media_type="application/json", filename=f"{run.id}-results.json")
+    return streamed(c, q.run_results_chunks, run, configs, c.stat_names, media_type="application/json", filename=f"{run.id}-results.json")
+
+
+@operation(
+    summary="Export a run as Parquet",
+    description="A zip of Parquet files, streamed as it is made, that pandas, polars and DuckDB read as they are: "
+    "runs.parquet (the run), sims.parquet (its sims), kernels.parquet (their kernels, without stats maps), "
+    "kernel_stats.parquet (every value of those maps: sim_id, kernel_index, stat, value, text) and timing.parquet "
+    "(the real timing its trace uses). `cascade export RUN -o DIR` unpacks it. The read model's columns are "
+    "described in README.md, Querying the read model.",
+    response=bytes,
+    media_type="application/zip",
+    errors=NO_RUN,
+)
+async def export_run(request: Request) -> Response:
+    c = cascade(request)
+    run = await _run(c, request.path_params["run_id"])
+    return streamed(c, export.zip_chunks, run.id, _now(), media_type="application/zip", filename=f"{run.id}-parquet.zip")
 
 
 @operation(summary="List a run's output files", response=list[RunFile], errors=NO_RUN)
@@ -235,6 +253,7 @@ routes = [
     Route("/api/runs/{run_id}/step-timelines", list_step_timelines, methods=["GET"]),
     Route("/api/runs/{run_id}/results", run_results, methods=["GET"]),
     Route("/api/runs/{run_id}/files", list_run_files, methods=["GET"]),
+    Route("/api/runs/{run_id}/export", export_run, methods=["GET"]),
     Route("/api/runs/{run_id}/perfetto", get_perfetto, methods=["GET"]),
     Route("/api/runs/{run_id}/events", stream_run_events, methods=["GET"]),
 ]

@@ -174,7 +174,7 @@ def test_replay_builds_a_fresh_read_model_and_events_prints_history(tmp_path: Pa
     assert [line.split()[2] for line in lines] == [
         "sim.claimed.v1", "sim.launched.v1", "sim.kernel_finished.v1", "sim.heartbeat.v1", "sim.file_stored.v1", "sim.finished.v1"
     ]
-    assert "stats={2 keys}" in lines[2], "a kernel's stats map is summed up, not shown as an object's repr"
+    assert "stats={5 keys}" in lines[2], "a kernel's stats map is summed up, not shown as an object's repr"
     as_json = run_cli("events", "run-a", "--json", CASCADE_NATS_URL=nats_url)
     records = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert records[0]["event"]["type"] == "run.created.v1"
