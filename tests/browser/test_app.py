@@ -12,11 +12,10 @@ import json
 import re
 import statistics
 import tarfile
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
 from cascade_core import events as ev
@@ -53,27 +52,6 @@ def ensure_trace(api: httpx.Client, name: str) -> None:
 
 def sim_states(page: Any) -> list[str]:
     return page.eval_on_selector_all("#sims-table tbody[data-sim] > tr:first-child", "rows => rows.map(r => r.dataset.state)")
-
-
-def finished_sim(run_id: str, sim_id: str, kernels: list[tuple[str, int]], clock_mhz: float, at: datetime) -> list[ev.Event]:
-    """A sim's life as a runner appends it: claimed, launched, a kernel result per
-    (name, cycles) a millisecond apart, a last heartbeat, succeeded."""
-    common: dict[str, Any] = {"run_id": run_id, "sim_id": sim_id, "attempt": 1}
-    events: list[ev.Event] = [
-        ev.SimClaimed(id=w.event_id(), at=at, runner_id="runner-seeded", host="h", **common),
-        ev.SimLaunched(id=w.event_id(), at=at, launcher_ref="1", host="h", config_digests={}, **common),
-    ]
-    for i, (name, cycles) in enumerate(kernels):
-        events.append(
-            ev.KernelFinished(
-                id=w.event_id(), at=at + timedelta(milliseconds=i), kernel_index=i, uid=i + 1, name=name, gpu_sim_cycle=cycles,
-                gpu_sim_insn=cycles * 3, gpu_ipc=3.0, sim_time_ns=cycles / clock_mhz * 1000, stats=msgspec.Raw(b"{}"), **common,
-            )
-        )
-    done = at + timedelta(milliseconds=len(kernels) + 1)
-    events.append(ev.SimHeartbeat(id=w.event_id(), at=done, kernels_done=len(kernels), current_kernel=kernels[-1][0], latest=w.LATEST, **common))
-    events.append(ev.SimFinished(id=w.event_id(), at=done, outcome="succeeded", exit_code=0, **common))
-    return events
 
 
 def seed(cascade: LiveServer, events: list[ev.Event]) -> None:
@@ -412,7 +390,7 @@ def test_compare_and_timeline_of_two_configs(page: Any, cascade: LiveServer) -> 
         [
             *w.trace_events("two-configs", arch="sm_61", kernel_count=3, step_timeline=False),
             w.run_created(run_id, sims, trace_id="two-configs", kernels_total=3, sample=True),
-            *(e for sim_id, config, r in sims for e in finished_sim(run_id, sim_id, [(n, c + 97 * r) for n, c in kernels], clocks[config], at)),
+            *(e for sim_id, config, r in sims for e in w.finished_sim(run_id, sim_id, [(n, c + 97 * r) for n, c in kernels], clocks[config], at)),
         ],
     )
     sign_in(page, cascade.url, f"#/runs/{run_id}/compare")
@@ -437,7 +415,7 @@ def test_a_sim_whose_runner_is_gone_says_so_on_the_run_and_in_its_row(page: Any,
         [
             *w.trace_events("lost-runner", arch="sm_61", kernel_count=1, step_timeline=False),
             w.run_created(run_id, sims, trace_id="lost-runner", kernels_total=1, sample=True),
-            *finished_sim(run_id, sims[0][0], [("_Z6vecAddIfEvPT_S1_S1_i", 5533)], 1417.0, at),
+            *w.finished_sim(run_id, sims[0][0], [("_Z6vecAddIfEvPT_S1_S1_i", 5533)], 1417.0, at),
             claimed,
         ],
     )
@@ -474,7 +452,7 @@ def test_compare_scores_real_time_and_cycles_with_the_spread_of_repetitions(page
         [
             *w.trace_events("real-timed", arch="sm_61", kernel_count=3, step_timeline=False),
             w.run_created(run_id, sims, trace_id="real-timed", kernels_total=3, sample=True),
-            *(e for sim_id, config, _ in sims for e in finished_sim(run_id, sim_id, [(f"_Z6kernelv{i + 1}", c) for i, c in enumerate(cycles[config])], clocks[config], at)),
+            *(e for sim_id, config, _ in sims for e in w.finished_sim(run_id, sim_id, [(f"_Z6kernelv{i + 1}", c) for i, c in enumerate(cycles[config])], clocks[config], at)),
         ],
     )
     header = '"ID","Kernel Name","gpu__time_duration.sum","gpc__cycles_elapsed.avg"\n"","","usecond","cycle"\n'
@@ -510,7 +488,7 @@ def test_ten_thousand_kernels_stay_smooth(page: Any, cascade: LiveServer) -> Non
         [
             *w.trace_events("big", arch="sm_61", kernel_count=1, step_timeline=False),  # its kernel list: a stand-in
             w.run_created(run_id, ((sim_id, "SM61_TITANX", 0),), trace_id="big", kernels_total=n, sample=True),
-            *finished_sim(run_id, sim_id, kernels, 1417.0, datetime(2026, 11, 8, 9, tzinfo=UTC)),
+            *w.finished_sim(run_id, sim_id, kernels, 1417.0, datetime(2026, 11, 8, 9, tzinfo=UTC)),
         ],
     )
 
