@@ -23,7 +23,7 @@ VALUES_LIMIT = 50_000  # rows in a values answer
 MAX_NAME = 500  # characters of a name or search
 
 ANY_INDEX = "[*]"
-_INDEX = re.compile(r"\[[0-9]+\]")
+_INDEX = re.compile(r"\[([0-9]+)\]")
 _SPECIAL = re.compile(r"[\\.^$|?*+()\[\]{}]")
 
 
@@ -61,23 +61,33 @@ def name_pattern(name: str) -> str:
     return _regex(_checked(name, "name"), r"\[([0-9]+)\]")
 
 
+def natural(name: str) -> list[str | int]:
+    """The order of names: by their text, indices as numbers (`[2]` before `[10]`)."""
+    parts: list[str | int] = []
+    for i, part in enumerate(_INDEX.split(name)):
+        parts.append(int(part) if i % 2 else part)
+    return parts
+
+
 def table_name(name: str) -> str:
     """The per-unit table a name belongs to: each of its indices as `[*]`."""
     return _INDEX.sub(ANY_INDEX, name)
 
 
 def stat_catalogue(con: Con, run: RunSummary, q: str) -> StatCatalogue:
-    """The names of the run's kernels' stats that hold `q`, each with how many kernel indices
-    of each config have it (configs in entry order); and the per-unit tables among them."""
+    """The names of the run's kernels' stats that hold `q` (in `natural` order), each with how
+    many kernel indices of each config have it (configs in entry order); and the per-unit
+    tables among them."""
     order = configs(run)
     records = con.execute(
         f"""SELECT stat, list(gpu_config ORDER BY list_position(?, gpu_config)), list(kernels ORDER BY list_position(?, gpu_config))
             FROM (SELECT stat, gpu_config, count(DISTINCT kernel_index) AS kernels
                   FROM ({_STAT_NAMES}) WHERE regexp_matches(stat, ?, 'i')
                   GROUP BY ALL)
-            GROUP BY stat ORDER BY stat""",
+            GROUP BY stat""",
         [order, order, run.id, search_pattern(q)],
     ).fetchall()
+    records.sort(key=lambda r: natural(r[0]))
     tables: dict[str, int] = {}
     for name, _, _ in records:
         table = table_name(name)
@@ -85,7 +95,7 @@ def stat_catalogue(con: Con, run: RunSummary, q: str) -> StatCatalogue:
             tables[table] = tables.get(table, 0) + 1
     return StatCatalogue(
         names=[StatName(name=name, kernels=dict(zip(cfgs, counts))) for name, cfgs, counts in records[:CATALOGUE_LIMIT]],
-        tables=[StatTable(name=t, stats=n) for t, n in sorted(tables.items())],
+        tables=[StatTable(name=t, stats=n) for t, n in sorted(tables.items(), key=lambda item: natural(item[0]))],
         truncated=len(records) > CATALOGUE_LIMIT,
     )
 

@@ -6,73 +6,33 @@ from the maps themselves."""
 
 from __future__ import annotations
 
-import functools
 import re
 import statistics
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 import pytest
 from starlette.testclient import TestClient
 
 from cascade_http.app import create_app
 from cascade_nats import server
-from cascade_sim.logparse import parse_stats
-from cascade_sim.sim_report import stats_json
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN
-from tests.support import LOGS, stats_blocks
+from tests.cascade_http.stats_world import CELL, CLOCKS, TRACE, config_maps, events, real_maps
 
 RUN = "run-statnames01"
 STATS = f"/api/runs/{RUN}/stats"
 VALUES = f"{STATS}/values"
-SIMS = [("sim-stats-titanx0", "SM61_TITANX", 0), ("sim-stats-titanx1", "SM61_TITANX", 1), ("sim-stats-qv100", "SM7_QV100", 0)]
-CLOCKS = {"SM61_TITANX": 1417.0, "SM7_QV100": 1132.0}
-
-
-@functools.cache
-def real_maps(config: str) -> list[dict[str, Any]]:
-    """The stats maps of combo-vec-mm-xz's three kernels on `config`, as events carry them."""
-    return [msgspec.json.decode(stats_json(parse_stats(b))) for b in stats_blocks((LOGS / f"combo-vec-mm-xz__{config}.log").read_text())]
-
-
-def replica_one(stats: dict[str, Any]) -> dict[str, Any]:
-    """The second TITAN X replica: its cycles and one DRAM cell differ, so medians are means."""
-    cell = "maximum service time to same row.dram[2][11]"
-    return {**stats, "gpu_sim_cycle": stats["gpu_sim_cycle"] + 100, cell: stats[cell] + 50}
-
-
-@functools.cache
-def maps() -> dict[str, list[dict[str, Any]]]:
-    """Each sim's maps, by sim id."""
-    titanx, qv100 = real_maps("SM61_TITANX"), real_maps("SM7_QV100")
-    return {SIMS[0][0]: titanx, SIMS[1][0]: [replica_one(m) for m in titanx], SIMS[2][0]: qv100}
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     tmp = tmp_path_factory.mktemp("stats")
-    at = datetime(2026, 11, 8, 9, tzinfo=UTC)
-    events = [
-        *w.trace_events("stats-demo", arch="sm_61", kernel_count=3, step_timeline=False),
-        w.run_created(RUN, SIMS, trace_id="stats-demo", kernels_total=3, sample=True),
-        w.run_created("run-statsempty", [("sim-stats-empty", "SM61_TITANX", 0)], trace_id="stats-demo", kernels_total=3, sample=True),
-    ]
-    for sim_id, config, _ in SIMS:
-        sim_maps = maps()[sim_id]
-        kernels = [(m["kernel_name"], int(m["gpu_sim_cycle"])) for m in sim_maps]
-        events += w.finished_sim(RUN, sim_id, kernels, CLOCKS[config], at, stats=[msgspec.json.encode(m) for m in sim_maps])
+    empty = w.run_created("run-statsempty", [("sim-stats-empty", "SM61_TITANX", 0)], trace_id=TRACE, kernels_total=3, sample=True)
     with server.running(tmp / "jetstream") as nats:
         with TestClient(create_app(w.settings(tmp, nats.url)), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
-            w.append(client, events)
+            w.append(client, [*events(RUN), empty])
             yield client
-
-
-def config_maps(config: str) -> list[list[dict[str, Any]]]:
-    """The maps of each of a config's replicas."""
-    return [maps()[sim_id] for sim_id, c, _ in SIMS if c == config]
 
 
 def expected_names(q: str) -> list[dict[str, Any]]:
@@ -85,7 +45,12 @@ def expected_names(q: str) -> list[dict[str, Any]]:
                 if found.search(name):
                     counts = names.setdefault(name, {})
                     counts[config] = counts.get(config, 0) + 1
-    return [{"name": n, "kernels": names[n]} for n in sorted(names)]
+    return [{"name": n, "kernels": names[n]} for n in sorted(names, key=by_index)]
+
+
+def by_index(name: str) -> list[Any]:
+    """Names in order of their text, their indices as numbers."""
+    return [int(p) if i % 2 else p for i, p in enumerate(re.split(r"\[([0-9]+)\]", name))]
 
 
 def test_the_catalogue_lists_the_names_that_hold_q_with_their_kernels_per_config(world: TestClient) -> None:
@@ -98,12 +63,13 @@ def test_the_catalogue_lists_the_names_that_hold_q_with_their_kernels_per_config
     banks = {n for m in real_maps("SM7_QV100") for n in m if n.startswith("L2_cache_bank[") and n.endswith("].Miss_rate")}
     assert {"name": "L2_cache_bank[*].Miss_rate", "stats": len(banks)} in answer["tables"]
     assert [t["name"] for t in answer["tables"]] == sorted({re.sub(r"\[[0-9]+\]", "[*]", n["name"]) for n in answer["names"]} - {n["name"] for n in answer["names"]})
+    assert [n["name"] for n in answer["names"]][:3] == ["L1D_cache_core[0].Miss_rate", "L1D_cache_core[1].Miss_rate", "L1D_cache_core[2].Miss_rate"]
 
 
 def test_a_search_with_any_index_and_the_cap(world: TestClient) -> None:
     answer = world.get(STATS, params={"q": "same ROW.dram[*][11]"}).json()
     assert answer["names"] == expected_names("same ROW.dram[*][11]")
-    assert "maximum service time to same row.dram[2][11]" in [n["name"] for n in answer["names"]]
+    assert CELL in [n["name"] for n in answer["names"]]
     everything = world.get(STATS).json()
     assert everything["truncated"] is True
     assert everything["names"] == expected_names("")[:200]
@@ -159,7 +125,7 @@ def test_a_name_with_any_index_gives_each_unit(world: TestClient) -> None:
     assert rows_of(answer) == expected
     assert (0, "SM61_TITANX", [2, 11], 2) in [r[:4] for r in expected]
     cell = next(r for r in rows_of(answer) if r[:3] == (0, "SM61_TITANX", [2, 11]))
-    value = real_maps("SM61_TITANX")[0]["maximum service time to same row.dram[2][11]"]
+    value = real_maps("SM61_TITANX")[0][CELL]
     assert cell[4:] == (value + 25, value, value + 50)
     # nan (a core that read nothing) is no number: a kernel whose replicas all say nan has none.
     rates = world.get(VALUES, params={"name": "L1D_cache_core[*].Miss_rate"}).json()
