@@ -6,7 +6,6 @@ the samples render; 10,000 kernels stay smooth. Each page is saved at 1280×800 
 from __future__ import annotations
 
 import base64
-import concurrent.futures
 import io
 import json
 import re
@@ -21,7 +20,7 @@ import pytest
 from cascade_core import events as ev
 from cascade_core.kernel_names import short_name
 from cascade_http.run_events import last_event_id
-from tests.browser.conftest import TOKEN, data_json, environment, missing, shoot, sign_in
+from tests.browser.conftest import TOKEN, data_json, environment, missing, seed, shoot, sign_in
 from tests.browser.proxy import proxy_to
 from tests.cascade_core.test_kernel_names import GRAMMAR_SYMBOLS, REAL_SYMBOLS
 from tests.cascade_http import runs_world as w
@@ -52,12 +51,6 @@ def ensure_trace(api: httpx.Client, name: str) -> None:
 
 def sim_states(page: Any) -> list[str]:
     return page.eval_on_selector_all("#sims-table tbody[data-sim] > tr:first-child", "rows => rows.map(r => r.dataset.state)")
-
-
-def seed(cascade: LiveServer, events: list[ev.Event]) -> None:
-    # From a thread of its own: Playwright's event loop runs in this one.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        pool.submit(cascade.seed, events).result()
 
 
 def assert_new_run_offered_where_the_api_takes_it(page: Any, api: httpx.Client) -> None:
@@ -217,8 +210,17 @@ def test_upload_run_watch_timeline_compare_and_perfetto(page: Any, cascade: Live
     page.wait_for_selector(f"#compare-table .vt-row >> nth={len(comparison['rows']) - 1}")
     cells = page.eval_on_selector_all("#compare-table .vt-row [data-config]", "els => els.map(e => [e.dataset.config, Number(e.dataset.ns)])")
     assert cells == [["SM61_TITANX", pytest.approx(r["sim_ns"]["SM61_TITANX"])] for r in comparison["rows"]]
-    series = data_json(page, "#compare-chart", "series")
-    assert series == [{"name": "SM61_TITANX", "values": [pytest.approx(r["sim_ns"]["SM61_TITANX"]) for r in comparison["rows"]]}]
+    # No line joins one kernel to the next; the three replicas' spread is drawn per kernel,
+    # around the comparison's medians (the fake simulator's replicas agree to the cycle).
+    assert not page.query_selector("#compare-chart")
+    spread = data_json(page, "#spread-chart", "spread")
+    by_kernel = {i: [k["sim_time_ns"] for k in kernels if k["kernel_index"] == i] for i in range(3)}
+    assert spread == [
+        {"gpu_config": "SM61_TITANX", "kernel_index": i, "replicas": 3, "min_ns": min(t), "median_ns": pytest.approx(r["sim_ns"]["SM61_TITANX"]), "max_ns": max(t)}
+        for (i, t), r in zip(by_kernel.items(), comparison["rows"])
+    ]
+    assert "Every replica took the same time on every kernel." in page.inner_text("#pic-spread")
+    assert page.is_hidden("#pic-scatter") and page.is_hidden("#pic-ratios")  # no real timing, one config
     total = float(page.get_attribute("#compare-summary [data-config=SM61_TITANX]", "data-total") or "nan")
     assert total == pytest.approx(sum(r["sim_ns"]["SM61_TITANX"] for r in comparison["rows"]))
     shoot(page, "compare", "#compare-table")
