@@ -209,6 +209,13 @@ def test_the_stat_explorer_finds_a_stat_and_draws_it_per_kernel_and_config(page:
 
     shoot(page, "stats-heatmap-dram", "#stat-heat-1", check=names_a_cell)
 
+    # A stat whose values are no numbers, and a search nothing matches, say so.
+    page.goto(f"{cascade.url}/#/runs/{run}/stats?name=kernel_name")
+    page.wait_for_selector("#stat-view .state-empty:has-text('No value of it is a number.')")
+    assert page.locator("#stat-table .vt-row").count() == 6
+    page.fill("#stat-search", "no such stat")
+    page.wait_for_selector("#stat-results .state-empty:has-text('No stat')")
+
 
 # The middle of a heatmap's cell, from the geometry it drew with.
 CELL_AT = """({ id, row, col }) => {

@@ -49,13 +49,14 @@ export function mountStats(el, model, query) {
   }
 
   function nameButton(text, note, data) {
-    return h("li", { dataset: data }, h("button", { type: "button", class: "stat-pick", dataset: { stat: text }, onclick: () => choose(text), "aria-current": text === name ? "page" : null }, h("span", { class: "mono" }, text), h("span", { class: "muted small" }, note)));
+    return h("li", { dataset: data }, h("button", { type: "button", class: "stat-pick", dataset: { stat: text }, onclick: () => choose(text), "aria-current": text === name ? "page" : null }, h("span", { class: "mono" }, text), h("span", { class: "muted small", title: data.name ? "Kernels that have it, per config" : null }, note)));
   }
 
   function showCatalogue(cat) {
     count.textContent = `${counted(cat.names.length, "name")}${cat.truncated ? " shown: more match, say more of the name" : ""}, ${counted(cat.tables.length, "per-unit table")}`;
     if (!cat.names.length) {
-      return clear(results, state("empty", model.kernelCount ? "No stat name holds this." : "No kernel has finished yet.", model.kernelCount ? "Names are as the simulator prints them (docs/stats-naming.md); [*] stands for any index." : null));
+      if (search.value) return clear(results, state("empty", `No stat's name holds “${search.value}”.`, "Names are as the simulator prints them (docs/stats-naming.md); [*] stands for any index."));
+      return clear(results, state("empty", model.active && !model.kernelCount ? "No kernel has finished yet." : "The kernels' results carry no stats."));
     }
     clear(
       results,
@@ -190,7 +191,7 @@ export function mountStats(el, model, query) {
     }
     const n = stars(v.name);
     let shown = v.rows; // what the table lists: what the pictures show
-    if (n === 0) parts.push(drawBars(v));
+    if (n === 0) parts.push(v.rows.some((r) => r.median !== null) ? drawBars(v) : state("empty", "No value of it is a number.", "nan, inf, none or text in every kernel: the table lists them."));
     else if (n === 1) {
       parts.push(h("p", { class: "hint pad-x" }, "Kernels down, units across; lighter is more."));
       parts.push(...heatmaps({ ...v, rows: withStats }, (rows) => grid(rows, (r) => String(r.kernel_index), (r) => String(r.units[0]), kernelTitle)).filter(Boolean));
