@@ -220,7 +220,7 @@ class StatTable(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class StatCatalogue(msgspec.Struct, frozen=True, kw_only=True):
-    names: Annotated[list[StatName], msgspec.Meta(description="The names matching q, sorted, at most `limit` of them.")]
+    names: Annotated[list[StatName], msgspec.Meta(description="The first of the names matching q, by name (indices as numbers).")]
     tables: Annotated[list[StatTable], msgspec.Meta(description="Every per-unit table among all the names matching q, sorted.")]
     truncated: Annotated[bool, msgspec.Meta(description="More names match than `names` holds.")]
 

@@ -213,7 +213,7 @@ export function mountStats(el, model, query) {
     clear(view, parts);
   }
 
-  /** The full name of row i: the name with its [*] filled in by the row's units. */
+  /** A row's full name: the name with each [*] filled in by the row's units. */
   function statName(v, r) {
     let u = 0;
     return v.name.replace(/\[\*\]/g, () => `[${r.units[u++]}]`);
