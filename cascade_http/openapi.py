@@ -33,6 +33,14 @@ STATUS_TEXT = {
 }
 
 
+class Query(msgspec.Struct, frozen=True, kw_only=True):
+    """A query parameter past a plain optional string."""
+
+    description: str
+    required: bool = False
+    schema: dict[str, Any] = msgspec.field(default_factory=lambda: {"type": "string"})
+
+
 class Operation(msgspec.Struct, frozen=True, kw_only=True):
     summary: str
     description: str = ""
@@ -46,7 +54,7 @@ class Operation(msgspec.Struct, frozen=True, kw_only=True):
     errors: dict[int, str] = {}
     also: dict[int, str] = {}  # other statuses answered with a `response` body too
     auth: bool = True
-    query: dict[str, str] = {}
+    query: dict[str, str | Query] = {}  # name -> its description, or all about it
     headers: dict[str, str] = {}
     events: dict[str, Any] = {}  # a text/event-stream's events: name -> the type of its JSON data
 
@@ -97,8 +105,7 @@ def _operation(path: str, route: Route, op: Operation, by_type: dict[Any, Any]) 
         "parameters": [
             {"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in _PARAM.findall(path)
         ]
-        + [{"name": name, "in": "query", "required": False, "schema": {"type": "string"}, "description": text}
-           for name, text in op.query.items()]
+        + [_query(name, param) for name, param in op.query.items()]
         + [{"name": name, "in": "header", "required": False, "schema": {"type": "string"}, "description": text}
            for name, text in op.headers.items()],
         "responses": {str(op.status): _response(op, by_type)},
@@ -127,6 +134,11 @@ def _operation(path: str, route: Route, op: Operation, by_type: dict[Any, Any]) 
         else:
             out["responses"][str(status)] = _error(text, by_type)
     return out
+
+
+def _query(name: str, param: str | Query) -> dict[str, Any]:
+    q = Query(description=param) if isinstance(param, str) else param
+    return {"name": name, "in": "query", "required": q.required, "schema": q.schema, "description": q.description}
 
 
 def _response(op: Operation, by_type: dict[Any, Any]) -> dict[str, Any]:

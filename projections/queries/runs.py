@@ -62,7 +62,7 @@ _encoder = msgspec.json.Encoder()
 _HOLE = msgspec.Raw(b"\x00")
 _EMPTY_STATS = msgspec.Raw(b"{}")
 
-_CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
+CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
 # The kernels table's column of each KernelStat field whose name differs. Lists select every
 # field but the last, stats, in the Struct's own order, so a row is built from them as they
 # come, then the map (made again from its rows, or left empty).
@@ -207,7 +207,7 @@ def unfinished_sims(con: Con) -> list[attention.Seen]:
 def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str]) -> duckdb.DuckDBPyConnection:
     """The given sims' kernels' columns of `_KERNEL_COLUMNS`, then each one's seq."""
     return con.execute(
-        f"SELECT {_KERNEL_COLUMNS}, k.seq FROM {_CURRENT_KERNELS} "
+        f"SELECT {_KERNEL_COLUMNS}, k.seq FROM {CURRENT_KERNELS} "
         "WHERE k.sim_id IN (SELECT unnest(?)) ORDER BY list_position(?, s.gpu_config), s.replica, k.kernel_index",
         [list(sim_ids), configs(run)],
     )
@@ -266,7 +266,7 @@ def _comparison_rows(con: Con, run: RunSummary, real: list[_Real], indices: list
     only = "AND k.kernel_index IN (SELECT unnest(?))" if indices is not None else ""
     records = con.execute(
         f"""SELECT k.kernel_index, s.gpu_config, median(k.sim_time_ns), median(k.gpu_sim_cycle), arg_min(k.name, s.replica)
-            FROM {_CURRENT_KERNELS} WHERE s.run_id = ? {only}
+            FROM {CURRENT_KERNELS} WHERE s.run_id = ? {only}
             GROUP BY k.kernel_index, s.gpu_config
             ORDER BY k.kernel_index, list_position(?, s.gpu_config)""",
         [run.id, *([indices] if indices is not None else []), names],
@@ -406,7 +406,7 @@ class SimKernelTimes(msgspec.Struct, frozen=True):
 def succeeded_kernel_times(con: Con, run_id: str) -> list[SimKernelTimes]:
     """Each succeeded sim's kernel times by launch uid."""
     records = con.execute(
-        f"SELECT k.sim_id, max(k.seq), map(list(k.uid), list(k.sim_time_ns)) FROM {_CURRENT_KERNELS} "
+        f"SELECT k.sim_id, max(k.seq), map(list(k.uid), list(k.sim_time_ns)) FROM {CURRENT_KERNELS} "
         "WHERE s.run_id = ? AND s.state = 'succeeded' GROUP BY k.sim_id",
         [run_id],
     ).fetchall()

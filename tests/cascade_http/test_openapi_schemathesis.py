@@ -97,6 +97,7 @@ def _sendable(headers: dict[str, str]) -> bool:
         ("/api/runs/{run_id}", {"run_id": w.RUN_ID}),
         ("/api/runs/{run_id}/comparison", {"run_id": w.RUN_ID}),
         ("/api/runs/{run_id}/kernels", {"run_id": w.RUN_ID}),
+        ("/api/runs/{run_id}/stats", {"run_id": w.RUN_ID}),
         ("/api/runs/{run_id}/step-timelines", {"run_id": w.RUN_ID}),
         ("/api/runs/{run_id}/results", {"run_id": w.RUN_ID}),
         ("/api/runs/{run_id}/files", {"run_id": w.RUN_ID}),
@@ -109,6 +110,13 @@ def _sendable(headers: dict[str, str]) -> bool:
 )
 def test_real_answers_match_the_document(api: BaseSchema, path: str, params: dict[str, str]) -> None:
     case = api[path]["GET"].Case(path_parameters=params)
+    response = case.call_and_validate(headers=AUTH)
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("name", ["gpu_sim_cycle", "L2_cache_stats_breakdown[GLOBAL_ACC_R][HIT_0001]", "no[*]such"])
+def test_real_stat_values_match_the_document(api: BaseSchema, name: str) -> None:
+    case = api["/api/runs/{run_id}/stats/values"]["GET"].Case(path_parameters={"run_id": w.RUN_ID}, query={"name": name})
     response = case.call_and_validate(headers=AUTH)
     assert response.status_code == 200
 
