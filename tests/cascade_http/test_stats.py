@@ -18,7 +18,7 @@ from cascade_http.app import create_app
 from cascade_nats import server
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN
-from tests.cascade_http.stats_world import CELL, CLOCKS, TRACE, config_maps, events, real_maps
+from tests.cascade_http.stats_world import CELL, CLOCKS, MISSING, TRACE, config_maps, events, real_maps
 
 RUN = "run-statnames01"
 STATS = f"/api/runs/{RUN}/stats"
@@ -57,8 +57,9 @@ def test_the_catalogue_lists_the_names_that_hold_q_with_their_kernels_per_config
     answer = world.get(STATS, params={"q": "miss_RATE"}).json()
     assert answer["names"] == expected_names("miss_RATE")
     assert not answer["truncated"]
-    # Every config has each of its names in all three kernels; the QV100 has more units.
-    assert {"name": "L2_cache_bank[0].Miss_rate", "kernels": {"SM61_TITANX": 3, "SM7_QV100": 3}} in answer["names"]
+    # Every config has each of its names in all three kernels (the first through one replica
+    # only, for MISSING); the QV100 has more units.
+    assert {"name": MISSING, "kernels": {"SM61_TITANX": 3, "SM7_QV100": 3}} in answer["names"]
     assert {"name": "L2_cache_bank[63].Miss_rate", "kernels": {"SM7_QV100": 3}} in answer["names"]
     banks = {n for m in real_maps("SM7_QV100") for n in m if n.startswith("L2_cache_bank[") and n.endswith("].Miss_rate")}
     assert {"name": "L2_cache_bank[*].Miss_rate", "stats": len(banks)} in answer["tables"]
@@ -131,6 +132,9 @@ def test_a_name_with_any_index_gives_each_unit(world: TestClient) -> None:
     rates = world.get(VALUES, params={"name": "L1D_cache_core[*].Miss_rate"}).json()
     assert any(r["median"] is None and r["replicas"] == 2 for r in rates["rows"])
     assert rows_of(rates) == expected_values({n: units(n) for n in rates["stats"]})
+    banks = world.get(VALUES, params={"name": "L2_cache_bank[*].Miss_rate"}).json()
+    assert (0, "SM61_TITANX", [0], 1) in [r[:4] for r in rows_of(banks)]
+    assert rows_of(banks) == expected_values({n: units(n) for n in banks["stats"]})
 
 
 def test_a_name_no_kernel_has_and_a_run_without_kernels_give_nothing(world: TestClient) -> None:
