@@ -22,17 +22,19 @@ export function scatterPlot({ id, label, axis, xTitle, yTitle, tip }) {
   function draw(ctx, width, tall, focus) {
     if (!data.points.length) return null;
     const side = Math.min(width - PAD.left - PAD.right, tall - PAD.top - PAD.bottom);
+    // The square in the middle of a wide box rather than against its left edge.
+    const left = PAD.left + Math.max(0, (width - PAD.left - PAD.right - side) / 2);
     const dom = logDomain(data.points.flatMap((p) => [p.real, p.sim, p.lo ?? p.real, p.hi ?? p.real]));
-    const x = scale("log", dom, [PAD.left, PAD.left + side]);
+    const x = scale("log", dom, [left, left + side]);
     const y = scale("log", dom, [PAD.top + side, PAD.top]);
     const [lo, hi] = dom;
     drawAxis(ctx, x, "x", PAD.top, PAD.top + side, axis);
-    drawAxis(ctx, y, "y", PAD.left, PAD.left + side, axis);
+    drawAxis(ctx, y, "y", left, left + side, axis);
     ctx.fillStyle = cssVar("--muted");
     ctx.textAlign = "center";
-    ctx.fillText(xTitle, PAD.left + side / 2, PAD.top + side + 22);
+    ctx.fillText(xTitle, left + side / 2, PAD.top + side + 22);
     ctx.save();
-    ctx.translate(12, PAD.top + side / 2);
+    ctx.translate(left - PAD.left + 12, PAD.top + side / 2);
     ctx.rotate(-Math.PI / 2);
     ctx.textBaseline = "middle";
     ctx.fillText(yTitle, 0, 0);
@@ -40,7 +42,7 @@ export function scatterPlot({ id, label, axis, xTitle, yTitle, tip }) {
 
     ctx.save();
     ctx.beginPath();
-    ctx.rect(PAD.left, PAD.top, side, side);
+    ctx.rect(left, PAD.top, side, side);
     ctx.clip();
     ctx.fillStyle = cssVar("--ok-bg");
     ctx.beginPath();
@@ -89,12 +91,12 @@ export function scatterPlot({ id, label, axis, xTitle, yTitle, tip }) {
       hit: (px, py) => nearest(at, px, py, 12),
       at: (i) => at[i],
       tip: (i) => tip(data.points[i]),
-      geometry: { left: PAD.left, top: PAD.top, side, domain: dom },
+      geometry: { left, top: PAD.top, side, domain: dom },
     };
   }
 
   return {
-    el: h("div", { class: "chart-wrap" }, plot.el, keyBox),
+    el: h("div", { class: "chart-wrap square" }, plot.el, keyBox),
     canvas: plot.canvas,
     setData(next) {
       data = next;
