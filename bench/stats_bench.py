@@ -13,12 +13,16 @@ Builds a read model the way the projector does, from kernel results whose stats 
    to keep them, read from a column of their JSON text;
 3. an aggregate over every row: the L2 hit rate per config and kernel name, with names in
    `stat_names` (joined) and, for comparison, in a DuckDB ENUM column;
-4. the `stats` catalogue.
+4. the `stats` catalogue;
+5. the stats routes (`projections/queries/stats.py`): a run's catalogue of names, everything
+   and a search, checked against counting distinct kernel indices over every row; and a
+   stat's values per kernel and config, one stat and a per-unit table (`[*]`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import random
 import shutil
@@ -30,6 +34,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import msgspec
 import pyarrow as pa
 
@@ -41,7 +46,8 @@ from cascade_sim import logparse  # noqa: E402
 from cascade_sim.sim_report import stats_json  # noqa: E402
 from projections import projector, stats_rows  # noqa: E402
 from projections.database import incoming  # noqa: E402
-from projections.queries import stats_maps  # noqa: E402
+from projections.queries import stats, stats_maps  # noqa: E402
+from projections.queries.runs import run_summary  # noqa: E402
 from projections.rows import KernelRow  # noqa: E402
 from tests.support import LOGS  # noqa: E402
 
@@ -217,10 +223,38 @@ def main(kernels: int, stat_count: int, repeat: int) -> None:
         assert sorted(cursor.execute(HIT_RATE).fetchall()) == sorted(cursor.execute(HIT_RATE_ENUM).fetchall())
         median, best = timed(lambda: cursor.execute("SELECT * FROM stats").fetchall(), max(3, repeat // 4))
         print(f"the stats catalogue (every name per config, and how many kernels have it): median {median:.0f} ms, best {best:.0f} ms")
+        stats_routes(cursor, repeat)
         cursor.close()
         con.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# Per config and name, the kernel indices whose kernels have it, counted over every row.
+DISTINCT_INDICES = """SELECT n.name, s.gpu_config, count(DISTINCT k.kernel_index)
+    FROM kernel_stats v JOIN kernels k ON k.seq = v.seq JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt JOIN stat_names n ON n.id = v.stat
+    WHERE s.run_id = 'run-1' GROUP BY ALL"""
+
+
+def stats_routes(cursor: duckdb.DuckDBPyConnection, repeat: int) -> None:
+    """The stats routes' reads, as the API calls them."""
+    run = run_summary(cursor, "run-1")
+    assert run is not None
+    everything = stats.stat_catalogue(cursor, run, "")
+    counted: dict[str, dict[str, int]] = {}
+    for name, config, kernels in cursor.execute(DISTINCT_INDICES).fetchall():
+        counted.setdefault(name, {})[config] = kernels
+    assert all(n.kernels == counted[n.name] for n in everything.names), "the catalogue counts as every row does"
+    median, best = timed(lambda: cursor.execute(DISTINCT_INDICES).fetchall(), max(3, repeat // 4))
+    print(f"a run's names per config with their kernel indices, counted distinct over every row: median {median:.0f} ms, best {best:.0f} ms")
+    for label, q in (("every name", ""), ("a search, Miss_rate", "Miss_rate")):
+        median, best = timed(functools.partial(stats.stat_catalogue, cursor, run, q), repeat)
+        print(f"GET /api/runs/{{id}}/stats, {label}: median {median:.0f} ms, best {best:.0f} ms")
+    for name in ("L2_total_cache_accesses", "L1D_cache_core[*].Miss_rate"):
+        answer = stats.stat_values(cursor, run, name)
+        median, best = timed(functools.partial(stats.stat_values, cursor, run, name), repeat if stats.ANY_INDEX not in name else max(3, repeat // 4))
+        print(f"GET /api/runs/{{id}}/stats/values?name={name}: {len(answer.rows):,} rows{' (truncated)' if answer.truncated else ''}, "
+              f"median {median:.0f} ms, best {best:.0f} ms")
 
 
 def long_table_rate(tmp: Path, maps: list[bytes]) -> None:
