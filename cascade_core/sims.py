@@ -113,9 +113,10 @@ class Finish(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Command = Claim | GiveUp | Record | Finish
+Decided = ev.SimClaimed | ev.SimFinished | Fact  # what a command may decide
 
 
-def decide(command: Command, sim: SimState) -> list[ev.SimEvent]:
+def decide(command: Command, sim: SimState) -> list[Decided]:
     """The events `command` makes of the sim: none when it changes nothing."""
     match command:
         case Claim():
@@ -133,7 +134,7 @@ def decide(command: Command, sim: SimState) -> list[ev.SimEvent]:
             assert_never(command)
 
 
-def _claim(cmd: Claim, sim: SimState) -> list[ev.SimEvent]:
+def _claim(cmd: Claim, sim: SimState) -> list[Decided]:
     if sim.finished:
         return []
     if sim.under_way:
@@ -169,7 +170,7 @@ def _failed(sim: SimState, event_id: str, at: datetime, error: str, causation_id
     )
 
 
-def _finish(cmd: Finish, sim: SimState) -> list[ev.SimEvent]:
+def _finish(cmd: Finish, sim: SimState) -> list[Decided]:
     if not current(sim, cmd.attempt):
         return []
     outcome = cmd.outcome

@@ -23,16 +23,14 @@ from collections import deque
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import msgspec
-
 from cascade_core.kernel_stats import kernel_stats_csv
 from cascade_core.object_names import sim_file
+from cascade_core.sims import Outcome
 from cascade_nats.objects import Objects, StoredObject
 from cascade_nats.supervise import retry
-from cascade_sim import logparse
 from cascade_sim.install import AccelSimInstall
 from cascade_sim.event_sender import EventSender
-from cascade_sim.sim_report import Job, Launch, SimReport, content_type
+from cascade_sim.sim_report import Launch, SimReport, content_type
 
 log = logging.getLogger("cascade.runner")
 
@@ -46,16 +44,16 @@ WITHHELD = ("CASCADE_TOKEN", "CASCADE_NATS_URL")
 
 
 class Stop:
-    """Why and how the runner ends a sim before it ends by itself."""
+    """The runner ends a sim before it ends by itself: its run was cancelled, another attempt
+    replaced this one (`SimReport.current` says which), or it ran too long (`timed_out`)."""
 
     def __init__(self) -> None:
         self.requested = asyncio.Event()
-        self.error: str | None = None  # the failure to report, if the runner reports one
-        self.report = True  # False: another attempt owns the sim now; say nothing more
+        self.timed_out = False
 
-    def request(self, error: str | None = None, *, report: bool = True) -> None:
+    def request(self, *, timed_out: bool = False) -> None:
         if not self.requested.is_set():
-            self.error, self.report = error, report
+            self.timed_out = timed_out
             self.requested.set()
 
 
@@ -72,7 +70,7 @@ def _die_with_parent() -> None:
 class Attempt:
     def __init__(
         self,
-        job: Job,
+        report: SimReport,
         install: AccelSimInstall,
         objects: Objects,
         sender: EventSender,
@@ -84,7 +82,7 @@ class Attempt:
         grace_s: float = 5.0,
         timeout_s: float | None = None,
     ) -> None:
-        self.job = job
+        self.job = report.job
         self.install = install
         self.objects = objects
         self.sender = sender
@@ -94,7 +92,7 @@ class Attempt:
         self.stop = stop
         self.grace_s = grace_s
         self.timeout_s = timeout_s
-        self.report = SimReport(job, sender.emit, sender.next_id, sender.now)
+        self.report = report
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self.config_digests: dict[str, str] = {}
         self.process: asyncio.subprocess.Process | None = None
@@ -119,9 +117,9 @@ class Attempt:
             env["PATH"] = os.pathsep.join([str(Path(xz).parent), env.get("PATH", "")])
         return env
 
-    async def run(self) -> logparse.Outcome | None:
-        """Run to the end and store the files; the outcome, or None when another attempt
-        owns the sim now and nothing more is to be said."""
+    async def run(self) -> Outcome | None:
+        """Run to the end and store the files; the simulator's outcome, or None when another
+        attempt owns the sim now and nothing more is to be said."""
         args = self._prepare()
         log_path = self.workdir.parent / f"{self.workdir.name}.accelsim.log.gz"
         self.process = await asyncio.create_subprocess_exec(
@@ -151,11 +149,9 @@ class Attempt:
                 ticker.cancel()
                 stopper.cancel()
         self.report.end_of_output()
-        if not self.stop.report:
+        if not self.report.current:
             return None
         result = self.report.outcome(returncode, list(self.stderr_tail))
-        if self.stop.error is not None:
-            result = msgspec.structs.replace(result, succeeded=False, error=self.stop.error)
         await self._store_files(result, log_path)
         return result
 
@@ -193,7 +189,7 @@ class Attempt:
         try:
             await asyncio.wait_for(self.stop.requested.wait(), self.timeout_s)
         except TimeoutError:
-            self.stop.request(f"ran longer than the wall-time limit of {self.timeout_s:g} s (CASCADE_SIM_TIMEOUT)")
+            self.stop.request(timed_out=True)
         assert self.process is not None
         self._signal(signal.SIGTERM)
         try:
@@ -208,7 +204,7 @@ class Attempt:
         except ProcessLookupError:
             pass
 
-    async def _store_files(self, result: logparse.Outcome, log_path: Path) -> None:
+    async def _store_files(self, result: Outcome, log_path: Path) -> None:
         """What the sim leaves, stored and announced just before the final heartbeat."""
         inputs = set(self.config_digests)
         files: list[tuple[str, Path | bytes]] = [

@@ -31,6 +31,7 @@ from operator import itemgetter
 
 import msgspec
 
+from cascade_core.sims import Outcome
 from cascade_sim import statnames
 
 __all__ = [
@@ -121,14 +122,6 @@ class SimError(msgspec.Struct, frozen=True):
 
 
 Output = Build | KernelLaunched | KernelBlock | Totals | ExitDetected | BreakMaxCycles | SimError
-
-
-class Outcome(msgspec.Struct, frozen=True):
-    """How a run ended: `exit_code` is shell-style (128 + N when killed by signal N)."""
-
-    succeeded: bool
-    exit_code: int
-    error: str | None
 
 
 # --- stats blocks -------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """What a sim attempt's output means as events. Pure: lines and parser outputs in, events out
 through `emit`, with ids and times given, so the runner and the recorded samples say the same
-things the same way.
+things the same way. Every event goes out as the sim's decider says (`cascade_core/sims.py`),
+given the sim as this attempt knows it: its own events, and those the runner reads from the
+log (`observe`), so a fact that would change nothing is not sent.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from datetime import datetime
 import msgspec
 
 from cascade_core import events as ev
+from cascade_core import sims
 from cascade_core.models import GpuConfig
 from cascade_sim import logparse
 
@@ -69,9 +72,17 @@ def stats_json(stats: dict[str, logparse.StatValue]) -> bytes:
 
 class SimReport:
     def __init__(
-        self, job: Job, emit: Callable[[ev.Event], None], next_id: Callable[[], str], now: Callable[[], datetime]
+        self,
+        job: Job,
+        emit: Callable[[ev.Event], None],
+        next_id: Callable[[], str],
+        now: Callable[[], datetime],
+        *,
+        sim: sims.SimState | None = None,
     ) -> None:
         self.job = job
+        # The sim as this attempt knows it; by default, just claimed for the job's attempt.
+        self.sim = sim or sims.SimState(run_id=job.run_id, sim_id=job.sim_id, state="launching", attempt=job.attempt)
         self.emit = emit
         self.next_id = next_id
         self.now = now
@@ -88,6 +99,25 @@ class SimReport:
         self.launch: Launch | None = None  # set once the process runs
         self.launched = False
 
+    @property
+    def current(self) -> bool:
+        """Whether the job's attempt is still the sim's: no other attempt replaced it."""
+        return self.sim.attempt == self.job.attempt
+
+    def observe(self, event: sims.SimLife) -> None:
+        """An event of the sim or its run, read from the log."""
+        self.sim = sims.evolve(self.sim, event)
+
+    def _decide(self, command: sims.Command) -> list[sims.Decided]:
+        decided = sims.decide(command, self.sim)
+        for event in decided:
+            self.sim = sims.evolve(self.sim, event)
+            self.emit(event)
+        return decided
+
+    def _record(self, fact: sims.Fact) -> None:
+        self._decide(sims.Record(fact))
+
     def _common(self) -> dict[str, object]:
         j = self.job
         return {"id": self.next_id(), "at": self.now(), "run_id": j.run_id, "sim_id": j.sim_id, "attempt": j.attempt}
@@ -98,7 +128,7 @@ class SimReport:
             return
         self.launched = True
         build = self.build or logparse.Build(None, None, None)
-        self.emit(
+        self._record(
             ev.SimLaunched(
                 **self._common(),  # type: ignore[arg-type]
                 launcher_ref=self.launch.launcher_ref,
@@ -111,7 +141,7 @@ class SimReport:
 
     def heartbeat(self) -> None:
         self.launched_once()
-        self.emit(
+        self._record(
             ev.SimHeartbeat(
                 **self._common(),  # type: ignore[arg-type]
                 kernels_done=len(self.kernels),
@@ -162,7 +192,7 @@ class SimReport:
 
     def _kernel_finished(self, k: logparse.KernelBlock) -> None:
         self.launched_once()
-        self.emit(
+        self._record(
             ev.KernelFinished(
                 **self._common(),  # type: ignore[arg-type]
                 kernel_index=len(self.kernels),
@@ -186,7 +216,7 @@ class SimReport:
             self._partial = ""
         self.handle(self.parser.finish())
 
-    def outcome(self, returncode: int, stderr_tail: list[str]) -> logparse.Outcome:
+    def outcome(self, returncode: int, stderr_tail: list[str]) -> sims.Outcome:
         return logparse.outcome(
             returncode if returncode >= 0 else None,
             -returncode if returncode < 0 else None,
@@ -196,7 +226,7 @@ class SimReport:
         )
 
     def file_stored(self, name: str, size: int, object_name: str, digest: str) -> None:
-        self.emit(
+        self._record(
             ev.SimFileStored(
                 **self._common(),  # type: ignore[arg-type]
                 name=name,
@@ -207,12 +237,10 @@ class SimReport:
             )
         )
 
-    def finished(self, result: logparse.Outcome) -> None:
-        self.emit(
-            ev.SimFinished(
-                **self._common(),  # type: ignore[arg-type]
-                outcome="succeeded" if result.succeeded else "failed",
-                exit_code=result.exit_code,
-                error=result.error,
-            )
+    def finished(self, outcome: sims.Outcome, *, wall_time_limit_s: float | None = None) -> ev.SimFinished | None:
+        """The attempt ended: its simulator's `outcome`, unless the runner stopped it for
+        running past `wall_time_limit_s`. The event sent, or None if it would change nothing."""
+        command = sims.Finish(
+            event_id=self.next_id(), at=self.now(), attempt=self.job.attempt, outcome=outcome, wall_time_limit_s=wall_time_limit_s
         )
+        return next((e for e in self._decide(command) if isinstance(e, ev.SimFinished)), None)
