@@ -1,10 +1,13 @@
 """The simulator runner: takes launch requests from the shared durable consumer, one per free
-slot, and runs each as an attempt.
+slot, and runs each as an attempt of its simulator backend (`simulator.Simulator`), which
+alone knows how the simulator runs and what its output says.
 
-Claiming is a decision: the runner reads the sim's last lifecycle event and appends its claim
-expecting exactly that sequence, so two runners can never both own an attempt. A request
-that comes back (its runner stopped keeping it in progress) is a lost runner: the next
-attempt starts, or after `max_attempts` the sim fails saying so. Cancels are pushed: the
+What to append is decided by `cascade_core/sims.py`, given commands with the time in them;
+the runner does the I/O around it. Claiming: the runner reads the sim's last lifecycle
+event and appends the claim decided from it expecting exactly that sequence, so two runners
+can never both own an attempt. A request that comes back (its runner stopped keeping it in
+progress) is a lost runner: the next attempt starts, or after `max_attempts` the sim fails
+saying so. Cancels are pushed: the
 runner listens to run events and stops a cancelled run's sims at once; every heartbeat also
 looks at the run's and the sim's last events, so a missed message or a replaced attempt is
 noticed within seconds.
@@ -47,9 +50,9 @@ from cascade_nats.supervise import Supervision, supervise
 from cascade_sim import registry
 from cascade_sim.attempt import HEARTBEAT_S, Attempt, Stop
 from cascade_sim.dispatcher import consumed_event, ensure_consumers
-from cascade_sim.install import AccelSimInstall
 from cascade_sim.event_sender import EventSender
 from cascade_sim.sim_report import Job, SimReport
+from cascade_sim.simulator import Simulator
 from cascade_sim.trace_cache import TraceCache, TraceUnavailable
 
 log = logging.getLogger("cascade.runner")
@@ -74,7 +77,7 @@ class Runner:
     def __init__(
         self,
         nc: Client,
-        install: AccelSimInstall,
+        simulator: Simulator,
         work_dir: Path,
         *,
         slots: int,
@@ -85,11 +88,11 @@ class Runner:
         keep_failed: bool = False,
         supervision: Supervision | None = None,
     ) -> None:
-        if not (work_dir.is_absolute() and install.root.is_absolute()):
+        if not work_dir.is_absolute():
             # The simulator runs in a directory of its own, where a relative path means another place.
-            raise ValueError(f"the runner needs absolute paths, not {work_dir} and {install.root}")
+            raise ValueError(f"the runner needs an absolute work dir, not {work_dir}")
         self.nc = nc
-        self.install = install
+        self.simulator = simulator
         self.store = EventStore(nc)
         self.objects = Objects(nc)
         self.work_dir = work_dir
@@ -104,7 +107,7 @@ class Runner:
         self.host = socket.gethostname()
         self.id = f"{self.host}-{secrets.token_hex(3)}"
         self.started_at = datetime.now(UTC)
-        self.configs = {c.name: c for c in install.configs()}
+        self.configs = {c.name: c for c in simulator.configs()}
         self.running: dict[str, Slot] = {}
         self._slot_freed = asyncio.Event()
         self._kv: KeyValue | None = None
@@ -250,7 +253,7 @@ class Runner:
         assert isinstance(claim, sims.SimState)
         job = slot.job = Job(request.run_id, request.sim_id, claim.attempt, request.trace_id, config, request.kernels_total)
         sender = EventSender(self.store, job.sim_id, job.attempt, self.supervision)
-        report = SimReport(job, sender.emit, sender.next_id, sender.now, sim=claim)
+        report = SimReport(job, sender.emit, sender.next_id, sender.now, reader=self.simulator.reader(), sim=claim)
         if await self._look_at_run(report) and report.sim.finished:  # cancelled before it started
             return "done"
         try:
@@ -261,7 +264,7 @@ class Runner:
             return "done"
         workdir = self.work_dir / "sims" / f"{job.sim_id}.{job.attempt}"
         attempt = Attempt(
-            report, self.install, self.objects, sender, workdir, trace_dir, self.host, slot.stop,
+            report, self.simulator, self.objects, sender, workdir, trace_dir, self.host, slot.stop,
             grace_s=self.grace_s, timeout_s=self.sim_timeout_s,
         )
         watch = asyncio.create_task(self._supervised(f"watching {job.sim_id}", lambda: self._watch(report, slot.stop)))

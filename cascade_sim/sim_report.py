@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import assert_never
 
 import msgspec
 
 from cascade_core import events as ev
 from cascade_core import sims
 from cascade_core.models import GpuConfig
-from cascade_sim import logparse
+from cascade_sim import simulator
 
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
 # output more it stays well under the event size limit.
@@ -23,7 +24,7 @@ MAX_LINES_BYTES = 192 * 1024
 
 
 def _nonfinite(value: object) -> str:
-    if isinstance(value, logparse.NonFinite):
+    if isinstance(value, simulator.NonFinite):
         return "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
     raise NotImplementedError(type(value))
 
@@ -57,7 +58,7 @@ def content_type(name: str) -> str:
     )
 
 
-def stats_json(stats: dict[str, logparse.StatValue]) -> bytes:
+def stats_json(stats: dict[str, simulator.StatValue]) -> bytes:
     """A stats map as the JSON object events and answers carry. JSON has no nan or infinity
     and msgspec would write `null`, which the API's `float | str` does not allow, so they are
     the strings "NaN", "Infinity" and "-Infinity": what JavaScript's Number(), Python's
@@ -65,7 +66,7 @@ def stats_json(stats: dict[str, logparse.StatValue]) -> bytes:
     raw = _stats_encoder.encode(stats)
     if b"null" in raw:  # a plain float nan or inf, not made by the parser: make it one
         raw = _stats_encoder.encode(
-            {k: logparse.NonFinite(v) if isinstance(v, float) and v - v != 0 else v for k, v in stats.items()}
+            {k: simulator.NonFinite(v) if isinstance(v, float) and v - v != 0 else v for k, v in stats.items()}
         )
     return raw
 
@@ -78,16 +79,17 @@ class SimReport:
         next_id: Callable[[], str],
         now: Callable[[], datetime],
         *,
+        reader: simulator.OutputReader,
         sim: sims.SimState | None = None,
     ) -> None:
         self.job = job
+        self.reader = reader
         # The sim as this attempt knows it; by default, just claimed for the job's attempt.
         self.sim = sim or sims.SimState(run_id=job.run_id, sim_id=job.sim_id, state="launching", attempt=job.attempt)
         self.emit = emit
         self.next_id = next_id
         self.now = now
-        self.parser = logparse.LogParser()
-        self.kernels: list[logparse.KernelBlock] = []  # summaries, for kernel-stats.csv
+        self.kernels: list[simulator.KernelBlock] = []  # summaries, for kernel-stats.csv
         self.current_kernel: str | None = None
         self.latest = ev.SimTotals()
         self._log: list[str] = []  # complete lines since the last heartbeat, in pieces
@@ -95,7 +97,7 @@ class SimReport:
         self._log_lines = 0
         self.next_line_seq = 1
         self._partial = ""  # stdout after its last line break
-        self.build: logparse.Build | None = None
+        self.versions = simulator.Versions(None, None)
         self.launch: Launch | None = None  # set once the process runs
         self.launched = False
 
@@ -127,15 +129,14 @@ class SimReport:
         if self.launched or self.launch is None:
             return
         self.launched = True
-        build = self.build or logparse.Build(None, None, None)
         self._record(
             ev.SimLaunched(
                 **self._common(),  # type: ignore[arg-type]
                 launcher_ref=self.launch.launcher_ref,
                 host=self.launch.host,
                 config_digests=self.launch.config_digests,
-                accel_sim_build=build.accel_sim,
-                gpgpu_sim_build=" ".join(p for p in (build.gpgpu_sim_version, build.gpgpu_sim) if p) or None,
+                accel_sim_build=self.versions.accel_sim_build,
+                gpgpu_sim_build=self.versions.gpgpu_sim_build,
             )
         )
 
@@ -172,25 +173,27 @@ class SimReport:
         if end >= 0:
             self.add_lines(text[:end])
         self._partial = text[end + 1 :]
-        self.handle(self.parser.feed(chunk))
+        self.handle(self.reader.feed(chunk))
 
-    def handle(self, outputs: list[logparse.Output]) -> None:
+    def handle(self, outputs: list[simulator.Output]) -> None:
         for out in outputs:
             match out:
-                case logparse.KernelBlock():
+                case simulator.KernelBlock():
                     self._kernel_finished(out)
-                case logparse.KernelLaunched():
+                case simulator.KernelLaunched():
                     self.launched_once()
                     self.current_kernel = out.name
-                case logparse.Totals():
+                case simulator.Totals():
                     self.latest = ev.SimTotals(
                         float(out.gpu_tot_sim_cycle), float(out.gpu_tot_sim_insn), out.gpu_tot_ipc, float(out.sim_rate_ips)
                     )
-                case logparse.Build():
-                    self.build = out
+                case simulator.Versions():
+                    self.versions = out
                     self.launched_once()
+                case _:
+                    assert_never(out)
 
-    def _kernel_finished(self, k: logparse.KernelBlock) -> None:
+    def _kernel_finished(self, k: simulator.KernelBlock) -> None:
         self.launched_once()
         self._record(
             ev.KernelFinished(
@@ -203,7 +206,7 @@ class SimReport:
                 gpu_ipc=k.gpu_ipc,
                 sim_time_ns=k.gpu_sim_cycle / self.job.gpu_config.core_clock_mhz * 1000,
                 stats=msgspec.Raw(stats_json(k.stats)),
-                stats_naming=logparse.STATS_NAMING,
+                stats_naming=self.reader.stats_naming,
             )
         )
         # Only the summary is kept for kernel-stats.csv: the full maps are in the events.
@@ -214,16 +217,10 @@ class SimReport:
         if self._partial:
             self.add_lines(self._partial)
             self._partial = ""
-        self.handle(self.parser.finish())
+        self.handle(self.reader.finish())
 
     def outcome(self, returncode: int, stderr_tail: list[str]) -> sims.Outcome:
-        return logparse.outcome(
-            returncode if returncode >= 0 else None,
-            -returncode if returncode < 0 else None,
-            self.parser.exit_detected,
-            self.parser.error,
-            stderr_tail,
-        )
+        return self.reader.outcome(returncode, stderr_tail)
 
     def file_stored(self, name: str, size: int, object_name: str, digest: str) -> None:
         self._record(
