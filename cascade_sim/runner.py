@@ -254,7 +254,7 @@ class Runner:
         job = slot.job = Job(request.run_id, request.sim_id, claim.attempt, request.trace_id, config, request.kernels_total)
         sender = EventSender(self.store, job.sim_id, job.attempt, self.supervision)
         report = SimReport(job, sender.emit, sender.next_id, sender.now, reader=self.simulator.reader(), sim=claim)
-        if await self._look_at_run(report) and report.sim.finished:  # cancelled before it started
+        if await self._look_at_run(report):  # its run was cancelled, and with it the sim, before it started
             return "done"
         try:
             trace_dir = await self.cache.fetch(job.trace_id)
