@@ -39,7 +39,7 @@ HEARTBEAT_S = 2.0
 LAUNCH_WAIT_S = 2.0  # how long the launch event waits for the simulator's build strings
 READ_SIZE = 64 * 1024
 STDERR_TAIL = 50
-# Cascade's secrets that may be in the runner's environment (`cascade_http.config.ENV`): the
+# Cascade's secrets that may be in the runner's environment (`cascade_app.config.ENV`): the
 # API token, and the NATS URL with its credentials. The simulator needs neither.
 WITHHELD = ("CASCADE_TOKEN", "CASCADE_NATS_URL")
 
