@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cascade_http import datadir, event_log  # noqa: E402
+from cascade_process import datadir, event_log  # noqa: E402
 from tests.cascade_sim.world import accelsim_tree  # noqa: E402
 from tests.support import LOGS, TRACES  # noqa: E402
 
@@ -121,7 +121,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def upload(url: str, trace: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "cascade_http.cli", "trace", "upload", str(TRACES / trace), "--id", "combo", "--url", url],
+    out = subprocess.run([sys.executable, "-m", "cascade_cli", "trace", "upload", str(TRACES / trace), "--id", "combo", "--url", url],
                          env={**os.environ, "CASCADE_TOKEN": TOKEN}, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
 
@@ -136,7 +136,7 @@ def main(size_mb: int, paced_kernels: int) -> None:
         size = (logs / LOG_NAME).stat().st_size
         grep_s = grep_seconds(logs / LOG_NAME)
         env = {**os.environ, "CASCADE_TOKEN": TOKEN, "CASCADE_FAKE_ACCELSIM_LOGS": str(logs)}
-        server = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "serve", "--port", "0", "--data-dir", str(tmp / "data"),
+        server = subprocess.Popen([sys.executable, "-m", "cascade_cli", "serve", "--port", "0", "--data-dir", str(tmp / "data"),
                                    "--accelsim-dir", str(tree), "--no-runner"], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
         try:
             for _ in range(300):
@@ -152,7 +152,7 @@ def main(size_mb: int, paced_kernels: int) -> None:
             # The worker logs in to the server's NATS with the data dir's password, given in its environment.
             url, env = service.api_url, {**env, "CASCADE_NATS_URL": event_log.live_nats_url(tmp / "data", service)}
             upload(url, "combo-vec-mm-xz")
-            worker = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "worker", "--accelsim-dir", str(tree),
+            worker = subprocess.Popen([sys.executable, "-m", "cascade_cli", "worker", "--accelsim-dir", str(tree),
                                        "--slots", "1", "--work-dir", str(tmp / "worker")], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
             try:
                 time.sleep(2)
@@ -208,7 +208,7 @@ def latency(url: str, tree: Path, tmp: Path, kernels: int, env: dict[str, str]) 
     big_log(logs / LOG_NAME, rounds=max(1, kernels // 3))
     times = tmp / "block-times.txt"
     paced_env = {**env, "CASCADE_FAKE_ACCELSIM_LOGS": str(logs), "CASCADE_FAKE_ACCELSIM_PACE": "0.1", "CASCADE_FAKE_ACCELSIM_BLOCK_TIMES": str(times)}
-    worker = subprocess.Popen([sys.executable, "-m", "cascade_http.cli", "worker", "--accelsim-dir", str(tree),
+    worker = subprocess.Popen([sys.executable, "-m", "cascade_cli", "worker", "--accelsim-dir", str(tree),
                                "--slots", "1", "--work-dir", str(tmp / "worker-paced")], env=paced_env, stdout=subprocess.DEVNULL, stderr=LOG)
     arrivals: list[float] = []
     try:

@@ -35,7 +35,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from cascade_http.client import ApiClient
+from cascade_cli.client import ApiClient
 
 TRACE = Path("/work/shared/accelsim/traces/vectoradd-100-32/kernel-1.traceg")
 TREE = Path("/work/shared/accelsim/tree")
@@ -121,7 +121,7 @@ class Sampler(threading.Thread):
 def serve(data_dir: Path, port: int) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CASCADE_")}
     env["CASCADE_TOKEN"] = TOKEN
-    command = [sys.executable, "-m", "cascade_http.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)]
+    command = [sys.executable, "-m", "cascade_cli", "serve", "--port", str(port), "--data-dir", str(data_dir)]
     command += ["--no-runner", "--accelsim-dir", str(TREE)]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     deadline = time.monotonic() + 60
@@ -184,7 +184,7 @@ def main() -> None:
             subprocess.run(["sync"], check=True)
             t0 = time.perf_counter()
             env = {k: v for k, v in os.environ.items() if not k.startswith("CASCADE_")} | {"CASCADE_TOKEN": TOKEN}
-            command = [sys.executable, "-m", "cascade_http.cli", "trace", "upload", str(work / "trace"), "--id", "bench-cli"]
+            command = [sys.executable, "-m", "cascade_cli", "trace", "upload", str(work / "trace"), "--id", "bench-cli"]
             done = subprocess.run([*command, "--url", f"http://127.0.0.1:{port}"], env=env, capture_output=True, text=True)
             cli_s = time.perf_counter() - t0
             sampler.stop.set()

@@ -3,7 +3,11 @@ refusal names the setting that sets its limit, so the one refused knows what to 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable, AsyncIterator
+
 import msgspec
+
+from cascade_core.refusals import TooLarge
 
 # Below this many decoded bytes the expansion ratio is not looked at: a small archive is mostly
 # tar headers and zero padding, which compress 50-100 fold and cost nothing to take.
@@ -14,6 +18,25 @@ def too_large(what: str, limit: int, setting: str, size: int | None = None) -> s
     """`what` (declared `size` bytes long, if it said) is over `limit` bytes."""
     size_said = "" if size is None else f" {size} bytes,"
     return f"the {what} is{size_said} over this server's limit of {limit} bytes ({setting})"
+
+
+class Limited:
+    """A stream's chunks until more than `limit` bytes came, then `TooLarge(detail)`;
+    `received` counts the bytes so far."""
+
+    def __init__(self, chunks: AsyncIterable[bytes], limit: int, detail: str) -> None:
+        self.chunks = chunks
+        self.limit = limit
+        self.detail = detail
+        self.received = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.chunks:
+            self.received += len(chunk)
+            if self.received > self.limit:
+                raise TooLarge(self.detail)
+            if chunk:
+                yield chunk
 
 
 class Expansion(msgspec.Struct, frozen=True):

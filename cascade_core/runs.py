@@ -1,13 +1,11 @@
 """Runs as pure decisions: a command and the read model's view in, the events to append out.
 
 No I/O and no clock: ids and the time arrive in the command, the trace and the run arrive as
-the API Structs the read model serves. A rejection is an exception whose message is the
-API's `detail` text; the HTTP layer maps its class to a status.
+the API Structs the read model serves. A rejection is a `cascade_core.refusals` type whose
+message is the API's `detail` text; each edge says it its own way.
 
-The states, shared with the projection (`projections/fold.py`): a sim moves
-pending → launching → running → succeeded | failed | cancelled and never leaves a finished
-state; a run is active while any sim is unfinished, then cancelled if any sim was cancelled,
-else failed if any failed, else succeeded.
+A run is active while any of its sims is unfinished (a sim's states: `cascade_core/sims.py`),
+then cancelled if any sim was cancelled, else failed if any failed, else succeeded.
 """
 
 from __future__ import annotations
@@ -19,9 +17,8 @@ import msgspec
 
 from cascade_core import events as ev
 from cascade_core.models import GpuConfig, RunCreate, RunSummary, Trace
-
-SIM_STATES = ("pending", "launching", "running", "succeeded", "failed", "cancelled")
-FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+from cascade_core.refusals import Conflict, Invalid, NotFound
+from cascade_core.sims import FINISHED, SIM_STATES
 
 
 def run_state(counts: Mapping[str, int]) -> str:
@@ -34,23 +31,19 @@ def run_state(counts: Mapping[str, int]) -> str:
     return "succeeded"
 
 
-class Rejected(Exception):
-    """The command is refused; the message says why, as the API's `detail`."""
-
-
-class TraceNotFound(Rejected):
+class TraceNotFound(NotFound):
     pass
 
 
-class TraceNotUsable(Rejected):
+class TraceNotUsable(Conflict):
     """The trace exists but cannot be simulated: not ready, or a sample."""
 
 
-class BadEntry(Rejected):
+class BadEntry(Invalid):
     """An entry names an unknown config, or one of another arch than the trace."""
 
 
-class TooManySims(Rejected):
+class TooManySims(Invalid):
     """The entries ask for more sims than one run may have."""
 
 
@@ -72,7 +65,7 @@ def sim_count(body: RunCreate) -> int:
 
 
 def check_create(body: RunCreate, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int) -> Trace:
-    """The trace a run of `body` would simulate, or `Rejected` saying why there can be no such
+    """The trace a run of `body` would simulate, or a refusal saying why there can be no such
     run: the reference's reasons in its order, then more than `max_sims` sims (every entry
     being at least one, that caps the entries too, and with them the size of the run's event)."""
     trace_id = body.trace_id

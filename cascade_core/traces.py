@@ -1,10 +1,11 @@
 """Decisions about traces: pure functions from what is known to the events to append.
 
-An upload goes through these, with the HTTP body, the object store and the event store at
-the edges (`cascade_http.uploads`):
+An upload goes through these, with the request body, the object store and the event store at
+the edges (`cascade_app.uploads`):
 
 - `check_upload` refuses a request before anything is stored (bad id, media type, size);
-- `decide_upload` starts the upload if the id is free (never used, or its trace deleted);
+- `decide_upload` starts the upload if the id is free (never used, or its trace deleted),
+  and `decide_next` lets each next step of it go on while the trace is still its own;
 - `files_stored` announces the stored files, which moves the trace to `processing`;
 - `decide_outcome` reads what the upload found in the files and makes the trace `ready`,
   with its kernels and real timing, or `failed` with an error a user can act on;
@@ -30,6 +31,7 @@ from cascade_core.ids import is_trace_id
 from cascade_core.limits import too_large
 from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail
 from cascade_core.realtiming import line_up, parse_timing
+from cascade_core.refusals import Conflict, Invalid, NotFound, TooLarge, UnsupportedMedia
 from cascade_core.timeline import TimelineError, validate_timeline
 from cascade_core.tracefiles import (
     KERNELSLIST,
@@ -65,15 +67,6 @@ MAX_EVENT_PAYLOAD = 256 * 1024
 MAX_ERROR_CHARS = 2000
 
 
-class Refused(Exception):
-    """A command that cannot be carried out; `status` is the HTTP status that says why."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-
-
 class Envelope(TypedDict):
     id: str
     at: datetime
@@ -88,8 +81,13 @@ class Upload(msgspec.Struct, frozen=True):
     trace_id: str
     upload_id: str
 
+    @property
+    def started_id(self) -> str:
+        """The id of the upload's first event, which all of its events are correlated with."""
+        return f"{self.upload_id}.started"
+
     def envelope(self, name: str, at: datetime) -> Envelope:
-        started = f"{self.upload_id}.started"
+        started = self.started_id
         event_id = f"{self.upload_id}.{name}"
         return Envelope(id=event_id, at=at, correlation_id=started, causation_id=None if event_id == started else started)
 
@@ -117,25 +115,23 @@ def new_trace_id() -> str:
 
 
 def check_upload(trace_id: str, content_type: str | None, content_length: int | None, limit: int) -> Compression:
-    """How the body is compressed, or `Refused` for what can be told from the request line
-    and headers alone: a bad id (422), a media type that is no trace archive (415), a
-    declared length over the limit (413)."""
+    """How the body is compressed, or a refusal for what can be told from the request line
+    and headers alone: a bad id, a media type that is no trace archive, a declared length
+    over the limit."""
     if not is_trace_id(trace_id):
-        raise Refused(
-            422,
+        raise Invalid(
             f"trace id {trace_id[:100]!r} is not valid: use 1 to 64 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit",
         )
     media_type = (content_type or "").split(";", 1)[0].strip().lower()
     compression = MEDIA_TYPES.get(media_type)
     if compression is None:
-        raise Refused(
-            415,
+        raise UnsupportedMedia(
             f"Content-Type {media_type or 'missing'!r} is not a trace archive; send a tar stream as "
             "application/x-tar, application/gzip or application/x-xz",
         )
     if content_length is not None and content_length > limit:
-        raise Refused(413, upload_too_large(limit, content_length))
+        raise TooLarge(upload_too_large(limit, content_length))
     return compression
 
 
@@ -147,8 +143,16 @@ def decide_upload(last: ev.Event | None, upload: Upload, at: datetime, *, conten
     """Start an upload if the id is free: `last` is the newest event on the trace's subject
     (None for an id never used). A deleted trace's id may be used again."""
     if last is not None and not isinstance(last, ev.TraceDeleted):
-        raise Refused(409, f"trace {upload.trace_id} already exists")
+        raise Conflict(f"trace {upload.trace_id} already exists")
     return ev.TraceUploadStarted(**upload.envelope("started", at), trace_id=upload.trace_id, content_type=content_type)
+
+
+def decide_next(last: ev.Event | None, upload: Upload, events: Sequence[ev.Event]) -> Sequence[ev.Event]:
+    """The upload's next `events`, while the trace is still its own: the newest event on the
+    trace's subject (`last`) is one of the upload's."""
+    if last is None or last.correlation_id != upload.started_id:
+        raise Conflict(f"trace {upload.trace_id} was changed by another request during its upload")
+    return events
 
 
 # --- after the body is stored --------------------------------------------------------------
@@ -285,13 +289,13 @@ def decide_delete(
     A trace left `uploading` or `processing` by a server that stopped mid-upload (so no upload
     of it runs here) can be deleted."""
     if trace is None:
-        raise Refused(404, f"trace {trace_id} not found")
+        raise NotFound(f"trace {trace_id} not found")
     if trace.sample:
-        raise Refused(409, f"trace {trace_id} is a sample that ships with Cascade; samples cannot be deleted")
+        raise Conflict(f"trace {trace_id} is a sample that ships with Cascade; samples cannot be deleted")
     if active_run is not None:
-        raise Refused(409, f"trace {trace_id} is used by active run {active_run}")
+        raise Conflict(f"trace {trace_id} is used by active run {active_run}")
     if uploading_here:
-        raise Refused(409, f"trace {trace_id} is still being uploaded; delete it once it is ready or failed")
+        raise Conflict(f"trace {trace_id} is still being uploaded; delete it once it is ready or failed")
     return ev.TraceDeleted(id=event_id, at=at, trace_id=trace_id)
 
 
@@ -319,19 +323,18 @@ def decide_real_timing(
 ) -> tuple[list[ev.TraceRealTimingListed], ev.TraceRealTimingAttached]:
     """The events that attach the file's timing to a ready trace: its rows, and the marker
     to append after them that makes them the trace's, in place of `timing_in_use` (the trace's current
-    timing id). Refused: no such trace (404); a sample, a trace not ready, or one with timing
-    when `replace` is not set (409); a file that is no timing, or whose launches are not the
-    trace's (422)."""
+    timing id). Refused: no such trace (`NotFound`); a sample, a trace not ready, or one with
+    timing when `replace` is not set (`Conflict`); a file that is no timing, or whose launches
+    are not the trace's (`Invalid`)."""
     trace_id = request.trace_id
     if trace is None:
-        raise Refused(404, f"trace {trace_id} not found")
+        raise NotFound(f"trace {trace_id} not found")
     if trace.sample:
-        raise Refused(409, f"trace {trace_id} is a sample that ships with Cascade; its real timing cannot be changed")
+        raise Conflict(f"trace {trace_id} is a sample that ships with Cascade; its real timing cannot be changed")
     if trace.state != "ready":
-        raise Refused(409, f"trace {trace_id} is {trace.state}; real timing can be attached to a ready trace")
+        raise Conflict(f"trace {trace_id} is {trace.state}; real timing can be attached to a ready trace")
     if timing_in_use is not None and not request.replace:
-        raise Refused(
-            409,
+        raise Conflict(
             f"trace {trace_id} already has real timing ({timing_in_use}); replace it with ?replace=true "
             "(cascade trace timing --replace)",
         )
@@ -339,9 +342,9 @@ def decide_real_timing(
         timing = parse_timing(_text(request.body, TIMING_FILE), TIMING_FILE)
         rows = line_up(timing, trace.kernels, TIMING_FILE)
     except TraceError as error:
-        raise Refused(422, str(error)) from None
+        raise Invalid(str(error)) from None
     if not rows:
-        raise Refused(422, f"{TIMING_FILE} holds no kernel launches")
+        raise Invalid(f"{TIMING_FILE} holds no kernel launches")
     timing_id = request.timing_id
     listed = [
         ev.TraceRealTimingListed(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,18 +18,17 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from cascade_app.reads import read
+from cascade_app.service import NATS_ANSWER_S, Cascade
 from cascade_core import attention
 from cascade_core.models import ErrorDetail, Health, Problem, ValidationErrorBody
-from cascade_http import service
-from cascade_http.service import NATS_ANSWER_S, cascade
+from cascade_core.refusals import Refused
 from cascade_http.auth import BearerAuth
-from cascade_http.config import Settings
 from cascade_http.openapi import document, operation
 from cascade_http.read_only import ReadOnlyWhileRebuilding
-from cascade_http.readmodel import read
-from cascade_http.responses import MsgspecResponse
+from cascade_http.responses import MsgspecResponse, refusal
+from cascade_http.state import cascade
 from cascade_http.validation import RequestValidationError
-from cascade_nats.server import EmbeddedNats
 from cascade_nats.store import EventTooLarge
 from cascade_nats.supervise import ConnectionWatch, describe
 from projections.queries import runs as q
@@ -90,6 +89,11 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return MsgspecResponse(ErrorDetail(str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
 
 
+async def refused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Refused)
+    return refusal(exc)
+
+
 async def event_too_large(request: Request, exc: Exception) -> Response:
     """The last resort for a request whose event the store refused before sending it: every
     route's own limits should have refused the request first."""
@@ -125,12 +129,13 @@ def web_routes() -> list[BaseRoute]:
     return [Route("/", web_app, methods=["GET"]), Mount("/static", WebAssets(directory=WEB_DIR), name="static")]
 
 
-def create_app(settings: Settings, embedded: EmbeddedNats | None = None) -> Starlette:
-    """The app on `settings`; `embedded` is the nats-server this process started, if any."""
+def create_app(token: str | None, service: Callable[[], contextlib.AbstractAsyncContextManager[Cascade]]) -> Starlette:
+    """The app answering requests that carry `token`, from the service `service()` runs for
+    the app's lifetime (`cascade_process.service` wires one)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with service.running(settings, embedded) as running:
+        async with service() as running:
             app.state.cascade = running
             yield
 
@@ -138,9 +143,11 @@ def create_app(settings: Settings, embedded: EmbeddedNats | None = None) -> Star
     app = Starlette(
         routes=[*app_routes, *web_routes()],
         middleware=[Middleware(BearerAuth), Middleware(ReadOnlyWhileRebuilding)],
-        exception_handlers={HTTPException: http_error, RequestValidationError: validation_error, EventTooLarge: event_too_large},
+        exception_handlers={
+            HTTPException: http_error, Refused: refused, RequestValidationError: validation_error, EventTooLarge: event_too_large
+        },
         lifespan=lifespan,
     )
-    app.state.token = settings.token
+    app.state.token = token
     app.state.openapi = document(app_routes, title="Cascade", version=VERSION)
     return app

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from cascade_core.models import ErrorDetail
-from cascade_http.responses import MsgspecResponse
+from cascade_app.reads import RETRY_AFTER_S
+from cascade_core.refusals import Unavailable
+from cascade_http.responses import refusal
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
-RETRY_AFTER_S = 5
 
 
 class ReadOnlyWhileRebuilding:
@@ -28,7 +28,6 @@ class ReadOnlyWhileRebuilding:
                     f"the read model is being rebuilt from the event log ({rebuild.applied:,} events so far) and takes "
                     "no changes until it is done; try again later (GET /api/health shows how far it is)"
                 )
-                response = MsgspecResponse(ErrorDetail(detail), status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
-                await response(scope, receive, send)
+                await refusal(Unavailable(detail, retry_after_s=RETRY_AFTER_S))(scope, receive, send)
                 return
         await self.app(scope, receive, send)

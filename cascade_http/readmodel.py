@@ -1,43 +1,15 @@
-"""Reading the DuckDB read model from request handlers.
-
-DuckDB calls block, so each read runs in a worker thread on a cursor of its own, closed when
-the read is done. Streamed answers are sync generators, which Starlette's StreamingResponse
-advances in worker threads chunk by chunk.
-"""
+"""Streamed answers from the DuckDB read model: sync generators over a cursor of their own,
+which Starlette's StreamingResponse advances in worker threads chunk by chunk (single reads
+are `cascade_app.reads.read`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
-import anyio
-import duckdb
-from starlette.exceptions import HTTPException
 from starlette.responses import StreamingResponse
 
-from cascade_http.read_only import RETRY_AFTER_S
-from cascade_http.service import Cascade
-
-T = TypeVar("T")
-
-
-def _with_cursor(c: Cascade, query: Callable[..., T], args: tuple[Any, ...]) -> T:
-    with c.reader() as con:
-        return query(con, *args)
-
-
-async def read(c: Cascade, query: Callable[..., T], *args: Any, limiter: anyio.CapacityLimiter | None = None) -> T:
-    """`query(cursor, *args)`, run in a worker thread (one `limiter` lets run, if given).
-
-    While the read model is rebuilt, reads go to the old one, which may lack a table or column
-    this version reads: such a read is answered once the rebuild is done."""
-    try:
-        return await anyio.to_thread.run_sync(_with_cursor, c, query, args, limiter=limiter)
-    except (duckdb.CatalogException, duckdb.BinderException) as err:
-        if c.read_model.rebuild is None:
-            raise
-        detail = f"the read model is being rebuilt from the event log, and the old one cannot answer this ({str(err).splitlines()[0]}); try again later"
-        raise HTTPException(503, detail, headers={"Retry-After": str(RETRY_AFTER_S)}) from err
+from cascade_app.service import Cascade
 
 
 def _chunks(c: Cascade, chunks: Callable[..., Iterator[bytes]], args: tuple[Any, ...]) -> Iterator[bytes]:

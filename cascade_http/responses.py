@@ -11,6 +11,9 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Send
 
+from cascade_core.models import ErrorDetail
+from cascade_core.refusals import Conflict, Invalid, NotFound, Refused, TooLarge, Unavailable, UnsupportedMedia
+
 ENCODER = msgspec.json.Encoder()
 
 
@@ -49,3 +52,21 @@ class ApiError(HTTPException):
 
 def not_found(detail: str) -> ApiError:
     return ApiError(404, detail)
+
+
+# What went wrong, as the status that says it over HTTP (the detail is the core's own text).
+STATUSES: dict[type[Refused], int] = {
+    NotFound: 404,
+    Conflict: 409,
+    TooLarge: 413,
+    UnsupportedMedia: 415,
+    Invalid: 422,
+    Unavailable: 503,
+}
+
+
+def refusal(refused: Refused) -> MsgspecResponse:
+    """The answer to a refused request: `{"detail": ...}` with the status of its reason."""
+    status = next(STATUSES[kind] for kind in type(refused).__mro__ if kind in STATUSES)
+    headers = {"Retry-After": str(refused.retry_after_s)} if isinstance(refused, Unavailable) else None
+    return MsgspecResponse(ErrorDetail(refused.detail), status_code=status, headers=headers)

@@ -39,12 +39,12 @@ from contextlib import aclosing
 import anyio
 import msgspec
 
+from cascade_app.reads import read
+from cascade_app.service import Cascade
 from cascade_core import subjects
-from cascade_http.readmodel import read
-from cascade_http.service import Cascade
 from cascade_nats.firehose import Frame
-from projections.fold import Change, Rows, fold
 from projections import parking
+from projections.fold import Change, Rows, fold
 from projections.live import LAGGED
 from projections.queries import runs as q
 from projections.queries.parked import parked_seqs

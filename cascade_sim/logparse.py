@@ -29,7 +29,9 @@ from collections.abc import Sequence
 
 import msgspec
 
+from cascade_core.sims import Outcome
 from cascade_sim import _tokenizer, statnames
+from cascade_sim.simulator import KernelBlock, KernelLaunched, NonFinite, StatValue, Totals
 
 __all__ = [
     "BreakMaxCycles",
@@ -43,25 +45,16 @@ __all__ = [
     "Output",
     "STATS_NAMING",
     "SimError",
+    "StatValue",
     "Totals",
     "error_line",
     "outcome",
     "parse_stats",
 ]
 
-StatValue = float | str
-
 # The naming rule of docs/stats-naming.md that `parse_stats` follows; a change to any name
 # makes it a new one. Events carry it (`events.KernelFinished.stats_naming`).
 STATS_NAMING = 2
-
-
-class NonFinite(float):
-    """A value the simulator printed as `nan`, `-nan` or `inf`: a float like any other here,
-    which the stats JSON writes as the string "NaN", "Infinity" or "-Infinity" (JSON has no
-    such numbers; see `sim_report.stats_json`)."""
-
-    __slots__ = ()
 
 
 class Build(msgspec.Struct, frozen=True):
@@ -72,35 +65,6 @@ class Build(msgspec.Struct, frozen=True):
     accel_sim: str | None
     gpgpu_sim: str | None
     gpgpu_sim_version: str | None
-
-
-class KernelLaunched(msgspec.Struct, frozen=True):
-    """`launching kernel name: <name> uid: <uid> ...`: the kernel starts simulating."""
-
-    name: str
-    uid: int
-
-
-class KernelBlock(msgspec.Struct, frozen=True):
-    """A kernel's stats block; `stats` holds every value of the block under its name
-    (docs/stats-naming.md)."""
-
-    uid: int
-    name: str
-    gpu_sim_cycle: int
-    gpu_sim_insn: int
-    gpu_ipc: float
-    stats: dict[str, StatValue]
-
-
-class Totals(msgspec.Struct, frozen=True):
-    """The latest cumulative metrics, from a stats block or a LIVENESS progress line.
-    `sim_rate_ips` is the simulator's own instructions per wall-clock second."""
-
-    gpu_tot_sim_cycle: int
-    gpu_tot_sim_insn: int
-    gpu_tot_ipc: float
-    sim_rate_ips: int
 
 
 class ExitDetected(msgspec.Struct, frozen=True):
@@ -119,14 +83,6 @@ class SimError(msgspec.Struct, frozen=True):
 
 
 Output = Build | KernelLaunched | KernelBlock | Totals | ExitDetected | BreakMaxCycles | SimError
-
-
-class Outcome(msgspec.Struct, frozen=True):
-    """How a run ended: `exit_code` is shell-style (128 + N when killed by signal N)."""
-
-    succeeded: bool
-    exit_code: int
-    error: str | None
 
 
 # --- stats blocks -------------------------------------------------------------------------

@@ -6,11 +6,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from cascade_app.reads import read
 from cascade_core.models import ParkedEvent
 from cascade_http.openapi import operation
-from cascade_http.readmodel import read
 from cascade_http.responses import MsgspecResponse
-from cascade_http.service import cascade
+from cascade_http.state import cascade
 from projections.queries.parked import parked_events
 from projections.replay import Verification, verify
 

@@ -9,7 +9,7 @@ from starlette.routing import Route
 from cascade_core.models import Runner
 from cascade_http.openapi import operation
 from cascade_http.responses import ApiError, MsgspecResponse
-from cascade_http.service import cascade
+from cascade_http.state import cascade
 
 
 @operation(

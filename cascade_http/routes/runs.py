@@ -1,23 +1,22 @@
 """The Runs API: GPU configs, runs, and what a run's sims produced.
 
-Commands decide with `cascade_core.runs` and append; reads come from the read model through
+Commands are `cascade_app.runs`; reads come from the read model through
 `projections.queries.runs`. Long answers are streamed.
 """
 
 from __future__ import annotations
 
-import secrets
-import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cascade_core import runs as decide
-from cascade_core import subjects
+from cascade_app import runs
+from cascade_app.clock import now
+from cascade_app.reads import read
+from cascade_app.service import Cascade
 from cascade_core.models import (
     Comparison,
     GpuConfig,
@@ -36,25 +35,14 @@ from cascade_core.timeline import SimStepTimeline
 from cascade_http import run_events
 from cascade_http.bodies import json_body
 from cascade_http.openapi import Query, operation
-from cascade_http.readmodel import read, streamed
+from cascade_http.readmodel import streamed
 from cascade_http.responses import ApiError, MsgspecResponse, download, not_found
-from cascade_http.service import Cascade, cascade
-from cascade_nats.store import ConcurrencyError
+from cascade_http.state import cascade
 from projections import export
 from projections.queries import runs as q
 from projections.queries import stats
-from projections.queries.traces import trace_summary
 
 NO_RUN = {404: "No run has this id."}
-REJECTED = {decide.TraceNotFound: 404, decide.TraceNotUsable: 409, decide.BadEntry: 422, decide.TooManySims: 422}
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _event_id() -> str:
-    return str(uuid.uuid4())
 
 
 async def _run(c: Cascade, run_id: str) -> RunSummary:
@@ -96,33 +84,8 @@ async def list_gpu_configs(request: Request) -> Response:
 async def create_run(request: Request) -> Response:
     c = cascade(request)
     body = await json_body(request, RunCreate)
-    try:
-        run_id = await _create(c, body)
-    except decide.Rejected as err:
-        raise ApiError(REJECTED[type(err)], str(err)) from None
+    run_id = await runs.create_run(c, body)
     return MsgspecResponse(await _detail(c, run_id, attention=True), status_code=201)
-
-
-async def _create(c: Cascade, body: RunCreate) -> str:
-    """The id of the run created; `Rejected` says why none was."""
-    max_sims = c.settings.max_sims_per_run
-    trace = await read(c, trace_summary, body.trace_id)
-    decide.check_create(body, trace, c.gpu_configs, max_sims=max_sims)  # before drawing an id per sim
-    while True:
-        command = decide.CreateRun(
-            event_id=_event_id(),
-            at=_now(),
-            run_id=f"run-{secrets.token_hex(6)}",
-            sim_ids=[f"sim-{secrets.token_hex(6)}" for _ in range(decide.sim_count(body))],
-            body=body,
-        )
-        events = decide.decide_create(command, trace, c.gpu_configs, max_sims=max_sims)
-        try:
-            for event in events:
-                await c.append(event, expected_last_subject_seq=0)
-        except ConcurrencyError:
-            continue  # the random run id is taken: draw another
-        return command.run_id
 
 
 @operation(summary="List runs", description="Every run, newest first, with per-state sim counts.", response=list[RunSummary])
@@ -150,18 +113,8 @@ async def get_run(request: Request) -> Response:
 async def cancel_run(request: Request) -> Response:
     c = cascade(request)
     run_id = request.path_params["run_id"]
-    while True:
-        last = await c.store.last_on(subjects.run(run_id))
-        if last is None:
-            raise not_found(f"run {run_id} not found")
-        await c.projector.wait_for(last.seq)
-        events = decide.decide_cancel(await _run(c, run_id), decide.CancelRun(event_id=_event_id(), at=_now()))
-        try:
-            for event in events:
-                await c.append(event, expected_last_subject_seq=last.seq)
-        except ConcurrencyError:
-            continue  # another command on the run came first: decide again on what it did
-        return MsgspecResponse(await _detail(c, run_id, attention=True))
+    await runs.cancel_run(c, run_id)
+    return MsgspecResponse(await _detail(c, run_id, attention=True))
 
 
 @operation(summary="Compare real and simulated time", response=Comparison, errors=NO_RUN)
@@ -252,7 +205,7 @@ async def run_results(request: Request) -> Response:
 async def export_run(request: Request) -> Response:
     c = cascade(request)
     run = await _run(c, request.path_params["run_id"])
-    return streamed(c, export.zip_chunks, run.id, _now(), media_type="application/zip", filename=f"{run.id}-parquet.zip")
+    return streamed(c, export.zip_chunks, run.id, now(), media_type="application/zip", filename=f"{run.id}-parquet.zip")
 
 
 @operation(summary="List a run's output files", response=list[RunFile], errors=NO_RUN)

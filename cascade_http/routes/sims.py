@@ -6,12 +6,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from cascade_app.reads import read
+from cascade_app.service import Cascade
 from cascade_core.ids import is_file_name
 from cascade_core.models import SimFile, SimResults
 from cascade_http.openapi import operation
-from cascade_http.readmodel import attachment, read, streamed
+from cascade_http.readmodel import attachment, streamed
 from cascade_http.responses import ClosingStreamingResponse, MsgspecResponse, not_found
-from cascade_http.service import Cascade, cascade
+from cascade_http.state import cascade
 from projections.queries import runs as q
 from projections.rows import SimRow
 

@@ -10,9 +10,9 @@ from starlette.routing import Route
 from cascade_core.models import SqlAnswer, SqlQuery
 from cascade_http.bodies import json_body
 from cascade_http.openapi import operation
-from cascade_http.readmodel import read
+from cascade_app.reads import read
 from cascade_http.responses import ApiError
-from cascade_http.service import cascade
+from cascade_http.state import cascade
 from projections import answers, user_sql
 
 @operation(

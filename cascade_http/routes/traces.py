@@ -2,46 +2,34 @@
 
 from __future__ import annotations
 
-import secrets
+from collections.abc import AsyncIterator
 
-import anyio
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cascade_core import realtiming, subjects
-from cascade_core.limits import too_large
+from cascade_app import traces
+from cascade_app.reads import read
+from cascade_app.uploads import receive
+from cascade_core import realtiming
 from cascade_core.models import RealTimingAttached, Trace, TraceDetail
-from cascade_core.object_names import trace_prefix
-from cascade_core.traces import (
-    MEDIA_TYPES,
-    Attachment,
-    Refused,
-    attached,
-    check_upload,
-    decide_delete,
-    decide_real_timing,
-    new_timing_id,
-    new_trace_id,
-)
-from cascade_http.bodies import Limited, TooLarge, content_length
+from cascade_core.traces import MEDIA_TYPES, new_trace_id
+from cascade_http.bodies import content_length, gathered
 from cascade_http.openapi import operation
-from cascade_http.readmodel import read
 from cascade_http.responses import ApiError, MsgspecResponse, not_found
-from cascade_http.service import cascade
-from cascade_http.uploads.receive import Chain, now, receive_trace
-from cascade_nats.store import ConcurrencyError
-from projections.queries.traces import active_run_using, list_traces, timed_trace, trace_detail, trace_summary
+from cascade_http.state import cascade
+from projections.queries.traces import list_traces, trace_detail, trace_summary
 
 TAG = "traces"
 
 
-def _uploading(request: Request) -> set[str]:
-    """Ids of the traces this process is receiving now."""
-    state = request.app.state
-    if not hasattr(state, "trace_uploads"):
-        state.trace_uploads = set()
-    return state.trace_uploads  # type: ignore[no-any-return]
+async def _body(request: Request) -> AsyncIterator[bytes]:
+    """The request body, a client that went away said as the upload command understands it."""
+    try:
+        async for chunk in request.stream():
+            yield chunk
+    except ClientDisconnect:
+        raise receive.Disconnected from None
 
 
 @operation(
@@ -67,12 +55,7 @@ def _uploading(request: Request) -> set[str]:
 async def upload_trace(request: Request) -> Response:
     c = cascade(request)
     trace_id = request.query_params.get("id") or new_trace_id()
-    content_type = request.headers.get("content-type", "")
-    try:
-        compression = check_upload(trace_id, content_type, content_length(request), c.settings.max_upload_bytes)
-        await receive_trace(c, trace_id, compression, content_type, request.stream(), _uploading(request))
-    except Refused as refused:
-        raise ApiError(refused.status, refused.detail) from None
+    await receive.upload_trace(c, trace_id, request.headers.get("content-type", ""), content_length(request), _body(request))
     trace = await read(c, trace_summary, trace_id)
     if trace is None:
         raise not_found(f"trace {trace_id} not found")
@@ -110,23 +93,7 @@ async def get_trace(request: Request) -> Response:
     },
 )
 async def delete_trace(request: Request) -> Response:
-    c = cascade(request)
-    trace_id = request.path_params["trace_id"]
-
-    trace = await read(c, trace_summary, trace_id)
-    active_run = await read(c, active_run_using, trace_id)
-    last = await c.store.last_on(subjects.trace(trace_id))
-    try:
-        deleted = decide_delete(
-            trace, trace_id, now(), f"delete.{secrets.token_hex(8)}",
-            active_run=active_run, uploading_here=trace_id in _uploading(request),
-        )
-        await c.append(deleted, expected_last_subject_seq=last.seq if last else 0)
-    except Refused as refused:
-        raise ApiError(refused.status, refused.detail) from None
-    except ConcurrencyError:
-        raise ApiError(409, f"trace {trace_id} changed while it was being deleted; try again") from None
-    await c.objects.delete_prefix(trace_prefix(trace_id))
+    await traces.delete_trace(cascade(request), request.path_params["trace_id"])
     return Response(status_code=204)
 
 
@@ -158,40 +125,12 @@ _REPLACE = {None: False, "false": False, "true": True}
     },
 )
 async def attach_real_timing(request: Request) -> Response:
-    c = cascade(request)
-    trace_id = request.path_params["trace_id"]
     flag = request.query_params.get("replace")
     if flag not in _REPLACE:
         raise ApiError(400, f"replace must be true or false, not {str(flag)[:100]!r}")
-    body = await _timing_body(request)
-    while True:
-        last = await c.store.last_on(subjects.trace(trace_id))
-        if last is None:
-            raise not_found(f"trace {trace_id} not found")
-        await c.projector.wait_for(last.seq)
-        trace, in_use = await read(c, timed_trace, trace_id)
-        # A fresh id each time round: events of an attempt that lost the race are never attached.
-        attachment = Attachment(trace_id=trace_id, timing_id=new_timing_id(), body=body, replace=_REPLACE[flag])
-        try:
-            listed, marker = await anyio.to_thread.run_sync(decide_real_timing, trace, in_use, attachment, now())
-            await Chain(c, last.seq).append([*listed, marker])
-        except Refused as refused:
-            raise ApiError(refused.status, refused.detail) from None
-        except ConcurrencyError:
-            continue  # the trace changed since it was read: decide again on what it is now
-        return MsgspecResponse(attached(marker))
-
-
-async def _timing_body(request: Request) -> bytes:
-    limit = realtiming.MAX_BYTES
-    declared = content_length(request)
-    detail = too_large("timing file", limit, "the most of a timing file Cascade reads", declared)
-    if declared is not None and declared > limit:
-        raise ApiError(413, detail)
-    try:
-        return b"".join([chunk async for chunk in Limited(request.stream(), limit, detail)])
-    except TooLarge as large:
-        raise ApiError(413, large.detail) from None
+    body = await gathered(request, realtiming.MAX_BYTES, "timing file", "the most of a timing file Cascade reads")
+    answer = await traces.attach_real_timing(cascade(request), request.path_params["trace_id"], body, replace=_REPLACE[flag])
+    return MsgspecResponse(answer)
 
 
 routes: list[Route] = [

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
+from cascade_app.config import Settings
 from cascade_core import events as ev
-from cascade_http.config import Settings
 from cascade_nats import server
 from tests.cascade_http.live import LiveServer, live_server
 from tests.cascade_sim.world import accelsim_tree

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from cascade_cli.timeline_cli import summary_text
 from cascade_core.kernel_stats import HEADER, kernel_times_from_csv
 from cascade_core.timeline import (
     Kernel,
@@ -29,7 +30,6 @@ from cascade_core.timeline import (
     step_timeline,
     validate_timeline,
 )
-from cascade_http.timeline_cli import summary_text
 
 
 def _load_fixture() -> ModuleType:

@@ -7,16 +7,17 @@ import pytest
 
 from cascade_core import events as ev
 from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail, TraceKernel, TraceMetadata
+from cascade_core.refusals import Conflict, Invalid, NotFound, Refused, TooLarge, UnsupportedMedia
 from cascade_core.tracefiles import parse_kernel_header
 from cascade_core.traces import (
     Attachment,
     Received,
-    Refused,
     Upload,
     attached,
     batches,
     check_upload,
     decide_delete,
+    decide_next,
     decide_outcome,
     decide_real_timing,
     decide_upload,
@@ -32,25 +33,25 @@ HEADER = (TRACES / "vectoradd-100-32" / "kernel-1.traceg").read_text()[:2000]
 LIMIT = 1000
 
 
-def refusal(call: object, *args: object) -> tuple[int, str]:
+def refusal(call: object, *args: object) -> tuple[type[Refused], str]:
     with pytest.raises(Refused) as refused:
         call(*args)  # type: ignore[operator]
-    return refused.value.status, refused.value.detail
+    return type(refused.value), refused.value.detail
 
 
 def test_check_upload_takes_the_three_media_types_and_refuses_the_rest() -> None:
     assert check_upload("demo", "application/x-tar", 10, LIMIT) == "tar"
     assert check_upload("a.b_c-1", "application/gzip; charset=binary", None, LIMIT) == "gzip"
     assert check_upload("x" * 64, "Application/X-XZ", LIMIT, LIMIT) == "xz"
-    assert refusal(check_upload, "-x", "application/x-tar", 1, LIMIT)[0] == 422
-    assert refusal(check_upload, "x" * 65, "application/x-tar", 1, LIMIT)[0] == 422
-    assert refusal(check_upload, "demo", "application/zip", 1, LIMIT)[0] == 415
+    assert refusal(check_upload, "-x", "application/x-tar", 1, LIMIT)[0] is Invalid
+    assert refusal(check_upload, "x" * 65, "application/x-tar", 1, LIMIT)[0] is Invalid
+    assert refusal(check_upload, "demo", "application/zip", 1, LIMIT)[0] is UnsupportedMedia
     assert refusal(check_upload, "demo", None, 1, LIMIT) == (
-        415,
+        UnsupportedMedia,
         "Content-Type 'missing' is not a trace archive; send a tar stream as application/x-tar, application/gzip or application/x-xz",
     )
     assert refusal(check_upload, "demo", "application/x-tar", LIMIT + 1, LIMIT) == (
-        413,
+        TooLarge,
         "the upload is 1001 bytes, over this server's limit of 1000 bytes (CASCADE_MAX_UPLOAD_BYTES)",
     )
 
@@ -60,9 +61,8 @@ def test_an_id_is_free_when_unused_or_deleted() -> None:
     assert (started.id, started.trace_id, started.correlation_id, started.causation_id) == ("u1.started", "demo", "u1.started", None)
     assert decide_upload(ev.TraceDeleted(id="d", at=AT, trace_id="demo"), UPLOAD, AT, content_type="x").trace_id == "demo"
     live = ev.TraceFailed(id="f", at=AT, trace_id="demo", error="bad")
-    with pytest.raises(Refused, match="^trace demo already exists$") as refused:
+    with pytest.raises(Conflict, match="^trace demo already exists$"):
         decide_upload(live, UPLOAD, AT, content_type="x")
-    assert refused.value.status == 409
 
 
 def received(kernelslist: str, **headers: str) -> Received:
@@ -161,10 +161,10 @@ def test_delete_decisions() -> None:
     assert decide(trace()).trace_id == "demo"
     assert decide(trace(state="uploading")).trace_id == "demo"  # left behind by a server that stopped
     for args, expected in [
-        ((None,), (404, "trace demo not found")),
-        ((trace(sample=True),), (409, "trace demo is a sample that ships with Cascade; samples cannot be deleted")),
-        ((trace(), "run-1"), (409, "trace demo is used by active run run-1")),
-        ((trace(state="uploading"), None, True), (409, "trace demo is still being uploaded; delete it once it is ready or failed")),
+        ((None,), (NotFound, "trace demo not found")),
+        ((trace(sample=True),), (Conflict, "trace demo is a sample that ships with Cascade; samples cannot be deleted")),
+        ((trace(), "run-1"), (Conflict, "trace demo is used by active run run-1")),
+        ((trace(state="uploading"), None, True), (Conflict, "trace demo is still being uploaded; delete it once it is ready or failed")),
     ]:
         assert refusal(decide, *args) == expected
 
@@ -231,34 +231,44 @@ def test_attached_timing_is_split_into_events_that_stay_small() -> None:
 @pytest.mark.parametrize(
     ("trace", "in_use", "attachment", "expected"),
     [
-        (None, None, attach(NSYS), (404, "trace demo not found")),
+        (None, None, attach(NSYS), (NotFound, "trace demo not found")),
         (
             ready_trace(sample=True), None, attach(NSYS),
-            (409, "trace demo is a sample that ships with Cascade; its real timing cannot be changed"),
+            (Conflict, "trace demo is a sample that ships with Cascade; its real timing cannot be changed"),
         ),
-        (ready_trace(state="processing"), None, attach(NSYS), (409, "trace demo is processing; real timing can be attached to a ready trace")),
+        (ready_trace(state="processing"), None, attach(NSYS), (Conflict, "trace demo is processing; real timing can be attached to a ready trace")),
         (
             ready_trace(has_real_timing=True), "upload", attach(NSYS),
-            (409, "trace demo already has real timing (upload); replace it with ?replace=true (cascade trace timing --replace)"),
+            (Conflict, "trace demo already has real timing (upload); replace it with ?replace=true (cascade trace timing --replace)"),
         ),
-        (ready_trace(), None, attach("kernel_id,kernel_name,duration_ns\n"), (422, "the timing file holds no kernel launches")),
+        (ready_trace(), None, attach("kernel_id,kernel_name,duration_ns\n"), (Invalid, "the timing file holds no kernel launches")),
         (
             ready_trace(), None, attach(NSYS.replace("3104", "fast")),
-            (422, "the timing file line 3: Duration (ns) 'fast' is not a non-negative number"),
+            (Invalid, "the timing file line 3: Duration (ns) 'fast' is not a non-negative number"),
         ),
         (
             ready_trace(), None, Attachment(trace_id="demo", timing_id="t", body=b"\xff\xfe"),
-            (422, "the timing file is not UTF-8 text (byte 0 is 0xff); save it as UTF-8"),
+            (Invalid, "the timing file is not UTF-8 text (byte 0 is 0xff); save it as UTF-8"),
         ),
         (
             ready_trace(), None, attach(NSYS.replace("vecAdd\n", "mult_gpu\n", 1)),
             (
-                422,
+                Invalid,
                 "the timing file line 2: launch 1 is 'mult_gpu', but the trace's kernel 1 is '_Z6vecAddIfEvPT_S1_S1_i' (vecAdd); "
                 "a pass holds the trace's launches in order, from its first",
             ),
         ),
     ],
 )
-def test_attaching_timing_is_refused(trace: TraceDetail | None, in_use: str | None, attachment: Attachment, expected: tuple[int, str]) -> None:
+def test_attaching_timing_is_refused(trace: TraceDetail | None, in_use: str | None, attachment: Attachment, expected: tuple[type[Refused], str]) -> None:
     assert refusal(decide_real_timing, trace, in_use, attachment, AT) == expected
+
+
+def test_an_upload_goes_on_only_while_the_trace_is_its_own() -> None:
+    started = decide_upload(None, UPLOAD, AT, content_type="application/x-tar")
+    step = files_stored(UPLOAD, [], AT)
+    assert decide_next(started, UPLOAD, step) == step
+    assert decide_next(step[0], UPLOAD, step) == step
+    for last in (None, ev.TraceDeleted(id="d", at=AT, trace_id="demo"), decide_upload(None, Upload("demo", "u2"), AT, content_type="x")):
+        with pytest.raises(Conflict, match="^trace demo was changed by another request during its upload$"):
+            decide_next(last, UPLOAD, step)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from cascade_http import cli
+from cascade_cli import main as cli
 from projections import projector
 from projections.fold import Folded
 from tests.projections.changed_model import add_a_column

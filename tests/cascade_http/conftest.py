@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from cascade_http.app import create_app
-from cascade_http.config import Settings
-from cascade_http.service import Cascade
+from cascade_app.config import Settings
+from cascade_app.service import Cascade
+from cascade_process.service import starlette_app
 from tests.cascade_sim.world import accelsim_tree
 
 TOKEN = "test-token"
@@ -36,7 +36,7 @@ def settings(tmp_path: Path, nats_url: str, accelsim_dir: Path) -> Settings:
 
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as test_client:
+    with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as test_client:
         yield test_client
 
 

@@ -18,13 +18,13 @@ import nats
 import uvicorn
 from starlette.applications import Starlette
 
+from cascade_app.config import Settings
+from cascade_app.service import Cascade
 from cascade_core import events as ev
-from cascade_http.app import create_app
 from cascade_http.run_events import Position, last_event_id
-from cascade_http.config import Settings
-from cascade_http.service import Cascade
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
+from cascade_process.service import starlette_app
 
 
 class LiveServer(msgspec.Struct):
@@ -69,7 +69,7 @@ async def _once(data: bytes) -> AsyncIterator[bytes]:
 
 @contextlib.contextmanager
 def live_server(settings: Settings) -> Iterator[LiveServer]:
-    app = create_app(settings)
+    app = starlette_app(settings)
     config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)

@@ -20,9 +20,9 @@ from typing import Any
 import msgspec
 from starlette.testclient import TestClient
 
+from cascade_app.config import Settings
 from cascade_core import events as ev
 from tests.cascade_core import timeline_fixture
-from cascade_http.config import Settings
 from tests.cascade_http.conftest import TOKEN, service
 from tests.cascade_http.reference import text_example
 from tests.support import LOGS, TREE

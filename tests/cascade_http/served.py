@@ -16,11 +16,11 @@ from pathlib import Path
 
 import msgspec
 
-from cascade_http import datadir, event_log
-from cascade_http.config import ENV
-from cascade_http.locate import ENV_URL
+from cascade_app.config import ENV
+from cascade_cli.locate import ENV_URL
+from cascade_process import datadir, event_log
 
-CASCADE = [sys.executable, "-m", "cascade_http.cli"]
+CASCADE = [sys.executable, "-m", "cascade_cli"]
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -14,8 +14,8 @@ import nats
 import pytest
 
 from cascade_core import events as ev
-from cascade_http import datadir
 from cascade_nats.store import EventStore
+from cascade_process import datadir
 from tests.cascade_http.served import CASCADE, children, clean_env, cli, health, nats_servers_under, serving
 from tests.projections.histories import lifecycle
 from tests.projections.test_fold import dump
@@ -109,7 +109,7 @@ def test_a_second_serve_on_a_live_data_dir_fails_in_one_line_and_leaves_the_firs
         second = run_cli("serve", "--data-dir", str(data), "--port", "0", "--no-runner")
         line = one_error_line(second)
         assert line.startswith(f"data dir {data}: in use by pid {first.process.pid} (")
-        assert "cascade_http.cli serve" in line
+        assert "cascade_cli serve" in line
 
         assert health(first.url)["stream_seq"] > 0
         assert children(first.process.pid) == nats_pids and len(nats_servers_under(data)) == 1

@@ -24,7 +24,7 @@ import pytest
 
 from cascade_core.models import SqlAnswer
 from cascade_http import cli
-from cascade_http.config import Settings
+from cascade_app.config import Settings
 from cascade_nats import server
 from cascade_sim import logparse
 from cascade_sim.sim_report import stats_json
@@ -86,7 +86,7 @@ def sql(live: LiveServer, query: str) -> list[list[Any]]:
 
 def cascade(live: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"CASCADE_TOKEN": TOKEN, "CASCADE_URL": live.url, "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "cascade_http.cli", *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run([sys.executable, "-m", "cascade_cli", *args], capture_output=True, text=True, timeout=120, env=env)
 
 
 def logged_kernels() -> list[dict[str, float | str]]:

@@ -25,10 +25,10 @@ import pytest
 
 from cascade_core import events as ev
 from cascade_core import subjects
-from cascade_http import logs
 from cascade_nats import server
 from cascade_nats.connect import connect
 from cascade_nats.wire import Wire, WireError, redacted, without_credentials
+from cascade_process import logs
 from tests.cascade_http.served import api, children, clean_env, cli, health, serving
 from tests.cascade_http.test_cli import one_error_line
 from tests.cascade_http.test_secrets import every_event, get

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cascade_http import datadir
+from cascade_process import datadir
 from tests.cascade_http.served import api, clean_env, health, start, stop
 from tests.cascade_sim.world import accelsim_tree
 from tests.support import TRACES, wait_until

@@ -20,7 +20,7 @@ import duckdb
 import httpx
 import pytest
 
-from cascade_http.config import Settings
+from cascade_app.config import Settings
 from cascade_nats.store import EventStore
 from projections import rebuild, tables, version
 from tests.cascade_http import runs_world as w

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from cascade_app.config import Settings
 from cascade_core import events as ev
 from cascade_core import subjects
-from cascade_http.app import create_app
-from cascade_http.config import Settings
 from cascade_nats import server
+from cascade_process.service import starlette_app
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN, service
 from tests.cascade_http.reference import MORE_ITEMS, assert_shows, example, substitute, text_example
@@ -42,7 +42,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """Trace `demo` and run run-210d75c008c4 with both sims succeeded, files stored."""
     tmp = tmp_path_factory.mktemp("world")
     with server.running(tmp / "jetstream") as nats:
-        with TestClient(create_app(w.settings(tmp, nats.url)), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        with TestClient(starlette_app(w.settings(tmp, nats.url)), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
             w.append(client, w.trace_events() + w.reference_run())
             w.store_reference_files(client)
             yield client
@@ -81,7 +81,7 @@ def test_gpu_configs_are_listed_sorted_by_name(client: TestClient) -> None:
 
 def test_without_an_accelsim_dir_there_are_no_gpu_configs(settings: Settings) -> None:
     settings.accelsim_dir = None
-    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+    with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         assert client.get("/api/gpu-configs").json() == []
 
 

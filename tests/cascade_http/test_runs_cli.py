@@ -22,15 +22,15 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cascade_app.config import Settings
+from cascade_cli.client import COMMENT, ApiClient, ServerEvent, server_events
+from cascade_cli.run_watch import Screen, get_run, watch
+from cascade_cli.runs_cli import parse_entries
+from cascade_cli.runs_text import bar, compact, ipc
 from cascade_core import events as ev
-from cascade_core.models import RunEntry
 from cascade_core import attention
+from cascade_core.models import RunEntry
 from cascade_http import run_events
-from cascade_http.client import COMMENT, ApiClient, ServerEvent, server_events
-from cascade_http.config import Settings
-from cascade_http.run_watch import Screen, get_run, watch
-from cascade_http.runs_cli import parse_entries
-from cascade_http.runs_text import bar, compact, ipc
 from tests.browser.proxy import proxy_to
 from tests.cascade_http.live import LiveServer, live_server
 from tests.cascade_http.trace_archives import files_of, tar_of
@@ -69,7 +69,7 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 def cascade(live: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
     """`cascade ARGS` finding the server in CASCADE_URL and the token in CASCADE_TOKEN."""
-    command = [sys.executable, "-m", "cascade_http.cli", *args]
+    command = [sys.executable, "-m", "cascade_cli", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=120, env=cli_env(CASCADE_URL=live.url))
 
 
@@ -220,7 +220,7 @@ def test_run_watch_shows_each_sims_progress_and_the_outcome(live: LiveServer, tm
 def watch_on_a_terminal(live: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
     """`cascade ARGS` with its stdout on a pseudo-terminal, and what it drew there."""
     controller, terminal = pty.openpty()
-    command = [sys.executable, "-m", "cascade_http.cli", *args, "--url", live.url]
+    command = [sys.executable, "-m", "cascade_cli", *args, "--url", live.url]
     process = subprocess.Popen(command, stdout=terminal, stderr=subprocess.PIPE, env=cli_env(), text=True)
     os.close(terminal)
     drawn = bytearray()
@@ -365,7 +365,7 @@ def test_real_timing_attached_from_the_command_line_is_scored_by_compare(live: L
 def test_ctrl_c_leaves_the_run_running_and_run_cancel_cancels_it(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_PACE", "60")
     upload_combo(live)
-    command = [sys.executable, "-m", "cascade_http.cli", "run", "combo", "SM61_TITANX", "--watch", "--url", live.url]
+    command = [sys.executable, "-m", "cascade_cli", "run", "combo", "SM61_TITANX", "--watch", "--url", live.url]
     seen: list[str] = []
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), text=True) as process:
         reader = threading.Thread(target=lambda: seen.extend(iter(process.stdout.readline, "")))  # type: ignore[union-attr]
@@ -394,7 +394,7 @@ def test_the_watch_resumes_a_dropped_stream_from_the_last_event_id(live: LiveSer
     upload_combo(live)
     seen: list[str] = []
     with proxy_to(live.url) as proxy:
-        command = [sys.executable, "-m", "cascade_http.cli", "run", "combo", "SM61_TITANX", "--watch", "--url", f"http://127.0.0.1:{proxy.port}"]
+        command = [sys.executable, "-m", "cascade_cli", "run", "combo", "SM61_TITANX", "--watch", "--url", f"http://127.0.0.1:{proxy.port}"]
         with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), text=True) as process:
             reader = threading.Thread(target=lambda: seen.extend(iter(process.stdout.readline, "")))  # type: ignore[union-attr]
             reader.start()
@@ -441,13 +441,13 @@ def test_json_into_a_closed_pipe_ends_quietly(live: LiveServer, nats_url: str) -
         reader, writer = os.pipe()
         os.close(reader)  # as `| head` does once it has its line
         try:
-            done = subprocess.run([sys.executable, "-m", "cascade_http.cli", *args], stdout=writer, stderr=subprocess.PIPE, env=cli_env(), timeout=60)
+            done = subprocess.run([sys.executable, "-m", "cascade_cli", *args], stdout=writer, stderr=subprocess.PIPE, env=cli_env(), timeout=60)
         finally:
             os.close(writer)
         assert (done.returncode, done.stderr) == (128 + signal.SIGPIPE, b""), done.stderr.decode()
 
     piped = subprocess.run(
-        f"{sys.executable} -m cascade_http.cli runs --json --url {live.url} | head -1", shell=True, capture_output=True, text=True,
+        f"{sys.executable} -m cascade_cli runs --json --url {live.url} | head -1", shell=True, capture_output=True, text=True,
         env=cli_env(), timeout=60,
     )
     assert piped.stderr == "" and json.loads(piped.stdout) == api(live, "/api/runs").json()
@@ -476,6 +476,6 @@ def test_errors_are_one_line_with_the_apis_detail(live: LiveServer) -> None:
         assert (out.returncode, out.stdout, out.stderr) == (2, "", f"cascade: error: {detail}\n"), args
 
     port = free_port()
-    command = [sys.executable, "-m", "cascade_http.cli", "runs", "--url", f"http://127.0.0.1:{port}"]
+    command = [sys.executable, "-m", "cascade_cli", "runs", "--url", f"http://127.0.0.1:{port}"]
     out = subprocess.run(command, capture_output=True, text=True, timeout=60, env=cli_env())
     assert (out.returncode, out.stderr) == (2, f"cascade: error: http://127.0.0.1:{port}: unreachable (Connection refused) (URL from --url)\n")

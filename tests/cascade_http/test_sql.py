@@ -16,9 +16,9 @@ import pyarrow.parquet
 import pytest
 from starlette.testclient import TestClient
 
+from cascade_app.config import Settings
 from cascade_core.models import SqlAnswer
-from cascade_http.app import create_app
-from cascade_http.config import Settings
+from cascade_process.service import starlette_app
 from projections.projector import connect
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN
@@ -27,7 +27,7 @@ L2_HITS = "L2_cache_stats_breakdown[GLOBAL_ACC_R][HIT_0003]"
 
 
 def serve(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+    with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         w.append(client, [*w.trace_events(), *w.reference_run()])
         yield client
 

@@ -17,10 +17,10 @@ import httpx
 import msgspec
 import pytest
 
+from cascade_app.config import Settings
 from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_http import run_events
-from cascade_http.config import Settings
 from cascade_nats.store import EventStore
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from cascade_http.app import create_app
 from cascade_nats import server
+from cascade_process.service import starlette_app
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN
 from tests.cascade_http.stats_world import CELL, CLOCKS, MISSING, TRACE, config_maps, events, real_maps
@@ -30,7 +30,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     tmp = tmp_path_factory.mktemp("stats")
     empty = w.run_created("run-statsempty", [("sim-stats-empty", "SM61_TITANX", 0)], trace_id=TRACE, kernels_total=3, sample=True)
     with server.running(tmp / "jetstream") as nats:
-        with TestClient(create_app(w.settings(tmp, nats.url)), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        with TestClient(starlette_app(w.settings(tmp, nats.url)), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
             w.append(client, [*events(RUN), empty])
             yield client
 

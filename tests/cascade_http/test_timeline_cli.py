@@ -9,7 +9,7 @@ import msgspec
 
 from tests.cascade_core.timeline_fixture import build_timeline, sim_cycles_csv
 
-CASCADE = [sys.executable, "-m", "cascade_http.cli", "timeline"]
+CASCADE = [sys.executable, "-m", "cascade_cli", "timeline"]
 
 
 def test_offline_timeline_reproduces_the_reference_request(tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from cascade_app.uploads.inflate import PIECE, Inflater
+from cascade_app.uploads.layout import Layout, Placed
+from cascade_app.uploads.tar import Entry, TarReader
 from cascade_core.tracefiles import TraceError
-from cascade_http.uploads.inflate import PIECE, Inflater
-from cascade_http.uploads.layout import Layout, Placed
-from cascade_http.uploads.tar import Entry, TarReader
 
 pytestmark = pytest.mark.anyio
 

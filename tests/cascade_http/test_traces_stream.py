@@ -22,7 +22,7 @@ from typing import Any
 import nats
 from starlette.testclient import TestClient
 
-from cascade_http.config import Settings
+from cascade_app.config import Settings
 from cascade_nats.objects import BUCKET
 from tests.cascade_http.asgi import AUTH, call
 from tests.cascade_http.conftest import TOKEN, service
@@ -142,7 +142,7 @@ def test_over_a_real_socket_disconnects_and_chunked_bodies(settings: Settings) -
 
 def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CASCADE_")}
-    command = [sys.executable, "-m", "cascade_http.cli", "trace", "upload", *args]
+    command = [sys.executable, "-m", "cascade_cli", "trace", "upload", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, env={**clean, **env})
 
 

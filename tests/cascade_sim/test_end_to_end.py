@@ -19,7 +19,7 @@ import anyio
 import httpx
 import pytest
 
-from cascade_http.config import Settings
+from cascade_app.config import Settings
 from cascade_sim.logparse import KernelBlock, LogParser
 from cascade_sim.sim_report import stats_json
 from tests.cascade_http.live import LiveServer, live_server, sse_events

@@ -25,9 +25,9 @@ from typing import NamedTuple
 import pytest
 from starlette.testclient import TestClient
 
-from cascade_http.app import create_app
-from cascade_http.config import Settings
+from cascade_app.config import Settings
 from cascade_nats import server
+from cascade_process.service import starlette_app
 from tests.cascade_sim.world import TITANX, accelsim_tree, add_config_lines, relabel, store_trace, wait_run
 from tests.support import LOGS, TRACES
 
@@ -112,7 +112,7 @@ def downloads(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Do
         settings = Settings(
             token=TOKEN, data_dir=tmp / "data", nats_url=nats.url, accelsim_dir=tree, runner=True, runner_slots=2, samples=False
         )
-        with TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
             service = client.app.state.cascade  # type: ignore[attr-defined]
             runs = {}
             for case in CASES:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from cascade_http.app import create_app
-from cascade_http.config import Settings
-from cascade_http.service import Cascade
+from cascade_app.config import Settings
+from cascade_app.service import Cascade
+from cascade_process.service import starlette_app
 from tests.cascade_sim.world import (
     TITANX,
     accelsim_tree,
@@ -41,7 +41,7 @@ def serve(tmp_path: Path, nats_url: str, tree: Path, **overrides: object) -> Tes
     )
     for key, value in overrides.items():
         setattr(settings, key, value)
-    return TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"})
+    return TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"})
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from cascade_http.app import create_app
-from cascade_http.config import Settings
+from cascade_app.config import Settings
 from cascade_core import events as ev
+from cascade_process.service import starlette_app
 from cascade_sim import samples
 from cascade_sim.logparse import STATS_NAMING
 
@@ -15,7 +15,7 @@ TOKEN = "t"
 
 def start(tmp_path: Path, nats_url: str) -> TestClient:
     settings = Settings(token=TOKEN, data_dir=tmp_path / "data", nats_url=nats_url, runner=False, samples=True)
-    return TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"})
+    return TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"})
 
 
 def test_samples_load_once_and_every_route_has_real_numbers(tmp_path: Path, nats_url: str) -> None:

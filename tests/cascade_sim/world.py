@@ -16,9 +16,9 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
+from cascade_app.service import Cascade
 from cascade_core import events as ev
 from cascade_core.tracefiles import KernelLaunch, parse_kernelslist
-from cascade_http.service import Cascade
 from tests.support import TREE
 
 FAKE_SIMULATOR = Path(__file__).resolve().parents[1] / "fake_accelsim" / "accel-sim.out"
@@ -104,7 +104,7 @@ def worker(nats_url: str, accelsim_dir: Path, work_dir: Path, *, slots: int = 1,
     The URL, which carries the server's password, is in its environment: a command line is
     there for every local user to read."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "cascade_http.cli", "worker", "--accelsim-dir", str(accelsim_dir),
+        [sys.executable, "-m", "cascade_cli", "worker", "--accelsim-dir", str(accelsim_dir),
          "--slots", str(slots), "--work-dir", str(work_dir)],
         env={**os.environ, "CASCADE_NATS_URL": nats_url, "CASCADE_RUNNER_LEASE": str(lease_s), **env},
         stdout=subprocess.PIPE,

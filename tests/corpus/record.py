@@ -31,10 +31,10 @@ import msgspec
 import nats
 from starlette.testclient import TestClient
 
-from cascade_http.app import create_app
-from cascade_http.config import Settings
+from cascade_app.config import Settings
 from cascade_nats import server
 from cascade_nats.store import EventStore
+from cascade_process.service import starlette_app
 from cascade_sim import samples
 from tests.cascade_http.conftest import service
 from tests.cascade_http.trace_archives import files_of, tar_of, upload
@@ -53,7 +53,7 @@ def live(tmp: Path, nats_url: str) -> None:
         shutil.copytree(folder, folder.with_name(BAD_CONFIG))
     add_config_lines(tree, BAD_CONFIG, "-no_such_option 1")
     settings = Settings(token=TOKEN, data_dir=tmp / "data", nats_url=nats_url, accelsim_dir=tree, runner_slots=2, samples=False)
-    with TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+    with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         # The LLM-serving sample (real timing, a step timeline); the runs below stand for the recorded ones.
         store, objects = service(client).store, service(client).objects
         client.portal.call(samples.load, store, objects, lambda: [samples.llm()])  # type: ignore[union-attr]  # a portal inside `with`

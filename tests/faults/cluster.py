@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 import msgspec
 
-from cascade_http import datadir
 from cascade_nats import server
+from cascade_process import datadir
 from tests.cascade_http.served import CASCADE, Served, clean_env, start, stop
 from tests.cascade_http.trace_archives import files_of, tar_of
 from tests.cascade_sim.world import accelsim_tree

@@ -11,11 +11,11 @@ from urllib.parse import quote
 
 import msgspec
 
+from cascade_app.config import ConfigError
+from cascade_cli.locate import api_client
+from cascade_cli.runs_cli import print_json
+from cascade_cli.uploads_cli import file_chunks
 from cascade_core.models import RealTimingAttached
-from cascade_http.config import ConfigError
-from cascade_http.locate import api_client
-from cascade_http.runs_cli import print_json
-from cascade_http.uploads_cli import file_chunks
 
 
 def attach(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import anyio
 
+from cascade_app.uploads.inflate import Inflater
 from cascade_core import events as ev
 from cascade_core import realtiming
 from cascade_core.timeline import TIMELINE_FILE
@@ -30,7 +31,6 @@ from cascade_core.tracefiles import (
     parse_kernel_header,
 )
 from cascade_core.traces import Received
-from cascade_http.uploads.inflate import Inflater
 
 # Files read whole, at the trace's root, and the most of each that is read.
 SMALL_FILES = {KERNELSLIST: 64 << 20, TIMELINE_FILE: 64 << 20, REAL_TIMING: realtiming.MAX_BYTES, CASCADE_JSON: 1 << 20}

@@ -1,4 +1,4 @@
-"""Trace uploads: the request body streamed through decompression and a tar reader into the
+"""Trace uploads: the body streamed through decompression and a tar reader into the
 object store, each file looked at on the way, then decided on by `cascade_core.traces`.
 
     body.py      the body's decompression, and how far it may expand
@@ -7,5 +7,5 @@ object store, each file looked at on the way, then decided on by `cascade_core.t
     layout.py    entry names to trace paths (root or one top folder)
     findings.py  what the files say: kernel headers, xz integrity, small files
     store.py     files into the object store, removed again on any failure
-    receive.py   one upload from its first event to its outcome
+    receive.py   the upload command: one upload from its first event to its outcome
 """

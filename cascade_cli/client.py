@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from cascade_http.config import ConfigError
+from cascade_app.config import ConfigError
 
 READ_SIZE = 1 << 20
 # The server sends a keep-alive comment every 15 s: this long without a byte, the stream is gone.
@@ -68,11 +68,12 @@ class ApiClient:
     ) -> http.client.HTTPResponse:
         """The response to a request, its body not read yet; an error status is a ConfigError
         with the API's detail."""
-        request = urllib.request.Request(self.url + path, data=body, method=method, headers=dict(headers or {}))  # type: ignore[arg-type]
+        request = urllib.request.Request(self.url + path, data=body, method=method, headers=dict(headers or {}))
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            return urllib.request.urlopen(request, timeout=timeout)
+            response: http.client.HTTPResponse = urllib.request.urlopen(request, timeout=timeout)
+            return response
         except urllib.error.HTTPError as err:
             with err:
                 raise self._refused(method, path, err.code, err.read()) from None

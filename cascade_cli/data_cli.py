@@ -14,10 +14,10 @@ from typing import Any, cast
 import msgspec
 
 from cascade_core.models import SqlAnswer, SqlFormat, SqlQuery
-from cascade_http import runs_text
-from cascade_http.config import ConfigError
-from cascade_http.locate import api_client
-from cascade_http.runs_cli import print_json, quoted_id
+from cascade_app.config import ConfigError
+from cascade_cli import runs_text
+from cascade_cli.locate import api_client
+from cascade_cli.runs_cli import print_json, quoted_id
 
 FORMATS = ("table", "csv", "json", "parquet")
 NULL = "NULL"

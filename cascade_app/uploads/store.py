@@ -13,15 +13,15 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable
 
 import anyio
 
+from cascade_app.uploads.findings import Findings, Watch
+from cascade_app.uploads.layout import Layout
+from cascade_app.uploads.tar import TarReader
 from cascade_core import events as ev
 from cascade_core.limits import Expansion
-from cascade_core.tracefiles import TraceError
 from cascade_core.object_names import trace_file
+from cascade_core.refusals import TooLarge
+from cascade_core.tracefiles import TraceError
 from cascade_core.traces import Received
-from cascade_http.bodies import TooLarge
-from cascade_http.uploads.findings import Findings, Watch
-from cascade_http.uploads.layout import Layout
-from cascade_http.uploads.tar import TarReader
 from cascade_nats.objects import Objects
 
 

@@ -28,7 +28,7 @@ from types import TracebackType
 
 import msgspec
 
-from cascade_http.config import NATS_PASSWORD_FILE, TOKEN_FILE, ConfigError
+from cascade_app.config import NATS_PASSWORD_FILE, TOKEN_FILE, ConfigError
 
 log = logging.getLogger("cascade")
 

@@ -21,9 +21,9 @@ from urllib.parse import quote
 
 import msgspec
 
+from cascade_cli.client import COMMENT, ApiClient, Disconnected, ServerEvent
+from cascade_cli.runs_text import progress
 from cascade_core.models import RunDetail, Sim
-from cascade_http.client import COMMENT, ApiClient, Disconnected, ServerEvent
-from cascade_http.runs_text import progress
 
 RETRY_S = 0.5
 MAX_RETRY_S = 5.0

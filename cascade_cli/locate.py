@@ -15,9 +15,9 @@ import argparse
 import os
 import msgspec
 
-from cascade_http import datadir
-from cascade_http.client import ApiClient
-from cascade_http.config import DEFAULT_HOST, DEFAULT_PORT, ENV, ConfigError, Settings, read_secret, resolve
+from cascade_app.config import DEFAULT_HOST, DEFAULT_PORT, ENV, ConfigError, Settings, read_secret, resolve
+from cascade_cli.client import ApiClient
+from cascade_process import datadir
 
 DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 ENV_URL = "CASCADE_URL"

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterable, AsyncIterator
 
 import anyio
 
+from cascade_app.uploads.inflate import Inflater
 from cascade_core.limits import Expansion
+from cascade_core.refusals import TooLarge
 from cascade_core.traces import Compression
-from cascade_http.bodies import TooLarge
-from cascade_http.uploads.inflate import Inflater
 
 # Body chunks are gathered to this size before a thread decodes them: fewer thread hops.
 BLOCK = 256 * 1024

@@ -16,10 +16,10 @@ from datetime import datetime
 import anyio
 import msgspec
 
+from cascade_app.lru import Lru
 from cascade_core.models import RunDetail
-from cascade_core.timeline import TIMELINE_FILE, StepTimeline, TimelineError, step_timeline, validate_timeline
 from cascade_core.object_names import trace_file
-from cascade_http.lru import Lru
+from cascade_core.timeline import TIMELINE_FILE, StepTimeline, TimelineError, step_timeline, validate_timeline
 from cascade_nats.objects import ObjectMissing, Objects
 from projections.queries.runs import SimKernelTimes
 

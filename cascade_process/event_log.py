@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from cascade_http import datadir
-from cascade_http.config import NATS_PASSWORD_FILE, ConfigError, Settings, load_or_create_secret, read_secret
+from cascade_app.config import NATS_PASSWORD_FILE, ConfigError, Settings, load_or_create_secret, read_secret
+from cascade_process import datadir
 
 if TYPE_CHECKING:  # imported when used: commands that need no NATS start faster
     from pathlib import Path

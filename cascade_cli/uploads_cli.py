@@ -20,10 +20,10 @@ from urllib.parse import quote
 
 import msgspec
 
+from cascade_app.config import ConfigError
+from cascade_cli.client import ApiClient, SendInterrupted
 from cascade_core.models import Trace
 from cascade_core.traces import new_trace_id
-from cascade_http.client import ApiClient, SendInterrupted
-from cascade_http.config import ConfigError
 
 READ_SIZE = 1 << 20
 POLL_S = 0.5

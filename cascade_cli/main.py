@@ -1,6 +1,7 @@
 """The `cascade` command.
 
-    cascade serve      start the service (embedded nats-server unless --nats-url)
+    cascade serve      start the service (embedded nats-server unless --nats-url): `cascade_process.serve`
+    cascade worker     run sims for a cluster, needing only its NATS: `cascade_process.worker`
     cascade replay     rebuild a read model from the log, or verify the live one
     cascade events     print an aggregate's history
     cascade timeline   a serving step timeline from files, offline (`timeline_cli`)
@@ -18,30 +19,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 
-from cascade_http import data_cli, datadir, event_log, locate, logs, runs_cli
-from cascade_http.config import (
-    ConfigError,
-    Settings,
-    absolute,
-    bind_port,
-    check_accelsim_dir,
-    load_or_create_secret,
-    resolve,
-    url_of,
-)
+from cascade_app.config import ConfigError, Settings, absolute, check_accelsim_dir, resolve
+from cascade_cli import data_cli, locate, runs_cli
+from cascade_process import datadir, event_log, logs
 
-log = logging.getLogger("cascade")
 # Commands that write a data dir (or a worker's work dir, or a replayed read model): what they
 # make is their user's alone, and so is what the embedded nats-server they start makes.
 PRIVATE = {"serve", "worker", "replay", "events"}
@@ -57,6 +46,14 @@ def _common(parser: argparse.ArgumentParser, *, api: bool = False) -> None:
 
 def _json(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--json", action="store_true", help=f"print {what} as the API answers it")
+
+
+def _on_a_run(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str, shows: str) -> None:
+    """A command of the API on one run, which prints what it answers (`shows`) with --json."""
+    command = sub.add_parser(name, help=help)
+    command.add_argument("run_id", metavar="RUN", help="a run's id")
+    _json(command, shows)
+    locate.add_arguments(command)
 
 
 # `cascade run show RUN` and `cascade run cancel RUN` are commands of their own; any other
@@ -149,20 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     _json(run, "the RunDetail")
     locate.add_arguments(run)
 
-    show = sub.add_parser("run show", help="a run's summary: trace, entries, each sim, what failed sims said last")
-    show.add_argument("run_id", metavar="RUN", help="a run's id")
-    _json(show, "the RunDetail")
-    locate.add_arguments(show)
-
-    cancel = sub.add_parser("run cancel", help="cancel a run's unfinished sims")
-    cancel.add_argument("run_id", metavar="RUN", help="a run's id")
-    _json(cancel, "the RunDetail after cancelling")
-    locate.add_arguments(cancel)
-
-    compare = sub.add_parser("compare", help="a run's kernels: simulated time per config (median of replicas) and real time")
-    compare.add_argument("run_id", metavar="RUN", help="a run's id")
-    _json(compare, "the Comparison")
-    locate.add_arguments(compare)
+    _on_a_run(sub, "run show", "a run's summary: trace, entries, each sim, what failed sims said last", "the RunDetail")
+    _on_a_run(sub, "run cancel", "cancel a run's unfinished sims", "the RunDetail after cancelling")
+    _on_a_run(sub, "compare", "a run's kernels: simulated time per config (median of replicas) and real time", "the Comparison")
 
     runs = sub.add_parser("runs", help="list runs, newest first")
     _json(runs, "the list")
@@ -218,46 +204,17 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    from cascade_process.serve import serve
 
-    from cascade_http.app import create_app
-
-    settings = _settings(args)
-    check_accelsim_dir(settings.accelsim_dir)
-    # Nothing in the data dir is touched before its lock is held: a second server on a live
-    # data dir stops here and leaves the first one's files and processes alone.
-    with datadir.lock(settings.data_dir), bind_port(settings.host, settings.port) as listener:
-        if settings.nats_url is not None:
-            asyncio.run(event_log.check_nats(settings.nats_url))
-        if settings.token is None:
-            settings.token, created = load_or_create_secret(settings.token_path, "token")
-            if created:
-                print(f"cascade: API token (stored in {settings.token_path}): {settings.token}", flush=True)
-        with event_log.configured_or_embedded(settings) as nats:
-            settings.nats_url = nats.url
-            service = datadir.Service(
-                pid=os.getpid(), api_url=url_of(listener), nats_url=nats.address, started_at=datetime.now(UTC), nats_embedded=nats.embedded
-            )
-            # No logging config of uvicorn's own: its lines go through the redacting root handler.
-            config = uvicorn.Config(create_app(settings, nats.server), lifespan="on", log_config=None, log_level="info", timeout_graceful_shutdown=5)
-            server = uvicorn.Server(config)
-            # uvicorn shuts down on SIGINT/SIGTERM and then raises the signal again; let that end
-            # this function normally, so the embedded nats-server is stopped after the app.
-            signal.signal(signal.SIGTERM, _stop)
-            with datadir.published(settings.data_dir, service), contextlib.suppress(KeyboardInterrupt, SystemExit):
-                log.info("API on %s, data dir %s", service.api_url, settings.data_dir)
-                server.run(sockets=[listener])
-            return 0 if server.started else 1
-
-
-def _stop(signum: int, frame: object) -> None:
-    raise SystemExit(0)
+    return serve(_settings(args))
 
 
 # --- worker -------------------------------------------------------------------------------
 
 
 def worker(args: argparse.Namespace) -> int:
+    from cascade_process.worker import work
+
     settings = _settings(args)
     if settings.nats_url is None:
         raise ConfigError("cascade worker needs --nats-url (or CASCADE_NATS_URL): the cluster's NATS")
@@ -268,46 +225,8 @@ def worker(args: argparse.Namespace) -> int:
     work_dir = absolute(Path(args.work_dir))
     with datadir.lock(work_dir, "work dir"):
         asyncio.run(event_log.check_nats(settings.nats_url))
-        asyncio.run(_work(settings, work_dir))
+        asyncio.run(work(settings, work_dir))
     return 0
-
-
-async def _work(settings: Settings, work_dir: Path) -> None:
-    # Ctrl-C or SIGTERM cancels the runner, which stops its sims, hands them back for another
-    # runner and withdraws from the runner list before the connection closes.
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, task.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await _run_worker(settings, work_dir)
-
-
-async def _run_worker(settings: Settings, work_dir: Path) -> None:
-    from cascade_http.service import connect_nats
-    from cascade_nats.supervise import Supervision, supervise
-    from cascade_sim.install import AccelSimInstall
-    from cascade_sim.runner import Runner
-
-    assert settings.nats_url is not None and settings.accelsim_dir is not None
-    # What fails is only logged here: a worker has no health route. It rides out a NATS
-    # outage of any length, and goes on when NATS is back.
-    supervision = Supervision()
-    nc = await connect_nats(settings.nats_url, name="cascade-worker", supervision=supervision)
-    try:
-        runner = Runner(
-            nc,
-            AccelSimInstall(settings.accelsim_dir),
-            work_dir,
-            slots=settings.runner_slots,
-            sim_timeout_s=settings.sim_timeout_s,
-            ack_wait_s=settings.runner_lease_s,
-            supervision=supervision,
-        )
-        await supervise("runner", runner.run, supervision)  # as serve runs its own
-    finally:
-        await nc.close()
 
 
 # --- replay -------------------------------------------------------------------------------
@@ -391,7 +310,7 @@ def events(args: argparse.Namespace) -> int:
 
 async def _events(settings: Settings, aggregate_id: str, *, as_json: bool) -> int:
     from cascade_core import subjects
-    from cascade_http.history import describe, describe_unread
+    from cascade_cli.history import describe, describe_unread
     from cascade_nats.store import Stored
 
     found = 0
@@ -412,8 +331,8 @@ async def _events(settings: Settings, aggregate_id: str, *, as_json: bool) -> in
 
 def _parked(args: argparse.Namespace) -> int:
     from cascade_core.models import ParkedEvent
-    from cascade_http.history import describe_parked
-    from cascade_http.locate import api_client
+    from cascade_cli.history import describe_parked
+    from cascade_cli.locate import api_client
 
     parked = msgspec.json.decode(api_client(args).get("/api/parked"), type=list[ParkedEvent])
     for event in parked:
@@ -427,7 +346,7 @@ def _parked(args: argparse.Namespace) -> int:
 
 
 def timeline(args: argparse.Namespace) -> int:
-    from cascade_http.timeline_cli import timeline
+    from cascade_cli.timeline_cli import timeline
 
     return timeline(args)
 
@@ -437,10 +356,10 @@ def timeline(args: argparse.Namespace) -> int:
 
 def trace(args: argparse.Namespace) -> int:
     if args.trace_command == "timing":
-        from cascade_http.timing_cli import attach
+        from cascade_cli.timing_cli import attach
 
         return attach(args)
-    from cascade_http.uploads_cli import upload
+    from cascade_cli.uploads_cli import upload
 
     return upload(locate.api_client(args), Path(args.directory), args.id)
 
@@ -461,7 +380,3 @@ COMMANDS = {
     "sql": data_cli.sql,
     "export": data_cli.export,
 }
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,12 +17,12 @@ from urllib.parse import quote
 
 import msgspec
 
+from cascade_app.config import ConfigError
+from cascade_cli import run_watch, runs_text
+from cascade_cli.client import ApiClient
+from cascade_cli.locate import api_client
 from cascade_core.ids import is_file_name
 from cascade_core.models import Comparison, GpuConfig, RunCreate, RunDetail, RunEntry, RunFile, RunSummary
-from cascade_http import run_watch, runs_text
-from cascade_http.client import ApiClient
-from cascade_http.config import ConfigError
-from cascade_http.locate import api_client
 
 T = TypeVar("T")
 

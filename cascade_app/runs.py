@@ -1,0 +1,50 @@
+"""Run commands: create a run, cancel one. Each decides with `cascade_core.runs` under the
+one conflict rule (`conflicts.py`); the answer is read from the read model afterwards."""
+
+from __future__ import annotations
+
+import secrets
+
+from cascade_app import clock
+from cascade_app.conflicts import Decision, decided, last_shown
+from cascade_app.reads import read
+from cascade_app.service import Cascade
+from cascade_core import runs as decide
+from cascade_core import subjects
+from cascade_core.models import RunCreate
+from cascade_core.refusals import NotFound
+from projections.queries import runs as q
+from projections.queries.traces import trace_summary
+
+
+async def create_run(c: Cascade, body: RunCreate) -> str:
+    """The id of the run created; a refusal says why none was."""
+    max_sims = c.settings.max_sims_per_run
+
+    async def create() -> Decision[str]:
+        trace = await read(c, trace_summary, body.trace_id)
+        decide.check_create(body, trace, c.gpu_configs, max_sims=max_sims)  # before drawing an id per sim
+        command = decide.CreateRun(
+            event_id=clock.event_id(),
+            at=clock.now(),
+            run_id=f"run-{secrets.token_hex(6)}",
+            sim_ids=[f"sim-{secrets.token_hex(6)}" for _ in range(decide.sim_count(body))],
+            body=body,
+        )
+        # A fresh run id has no events: one that has is taken, and the rule draws another.
+        return Decision(decide.decide_create(command, trace, c.gpu_configs, max_sims=max_sims), 0, command.run_id)
+
+    return await decided(c, create)
+
+
+async def cancel_run(c: Cascade, run_id: str) -> None:
+    """Cancel every unfinished sim of the run; nothing changes for a finished or sample run."""
+
+    async def cancel() -> Decision[None]:
+        last = await last_shown(c, subjects.run(run_id))
+        run = None if last is None else await read(c, q.run_summary, run_id)
+        if last is None or run is None:
+            raise NotFound(f"run {run_id} not found")
+        return Decision(decide.decide_cancel(run, decide.CancelRun(event_id=clock.event_id(), at=clock.now())), last.seq, None)
+
+    await decided(c, cancel)

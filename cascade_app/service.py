@@ -1,0 +1,108 @@
+"""The running service as commands and reads see it: NATS connection, event store, object
+store, read model and projector, the GPU configs, the live runners. `cascade_process.service`
+starts it and keeps its long-lived tasks going."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Hashable
+from datetime import UTC, datetime
+
+import anyio
+import duckdb
+from nats.aio.client import Client
+from nats.js.kv import KeyValue
+
+from cascade_app.config import Settings
+from cascade_app.lru import Lru
+from cascade_app.step_timelines import StepTimelines
+from cascade_core import events as ev
+from cascade_core.attention import Watch
+from cascade_core.models import Comparison, GpuConfig, Runner
+from cascade_nats.objects import Objects
+from cascade_nats.store import EventStore
+from cascade_nats.supervise import Supervision
+from cascade_sim import registry
+from cascade_sim.install import AccelSimInstall
+from projections.queries import stats_maps
+from projections.rebuild import ReadModel
+
+NATS_ANSWER_S = 2.0  # how long a read that asks NATS (health, live runners) waits for it
+# People's SQL queries at once (`POST /api/sql`): each may keep DuckDB's threads busy for its
+# whole time limit, and the projector must still get its turn. Others wait.
+SQL_QUERIES_AT_ONCE = 2
+RUNNERS_FRESH_S = 1.0  # the live runners are asked again after this long
+
+
+class Cascade:
+    """Everything a command or a read may use."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        nc: Client,
+        store: EventStore,
+        objects: Objects,
+        read_model: ReadModel,
+        install: AccelSimInstall | None,
+        supervision: Supervision,
+    ) -> None:
+        self.settings = settings
+        self.nc = nc
+        self.store = store
+        self.objects = objects
+        self.read_model = read_model
+        self.projector = read_model.projector
+        self.install = install
+        self.gpu_configs: list[GpuConfig] = install.configs() if install is not None else []
+        self.step_timelines = StepTimelines(objects)
+        self.comparisons: Lru[Hashable, Comparison] = Lru(64)
+        self.stat_names = stats_maps.Names()
+        self.sql_queries = anyio.CapacityLimiter(SQL_QUERIES_AT_ONCE)
+        self.supervision = supervision
+        self.uploading: set[str] = set()  # ids of the traces this process is receiving now
+        self._kv: KeyValue | None = None
+        self._runners: tuple[float, list[Runner]] | None = None
+        read_model.after_swap(self._forget_answers)
+
+    def _forget_answers(self) -> None:
+        """Comparisons and stat names kept from a read model another version built: the
+        rebuilt one may differ. A read still on the old one keeps its own to itself."""
+        self.comparisons = Lru(64)
+        self.stat_names = stats_maps.Names()
+
+    def gpu_config(self, name: str) -> GpuConfig | None:
+        return next((c for c in self.gpu_configs if c.name == name), None)
+
+    def reader(self) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
+        """A cursor of the read model for one reading thread, closed on leaving
+        (`projections/readers.py`)."""
+        return self.read_model.reader()
+
+    async def runners(self) -> list[Runner] | None:
+        """Runners that announced themselves recently (as of at most a second ago); None
+        when NATS is not connected or does not answer in time."""
+        if not self.nc.is_connected:
+            return None
+        if self._runners is not None and time.monotonic() - self._runners[0] < RUNNERS_FRESH_S:
+            return self._runners[1]
+        try:
+            with anyio.fail_after(NATS_ANSWER_S):
+                self._kv = self._kv or await registry.bucket(self.store.js)
+                runners = await registry.live(self._kv)
+        except Exception:  # noqa: BLE001 - NATS is unwell; health says how
+            return None
+        self._runners = (time.monotonic(), runners)
+        return runners
+
+    async def watch(self) -> Watch | None:
+        """What a sim's attention is judged against; None when the live runners are not known."""
+        runners = await self.runners()
+        return None if runners is None else Watch(runners, datetime.now(UTC), self.settings.runner_lease_s)
+
+    async def append(self, event: ev.Event, *, expected_last_subject_seq: int | None = None) -> int:
+        """Append a decided event and wait until the read model shows it."""
+        seq = await self.store.append(event, expected_last_subject_seq=expected_last_subject_seq)
+        await self.projector.wait_for(seq)
+        return seq

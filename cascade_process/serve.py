@@ -1,0 +1,52 @@
+"""`cascade serve`: the data dir locked, the port bound, NATS (embedded unless configured),
+then the API app and the service behind it under uvicorn until a signal stops them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from datetime import UTC, datetime
+
+import uvicorn
+
+from cascade_app.config import Settings, bind_port, check_accelsim_dir, load_or_create_secret, url_of
+from cascade_process import datadir, event_log
+from cascade_process.service import starlette_app
+
+log = logging.getLogger("cascade")
+
+
+def serve(settings: Settings) -> int:
+    check_accelsim_dir(settings.accelsim_dir)
+    # Nothing in the data dir is touched before its lock is held: a second server on a live
+    # data dir stops here and leaves the first one's files and processes alone.
+    with datadir.lock(settings.data_dir), bind_port(settings.host, settings.port) as listener:
+        if settings.nats_url is not None:
+            asyncio.run(event_log.check_nats(settings.nats_url))
+        if settings.token is None:
+            settings.token, created = load_or_create_secret(settings.token_path, "token")
+            if created:
+                print(f"cascade: API token (stored in {settings.token_path}): {settings.token}", flush=True)
+        with event_log.configured_or_embedded(settings) as nats:
+            settings.nats_url = nats.url
+            service = datadir.Service(
+                pid=os.getpid(), api_url=url_of(listener), nats_url=nats.address, started_at=datetime.now(UTC), nats_embedded=nats.embedded
+            )
+            # No logging config of uvicorn's own: its lines go through the redacting root handler.
+            app = starlette_app(settings, nats.server)
+            config = uvicorn.Config(app, lifespan="on", log_config=None, log_level="info", timeout_graceful_shutdown=5)
+            server = uvicorn.Server(config)
+            # uvicorn shuts down on SIGINT/SIGTERM and then raises the signal again; let that end
+            # this function normally, so the embedded nats-server is stopped after the app.
+            signal.signal(signal.SIGTERM, _stop)
+            with datadir.published(settings.data_dir, service), contextlib.suppress(KeyboardInterrupt, SystemExit):
+                log.info("API on %s, data dir %s", service.api_url, settings.data_dir)
+                server.run(sockets=[listener])
+            return 0 if server.started else 1
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(0)

@@ -1,0 +1,79 @@
+"""The service `cascade serve` runs: NATS connection, event store, projector and read model,
+wired together for the lifetime of the API app, with the dispatcher and a local runner.
+
+Its long-lived tasks (the projector, the dispatcher, the local runner, and the watcher that
+starts the embedded nats-server again when it dies) each run under a supervisor
+(`cascade_nats.supervise`), so that none takes the others down with it, and what fails shows
+in `/api/health`."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import anyio
+from starlette.applications import Starlette
+
+from cascade_app.config import Settings
+from cascade_app.service import Cascade
+from cascade_http.app import create_app
+from cascade_nats.objects import Objects
+from cascade_nats.server import EmbeddedNats
+from cascade_nats.store import EventStore
+from cascade_nats.supervise import Supervision, supervise
+from cascade_process.connection import connect_nats
+from cascade_process.worker import runner
+from cascade_sim import samples
+from cascade_sim.dispatcher import dispatch, ensure_consumers
+from cascade_sim.install import AccelSimInstall
+from projections.rebuild import ReadModel
+
+log = logging.getLogger("cascade")
+
+
+def starlette_app(settings: Settings, embedded: EmbeddedNats | None = None) -> Starlette:
+    """The API app serving the service on `settings` for as long as the app runs."""
+    return create_app(settings.token, lambda: running(settings, embedded))
+
+
+@contextlib.asynccontextmanager
+async def running(settings: Settings, embedded: EmbeddedNats | None = None) -> AsyncIterator[Cascade]:
+    """The service on `settings.nats_url`; `embedded` is the nats-server there when this
+    process started it, and is started again whenever it dies."""
+    if settings.nats_url is None:
+        raise ValueError("running() needs a NATS URL; `cascade serve` starts the embedded server first")
+    supervision = Supervision()
+    nc = await connect_nats(settings.nats_url, supervision=supervision)
+    store = EventStore(nc)
+    objects = Objects(nc)
+    try:
+        await store.ensure_stream()
+        await objects.ensure()
+        if settings.samples:
+            await samples.load(store, objects)
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        read_model = await ReadModel.open(store, settings.db_path)
+        await read_model.catch_up()
+        install = AccelSimInstall(settings.accelsim_dir) if settings.accelsim_dir is not None else None
+        cascade = Cascade(settings, nc, store, objects, read_model, install, supervision)
+        if install is None:
+            log.warning("no Accel-Sim dir (CASCADE_ACCELSIM_DIR): the GPU config list is empty and no sim runs here")
+        else:
+            log.info("GPU configs in %s: %s", install.root, ", ".join(c.name for c in cascade.gpu_configs) or "none")
+        await ensure_consumers(store.js, ack_wait_s=settings.runner_lease_s)
+        async with anyio.create_task_group() as tg:
+            if embedded is not None:
+                tg.start_soon(supervise, "nats-server", embedded.keep_running, supervision)
+            tg.start_soon(supervise, "projector", read_model.run, supervision)
+            tg.start_soon(supervise, "dispatcher", lambda: dispatch(store), supervision)
+            if settings.runner and install is not None:
+                local = runner(nc, install, settings.data_dir / "runner", settings, supervision)
+                tg.start_soon(supervise, "runner", local.run, supervision)
+            yield cascade
+            tg.cancel_scope.cancel()
+        read_model.close()
+    finally:
+        await store.close()
+        await objects.close()
+        await nc.close()
