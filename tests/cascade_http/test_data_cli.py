@@ -23,7 +23,7 @@ import pyarrow.parquet
 import pytest
 
 from cascade_core.models import SqlAnswer
-from cascade_http import cli
+from cascade_cli import main as cli
 from cascade_app.config import Settings
 from cascade_nats import server
 from cascade_sim import logparse
