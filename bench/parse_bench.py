@@ -3,9 +3,9 @@
 Builds a log of about --size-mb MB in a temp file: the top of a real log (banner and option
 dump), then the kernel sections of every shared success log (header lines, launch line,
 LIVENESS lines where there are any, stats block) repeated in turn, then the exit lines.
-It parses the file in --chunk-size pieces of text as the runner would, checks that every
-kernel came out with all its stats, and prints MB/s and CPU seconds per MB, then times
-`grep -c ' = '` over the same file.
+It parses the file in --chunk-size pieces of text as the runner would (with the runner's
+heap settings, `settle_heap`), checks that every kernel came out with all its stats, and
+prints MB/s and CPU seconds per MB, then times `grep -c ' = '` over the same file.
 
     .venv/bin/python bench/parse_bench.py [--size-mb 200] [--chunk-size 65536] [--repeat 3]
 """
@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from cascade_core.heap import settle_heap
 from cascade_sim.logparse import KernelBlock, LogParser, parse_stats
 
 LOGS = Path("/work/shared/accelsim/logs")
@@ -96,6 +97,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.log"
         kernels, stats = build_log(path, int(opts.size_mb * 1e6))
+        settle_heap()  # as a runner does when it starts
         mb = path.stat().st_size / 1e6
         print(f"log: {mb:.1f} MB, {kernels} kernels, {stats} stats; python {sys.version.split()[0]}, {os.cpu_count()} cpus")
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -65,6 +65,16 @@ def big_log(path: Path, size: int = 0, rounds: int = 1) -> int:
     return round_ * kernels_per_body
 
 
+def grep_seconds(path: Path) -> float:
+    """The best of 3 `grep -c ' = '` over the file: a yardstick for the machine's speed now."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run(["grep", "-c", " = ", str(path)], capture_output=True, check=True)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
 def request(url: str, path: str, body: object | None = None) -> object:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url + path, data=data, method="POST" if data else "GET",
@@ -124,6 +134,7 @@ def main(size_mb: int, paced_kernels: int) -> None:
         logs.mkdir()
         kernels = big_log(logs / LOG_NAME, size=size_mb * 1024 * 1024)
         size = (logs / LOG_NAME).stat().st_size
+        grep_s = grep_seconds(logs / LOG_NAME)
         env = {**os.environ, "CASCADE_TOKEN": TOKEN, "CASCADE_FAKE_ACCELSIM_LOGS": str(logs)}
         server = subprocess.Popen([sys.executable, "-m", "cascade_cli", "serve", "--port", "0", "--data-dir", str(tmp / "data"),
                                    "--accelsim-dir", str(tree), "--no-runner"], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
@@ -159,7 +170,8 @@ def main(size_mb: int, paced_kernels: int) -> None:
                 cpu = cpu_seconds(worker.pid) - cpu_before
                 server_cpu, nats_cpu = cpu_seconds(server.pid) - others_before[0], cpu_seconds(nats_pid) - others_before[1]
                 sampler.running = False
-                print(f"output: {size / 1e6:.1f} MB, {kernels} kernels, every stat of each")
+                print(f"output: {size / 1e6:.1f} MB, {kernels} kernels, every stat of each; "
+                      f"grep -c ' = ' reads it at {size / 1e6 / grep_s:.0f} MB/s here (the machine's speed)")
                 print(f"end to end (simulator stdout -> queryable kernels): {size / 1e6 / elapsed:.1f} MB/s ({elapsed:.1f} s)")
                 print(f"  of which: created -> simulator running {began - created:.1f} s, running -> runner done {ended - began:.1f} s "
                       f"({size / 1e6 / (ended - began):.1f} MB/s), then until queryable {elapsed - (ended - created):.1f} s")

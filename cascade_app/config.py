@@ -62,6 +62,11 @@ class Settings(msgspec.Struct, kw_only=True):
     sim_timeout_s: float | None = None
     runner_lease_s: float = 30.0  # a runner that goes quiet this long loses its sims to another
     samples: bool = True
+    # What one query of `POST /api/sql` may take: its time, and its answer's rows and bytes
+    # (the answer is made whole before it is sent, so that a limit can still be answered).
+    sql_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    sql_max_rows: Positive = 1_000_000
+    sql_max_bytes: Positive = 64 << 20
 
     def __post_init__(self) -> None:
         # The simulator runs in a directory of its own, and a path is logged or stored for
@@ -134,6 +139,9 @@ ENV = {
     "runner_slots": "CASCADE_RUNNER_SLOTS",
     "sim_timeout_s": "CASCADE_SIM_TIMEOUT",
     "runner_lease_s": "CASCADE_RUNNER_LEASE",
+    "sql_timeout_s": "CASCADE_SQL_TIMEOUT",
+    "sql_max_rows": "CASCADE_SQL_MAX_ROWS",
+    "sql_max_bytes": "CASCADE_SQL_MAX_BYTES",
 }
 
 

@@ -9,6 +9,7 @@
     cascade trace timing TRACE FILE   attach real kernel timing to a ready trace
     cascade run TRACE CONFIG[xN]... [--watch], run show RUN, run cancel RUN, runs, results RUN
                        runs through the API (`runs_cli`)
+    cascade sql SELECT, export RUN   the read model's rows through the API (`data_cli`)
 
 An unusable setting ends the command with one line `cascade: error: ...` and exit status 2;
 a reader that stops reading (`| head`) ends it quietly with status 141, as SIGPIPE would.
@@ -27,7 +28,7 @@ from pathlib import Path
 import msgspec
 
 from cascade_app.config import NATS_FILES, ConfigError, Settings, absolute, check_accelsim_dir, resolve
-from cascade_cli import locate, runs_cli
+from cascade_cli import data_cli, locate, runs_cli
 from cascade_process import datadir, event_log, logs
 
 # Commands that write a data dir (or a worker's work dir, or a replayed read model): what they
@@ -179,6 +180,17 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_argument("run_id", metavar="RUN", help="a run's id")
     results.add_argument("-o", "--output", metavar="DIR", help="where to write them (default: ./RUN)")
     locate.add_arguments(results)
+
+    sql = sub.add_parser("sql", help="run one SELECT on the live read model (README: Querying the read model)")
+    sql.add_argument("query", metavar="SQL", help='one SELECT, such as "SELECT * FROM stats LIMIT 10"')
+    sql.add_argument("--format", choices=data_cli.FORMATS, default="table", help="a table to read (default), csv, json or parquet")
+    sql.add_argument("-o", "--output", metavar="FILE", help="write the answer to FILE instead of stdout")
+    locate.add_arguments(sql)
+
+    export = sub.add_parser("export", help="a run's rows as Parquet files: runs, sims, kernels, kernel_stats, timing")
+    export.add_argument("run_id", metavar="RUN", help="a run's id")
+    export.add_argument("-o", "--output", metavar="DIR", help="where to write them (default: ./RUN)")
+    locate.add_arguments(export)
     return parser
 
 
@@ -287,6 +299,7 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
 async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
     import duckdb
 
+    from projections.database import open_database
     from projections.replay import verify
     from projections.version import Outdated
 
@@ -294,7 +307,7 @@ async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
         raise ConfigError(f"no read model at {settings.db_path}")
     with datadir.lock(settings.data_dir):
         try:
-            con = duckdb.connect(str(settings.db_path))
+            con = open_database(settings.db_path)
         except duckdb.IOException as err:
             raise ConfigError(f"read model {settings.db_path}: in use by another process ({err})") from err
         try:
@@ -387,4 +400,6 @@ COMMANDS = {
     "runs": runs_cli.list_runs,
     "compare": runs_cli.compare,
     "results": runs_cli.results,
+    "sql": data_cli.sql,
+    "export": data_cli.export,
 }

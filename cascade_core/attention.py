@@ -17,8 +17,9 @@ from datetime import datetime
 import msgspec
 
 from cascade_core.models import Runner
+from cascade_core.sims import FINISHED, SIM_STATES
 
-UNFINISHED = frozenset({"pending", "launching", "running"})
+UNFINISHED = frozenset(SIM_STATES) - FINISHED
 # Longer than a runner's announcement period, so a runner that just started has said what
 # it can run; short enough that an operator is told before wondering.
 UNTAKEN_AFTER_S = 10.0

@@ -188,7 +188,8 @@ class _Parser:
             name = self.source_name()
             self.discriminator()
         elif c == "U":
-            name = self.unnamed_type()
+            self.unnamed_type()
+            name = None
         elif c == "C" or (c == "D" and self.peek(1) in "01245"):
             name = self.ctor_dtor_name(scope)
         elif c == "D" and self.peek(1) == "C":

@@ -26,6 +26,7 @@ Every error is a `TraceError` naming the file and line and saying what is wrong.
 
 from __future__ import annotations
 
+import _csv
 import csv
 import io
 import math
@@ -113,14 +114,14 @@ def parse_timing(text: str, source: str) -> Timing:
     return Timing(layout.format, done, measures)
 
 
-def _records(reader: Iterator[list[str]], source: str) -> Iterator[tuple[int, list[str]]]:
+def _records(reader: _csv.Reader, source: str) -> Iterator[tuple[int, list[str]]]:
     """Each row that is not blank, with the line it ends on."""
     try:
         for row in reader:
             if row and any(field.strip() for field in row):
-                yield reader.line_num, row  # type: ignore[attr-defined]
+                yield reader.line_num, row
     except csv.Error as error:
-        raise TraceError(f"{source} line {reader.line_num}: {error}") from None  # type: ignore[attr-defined]
+        raise TraceError(f"{source} line {reader.line_num}: {error}") from None
 
 
 def _shown(row: Sequence[str]) -> str:

@@ -4,10 +4,8 @@ No I/O and no clock: ids and the time arrive in the command, the trace and the r
 the API Structs the read model serves. A rejection is a `cascade_core.refusals` type whose
 message is the API's `detail` text; each edge says it its own way.
 
-The states, shared with the projection (`projections/fold.py`): a sim moves
-pending → launching → running → succeeded | failed | cancelled and never leaves a finished
-state; a run is active while any sim is unfinished, then cancelled if any sim was cancelled,
-else failed if any failed, else succeeded.
+A run is active while any of its sims is unfinished (a sim's states: `cascade_core/sims.py`),
+then cancelled if any sim was cancelled, else failed if any failed, else succeeded.
 """
 
 from __future__ import annotations
@@ -20,9 +18,7 @@ import msgspec
 from cascade_core import events as ev
 from cascade_core.models import GpuConfig, RunCreate, RunSummary, Trace
 from cascade_core.refusals import Conflict, Invalid, NotFound
-
-SIM_STATES = ("pending", "launching", "running", "succeeded", "failed", "cancelled")
-FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+from cascade_core.sims import FINISHED, SIM_STATES
 
 
 def run_state(counts: Mapping[str, int]) -> str:

@@ -9,4 +9,5 @@ from cascade_app.service import Cascade
 
 def cascade(request: Request) -> Cascade:
     """The running service, from a request handler."""
-    return request.app.state.cascade  # type: ignore[no-any-return]
+    running: Cascade = request.app.state.cascade
+    return running

@@ -80,6 +80,7 @@ _MESSAGES = {
     "int_parsing_size": "Unable to parse input string as an integer, exceeded maximum size",
     "int_from_float": "Input should be a valid integer, got a number with a fractional part",
     "finite_number": "Input should be a finite number",
+    "literal_error": "Input should be {expected}",
     "less_than_equal": "Input should be less than or equal to {le}",
     "less_than": "Input should be less than {lt}",
     "greater_than_equal": "Input should be greater than or equal to {ge}",
@@ -119,6 +120,8 @@ def _build(node: inspect.Type) -> Validator:
         return _int_validator(node)
     if isinstance(node, inspect.StrType) and node.pattern is None:
         return _str_validator(node)
+    if isinstance(node, inspect.LiteralType) and all(isinstance(v, str) for v in node.values):
+        return _literal_validator(node)
     raise TypeError(f"request validation does not support {node!r}")
 
 
@@ -190,6 +193,23 @@ def _str_validator(node: inspect.StrType) -> Validator:
             raise _issue("string_too_short", loc, value, {"min_length": node.min_length})
         if node.max_length is not None and len(value) > node.max_length:
             raise _issue("string_too_long", loc, value, {"max_length": node.max_length})
+        return value
+
+    return validate
+
+
+def _literal_validator(node: inspect.LiteralType) -> Validator:
+    # pydantic names the values in the Literal's order, msgspec's `values` are sorted: the
+    # two agree for a Literal declared in sorted order.
+    values = [v for v in node.values if isinstance(v, str)]
+    if values != sorted(values):
+        raise TypeError(f"request validation needs {node!r} declared in sorted order")
+    names = [repr(v) for v in values]
+    expected = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+    def validate(value: object, loc: Loc) -> object:
+        if not isinstance(value, str) or value not in values:
+            raise _issue("literal_error", loc, value, {"expected": expected})
         return value
 
     return validate

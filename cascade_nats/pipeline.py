@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import re
 import secrets
+from collections.abc import Sequence
 
 from nats.aio.client import Client
 
@@ -131,7 +132,7 @@ class Pipeline:
         """Stop matching acks to a batch that is done with."""
         self._batches.pop(batch._reply.rsplit(".", 2)[-2].encode(), None)
 
-    async def publish_all(self, messages: list[tuple[str, bytes, str | None]], timeout: float = 10.0) -> list[int]:
+    async def publish_all(self, messages: Sequence[tuple[str, bytes, str | None]], timeout: float = 10.0) -> list[int]:
         batch = await self.batch(timeout)
         try:
             for subject, payload, msg_id in messages:

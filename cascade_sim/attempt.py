@@ -1,5 +1,7 @@
-"""Running one sim attempt: a fresh working directory, the real simulator, its output turned
-into events as it is printed (`sim_report.SimReport`), its files stored, and the outcome decided.
+"""Running one sim attempt: a fresh working directory the simulator's backend prepares, the
+simulator started as the backend says, its output turned into events as it is printed
+(`sim_report.SimReport`, reading it through the backend's reader), its files stored, and
+the outcome the backend judges.
 
 The output is read in chunks as it comes and never held whole: each chunk goes to the
 gzipped log file, to the log lines that heartbeats carry, and to the streaming parser, whose
@@ -14,7 +16,6 @@ import asyncio
 import codecs
 import ctypes
 import gzip
-import hashlib
 import logging
 import os
 import shutil
@@ -23,16 +24,14 @@ from collections import deque
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import msgspec
-
 from cascade_core.kernel_stats import kernel_stats_csv
 from cascade_core.object_names import sim_file
+from cascade_core.sims import Outcome
 from cascade_nats.objects import Objects, StoredObject
 from cascade_nats.supervise import retry
-from cascade_sim import logparse
-from cascade_sim.install import AccelSimInstall
 from cascade_sim.event_sender import EventSender
-from cascade_sim.sim_report import Job, Launch, SimReport, content_type
+from cascade_sim.sim_report import Launch, SimReport, content_type
+from cascade_sim.simulator import Simulator
 
 log = logging.getLogger("cascade.runner")
 
@@ -46,16 +45,16 @@ WITHHELD = ("CASCADE_TOKEN", "CASCADE_NATS_URL")
 
 
 class Stop:
-    """Why and how the runner ends a sim before it ends by itself."""
+    """The runner ends a sim before it ends by itself: its run was cancelled, another attempt
+    replaced this one (`SimReport.current` says which), or it ran too long (`timed_out`)."""
 
     def __init__(self) -> None:
         self.requested = asyncio.Event()
-        self.error: str | None = None  # the failure to report, if the runner reports one
-        self.report = True  # False: another attempt owns the sim now; say nothing more
+        self.timed_out = False
 
-    def request(self, error: str | None = None, *, report: bool = True) -> None:
+    def request(self, *, timed_out: bool = False) -> None:
         if not self.requested.is_set():
-            self.error, self.report = error, report
+            self.timed_out = timed_out
             self.requested.set()
 
 
@@ -72,8 +71,8 @@ def _die_with_parent() -> None:
 class Attempt:
     def __init__(
         self,
-        job: Job,
-        install: AccelSimInstall,
+        report: SimReport,
+        simulator: Simulator,
         objects: Objects,
         sender: EventSender,
         workdir: Path,
@@ -84,8 +83,8 @@ class Attempt:
         grace_s: float = 5.0,
         timeout_s: float | None = None,
     ) -> None:
-        self.job = job
-        self.install = install
+        self.job = report.job
+        self.simulator = simulator
         self.objects = objects
         self.sender = sender
         self.workdir = workdir
@@ -94,40 +93,27 @@ class Attempt:
         self.stop = stop
         self.grace_s = grace_s
         self.timeout_s = timeout_s
-        self.report = SimReport(job, sender.emit, sender.next_id, sender.now)
+        self.report = report
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
-        self.config_digests: dict[str, str] = {}
+        self.inputs: dict[str, str] = {}  # what the backend put in the working directory, by name: sha256
         self.process: asyncio.subprocess.Process | None = None
 
-    def _prepare(self) -> list[str]:
+    def _environment(self) -> dict[str, str]:
+        return {name: value for name, value in os.environ.items() if name not in WITHHELD}
+
+    async def run(self) -> Outcome | None:
+        """Run to the end and store the files; the simulator's outcome, or None when another
+        attempt owns the sim now and nothing more is to be said."""
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(parents=True)
-        for source in self.install.config_files(self.job.gpu_config.name):
-            shutil.copyfile(source, self.workdir / source.name)
-            self.config_digests[source.name] = hashlib.sha256(source.read_bytes()).hexdigest()
-        args = [str(self.install.binary), "-trace", str(self.trace_dir / "kernelslist.g"), "-config", "./gpgpusim.config"]
-        if (self.workdir / "trace.config").exists():
-            args += ["-config", "./trace.config"]
-        return args
-
-    def _environment(self) -> dict[str, str]:
-        env = {name: value for name, value in os.environ.items() if name not in WITHHELD}
-        libraries = [str(p) for p in self.install.library_dirs()]
-        env["LD_LIBRARY_PATH"] = os.pathsep.join([*libraries, env.get("LD_LIBRARY_PATH", "")]).strip(os.pathsep)
-        xz = shutil.which("xz")
-        if xz is not None:
-            env["PATH"] = os.pathsep.join([str(Path(xz).parent), env.get("PATH", "")])
-        return env
-
-    async def run(self) -> logparse.Outcome | None:
-        """Run to the end and store the files; the outcome, or None when another attempt
-        owns the sim now and nothing more is to be said."""
-        args = self._prepare()
-        log_path = self.workdir.parent / f"{self.workdir.name}.accelsim.log.gz"
+        config = self.job.gpu_config
+        self.inputs = self.simulator.prepare(config, self.workdir)
+        command = self.simulator.command(config, self.workdir, self.trace_dir, self._environment())
+        log_path = self.workdir.parent / f"{self.workdir.name}.{self.simulator.log_name}"
         self.process = await asyncio.create_subprocess_exec(
-            *args,
-            cwd=self.workdir,
-            env=self._environment(),
+            *command.argv,
+            cwd=command.cwd,
+            env=command.env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -135,8 +121,8 @@ class Attempt:
             preexec_fn=_die_with_parent,
             limit=1 << 20,
         )
-        self.report.launch = Launch(str(self.process.pid), self.host, self.config_digests)
-        log.info("sim %s attempt %d: pid %d runs %s", self.job.sim_id, self.job.attempt, self.process.pid, " ".join(args))
+        self.report.launch = Launch(str(self.process.pid), self.host, self.inputs)
+        log.info("sim %s attempt %d: pid %d runs %s", self.job.sim_id, self.job.attempt, self.process.pid, " ".join(command.argv))
         with gzip.open(log_path, "wb", compresslevel=1) as gz:
             ticker = asyncio.create_task(self._tick())
             stopper = asyncio.create_task(self._stop_when_asked())
@@ -151,11 +137,9 @@ class Attempt:
                 ticker.cancel()
                 stopper.cancel()
         self.report.end_of_output()
-        if not self.stop.report:
+        if not self.report.current:
             return None
         result = self.report.outcome(returncode, list(self.stderr_tail))
-        if self.stop.error is not None:
-            result = msgspec.structs.replace(result, succeeded=False, error=self.stop.error)
         await self._store_files(result, log_path)
         return result
 
@@ -193,7 +177,7 @@ class Attempt:
         try:
             await asyncio.wait_for(self.stop.requested.wait(), self.timeout_s)
         except TimeoutError:
-            self.stop.request(f"ran longer than the wall-time limit of {self.timeout_s:g} s (CASCADE_SIM_TIMEOUT)")
+            self.stop.request(timed_out=True)
         assert self.process is not None
         self._signal(signal.SIGTERM)
         try:
@@ -208,11 +192,11 @@ class Attempt:
         except ProcessLookupError:
             pass
 
-    async def _store_files(self, result: logparse.Outcome, log_path: Path) -> None:
+    async def _store_files(self, result: Outcome, log_path: Path) -> None:
         """What the sim leaves, stored and announced just before the final heartbeat."""
-        inputs = set(self.config_digests)
+        inputs = set(self.inputs)
         files: list[tuple[str, Path | bytes]] = [
-            ("accelsim.log.gz", log_path),
+            (self.simulator.log_name, log_path),
             ("exit-status.txt", f"{result.exit_code}\n".encode()),
             ("kernel-stats.csv", kernel_stats_csv(self.report.kernels)),
         ]

@@ -1,24 +1,43 @@
-"""An Accel-Sim install on this machine: where its configs, binary and libraries are.
+"""Accel-Sim as the runner's simulator (`simulator.Simulator`): an install on this machine,
+where its configs, binary and libraries are, how a sim of it runs, and how its output reads
+(`logparse`).
 
     <root>/gpu-simulator/gpgpu-sim/configs/tested-cfgs/<NAME>/gpgpusim.config (+ *.icnt, *.xml)
     <root>/gpu-simulator/configs/tested-cfgs/<NAME>/trace.config
     <root>/gpu-simulator/bin/release/accel-sim.out
     <root>/gpu-simulator/gpgpu-sim/lib/<gcc>/cuda-<version>/release/libcudart.so
+
+A sim's working directory holds copies of its config's files; the simulator runs there on
+the trace's `kernelslist.g`, with GPGPU-Sim's libcudart on LD_LIBRARY_PATH and `xz` (which
+reads `.traceg.xz` files) on PATH.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
+import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import assert_never
 
 from cascade_core.gpu_configs import arch_from_config_name, core_clock_from_config
 from cascade_core.models import GpuConfig
+from cascade_core.sims import Outcome
+from cascade_sim import logparse
+from cascade_sim.simulator import Command, Output, Versions
 
 log = logging.getLogger("cascade.accelsim")
 
 
 class AccelSimInstall:
+    log_name = "accelsim.log.gz"
+
     def __init__(self, root: Path, binary: Path | None = None) -> None:
+        if not root.is_absolute():
+            # The simulator runs in a directory of its own, where a relative path means another place.
+            raise ValueError(f"Accel-Sim needs an absolute path, not {root}")
         self.root = root
         self.binary = binary or root / "gpu-simulator" / "bin" / "release" / "accel-sim.out"
 
@@ -58,3 +77,61 @@ class AccelSimInstall:
     def library_dirs(self) -> list[Path]:
         """GPGPU-Sim's libcudart.so folders, for LD_LIBRARY_PATH."""
         return sorted(p for p in (self.root / "gpu-simulator" / "gpgpu-sim" / "lib").glob("*/*/release") if p.is_dir())
+
+    def prepare(self, config: GpuConfig, workdir: Path) -> dict[str, str]:
+        digests = {}
+        for source in self.config_files(config.name):
+            shutil.copyfile(source, workdir / source.name)
+            digests[source.name] = hashlib.sha256(source.read_bytes()).hexdigest()
+        return digests
+
+    def command(self, config: GpuConfig, workdir: Path, trace_dir: Path, env: Mapping[str, str]) -> Command:
+        argv = [str(self.binary), "-trace", str(trace_dir / "kernelslist.g"), "-config", "./gpgpusim.config"]
+        if (workdir / "trace.config").exists():
+            argv += ["-config", "./trace.config"]
+        environment = dict(env)
+        libraries = [str(p) for p in self.library_dirs()]
+        environment["LD_LIBRARY_PATH"] = os.pathsep.join([*libraries, env.get("LD_LIBRARY_PATH", "")]).strip(os.pathsep)
+        xz = shutil.which("xz")
+        if xz is not None:
+            environment["PATH"] = os.pathsep.join([str(Path(xz).parent), env.get("PATH", "")])
+        return Command(argv, environment, workdir)
+
+    def reader(self) -> AccelSimOutput:
+        return AccelSimOutput()
+
+
+class AccelSimOutput:
+    """Accel-Sim's stdout read by `logparse.LogParser`, and its end judged by `logparse.outcome`."""
+
+    stats_naming = logparse.STATS_NAMING
+
+    def __init__(self) -> None:
+        self.parser = logparse.LogParser()
+
+    def feed(self, text: str) -> list[Output]:
+        return _said(self.parser.feed(text))
+
+    def finish(self) -> list[Output]:
+        return _said(self.parser.finish())
+
+    def outcome(self, returncode: int, stderr_tail: Sequence[str]) -> Outcome:
+        exit_code, signal = (returncode, None) if returncode >= 0 else (None, -returncode)
+        return logparse.outcome(exit_code, signal, self.parser.exit_detected, self.parser.error, stderr_tail)
+
+
+def _said(outputs: list[logparse.Output]) -> list[Output]:
+    """What the parser's outputs tell the runner; the rest only make the outcome."""
+    said: list[Output] = []
+    for out in outputs:
+        match out:
+            case logparse.Build():
+                gpgpu_sim = " ".join(p for p in (out.gpgpu_sim_version, out.gpgpu_sim) if p) or None
+                said.append(Versions(out.accel_sim, gpgpu_sim))
+            case logparse.KernelLaunched() | logparse.KernelBlock() | logparse.Totals():
+                said.append(out)
+            case logparse.ExitDetected() | logparse.BreakMaxCycles() | logparse.SimError():
+                pass
+            case _:
+                assert_never(out)
+    return said

@@ -8,10 +8,10 @@ incomplete last line, or one unfinished stats block (tens to hundreds of KB), ne
 Lines outside stats blocks are found with one regex search per chunk, anchored on line
 breaks, so the option dump at the top costs next to nothing. A stats block, from
 `kernel_name = ...` to `gpgpu_silicon_slowdown = ...`, is cut out with `str.find` and read
-whole by `parse_stats`: one `re.split` cuts out its values (numbers, nan, inf, `none`), and
-their names, which depend only on the text between the values, are worked out once per kind
-of block (`statnames.names`) and found again for the next block printed the same way. See
-bench/README.md for speed.
+whole by `parse_stats`: a tokenizer in C (`_tokenizer.c`) cuts out its values (numbers, nan,
+inf, `none`) and builds the map, and their names, which depend only on the text between the
+values, are worked out once per kind of block (`statnames.names`) and found again for the
+next block printed the same way. See bench/README.md for speed.
 
 The naming rule, with an example of every kind of line, is docs/stats-naming.md: every
 number of the block under one name built from the log's own words (`gpu_sim_cycle`,
@@ -25,13 +25,13 @@ from __future__ import annotations
 import math
 import re
 import signal as signals
-from collections.abc import Callable, Sequence
-from itertools import repeat
-from operator import itemgetter
+from collections.abc import Sequence
 
 import msgspec
 
-from cascade_sim import statnames
+from cascade_core.sims import Outcome
+from cascade_sim import _tokenizer, statnames
+from cascade_sim.simulator import KernelBlock, KernelLaunched, NonFinite, StatValue, Totals
 
 __all__ = [
     "BreakMaxCycles",
@@ -45,25 +45,16 @@ __all__ = [
     "Output",
     "STATS_NAMING",
     "SimError",
+    "StatValue",
     "Totals",
     "error_line",
     "outcome",
     "parse_stats",
 ]
 
-StatValue = float | str
-
 # The naming rule of docs/stats-naming.md that `parse_stats` follows; a change to any name
 # makes it a new one. Events carry it (`events.KernelFinished.stats_naming`).
 STATS_NAMING = 2
-
-
-class NonFinite(float):
-    """A value the simulator printed as `nan`, `-nan` or `inf`: a float like any other here,
-    which the stats JSON writes as the string "NaN", "Infinity" or "-Infinity" (JSON has no
-    such numbers; see `sim_report.stats_json`)."""
-
-    __slots__ = ()
 
 
 class Build(msgspec.Struct, frozen=True):
@@ -74,35 +65,6 @@ class Build(msgspec.Struct, frozen=True):
     accel_sim: str | None
     gpgpu_sim: str | None
     gpgpu_sim_version: str | None
-
-
-class KernelLaunched(msgspec.Struct, frozen=True):
-    """`launching kernel name: <name> uid: <uid> ...`: the kernel starts simulating."""
-
-    name: str
-    uid: int
-
-
-class KernelBlock(msgspec.Struct, frozen=True):
-    """A kernel's stats block; `stats` holds every value of the block under its name
-    (docs/stats-naming.md)."""
-
-    uid: int
-    name: str
-    gpu_sim_cycle: int
-    gpu_sim_insn: int
-    gpu_ipc: float
-    stats: dict[str, StatValue]
-
-
-class Totals(msgspec.Struct, frozen=True):
-    """The latest cumulative metrics, from a stats block or a LIVENESS progress line.
-    `sim_rate_ips` is the simulator's own instructions per wall-clock second."""
-
-    gpu_tot_sim_cycle: int
-    gpu_tot_sim_insn: int
-    gpu_tot_ipc: float
-    sim_rate_ips: int
 
 
 class ExitDetected(msgspec.Struct, frozen=True):
@@ -123,82 +85,39 @@ class SimError(msgspec.Struct, frozen=True):
 Output = Build | KernelLaunched | KernelBlock | Totals | ExitDetected | BreakMaxCycles | SimError
 
 
-class Outcome(msgspec.Struct, frozen=True):
-    """How a run ended: `exit_code` is shell-style (128 + N when killed by signal N)."""
-
-    succeeded: bool
-    exit_code: int
-    error: str | None
-
-
 # --- stats blocks -------------------------------------------------------------------------
 
-# One value of a stats block (docs/stats-naming.md, "Values"), with the spaces and tabs after
-# it. The regex starts on one character class and checks the character before it with a
-# lookbehind, so the engine skips to candidates at C speed (a leading lookbehind or `\d`
-# would make it try every position, 3 to 5 times slower); spelled-out classes keep each
-# test cheap.
-_VALUE = re.compile(
-    r"([-+.0-9ni](?<![-A-Za-z0-9_.\[].)"
-    r"(?:(?<=[0-9])[0-9]*(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?(?![0-9.:]| ?==)"
-    r"|(?<=\.)[0-9]+(?:[eE][-+]?[0-9]+)?(?![0-9.:]| ?==)"
-    r"|(?<=[-+])(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?(?![0-9.:]| ?==)|(?:nan|inf)(?![A-Za-z0-9_]))"
-    r"|(?<=n)(?:an|one)(?![A-Za-z0-9_])"
-    r"|(?<=i)nf(?![A-Za-z0-9_])"
-    r"))[ \t]*"
-)
-
-# A block's names as a tuple, and which of its values they take (None: all, in order).
-_Layout = tuple[tuple[str, ...], Callable[[list[StatValue]], Sequence[StatValue]] | None]
-
-# Blocks of one config and kernel look alike, so their layout is worked out once (50 ms for
-# an SM7_QV100 block) and found again by their skeleton. Bounded by the names held, about
-# 90 bytes each: 20 MB is 27 layouts of SM7_QV100 blocks, 65 of SM61_TITANX ones.
-_layouts: dict[str, _Layout] = {}
+# A block's names, one per value (None: not stored), by its skeleton. Blocks of one config
+# and kernel look alike, so their names are worked out once (50 ms for an SM7_QV100 block)
+# and found again. Bounded by the names held, about 90 bytes each: 20 MB is 27 layouts of
+# SM7_QV100 blocks, 65 of SM61_TITANX ones.
+_layouts: dict[str, tuple[str | None, ...]] = {}
 _MAX_NAMES = 250_000
 
 
 def parse_stats(block: str) -> dict[str, StatValue]:
     """Every value of one stats block under its name (docs/stats-naming.md). `block` runs
     from `kernel_name` to the `gpgpu_silicon_slowdown` line."""
-    head, _, rest = block.partition("\n")
-    parts = _VALUE.split(rest)
-    values = parts[1::2]
-    # The spaces before a value pad it to a width, so they depend on the value: dropped.
-    skeleton = statnames.VALUE.join(map(str.rstrip, parts[::2], repeat(" \t")))
-    layout = _layouts.get(skeleton)
-    if layout is None:
-        layout = _layout(statnames.names(skeleton))
-        if sum(len(names) for names, _ in _layouts.values()) + len(layout[0]) > _MAX_NAMES:
+    return _stats_at(block, 0, len(block))
+
+
+def _stats_at(text: str, start: int, end: int) -> dict[str, StatValue]:
+    """`parse_stats(text[start:end])` without copying the block out of the text. The values
+    are cut out, and the map built, in C (`_tokenizer.c`); the names come from `statnames`."""
+    eol = text.find("\n", start, end)
+    head = text[start : end if eol < 0 else eol]
+    kernel_name = head.removeprefix("kernel_name =").strip()
+    return _tokenizer.stats(text, end if eol < 0 else eol + 1, end, kernel_name, _names_of, NonFinite)
+
+
+def _names_of(skeleton: str) -> tuple[str | None, ...]:
+    names = _layouts.get(skeleton)
+    if names is None:
+        names = tuple(statnames.names(skeleton))
+        if sum(map(len, _layouts.values())) + len(names) > _MAX_NAMES:
             _layouts.clear()
-        _layouts[skeleton] = layout
-    names, pick = layout
-    # Converting each distinct value once: most are "0", "-nan", "none" and the like.
-    converted = {v: _value(v) for v in set(values)}
-    vals = list(map(converted.__getitem__, values))
-    stats: dict[str, StatValue] = {"kernel_name": head.removeprefix("kernel_name =").strip()}
-    stats.update(zip(names, vals if pick is None else pick(vals)))
-    return stats
-
-
-def _layout(names: list[str | None]) -> _Layout:
-    taken = [i for i, name in enumerate(names) if name is not None]
-    kept = tuple(name for name in names if name is not None)
-    if len(taken) == len(names):
-        return kept, None
-    if len(taken) > 1:
-        return kept, itemgetter(*taken)
-    # itemgetter of one index returns the item, not a sequence.
-    return kept, lambda vals: [vals[i] for i in taken]
-
-
-def _value(text: str) -> StatValue:
-    # Every value the regex takes is a number float() reads (nan and inf too), or `none`.
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return number if number - number == 0 else NonFinite(number)
+        _layouts[skeleton] = names
+    return names
 
 
 # --- the stream ---------------------------------------------------------------------------
@@ -252,8 +171,9 @@ class LogParser:
         self.error: str | None = None
 
     def feed(self, text: str) -> list[Output]:
-        tail = self._tail + text
-        self._tail = tail[1 - len(_BLOCK_END) :]
+        tail, edge = self._tail, self._tail + text[: len(_BLOCK_END) - 1]
+        self._tail = text[1 - len(_BLOCK_END) :] if len(text) >= len(_BLOCK_END) - 1 else edge[1 - len(_BLOCK_END) :]
+        at = len(self._buf) + self._pending_size  # where `text` goes in the buffer _drain joins
         self._pending.append(text)
         self._pending_size += len(text)
         # Joining the buffer only when the new text can complete a line or a block keeps
@@ -261,7 +181,13 @@ class LogParser:
         if self._block_at < 0 or self._end_found:
             ready = "\n" in text
         else:
-            ready = _BLOCK_END in tail or len(self._buf) - self._block_at + self._pending_size > _MAX_BLOCK
+            # Each text is searched once for the block's end marker (which may span the edge
+            # between two texts), and _drain finds it where this search did.
+            if (found := edge.find(_BLOCK_END)) >= 0:
+                self._end_from = at - len(tail) + found
+            elif (found := _tokenizer.find(text, _BLOCK_END, 0)) >= 0:
+                self._end_from = at + found
+            ready = found >= 0 or len(self._buf) - self._block_at + self._pending_size > _MAX_BLOCK
         return self._drain() if ready else []
 
     def finish(self) -> list[Output]:
@@ -288,7 +214,7 @@ class LogParser:
         while True:
             if self._block_at >= 0:
                 start = self._block_at
-                end = buf.find(_BLOCK_END, self._end_from)
+                end = _tokenizer.find(buf, _BLOCK_END, self._end_from)
                 eol = buf.find("\n", end + 1) if end >= 0 else -1
                 if eol < 0:
                     if len(buf) - start <= _MAX_BLOCK:
@@ -299,7 +225,7 @@ class LogParser:
                         break
                     eol = buf.index("\n", start + 1)  # not a block: skip its first line
                 else:
-                    self._block(buf[start + 1 : eol], out)
+                    self._block(buf, start + 1, eol, out)
                 pos = eol
                 self._block_at = -1
                 self._end_found = False
@@ -343,8 +269,8 @@ class LogParser:
                 self.error = message
             out.append(SimError(message))
 
-    def _block(self, block: str, out: list[Output]) -> None:
-        stats = parse_stats(block)
+    def _block(self, buf: str, start: int, end: int, out: list[Output]) -> None:
+        stats = _stats_at(buf, start, end)
         name = str(stats["kernel_name"])
         if name:
             uid = _number(stats, "kernel_launch_uid")

@@ -1,10 +1,13 @@
 """The simulator runner: takes launch requests from the shared durable consumer, one per free
-slot, and runs each as an attempt.
+slot, and runs each as an attempt of its simulator backend (`simulator.Simulator`), which
+alone knows how the simulator runs and what its output says.
 
-Claiming is a decision: the runner reads the sim's last lifecycle event and appends its claim
-expecting exactly that sequence, so two runners can never both own an attempt. A request
-that comes back (its runner stopped keeping it in progress) is a lost runner: the next
-attempt starts, or after `max_attempts` the sim fails saying so. Cancels are pushed: the
+What to append is decided by `cascade_core/sims.py`, given commands with the time in them;
+the runner does the I/O around it. Claiming: the runner reads the sim's last lifecycle
+event and appends the claim decided from it expecting exactly that sequence, so two runners
+can never both own an attempt. A request that comes back (its runner stopped keeping it in
+progress) is a lost runner: the next attempt starts, or after `max_attempts` the sim fails
+saying so. Cancels are pushed: the
 runner listens to run events and stops a cancelled run's sims at once; every heartbeat also
 looks at the run's and the sim's last events, so a missed message or a replaced attempt is
 noticed within seconds.
@@ -38,7 +41,7 @@ from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
 from cascade_core import events as ev
-from cascade_core import subjects
+from cascade_core import sims, subjects
 from cascade_core.heap import settle_heap
 from cascade_core.models import Runner as RunnerInfo
 from cascade_nats.objects import Objects
@@ -47,14 +50,15 @@ from cascade_nats.supervise import Supervision, supervise
 from cascade_sim import registry
 from cascade_sim.attempt import HEARTBEAT_S, Attempt, Stop
 from cascade_sim.dispatcher import consumed_event, ensure_consumers
-from cascade_sim.install import AccelSimInstall
 from cascade_sim.event_sender import EventSender
-from cascade_sim.sim_report import Job
+from cascade_sim.sim_report import Job, SimReport
+from cascade_sim.simulator import Simulator
 from cascade_sim.trace_cache import TraceCache, TraceUnavailable
 
 log = logging.getLogger("cascade.runner")
 
 BUSY = object()
+LifeEvent = ev.SimClaimed | ev.SimLaunched | ev.SimFinished  # what a sim's life subject holds
 # What becomes of a request once handled: acknowledged, handed back for another runner, or
 # left to the runner that holds its sim now (whose lease keeps it).
 Handled = Literal["done", "hand back", "leave"]
@@ -73,7 +77,7 @@ class Runner:
     def __init__(
         self,
         nc: Client,
-        install: AccelSimInstall,
+        simulator: Simulator,
         work_dir: Path,
         *,
         slots: int,
@@ -84,11 +88,11 @@ class Runner:
         keep_failed: bool = False,
         supervision: Supervision | None = None,
     ) -> None:
-        if not (work_dir.is_absolute() and install.root.is_absolute()):
+        if not work_dir.is_absolute():
             # The simulator runs in a directory of its own, where a relative path means another place.
-            raise ValueError(f"the runner needs absolute paths, not {work_dir} and {install.root}")
+            raise ValueError(f"the runner needs an absolute work dir, not {work_dir}")
         self.nc = nc
-        self.install = install
+        self.simulator = simulator
         self.store = EventStore(nc)
         self.objects = Objects(nc)
         self.work_dir = work_dir
@@ -103,7 +107,7 @@ class Runner:
         self.host = socket.gethostname()
         self.id = f"{self.host}-{secrets.token_hex(3)}"
         self.started_at = datetime.now(UTC)
-        self.configs = {c.name: c for c in install.configs()}
+        self.configs = {c.name: c for c in simulator.configs()}
         self.running: dict[str, Slot] = {}
         self._slot_freed = asyncio.Event()
         self._kv: KeyValue | None = None
@@ -246,22 +250,24 @@ class Runner:
         claim = await self._claim(request)
         if claim is None or claim is BUSY:
             return "done" if claim is None else "leave"
-        assert isinstance(claim, int)
-        job = slot.job = Job(request.run_id, request.sim_id, claim, request.trace_id, config, request.kernels_total)
+        assert isinstance(claim, sims.SimState)
+        job = slot.job = Job(request.run_id, request.sim_id, claim.attempt, request.trace_id, config, request.kernels_total)
         sender = EventSender(self.store, job.sim_id, job.attempt, self.supervision)
-        if await self._cancelled(job):
+        report = SimReport(job, sender.emit, sender.next_id, sender.now, reader=self.simulator.reader(), sim=claim)
+        if await self._look_at_run(report):  # its run was cancelled, and with it the sim, before it started
             return "done"
         try:
             trace_dir = await self.cache.fetch(job.trace_id)
         except TraceUnavailable as err:
-            await self._fail(job, sender, str(err))
+            report.finished(sims.Outcome(False, None, str(err)))
+            await sender.flush()
             return "done"
         workdir = self.work_dir / "sims" / f"{job.sim_id}.{job.attempt}"
         attempt = Attempt(
-            job, self.install, self.objects, sender, workdir, trace_dir, self.host, slot.stop,
+            report, self.simulator, self.objects, sender, workdir, trace_dir, self.host, slot.stop,
             grace_s=self.grace_s, timeout_s=self.sim_timeout_s,
         )
-        watch = asyncio.create_task(self._supervised(f"watching {job.sim_id}", lambda: self._watch(job, slot.stop)))
+        watch = asyncio.create_task(self._supervised(f"watching {job.sim_id}", lambda: self._watch(report, slot.stop)))
         try:
             result = await attempt.run()
         finally:
@@ -270,104 +276,77 @@ class Runner:
             await sender.flush()
             shutil.rmtree(workdir, ignore_errors=True)
             return "leave"
-        attempt.report.finished(result)
+        finished = report.finished(result, wall_time_limit_s=self.sim_timeout_s if slot.stop.timed_out else None)
         await sender.flush()
-        if result.succeeded or not self.keep_failed:
+        succeeded = finished is not None and finished.outcome == "succeeded"
+        if succeeded or not self.keep_failed:
             shutil.rmtree(workdir, ignore_errors=True)
-        log.info("sim %s attempt %d: %s", job.sim_id, job.attempt, "succeeded" if result.succeeded else result.error)
+        ended = "succeeded" if succeeded else finished.error if finished is not None else f"ended, the sim being {report.sim.state}"
+        log.info("sim %s attempt %d: %s", job.sim_id, job.attempt, ended)
         return "done"
 
-    async def _claim(self, request: ev.SimQueued) -> int | None | object:
-        """Append this runner's claim of the next attempt: its number, None if the sim needs
-        no runner any more, BUSY if a live runner still runs it."""
+    async def _claim(self, request: ev.SimQueued) -> sims.SimState | None | object:
+        """Append this runner's claim of the next attempt: the sim as claimed, None if the
+        sim needs no runner any more, BUSY if a live runner still runs it."""
         assert self._kv is not None
-        life = subjects.sim(request.run_id, request.sim_id, "life")
         while True:
-            last = await self.store.last_on(life)
-            attempt = 1
-            if last is not None:
-                match last.event:
-                    case ev.SimFinished():
-                        return None
-                    case ev.SimClaimed() | ev.SimLaunched():
-                        # Redelivered: its runner stopped keeping it in progress. Unless that
-                        # runner still says it runs the sim (it was only slow), it is lost.
-                        live = await registry.live(self._kv)
-                        if any(request.sim_id in r.running for r in live if r.id != self.id):
-                            return BUSY
-                        if last.event.attempt >= self.max_attempts:
-                            await self.store.append(self._runner_lost(request, last.event), expected_last_subject_seq=last.seq)
-                            return None
-                        attempt = last.event.attempt + 1
-            claim = ev.SimClaimed(
-                id=f"{request.sim_id}.{attempt}.claim",
-                at=datetime.now(UTC),
-                causation_id=request.id,
-                correlation_id=request.correlation_id,
-                run_id=request.run_id,
-                sim_id=request.sim_id,
-                attempt=attempt,
-                runner_id=self.id,
-                host=self.host,
+            seq, last = await self._last_life(request.run_id, request.sim_id)
+            sim = sims.latest(request.run_id, request.sim_id, last)
+            held = sim.under_way and any(request.sim_id in r.running for r in await registry.live(self._kv) if r.id != self.id)
+            command = sims.Claim(
+                at=datetime.now(UTC), runner_id=self.id, host=self.host, max_attempts=self.max_attempts,
+                held_elsewhere=held, causation_id=request.id, correlation_id=request.correlation_id,
             )
+            decided = sims.decide(command, sim)
+            if not decided:
+                return None if sim.finished else BUSY
+            (event,) = decided
             try:
-                await self.store.append(claim, expected_last_subject_seq=last.seq if last else 0)
-                return attempt
+                await self.store.append(event, expected_last_subject_seq=seq)
             except ConcurrencyError:
                 continue  # someone moved the sim on meanwhile: look again
-
-    def _failed(self, request: ev.SimQueued, attempt: int, reason: str, error: str) -> ev.SimFinished:
-        """A sim failed by the runner for want of a runner, not by the simulator; its id says
-        why, so the same decision made twice is stored once."""
-        return ev.SimFinished(
-            id=f"{request.sim_id}.{reason}",
-            at=datetime.now(UTC),
-            causation_id=request.id,
-            run_id=request.run_id,
-            sim_id=request.sim_id,
-            attempt=attempt,
-            outcome="failed",
-            error=error,
-        )
-
-    def _runner_lost(self, request: ev.SimQueued, last: ev.SimClaimed | ev.SimLaunched) -> ev.SimFinished:
-        owner = f"{last.runner_id} on {last.host}" if isinstance(last, ev.SimClaimed) else f"the runner on {last.host}"
-        error = (
-            f"runner lost: {owner} stopped responding during attempt {last.attempt}; gave up after {last.attempt} attempts"
-        )
-        return self._failed(request, last.attempt, "lost", error)
+            claimed = sims.evolve(sim, event)
+            return claimed if isinstance(event, ev.SimClaimed) else None
 
     async def _lacking_config(self, request: ev.SimQueued) -> bool:
         assert self._kv is not None
         others = [r for r in await registry.live(self._kv) if r.id != self.id and request.gpu_config in r.configs]
         if others:
             return False  # handed back: a runner that has the config will take it
-        last = await self.store.last_on(subjects.sim(request.run_id, request.sim_id, "life"))
-        attempt = getattr(last.event, "attempt", 0) if last else 0
-        await self.store.append(self._failed(request, attempt, "unrunnable", f"no runner has GPU config {request.gpu_config}"))
+        _, last = await self._last_life(request.run_id, request.sim_id)
+        command = sims.GiveUp(
+            at=datetime.now(UTC), reason="unrunnable", error=f"no runner has GPU config {request.gpu_config}", causation_id=request.id
+        )
+        for event in sims.decide(command, sims.latest(request.run_id, request.sim_id, last)):
+            await self.store.append(event)
         return True
 
-    async def _fail(self, job: Job, sender: EventSender, error: str) -> None:
-        sender.emit(
-            ev.SimFinished(
-                id=sender.next_id(), at=sender.now(), run_id=job.run_id, sim_id=job.sim_id,
-                attempt=job.attempt, outcome="failed", error=error,
-            )
-        )
-        await sender.flush()
+    async def _last_life(self, run_id: str, sim_id: str) -> tuple[int, LifeEvent | None]:
+        """The sequence and the event last on the sim's life subject (0 and None: none yet)."""
+        last = await self.store.last_on(subjects.sim(run_id, sim_id, "life"))
+        if last is None:
+            return 0, None
+        assert isinstance(last.event, LifeEvent)  # `subjects.decode` lets no other event in
+        return last.seq, last.event
 
-    async def _cancelled(self, job: Job) -> bool:
-        last = await self.store.last_on(subjects.run(job.run_id))
-        return last is not None and isinstance(last.event, ev.RunCancelRequested)
+    async def _look_at_run(self, report: SimReport) -> bool:
+        """Whether the sim's run was cancelled; the attempt is told of it."""
+        last = await self.store.last_on(subjects.run(report.job.run_id))
+        if last is None or not isinstance(last.event, ev.RunCancelRequested):
+            return False
+        report.observe(last.event)
+        return True
 
-    async def _watch(self, job: Job, stop: Stop) -> None:
+    async def _watch(self, report: SimReport, stop: Stop) -> None:
         """Every heartbeat period: stop the sim if its run was cancelled (a pushed cancel may
         have been missed) or another attempt replaced this one."""
-        life = subjects.sim(job.run_id, job.sim_id, "life")
+        job = report.job
         while True:
             await asyncio.sleep(HEARTBEAT_S)
-            if await self._cancelled(job):
+            if await self._look_at_run(report):
                 stop.request()
-            last = await self.store.last_on(life)
-            if last is not None and getattr(last.event, "attempt", job.attempt) != job.attempt:
-                stop.request(report=False)
+            _, last = await self._last_life(job.run_id, job.sim_id)
+            if last is not None:
+                report.observe(last)
+            if not report.current:
+                stop.request()

@@ -33,6 +33,7 @@ from cascade_core.object_names import digest, sim_file, trace_file
 from cascade_core.tracefiles import KernelLaunch, parse_kernel_header, parse_kernelslist, trace_arch, trace_kernels
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
+from cascade_sim.install import AccelSimOutput
 from cascade_sim.sim_report import Job, Launch, SimReport
 
 log = logging.getLogger("cascade.samples")
@@ -111,7 +112,7 @@ def _replayed_sim(clock: _Clock, job: Job, log_text: str, files: dict[str, bytes
             runner_id="sample", host="recorded",
         )
     ]
-    report = SimReport(job, events.append, clock.next_id, clock.now)
+    report = SimReport(job, events.append, clock.next_id, clock.now, reader=AccelSimOutput())
     report.launch = Launch("recorded", "recorded", {})
     for chunk in (log_text[i : i + 65536] for i in range(0, len(log_text), 65536)):
         report.stdout(chunk)
@@ -262,7 +263,7 @@ def llm() -> Sample:
     events.append(
         ev.SimClaimed(id=clock.next_id(), at=clock.now(), run_id=LLM_RUN, sim_id=sim_id, attempt=1, runner_id="sample", host="recorded")
     )
-    report = SimReport(job, events.append, clock.next_id, clock.now)
+    report = SimReport(job, events.append, clock.next_id, clock.now, reader=AccelSimOutput())
     report.launch = Launch("recorded", "recorded", {})
     report.stdout(PROVENANCE)
     report.stdout("".join(_stats_block(uid, name, cycles, insn, kernels_before=uid - 1) for uid, (name, cycles, insn) in enumerate(LLM_KERNELS, 1)))

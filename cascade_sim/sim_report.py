@@ -1,18 +1,22 @@
 """What a sim attempt's output means as events. Pure: lines and parser outputs in, events out
 through `emit`, with ids and times given, so the runner and the recorded samples say the same
-things the same way.
+things the same way. Every event goes out as the sim's decider says (`cascade_core/sims.py`),
+given the sim as this attempt knows it: its own events, and those the runner reads from the
+log (`observe`), so a fact that would change nothing is not sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import assert_never
 
 import msgspec
 
 from cascade_core import events as ev
+from cascade_core import nonfinite, sims
 from cascade_core.models import GpuConfig
-from cascade_sim import logparse
+from cascade_sim import simulator
 
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
 # output more it stays well under the event size limit.
@@ -20,8 +24,8 @@ MAX_LINES_BYTES = 192 * 1024
 
 
 def _nonfinite(value: object) -> str:
-    if isinstance(value, logparse.NonFinite):
-        return "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, simulator.NonFinite):
+        return nonfinite.text(value)
     raise NotImplementedError(type(value))
 
 
@@ -54,7 +58,7 @@ def content_type(name: str) -> str:
     )
 
 
-def stats_json(stats: dict[str, logparse.StatValue]) -> bytes:
+def stats_json(stats: dict[str, simulator.StatValue]) -> bytes:
     """A stats map as the JSON object events and answers carry. JSON has no nan or infinity
     and msgspec would write `null`, which the API's `float | str` does not allow, so they are
     the strings "NaN", "Infinity" and "-Infinity": what JavaScript's Number(), Python's
@@ -62,21 +66,30 @@ def stats_json(stats: dict[str, logparse.StatValue]) -> bytes:
     raw = _stats_encoder.encode(stats)
     if b"null" in raw:  # a plain float nan or inf, not made by the parser: make it one
         raw = _stats_encoder.encode(
-            {k: logparse.NonFinite(v) if isinstance(v, float) and v - v != 0 else v for k, v in stats.items()}
+            {k: simulator.NonFinite(v) if isinstance(v, float) and v - v != 0 else v for k, v in stats.items()}
         )
     return raw
 
 
 class SimReport:
     def __init__(
-        self, job: Job, emit: Callable[[ev.Event], None], next_id: Callable[[], str], now: Callable[[], datetime]
+        self,
+        job: Job,
+        emit: Callable[[ev.Event], None],
+        next_id: Callable[[], str],
+        now: Callable[[], datetime],
+        *,
+        reader: simulator.OutputReader,
+        sim: sims.SimState | None = None,
     ) -> None:
         self.job = job
+        self.reader = reader
+        # The sim as this attempt knows it; by default, just claimed for the job's attempt.
+        self.sim = sim or sims.SimState(run_id=job.run_id, sim_id=job.sim_id, state="launching", attempt=job.attempt)
         self.emit = emit
         self.next_id = next_id
         self.now = now
-        self.parser = logparse.LogParser()
-        self.kernels: list[logparse.KernelBlock] = []  # summaries, for kernel-stats.csv
+        self.kernels: list[simulator.KernelBlock] = []  # summaries, for kernel-stats.csv
         self.current_kernel: str | None = None
         self.latest = ev.SimTotals()
         self._log: list[str] = []  # complete lines since the last heartbeat, in pieces
@@ -84,9 +97,28 @@ class SimReport:
         self._log_lines = 0
         self.next_line_seq = 1
         self._partial = ""  # stdout after its last line break
-        self.build: logparse.Build | None = None
+        self.versions = simulator.Versions(None, None)
         self.launch: Launch | None = None  # set once the process runs
         self.launched = False
+
+    @property
+    def current(self) -> bool:
+        """Whether the job's attempt is still the sim's: no other attempt replaced it."""
+        return self.sim.attempt == self.job.attempt
+
+    def observe(self, event: sims.SimLife) -> None:
+        """An event of the sim or its run, read from the log."""
+        self.sim = sims.evolve(self.sim, event)
+
+    def _decide(self, command: sims.Command) -> list[sims.Decided]:
+        decided = sims.decide(command, self.sim)
+        for event in decided:
+            self.sim = sims.evolve(self.sim, event)
+            self.emit(event)
+        return decided
+
+    def _record(self, fact: sims.Fact) -> None:
+        self._decide(sims.Record(fact))
 
     def _common(self) -> dict[str, object]:
         j = self.job
@@ -97,21 +129,20 @@ class SimReport:
         if self.launched or self.launch is None:
             return
         self.launched = True
-        build = self.build or logparse.Build(None, None, None)
-        self.emit(
+        self._record(
             ev.SimLaunched(
                 **self._common(),  # type: ignore[arg-type]
                 launcher_ref=self.launch.launcher_ref,
                 host=self.launch.host,
                 config_digests=self.launch.config_digests,
-                accel_sim_build=build.accel_sim,
-                gpgpu_sim_build=" ".join(p for p in (build.gpgpu_sim_version, build.gpgpu_sim) if p) or None,
+                accel_sim_build=self.versions.accel_sim_build,
+                gpgpu_sim_build=self.versions.gpgpu_sim_build,
             )
         )
 
     def heartbeat(self) -> None:
         self.launched_once()
-        self.emit(
+        self._record(
             ev.SimHeartbeat(
                 **self._common(),  # type: ignore[arg-type]
                 kernels_done=len(self.kernels),
@@ -142,27 +173,29 @@ class SimReport:
         if end >= 0:
             self.add_lines(text[:end])
         self._partial = text[end + 1 :]
-        self.handle(self.parser.feed(chunk))
+        self.handle(self.reader.feed(chunk))
 
-    def handle(self, outputs: list[logparse.Output]) -> None:
+    def handle(self, outputs: list[simulator.Output]) -> None:
         for out in outputs:
             match out:
-                case logparse.KernelBlock():
+                case simulator.KernelBlock():
                     self._kernel_finished(out)
-                case logparse.KernelLaunched():
+                case simulator.KernelLaunched():
                     self.launched_once()
                     self.current_kernel = out.name
-                case logparse.Totals():
+                case simulator.Totals():
                     self.latest = ev.SimTotals(
                         float(out.gpu_tot_sim_cycle), float(out.gpu_tot_sim_insn), out.gpu_tot_ipc, float(out.sim_rate_ips)
                     )
-                case logparse.Build():
-                    self.build = out
+                case simulator.Versions():
+                    self.versions = out
                     self.launched_once()
+                case _:
+                    assert_never(out)
 
-    def _kernel_finished(self, k: logparse.KernelBlock) -> None:
+    def _kernel_finished(self, k: simulator.KernelBlock) -> None:
         self.launched_once()
-        self.emit(
+        self._record(
             ev.KernelFinished(
                 **self._common(),  # type: ignore[arg-type]
                 kernel_index=len(self.kernels),
@@ -173,7 +206,7 @@ class SimReport:
                 gpu_ipc=k.gpu_ipc,
                 sim_time_ns=k.gpu_sim_cycle / self.job.gpu_config.core_clock_mhz * 1000,
                 stats=msgspec.Raw(stats_json(k.stats)),
-                stats_naming=logparse.STATS_NAMING,
+                stats_naming=self.reader.stats_naming,
             )
         )
         # Only the summary is kept for kernel-stats.csv: the full maps are in the events.
@@ -184,19 +217,13 @@ class SimReport:
         if self._partial:
             self.add_lines(self._partial)
             self._partial = ""
-        self.handle(self.parser.finish())
+        self.handle(self.reader.finish())
 
-    def outcome(self, returncode: int, stderr_tail: list[str]) -> logparse.Outcome:
-        return logparse.outcome(
-            returncode if returncode >= 0 else None,
-            -returncode if returncode < 0 else None,
-            self.parser.exit_detected,
-            self.parser.error,
-            stderr_tail,
-        )
+    def outcome(self, returncode: int, stderr_tail: list[str]) -> sims.Outcome:
+        return self.reader.outcome(returncode, stderr_tail)
 
     def file_stored(self, name: str, size: int, object_name: str, digest: str) -> None:
-        self.emit(
+        self._record(
             ev.SimFileStored(
                 **self._common(),  # type: ignore[arg-type]
                 name=name,
@@ -207,12 +234,10 @@ class SimReport:
             )
         )
 
-    def finished(self, result: logparse.Outcome) -> None:
-        self.emit(
-            ev.SimFinished(
-                **self._common(),  # type: ignore[arg-type]
-                outcome="succeeded" if result.succeeded else "failed",
-                exit_code=result.exit_code,
-                error=result.error,
-            )
+    def finished(self, outcome: sims.Outcome, *, wall_time_limit_s: float | None = None) -> ev.SimFinished | None:
+        """The attempt ended: its simulator's `outcome`, unless the runner stopped it for
+        running past `wall_time_limit_s`. The event sent, or None if it would change nothing."""
+        command = sims.Finish(
+            event_id=self.next_id(), at=self.now(), attempt=self.job.attempt, outcome=outcome, wall_time_limit_s=wall_time_limit_s
         )
+        return next((e for e in self._decide(command) if isinstance(e, ev.SimFinished)), None)

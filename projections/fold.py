@@ -8,12 +8,9 @@ the state they move from, and appended rows carry natural keys. Rows the fold kn
 (a log line past the sim's last, a kernel past its count) are simply inserted; any other row
 is inserted only if its key is absent, which costs a lookup, so the common path avoids it.
 
-The rules for sims live here, in one place:
-- a finished sim (succeeded, failed, cancelled) never changes state again;
-- a claim with a higher attempt starts that attempt afresh, and facts from any other attempt
-  than the current one change nothing;
-- a run is active while any sim is unfinished, then cancelled if any sim was cancelled, else
-  failed if any failed, else succeeded.
+A sim's row changes state only as `cascade_core/sims.py` evolves it, and takes a runner's
+fact only if it counts there: the rules of a sim's life live in that one place, shared with
+the runner. A run's state follows from its sims' (`cascade_core/runs.py`).
 """
 
 from __future__ import annotations
@@ -24,7 +21,9 @@ from typing import Any, TypeVar, assert_never
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.runs import FINISHED, SIM_STATES, run_state
+from cascade_core import sims as life
+from cascade_core.runs import run_state
+from cascade_core.sims import SIM_STATES
 from projections.rows import (
     APPEND_TABLES,
     KernelRow,
@@ -365,8 +364,11 @@ def _cancel_requested(b: _Batch, seq: int, e: ev.RunCancelRequested) -> None:
     # In the order the run lists its sims, not the order they were loaded in: the changes'
     # order, and so their `k`, must not depend on where a batch began.
     configs = [entry.gpu_config for entry in _entries.decode(run.entries)]
-    for sim in listed([s for s in b.sims.values() if s.run_id == e.run_id and s.state not in FINISHED], configs):
-        b.update_sim(seq, sim, {"state": "cancelled", "finished_at": e.at})
+    for sim in listed([s for s in b.sims.values() if s.run_id == e.run_id], configs):
+        before = _life(sim)
+        after = life.evolve(before, e)
+        if after is not before:
+            b.update_sim(seq, sim, {**_lifecycle(after), "finished_at": e.at})
 
 
 def listed(sims: Iterable[SimRow], configs: Sequence[str]) -> list[SimRow]:
@@ -418,33 +420,41 @@ def _new_sim(seq: int, e: ev.RunCreated, spec: ev.SimSpec) -> SimRow:
     )
 
 
-def _current(sim: SimRow, e: ev.SimEvent) -> bool:
-    """A fact of the sim's current attempt, while it still runs."""
-    return sim.state not in FINISHED and sim.attempt != 0 and e.attempt == sim.attempt  # type: ignore[attr-defined]
+def _life(sim: SimRow) -> life.SimState:
+    return life.SimState(run_id=sim.run_id, sim_id=sim.id, state=sim.state, attempt=sim.attempt, runner_id=sim.runner_id, host=sim.host)
+
+
+def _lifecycle(sim: life.SimState) -> dict[str, object]:
+    """The row's fields a sim's lifecycle state sets."""
+    return {"state": sim.state, "attempt": sim.attempt, "runner_id": sim.runner_id, "host": sim.host}
 
 
 def _claimed(b: _Batch, seq: int, sim: SimRow, e: ev.SimClaimed) -> None:
-    if sim.state in FINISHED or e.attempt <= sim.attempt:
+    before = _life(sim)
+    after = life.evolve(before, e)
+    if after is before:
         return
     if sim.attempt:
-        b.purge_sim(sim.id, e.attempt)
-    b.update_sim(seq, sim, {"state": "launching", "attempt": e.attempt, "runner_id": e.runner_id, "host": e.host, **_NO_PROGRESS})
+        b.purge_sim(sim.id, after.attempt)
+    b.update_sim(seq, sim, {**_lifecycle(after), **_NO_PROGRESS})
 
 
 def _finished(b: _Batch, seq: int, sim: SimRow, e: ev.SimFinished) -> None:
-    # Also before any claim (attempt 0): a sim no runner could take fails without one.
-    if sim.state not in FINISHED and e.attempt == sim.attempt:
-        b.update_sim(seq, sim, {"state": e.outcome, "exit_code": e.exit_code, "error": e.error, "finished_at": e.at})
+    before = _life(sim)
+    after = life.evolve(before, e)
+    if after is not before:
+        b.update_sim(seq, sim, {**_lifecycle(after), "exit_code": e.exit_code, "error": e.error, "finished_at": e.at})
 
 
 def _launched(b: _Batch, seq: int, sim: SimRow, e: ev.SimLaunched) -> None:
-    if not _current(sim, e) or sim.state != "launching":
+    before = _life(sim)
+    after = life.evolve(before, e)
+    if after is before:
         return
     launched = {
-        "state": "running",
+        **_lifecycle(after),
         "launcher_ref": e.launcher_ref,
         "started_at": e.at,
-        "host": e.host,
         "config_digests": _json.encode(e.config_digests).decode(),
         "accel_sim_build": e.accel_sim_build,
         "gpgpu_sim_build": e.gpgpu_sim_build,
@@ -453,7 +463,7 @@ def _launched(b: _Batch, seq: int, sim: SimRow, e: ev.SimLaunched) -> None:
 
 
 def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> None:
-    if not _current(sim, e):
+    if not life.counts(sim, e):
         return
     row = KernelRow(
         sim_id=sim.id,
@@ -478,7 +488,7 @@ def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> 
 
 
 def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
-    if not _current(sim, e):
+    if not life.counts(sim, e):
         return
     # Lines past the last one recorded are certainly new; earlier ones (a late or repeated
     # heartbeat) are kept only if their chunk is absent.
@@ -508,8 +518,7 @@ def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
 
 
 def _file_stored(b: _Batch, seq: int, sim: SimRow, e: ev.SimFileStored) -> None:
-    # Kept even after the sim finished: a cancelled sim's log is still worth reading.
-    if e.attempt != sim.attempt:
+    if not life.counts(sim, e):
         return
     row = SimFileRow(
         sim_id=sim.id,

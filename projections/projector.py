@@ -26,7 +26,8 @@ from cascade_core import subjects
 from cascade_core.heap import settle_heap
 from cascade_nats.firehose import Frame
 from cascade_nats.store import EventStore
-from projections import parking, tables, version
+from projections import parking, stats_rows, tables, version
+from projections.database import incoming, open_database
 from projections.fold import Folded, Rows, Unfoldable, fold, touched
 from projections.live import Live
 from projections.parking import Batch
@@ -56,9 +57,9 @@ IDLE_S = 0.5
 def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
     """The read model at `path`, a new one made this version's (`version.py`). One another
     version built raises `version.Outdated` and is left as it is (`rebuild.py` rebuilds it)."""
-    con = duckdb.connect(str(path))
+    # DuckDB's own checkpoint threshold, should the projector's keep failing.
+    con = open_database(path, settings={"checkpoint_threshold": "1GB"})
     try:
-        con.execute("SET checkpoint_threshold = '1GB'")  # DuckDB's own, should the projector's keep failing
         version.ensure(con)
     except BaseException:
         con.close()
@@ -91,23 +92,27 @@ def batch_length(frames: list[Frame]) -> int:
 
 class RowCache:
     """Entity rows as the last committed batch left them, so that a batch touching the same
-    sims as the one before (the usual case) reads nothing back from DuckDB. Filled only
-    after a commit and emptied on any failure, so it never shows what DuckDB does not."""
+    sims as the one before (the usual case) reads nothing back from DuckDB, and the stat
+    names' ids. Filled only after a commit and emptied on any failure, so it never shows
+    what DuckDB does not."""
 
     LIMIT = 50_000
 
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, msgspec.Struct]] = {table: {} for table in ENTITY_TABLES}
+        self.stat_names = stats_rows.StatNames()
 
     def update(self, rows: Rows) -> None:
         for table, cached in self.rows.items():
             cached.update(getattr(rows, table))
             if len(cached) > self.LIMIT:
                 cached.clear()
+        self.stat_names.committed()
 
     def clear(self) -> None:
         for cached in self.rows.values():
             cached.clear()
+        self.stat_names.forget()
 
 
 def load(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, ev.AnyEvent]], cache: RowCache) -> Rows:
@@ -131,9 +136,9 @@ def load(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, ev.AnyEvent]
     )
 
 
-def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequence[ParkedRow] = ()) -> None:
-    """Everything a fold produced, what was parked, and the checkpoint; the caller owns the
-    transaction."""
+def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequence[ParkedRow] = (), cache: RowCache | None = None) -> None:
+    """Everything a fold produced, the kernels' stats maps as rows, what was parked, and the
+    checkpoint; the caller owns the transaction."""
     for table in ENTITY_TABLES:
         ids = sorted(key for t, key in folded.changed if t == table)
         if not ids:
@@ -142,6 +147,7 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
         con.execute(f"DELETE FROM {table} WHERE id IN (SELECT unnest(?))", [ids])
         _insert(con, table, [rows[i] for i in ids], dedupe=None)
     for sim_id, attempt in folded.purged_attempts.items():
+        con.execute("DELETE FROM kernel_stats WHERE seq IN (SELECT seq FROM kernels WHERE sim_id = ? AND attempt < ?)", [sim_id, attempt])
         for table in ("kernels", "sim_log", "sim_files"):
             con.execute(f"DELETE FROM {table} WHERE sim_id = ? AND attempt < ?", [sim_id, attempt])
     if folded.purged_traces:
@@ -153,9 +159,29 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
     for table, rows in folded.checked.items():
         if rows:
             _insert(con, table, rows, dedupe=APPEND_TABLES[table][1])
+    _write_stats(con, folded, (cache or RowCache()).stat_names)
     if parked:
         _insert(con, PARKED_TABLE, list(parked), dedupe=PARKED_KEY)
     con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
+
+
+def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_rows.StatNames) -> None:
+    """The stats maps of the kernels rows just written, as rows. Every kernel result the fold
+    applied names its stats, kept or not (`stats_rows`)."""
+    applied = [c.row for c in folded.changes if c.kind == "kernel"]
+    if not applied:
+        return
+    kept = {row.seq for row in folded.appended["kernels"]}  # type: ignore[attr-defined]
+    if folded.checked["kernels"]:
+        # Those not already there were written, under the seq of the event that brought them.
+        candidates = [row.seq for row in folded.checked["kernels"]]  # type: ignore[attr-defined]
+        kept.update(s for (s,) in con.execute("SELECT seq FROM kernels WHERE seq IN (SELECT unnest(?))", [candidates]).fetchall())
+    stats = stats_rows.rows(con, applied, kept, names)  # type: ignore[arg-type]
+    if names.added:
+        _insert(con, "stat_names", names.added, dedupe=None)
+    if stats.num_rows:
+        with incoming(con, stats):
+            con.execute("INSERT INTO kernel_stats SELECT * FROM incoming")
 
 
 # Up to this many rows go in as one parameterised statement: for the few rows a live event
@@ -163,23 +189,23 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
 FEW_ROWS = 8
 
 
-def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[msgspec.Struct], dedupe: tuple[str, ...] | None) -> None:
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[msgspec.Struct], dedupe: tuple[str, ...] | None) -> None:
     if dedupe is None and len(rows) <= FEW_ROWS:
-        width = len(rows[0].__struct_fields__)
+        width = len(tables.stored_fields(type(rows[0])))
         values = ", ".join(["(" + ", ".join(["?"] * width) + ")"] * len(rows))
-        con.execute(f"INSERT INTO {table} VALUES {values}", [v for row in rows for v in msgspec.structs.astuple(row)])
+        con.execute(f"INSERT INTO {table} VALUES {values}", [v for row in rows for v in tables.values(row)])
         return
-    incoming = tables.to_arrow(table, rows)  # noqa: F841 - DuckDB reads it by its name
-    if dedupe is None:
-        con.execute(f"INSERT INTO {table} SELECT * FROM incoming")
-    else:
-        # The same event applied twice, in this batch or an earlier one, adds one row.
-        key = ", ".join(dedupe)
-        same = " AND ".join(f"t.{k} = i.{k}" for k in dedupe)
-        con.execute(
-            f"INSERT INTO {table} SELECT * FROM (SELECT DISTINCT ON ({key}) * FROM incoming) i "
-            f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {same})"
-        )
+    with incoming(con, tables.to_arrow(table, rows)):
+        if dedupe is None:
+            con.execute(f"INSERT INTO {table} SELECT * FROM incoming")
+        else:
+            # The same event applied twice, in this batch or an earlier one, adds one row.
+            key = ", ".join(dedupe)
+            same = " AND ".join(f"t.{k} = i.{k}" for k in dedupe)
+            con.execute(
+                f"INSERT INTO {table} SELECT * FROM (SELECT DISTINCT ON ({key}) * FROM incoming) i "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {same})"
+            )
 
 
 def apply(
@@ -197,7 +223,7 @@ def apply(
     con.execute("BEGIN TRANSACTION")
     try:
         folded = fold(load(con, items, cache), items)
-        write(con, folded, items[-1][0] if seq is None else seq, parked)
+        write(con, folded, items[-1][0] if seq is None else seq, parked, cache)
         if fault is not None:
             fault("before_commit")
         con.execute("COMMIT")

@@ -7,8 +7,8 @@ transaction (`snapshot`), so its parts agree. Rows become API Structs here and o
 Orders, as the reference gives them: sims by config (the order of the run's entries), then
 replica; kernels by config, replica, kernel_index; a run's files by config, replica, name.
 Only the current attempt of a sim counts. Long answers (kernel lists, results, logs) come as
-chunks built from `fetchmany` batches, and stats maps go out as the JSON text they are
-stored as, never decoded.
+chunks built from `fetchmany` batches; stats maps are made again from their rows
+(`stats_maps`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from cascade_core.models import (
 )
 from projections import tables
 from projections.fold import listed
-from projections.queries import traces
+from projections.queries import stats_maps, traces
 from projections.queries.convert import from_row
 from projections.rows import KernelRow, RunRow, SimFileRow, SimRow
 
@@ -62,10 +62,10 @@ _encoder = msgspec.json.Encoder()
 _HOLE = msgspec.Raw(b"\x00")
 _EMPTY_STATS = msgspec.Raw(b"{}")
 
-_CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
+CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
 # The kernels table's column of each KernelStat field whose name differs. Lists select every
 # field but the last, stats, in the Struct's own order, so a row is built from them as they
-# come, then stats as stored (or left empty).
+# come, then the map (made again from its rows, or left empty).
 _KERNEL_STAT_COLUMN = {"kernel_name": "name", "kernel_launch_uid": "uid"}
 *_KERNEL_FIELDS, _STATS = KernelStat.__struct_fields__
 assert _STATS == "stats"
@@ -204,9 +204,10 @@ def unfinished_sims(con: Con) -> list[attention.Seen]:
 # --- kernels and comparison ----------------------------------------------------------------
 
 
-def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, stats: bool) -> duckdb.DuckDBPyConnection:
+def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str]) -> duckdb.DuckDBPyConnection:
+    """The given sims' kernels' columns of `_KERNEL_COLUMNS`, then each one's seq."""
     return con.execute(
-        f"SELECT {_KERNEL_COLUMNS}{', k.stats' if stats else ''} FROM {_CURRENT_KERNELS} "
+        f"SELECT {_KERNEL_COLUMNS}, k.seq FROM {CURRENT_KERNELS} "
         "WHERE k.sim_id IN (SELECT unnest(?)) ORDER BY list_position(?, s.gpu_config), s.replica, k.kernel_index",
         [list(sim_ids), configs(run)],
     )
@@ -215,27 +216,34 @@ def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, stats: bool) 
 def kernel_stats(con: Con, run: RunSummary) -> list[KernelStat]:
     """The kernels the run's sims finished, stats maps empty."""
     with snapshot(con):
-        return [KernelStat(*r, {}) for r in _kernels(con, run, [s.id for s in sim_rows(con, run)], stats=False).fetchall()]
+        return [KernelStat(*r[:-1], {}) for r in _kernels(con, run, [s.id for s in sim_rows(con, run)]).fetchall()]
 
 
-def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], *, stats: bool) -> Iterator[bytes]:
+def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats_maps.Names | None = None) -> Iterator[bytes]:
     """The JSON list of the given sims' KernelStats, in chunks, by config, replica and
-    kernel_index; each with its full stats map, or with `{}` unless `stats`."""
-    result = _kernels(con, run, sim_ids, stats=stats)
+    kernel_index; each with its full stats map given the read model's stat names (`maps`),
+    or with `{}`."""
+    result = _kernels(con, run, sim_ids)
     separator = b"["
-    while records := result.fetchmany(BATCH):
-        if stats:
-            items = [KernelStat(*r[:-1], msgspec.Raw(r[-1].encode())) for r in records]
-        else:
-            items = [KernelStat(*r, _EMPTY_STATS) for r in records]
-        yield separator + _encoder.encode(items)[1:-1]
-        separator = b","
+    if maps is None:
+        while records := result.fetchmany(BATCH):
+            yield separator + _encoder.encode([KernelStat(*r[:-1], _EMPTY_STATS) for r in records])[1:-1]
+            separator = b","
+    else:
+        # Every kernel first (a sim's are few): the maps' query cannot share the connection
+        # with a result still being read.
+        records = result.fetchall()
+        for i in range(0, len(records), stats_maps.KERNELS_AT_ONCE):
+            part = records[i : i + stats_maps.KERNELS_AT_ONCE]
+            by_seq = stats_maps.kernel_maps(con, [r[-1] for r in part], maps)
+            yield separator + _encoder.encode([KernelStat(*r[:-1], msgspec.Raw(by_seq.get(r[-1], b"{}"))) for r in part])[1:-1]
+            separator = b","
     yield b"[]" if separator == b"[" else b"]"
 
 
 def run_kernel_chunks(con: Con, run: RunSummary) -> Iterator[bytes]:
     with snapshot(con):
-        yield from kernel_chunks(con, run, [s.id for s in sim_rows(con, run)], stats=False)
+        yield from kernel_chunks(con, run, [s.id for s in sim_rows(con, run)])
 
 
 class _Real(msgspec.Struct, frozen=True):
@@ -258,7 +266,7 @@ def _comparison_rows(con: Con, run: RunSummary, real: list[_Real], indices: list
     only = "AND k.kernel_index IN (SELECT unnest(?))" if indices is not None else ""
     records = con.execute(
         f"""SELECT k.kernel_index, s.gpu_config, median(k.sim_time_ns), median(k.gpu_sim_cycle), arg_min(k.name, s.replica)
-            FROM {_CURRENT_KERNELS} WHERE s.run_id = ? {only}
+            FROM {CURRENT_KERNELS} WHERE s.run_id = ? {only}
             GROUP BY k.kernel_index, s.gpu_config
             ORDER BY k.kernel_index, list_position(?, s.gpu_config)""",
         [run.id, *([indices] if indices is not None else []), names],
@@ -398,7 +406,7 @@ class SimKernelTimes(msgspec.Struct, frozen=True):
 def succeeded_kernel_times(con: Con, run_id: str) -> list[SimKernelTimes]:
     """Each succeeded sim's kernel times by launch uid."""
     records = con.execute(
-        f"SELECT k.sim_id, max(k.seq), map(list(k.uid), list(k.sim_time_ns)) FROM {_CURRENT_KERNELS} "
+        f"SELECT k.sim_id, max(k.seq), map(list(k.uid), list(k.sim_time_ns)) FROM {CURRENT_KERNELS} "
         "WHERE s.run_id = ? AND s.state = 'succeeded' GROUP BY k.sim_id",
         [run_id],
     ).fetchall()
@@ -425,26 +433,26 @@ def _json_list(items: Iterable[Iterator[bytes]]) -> Iterator[bytes]:
     yield b"]"
 
 
-def _sim_results(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig]) -> Iterator[bytes]:
+def _sim_results(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
     view = sim_from_row(sim)
     results = SimResults(sim=view, trace_id=run.trace_id, gpu_config=gpu_configs.get(sim.gpu_config), kernels=[], totals=view.latest)
-    return _around(results, "kernels", kernel_chunks(con, run, [sim.id], stats=True))
+    return _around(results, "kernels", kernel_chunks(con, run, [sim.id], maps))
 
 
-def sim_results_chunks(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig]) -> Iterator[bytes]:
+def sim_results_chunks(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
     """A SimResults as JSON chunks, its kernels with their full stats maps."""
     with snapshot(con):
-        yield from _sim_results(con, run, sim, gpu_configs)
+        yield from _sim_results(con, run, sim, gpu_configs, maps)
 
 
-def run_results_chunks(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig]) -> Iterator[bytes]:
+def run_results_chunks(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
     """A RunResults as JSON chunks: the run, its trace in detail, each sim's results with
     full stats maps, and the comparison."""
     with snapshot(con):
         trace = _trace_detail(con, run)
         sims = sim_rows(con, run)
         results = RunResults(run=run, trace=trace, sims=[], comparison=comparison(con, run, trace.has_real_timing))
-        yield from _around(results, "sims", _json_list(_sim_results(con, run, s, gpu_configs) for s in sims))
+        yield from _around(results, "sims", _json_list(_sim_results(con, run, s, gpu_configs, maps) for s in sims))
 
 
 # --- log and files -------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN
 from tests.cascade_http.live import live_server, sse_events
 from tests.cascade_http.served import clean_env, health, nats_servers_under, serving, start, stop
-from tests.cascade_http.test_cli import append_lifecycle, run_cli, wait_projected
+from tests.cascade_http.test_cli import append_lifecycle, append_lifecycle_and_wait_dispatched, run_cli, wait_projected
 from tests.cascade_http.test_sse import append, expected, sim_lives
 from tests.projections.changed_model import CHANGES, NOTE
 from tests.projections.test_fold import dump
@@ -129,11 +129,7 @@ def test_a_rebuild_killed_halfway_leaves_the_old_read_model_whole_and_completes_
     data = tmp_path / "data"
     db = data / "readmodel.duckdb"
     with serving(data, "--no-runner", env=env()) as served:
-        last = asyncio.run(append_lifecycle(served.nats_url, heartbeats_of_100k=20))
-        wait_projected(served.url, last)
-        # The dispatcher's launch requests for the run's three sims end the log.
-        wait_until(lambda: (h := health(served.url))["stream_seq"] == last + 3 and h["projected_seq"] == h["stream_seq"], 20)
-        end = health(served.url)["stream_seq"]
+        end = append_lifecycle_and_wait_dispatched(served.url, served.nats_url, heartbeats_of_100k=20)
     with duckdb.connect(str(db), read_only=True) as con:
         old = dump(con)
 

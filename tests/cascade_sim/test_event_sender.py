@@ -3,16 +3,21 @@ failure stores only what the failed try did not."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 from datetime import UTC, datetime
 
 import anyio
+import msgspec
 import pytest
 
 from cascade_core import events as ev
+from cascade_nats import server
 from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision
 from cascade_sim import event_sender as event_sender_module
-from cascade_sim.event_sender import EventSender
+from cascade_sim.event_sender import MAX_QUEUED_BYTES, EventSender
 
 pytestmark = pytest.mark.anyio
 
@@ -55,3 +60,31 @@ async def test_the_output_waits_for_room_once_enough_events_wait(store: EventSto
         await sender.room()
         await sender.flush()
     assert not sender.full
+
+
+async def test_the_reader_waits_while_nats_is_behind_by_more_than_the_bytes_bound_and_nothing_is_lost(
+    nats_server: server.EmbeddedNats, store: EventStore
+) -> None:
+    sender = EventSender(store, "sim-1", 1, Supervision())
+    lines = "x" * (MAX_QUEUED_BYTES // 8)
+
+    def logged() -> ev.SimHeartbeat:
+        return msgspec.structs.replace(beat(sender), log=lines)
+
+    os.kill(nats_server.process.pid, signal.SIGSTOP)
+    try:
+        sender.emit(logged())
+        await asyncio.sleep(0.1)  # the sender takes it, and waits on the stopped server
+        for _ in range(8):
+            sender.emit(logged())
+        await asyncio.wait_for(sender.room(), 1)  # the bound queued: no wait
+        sender.emit(logged())
+        waiting = asyncio.ensure_future(sender.room())
+        await asyncio.sleep(1)
+        assert not waiting.done()  # past the bound: the reader waits
+    finally:
+        os.kill(nats_server.process.pid, signal.SIGCONT)
+    await asyncio.wait_for(waiting, 30)
+    await sender.flush()
+    stored = [s.event async for s in store.read()]
+    assert [e.id for e in stored] == [f"sim-1.1.{n}" for n in range(1, 11)]

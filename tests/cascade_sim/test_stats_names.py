@@ -17,6 +17,7 @@ from cascade_core import events as ev
 from cascade_core.models import GpuConfig
 from cascade_nats.store import MAX_EVENT_BYTES
 from cascade_sim import sim_report
+from cascade_sim.install import AccelSimOutput
 from cascade_sim.logparse import STATS_NAMING, NonFinite, StatValue, parse_stats
 from tests.support import LOGS, stats_blocks
 
@@ -329,7 +330,7 @@ def reported_kernel(log: str, config: GpuConfig) -> ev.KernelFinished:
     """The events.KernelFinished the runner's SimReport makes of a one-kernel log."""
     sent: list[ev.Event] = []
     job = sim_report.Job("run-1", "sim-1", 1, "trace-1", config, 1)
-    sim = sim_report.SimReport(job, sent.append, lambda: f"e-{len(sent)}", lambda: datetime(2026, 12, 1, tzinfo=UTC))
+    sim = sim_report.SimReport(job, sent.append, lambda: f"e-{len(sent)}", lambda: datetime(2026, 12, 1, tzinfo=UTC), reader=AccelSimOutput())
     sim.stdout((LOGS / log).read_text())
     sim.end_of_output()
     (kernel,) = [e for e in sent if isinstance(e, ev.KernelFinished)]

@@ -1,0 +1,243 @@
+"""One sim's lifecycle as a pure decider: a command and the sim's state in, the events to
+publish out (`decide`); an event and the state in, the state it leaves (`evolve`).
+
+The runner decides through it, and the read model's sim rows change only as `evolve` says
+(`projections/fold.py`), so the rules live here once:
+
+- a sim moves pending → launching (claimed) → running (launched) → succeeded | failed |
+  cancelled, and a finished sim never changes again;
+- a claim of a higher attempt starts that attempt afresh, and facts of any other attempt
+  than the current one change nothing (a file of the current attempt counts even once the
+  sim finished: a cancelled sim's log is still worth reading);
+- a sim whose runner was lost is claimed again for the next attempt, up to the limit, and
+  then fails saying the runner was lost;
+- a run's cancel cancels each of its sims not finished by then;
+- a sim stopped for running past the wall-time limit fails saying so.
+
+No I/O and no clock: ids and times arrive in the commands.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol, assert_never
+
+import msgspec
+
+from cascade_core import events as ev
+
+SIM_STATES = ("pending", "launching", "running", "succeeded", "failed", "cancelled")
+FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+
+
+class Lifecycle(Protocol):
+    """Where a sim is in its life: a `SimState`, or a read model row holding the same."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+
+
+class SimState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    run_id: str
+    sim_id: str
+    state: str = "pending"
+    attempt: int = 0  # the current attempt; 0 before any claim
+    runner_id: str | None = None  # who claimed the current attempt
+    host: str | None = None  # where it runs
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED
+
+    @property
+    def under_way(self) -> bool:
+        """Claimed and not finished: the current attempt's runner holds it, or was lost."""
+        return self.attempt != 0 and self.state not in FINISHED
+
+
+class Outcome(msgspec.Struct, frozen=True):
+    """How a simulator run ended, as its backend judges it: `exit_code` is shell-style
+    (128 + N when killed by signal N), None when it never ran."""
+
+    succeeded: bool
+    exit_code: int | None
+    error: str | None
+
+
+# --- commands -----------------------------------------------------------------------------
+
+
+class Claim(msgspec.Struct, frozen=True, kw_only=True):
+    """A runner takes the sim's launch request (`causation_id`, `correlation_id`) and would
+    run its next attempt. `held_elsewhere`: a live runner other than this one says it runs
+    the sim (only asked while an attempt is under way)."""
+
+    at: datetime
+    runner_id: str
+    host: str
+    max_attempts: int
+    held_elsewhere: bool = False
+    causation_id: str | None = None
+    correlation_id: str | None = None
+
+
+class GiveUp(msgspec.Struct, frozen=True, kw_only=True):
+    """No runner can run the sim (`reason` names why in the event's id, `error` in words)."""
+
+    at: datetime
+    reason: str
+    error: str
+    causation_id: str | None = None
+
+
+Fact = ev.SimLaunched | ev.SimHeartbeat | ev.KernelFinished | ev.SimFileStored
+
+
+class Record(msgspec.Struct, frozen=True):
+    """A runner reports what its attempt's simulator did."""
+
+    fact: Fact
+
+
+class Finish(msgspec.Struct, frozen=True, kw_only=True):
+    """An attempt ended: the simulator's `outcome`, unless the runner stopped it for running
+    longer than `wall_time_limit_s`."""
+
+    event_id: str
+    at: datetime
+    attempt: int
+    outcome: Outcome
+    wall_time_limit_s: float | None = None
+
+
+Command = Claim | GiveUp | Record | Finish
+Decided = ev.SimClaimed | ev.SimFinished | Fact  # what a command may decide
+
+
+def decide(command: Command, sim: SimState) -> list[Decided]:
+    """The events `command` makes of the sim: none when it changes nothing."""
+    match command:
+        case Claim():
+            return _claim(command, sim)
+        case GiveUp():
+            if sim.finished:
+                return []
+            error = command.error
+            return [_failed(sim, f"{sim.sim_id}.{command.reason}", command.at, error, command.causation_id)]
+        case Record():
+            return [command.fact] if counts(sim, command.fact) else []
+        case Finish():
+            return _finish(command, sim)
+        case _:
+            assert_never(command)
+
+
+def _claim(cmd: Claim, sim: SimState) -> list[Decided]:
+    if sim.finished:
+        return []
+    if sim.under_way:
+        # Its request came back: its runner stopped keeping it in progress. Unless that
+        # runner still says it runs the sim (it was only slow), it is lost.
+        if cmd.held_elsewhere:
+            return []
+        if sim.attempt >= cmd.max_attempts:
+            owner = f"{sim.runner_id} on {sim.host}" if sim.runner_id else f"the runner on {sim.host}"
+            error = f"runner lost: {owner} stopped responding during attempt {sim.attempt}; gave up after {sim.attempt} attempts"
+            return [_failed(sim, f"{sim.sim_id}.lost", cmd.at, error, cmd.causation_id)]
+    attempt = sim.attempt + 1
+    claim = ev.SimClaimed(
+        id=f"{sim.sim_id}.{attempt}.claim",
+        at=cmd.at,
+        causation_id=cmd.causation_id,
+        correlation_id=cmd.correlation_id,
+        run_id=sim.run_id,
+        sim_id=sim.sim_id,
+        attempt=attempt,
+        runner_id=cmd.runner_id,
+        host=cmd.host,
+    )
+    return [claim]
+
+
+def _failed(sim: SimState, event_id: str, at: datetime, error: str, causation_id: str | None) -> ev.SimFinished:
+    """The sim failed for want of a runner, not by its simulator; the id says why, so the
+    same decision made twice is stored once."""
+    return ev.SimFinished(
+        id=event_id, at=at, causation_id=causation_id, run_id=sim.run_id, sim_id=sim.sim_id,
+        attempt=sim.attempt, outcome="failed", error=error,
+    )
+
+
+def _finish(cmd: Finish, sim: SimState) -> list[Decided]:
+    if not current(sim, cmd.attempt):
+        return []
+    outcome = cmd.outcome
+    succeeded, error = outcome.succeeded, outcome.error
+    if cmd.wall_time_limit_s is not None:
+        succeeded, error = False, f"ran longer than the wall-time limit of {cmd.wall_time_limit_s:g} s (CASCADE_SIM_TIMEOUT)"
+    finished = ev.SimFinished(
+        id=cmd.event_id, at=cmd.at, run_id=sim.run_id, sim_id=sim.sim_id, attempt=cmd.attempt,
+        outcome="succeeded" if succeeded else "failed", exit_code=outcome.exit_code, error=error,
+    )
+    return [finished]
+
+
+# --- what events make of a sim ------------------------------------------------------------
+
+
+def current(sim: Lifecycle, attempt: int) -> bool:
+    """Whether `attempt` is the sim's current one, while it still runs."""
+    return attempt == sim.attempt and attempt != 0 and sim.state not in FINISHED
+
+
+def counts(sim: Lifecycle, fact: Fact) -> bool:
+    """Whether a runner's fact changes anything: one of the current attempt while it runs
+    (its launch only once), or a file of the current attempt, even after it finished."""
+    kind = type(fact)  # on the projection's hot path: no call more than needed
+    if kind is ev.SimFileStored:
+        return fact.attempt == sim.attempt
+    state = sim.state
+    return fact.attempt == sim.attempt != 0 and state not in FINISHED and (kind is not ev.SimLaunched or state == "launching")
+
+
+SimLife = ev.SimQueued | ev.SimClaimed | ev.SimLaunched | ev.SimHeartbeat | ev.KernelFinished | ev.SimFileStored | ev.SimFinished | ev.RunCancelRequested
+
+
+def evolve(sim: SimState, event: SimLife) -> SimState:
+    """The sim after `event`; `sim` itself when the event changes nothing, so a caller can
+    tell a change by identity."""
+    match event:
+        case ev.SimClaimed():
+            if sim.state in FINISHED or event.attempt <= sim.attempt:
+                return sim
+            return msgspec.structs.replace(sim, state="launching", attempt=event.attempt, runner_id=event.runner_id, host=event.host)
+        case ev.SimLaunched():
+            if not counts(sim, event):
+                return sim
+            return msgspec.structs.replace(sim, state="running", host=event.host)
+        case ev.SimFinished():
+            # Also before any claim (attempt 0): a sim no runner could take fails without one.
+            if sim.state in FINISHED or event.attempt != sim.attempt:
+                return sim
+            return msgspec.structs.replace(sim, state=event.outcome)
+        case ev.RunCancelRequested():
+            if sim.state in FINISHED or event.run_id != sim.run_id:
+                return sim
+            return msgspec.structs.replace(sim, state="cancelled")
+        case ev.SimQueued() | ev.SimHeartbeat() | ev.KernelFinished() | ev.SimFileStored():
+            return sim  # progress and data: they change what the read model shows, not the state
+        case _:
+            assert_never(event)
+
+
+def latest(run_id: str, sim_id: str, fact: ev.SimClaimed | ev.SimLaunched | ev.SimFinished | None) -> SimState:
+    """The sim as the newest event on its life subject tells it, which is all a runner reads
+    before it claims: the attempt that event names is taken for the current one."""
+    sim = SimState(run_id=run_id, sim_id=sim_id)
+    if fact is None:
+        return sim
+    if not isinstance(fact, ev.SimClaimed):  # its claim came before it
+        sim = msgspec.structs.replace(sim, state="launching", attempt=fact.attempt)
+    return evolve(sim, fact)
