@@ -14,7 +14,6 @@ so a schema change cannot be silently left unchecked.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
@@ -104,9 +103,14 @@ def _issue(type_: str, loc: Loc, value: object, ctx: dict[str, object] | None = 
     return _Invalid([ValidationIssue(type_, loc, message, value, ctx)])
 
 
-@functools.cache
+_validators: dict[type, Validator] = {}  # a body type's validator, built once
+
+
 def _validator(type_: type) -> Validator:
-    return _build(inspect.type_info(type_))
+    found = _validators.get(type_)
+    if found is None:
+        found = _validators[type_] = _build(inspect.type_info(type_))
+    return found
 
 
 def _build(node: inspect.Type) -> Validator:

@@ -39,6 +39,7 @@ from cascade_core.models import (
     SimMetrics,
     SimResults,
     Spread,
+    StatValue,
     Trace,
     TraceDetail,
     TraceMetadata,
@@ -64,8 +65,8 @@ _EMPTY_STATS = msgspec.Raw(b"{}")
 
 CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
 # The kernels table's column of each KernelStat field whose name differs. Lists select every
-# field but the last, stats, in the Struct's own order, so a row is built from them as they
-# come, then the map (made again from its rows, or left empty).
+# field but the last, stats, in the Struct's own order, and a row is matched to them by name,
+# then given its map (made again from its rows, or left empty).
 _KERNEL_STAT_COLUMN = {"kernel_name": "name", "kernel_launch_uid": "uid"}
 *_KERNEL_FIELDS, _STATS = KernelStat.__struct_fields__
 assert _STATS == "stats"
@@ -213,10 +214,15 @@ def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str]) -> duckdb.DuckDB
     )
 
 
+def _kernel_stat(record: tuple[Any, ...], stats: dict[str, StatValue] | msgspec.Raw) -> KernelStat:
+    """The KernelStat of a record of `_kernels` (its trailing seq unnamed, so left out)."""
+    return KernelStat(**dict(zip(_KERNEL_FIELDS, record)), stats=stats)  # type: ignore[arg-type]  # a Raw map is encoded as it is
+
+
 def kernel_stats(con: Con, run: RunSummary) -> list[KernelStat]:
     """The kernels the run's sims finished, stats maps empty."""
     with snapshot(con):
-        return [KernelStat(*r[:-1], {}) for r in _kernels(con, run, [s.id for s in sim_rows(con, run)]).fetchall()]
+        return [_kernel_stat(r, {}) for r in _kernels(con, run, [s.id for s in sim_rows(con, run)]).fetchall()]
 
 
 def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats_maps.Names | None = None) -> Iterator[bytes]:
@@ -227,7 +233,7 @@ def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats
     separator = b"["
     if maps is None:
         while records := result.fetchmany(BATCH):
-            yield separator + _encoder.encode([KernelStat(*r[:-1], _EMPTY_STATS) for r in records])[1:-1]
+            yield separator + _encoder.encode([_kernel_stat(r, _EMPTY_STATS) for r in records])[1:-1]
             separator = b","
     else:
         # Every kernel first (a sim's are few): the maps' query cannot share the connection
@@ -236,7 +242,7 @@ def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats
         for i in range(0, len(records), stats_maps.KERNELS_AT_ONCE):
             part = records[i : i + stats_maps.KERNELS_AT_ONCE]
             by_seq = stats_maps.kernel_maps(con, [r[-1] for r in part], maps)
-            yield separator + _encoder.encode([KernelStat(*r[:-1], msgspec.Raw(by_seq.get(r[-1], b"{}"))) for r in part])[1:-1]
+            yield separator + _encoder.encode([_kernel_stat(r, msgspec.Raw(by_seq.get(r[-1], b"{}"))) for r in part])[1:-1]
             separator = b","
     yield b"[]" if separator == b"[" else b"]"
 
