@@ -202,8 +202,17 @@ def _last_error(text: str) -> str:
 
 
 @contextlib.contextmanager
-def running(store_dir: Path, **kwargs: object) -> Iterator[EmbeddedNats]:
-    server = start(store_dir, **kwargs)  # type: ignore[arg-type]
+def running(
+    store_dir: Path,
+    *,
+    password: str | None = None,
+    sync_interval: str = SYNC_ALWAYS,
+    host: str = "127.0.0.1",
+    port: int = -1,
+    timeout: float = 20.0,
+) -> Iterator[EmbeddedNats]:
+    """A server `start` made, stopped on leaving."""
+    server = start(store_dir, password=password, sync_interval=sync_interval, host=host, port=port, timeout=timeout)
     try:
         yield server
     finally:
