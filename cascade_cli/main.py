@@ -24,12 +24,16 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from cascade_app.config import NATS_FILES, ConfigError, Settings, absolute, check_accelsim_dir, resolve
 from cascade_cli import data_cli, locate, runs_cli
 from cascade_process import datadir, event_log, logs
+
+if TYPE_CHECKING:
+    from projections.replay import Verification
 
 # Commands that write a data dir (or a worker's work dir, or a replayed read model): what they
 # make is their user's alone, and so is what the embedded nats-server they start makes.
@@ -296,7 +300,7 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if report.equal else 1
 
 
-async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
+async def _verify_offline(settings: Settings) -> Verification:
     import duckdb
 
     from projections.database import open_database

@@ -13,7 +13,7 @@ so a run's whole history is `cascade.ev.run.<run>.>` and a sim's is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import assert_never, cast, get_args
+from typing import assert_never, cast
 
 from cascade_core import events as ev
 from cascade_core.ids import subject_token
@@ -93,9 +93,8 @@ def all_belong(events: Sequence[ev.Event], stored_on: Sequence[bytes]) -> bool:
     this of every event, so a sim event's subject is remembered by its type, run and sim."""
     remembered = _sim_subjects
     for event, subject in zip(events, stored_on):
-        kind = type(event)
-        if kind in _SIM_EVENTS:
-            key = (kind, event.run_id, event.sim_id)  # type: ignore[attr-defined]  # a SimEvent
+        if isinstance(event, ev.SimEvent):
+            key = (type(event), event.run_id, event.sim_id)
             home = remembered.get(key)
             if home is None:
                 if len(remembered) >= _REMEMBERED:
@@ -108,7 +107,6 @@ def all_belong(events: Sequence[ev.Event], stored_on: Sequence[bytes]) -> bool:
     return True
 
 
-_SIM_EVENTS = frozenset(t for t in get_args(ev.AnyEvent) if issubclass(t, ev.SimEvent))
 _sim_subjects: dict[tuple[type, str, str], bytes | None] = {}
 _REMEMBERED = 65536
 

@@ -59,9 +59,13 @@ class Operation(msgspec.Struct, frozen=True, kw_only=True):
     events: dict[str, Any] = {}  # a text/event-stream's events: name -> the type of its JSON data
 
 
+# The attribute of an endpoint that holds its Operation: set by `operation`, read by `document`.
+OPERATION = "__operation__"
+
+
 def operation(**kwargs: Any) -> Callable[[F], F]:
     def decorate(fn: F) -> F:
-        fn.__operation__ = Operation(**kwargs)  # type: ignore[attr-defined]
+        setattr(fn, OPERATION, Operation(**kwargs))
         return fn
 
     return decorate
@@ -74,7 +78,7 @@ def document(routes: Sequence[BaseRoute], *, title: str, version: str) -> dict[s
     ops: list[tuple[Route, str, Operation]] = []
     types: list[Any] = [ErrorDetail, ValidationErrorBody]
     for route in routes:
-        op = getattr(getattr(route, "endpoint", None), "__operation__", None)
+        op = getattr(getattr(route, "endpoint", None), OPERATION, None)
         if not isinstance(route, Route) or op is None:
             continue
         for method in sorted((route.methods or set()) - {"HEAD"}):

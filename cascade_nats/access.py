@@ -184,7 +184,7 @@ def _part(pattern: re.Pattern[str], text: str, path: Path, what: str) -> str:
 def _sign(seed: str, nonce: bytes) -> tuple[str, str]:
     """The public key of an nkey seed, and its signature of `nonce` (base64)."""
     try:
-        import nkeys  # type: ignore[import-untyped]  # nkeys ships no type information
+        import nkeys
     except ImportError as err:  # pragma: no cover - a dependency; only a broken install lacks it
         raise AccessError("NATS nkey or creds login needs the nkeys package") from err
     try:

@@ -20,7 +20,6 @@ again on the same port, store and password, so its clients reconnect by themselv
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ctypes
 import os
 import re
@@ -31,7 +30,6 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -105,6 +103,12 @@ class EmbeddedNats:
                 self.stop(timeout=0)
                 raise NatsServerError(f"nats-server did not become ready again within {timeout:.0f}s (log: {self.log_path})")
             await asyncio.sleep(0.02)
+
+    def __enter__(self) -> EmbeddedNats:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.process.poll() is None:
@@ -201,10 +205,5 @@ def _last_error(text: str) -> str:
     return (errors or lines or ["no output"])[-1]
 
 
-@contextlib.contextmanager
-def running(store_dir: Path, **kwargs: object) -> Iterator[EmbeddedNats]:
-    server = start(store_dir, **kwargs)  # type: ignore[arg-type]
-    try:
-        yield server
-    finally:
-        server.stop()
+# `with running(store_dir, ...) as server:` a server `start` made, stopped on leaving.
+running = start

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import assert_never
+from typing import TypedDict, assert_never
 
 import msgspec
 
@@ -71,6 +71,16 @@ def stats_json(stats: dict[str, simulator.StatValue]) -> bytes:
     return raw
 
 
+class _Common(TypedDict):
+    """The fields every event of the attempt has."""
+
+    id: str
+    at: datetime
+    run_id: str
+    sim_id: str
+    attempt: int
+
+
 class SimReport:
     def __init__(
         self,
@@ -120,7 +130,7 @@ class SimReport:
     def _record(self, fact: sims.Fact) -> None:
         self._decide(sims.Record(fact))
 
-    def _common(self) -> dict[str, object]:
+    def _common(self) -> _Common:
         j = self.job
         return {"id": self.next_id(), "at": self.now(), "run_id": j.run_id, "sim_id": j.sim_id, "attempt": j.attempt}
 
@@ -131,7 +141,7 @@ class SimReport:
         self.launched = True
         self._record(
             ev.SimLaunched(
-                **self._common(),  # type: ignore[arg-type]
+                **self._common(),
                 launcher_ref=self.launch.launcher_ref,
                 host=self.launch.host,
                 config_digests=self.launch.config_digests,
@@ -144,7 +154,7 @@ class SimReport:
         self.launched_once()
         self._record(
             ev.SimHeartbeat(
-                **self._common(),  # type: ignore[arg-type]
+                **self._common(),
                 kernels_done=len(self.kernels),
                 current_kernel=self.current_kernel,
                 latest=self.latest,
@@ -197,7 +207,7 @@ class SimReport:
         self.launched_once()
         self._record(
             ev.KernelFinished(
-                **self._common(),  # type: ignore[arg-type]
+                **self._common(),
                 kernel_index=len(self.kernels),
                 uid=k.uid,
                 name=k.name,
@@ -225,7 +235,7 @@ class SimReport:
     def file_stored(self, name: str, size: int, object_name: str, digest: str) -> None:
         self._record(
             ev.SimFileStored(
-                **self._common(),  # type: ignore[arg-type]
+                **self._common(),
                 name=name,
                 size=size,
                 content_type=content_type(name),

@@ -43,7 +43,8 @@ def encode(form: SqlFormat, columns: list[SqlColumn], schema: pa.Schema, batches
         writer.close()
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
         raise NoForm(f"{form} cannot hold this answer ({str(err).splitlines()[0]}); ask for json, arrow or parquet") from err
-    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
+    answer: bytes = sink.getvalue().to_pybytes()  # pyarrow has no types to say so
+    return answer
 
 
 _WRITERS: dict[str, Callable[[pa.BufferOutputStream, pa.Schema], Any]] = {
@@ -62,7 +63,7 @@ _HOLE = msgspec.Raw(b"\x00")  # stands in for the rows, which are written as the
 
 
 def _json(columns: list[SqlColumn], schema: pa.Schema, batches: Iterable[pa.RecordBatch], limit: int) -> bytes:
-    head, tail = _encoder.encode(SqlAnswer(columns, _HOLE)).split(b"\x00")  # type: ignore[arg-type]
+    head, tail = _encoder.encode(SqlAnswer(columns, _HOLE)).split(b"\x00")  # type: ignore[arg-type]  # a Raw stands in for the rows, encoded as it is
     floats = [i for i, field in enumerate(schema) if pa.types.is_floating(field.type)]
     parts = [head, b"["]
     size = len(head) + len(tail) + 2

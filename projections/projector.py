@@ -16,6 +16,7 @@ import itertools
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import duckdb
@@ -31,9 +32,11 @@ from projections.database import incoming, open_database
 from projections.fold import Folded, Rows, Unfoldable, fold, touched
 from projections.live import Live
 from projections.parking import Batch
-from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, ParkedRow
+from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, KernelRow, ParkedRow, RunRow, SimRow, TraceRow
 
 log = logging.getLogger("cascade.projector")
+
+Entity = TypeVar("Entity", TraceRow, RunRow, SimRow)  # a row of one of `rows.ENTITY_TABLES`
 
 FaultHook = Callable[[str], None]
 # A batch takes up to this many events, and stops at the first that brings it past this many
@@ -99,40 +102,44 @@ class RowCache:
     LIMIT = 50_000
 
     def __init__(self) -> None:
-        self.rows: dict[str, dict[str, msgspec.Struct]] = {table: {} for table in ENTITY_TABLES}
+        self.rows = Rows()
         self.stat_names = stats_rows.StatNames()
 
     def update(self, rows: Rows) -> None:
-        for table, cached in self.rows.items():
-            cached.update(getattr(rows, table))
-            if len(cached) > self.LIMIT:
-                cached.clear()
+        self._keep(self.rows.traces, rows.traces)
+        self._keep(self.rows.runs, rows.runs)
+        self._keep(self.rows.sims, rows.sims)
         self.stat_names.committed()
 
-    def clear(self) -> None:
-        for cached in self.rows.values():
+    def _keep(self, cached: dict[str, Entity], committed: dict[str, Entity]) -> None:
+        cached.update(committed)
+        if len(cached) > self.LIMIT:
             cached.clear()
+
+    def clear(self) -> None:
+        self.rows = Rows()
         self.stat_names.forget()
 
 
 def load(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, ev.AnyEvent]], cache: RowCache) -> Rows:
     """The current rows of everything the batch's events may change."""
     trace_ids, run_ids, sim_ids, whole_runs = touched(items)
+    known = cache.rows
 
-    def select(table: str, where: str, keys: set[str]) -> dict[str, msgspec.Struct]:
-        cached = cache.rows[table]
+    def select(row_type: type[Entity], cached: dict[str, Entity], where: str, keys: set[str]) -> dict[str, Entity]:
         found = {k: cached[k] for k in keys if k in cached} if where == "id" else {}
         missing = sorted(keys - found.keys())
         if missing:
+            table = tables.TABLE_OF[row_type]
             records = con.execute(f"SELECT * FROM {table} WHERE {where} IN (SELECT unnest(?))", [missing]).fetchall()
-            found.update((r.id, r) for r in tables.from_rows(table, records))  # type: ignore[attr-defined]
+            found.update((r.id, r) for r in tables.from_rows(row_type, records))
         return found
 
     return Rows(
-        traces=select("traces", "id", trace_ids),  # type: ignore[arg-type]
-        runs=select("runs", "id", run_ids),  # type: ignore[arg-type]
+        traces=select(TraceRow, known.traces, "id", trace_ids),
+        runs=select(RunRow, known.runs, "id", run_ids),
         # A cancel needs every sim of its run, which only DuckDB knows.
-        sims=select("sims", "id", sim_ids) | select("sims", "run_id", whole_runs),  # type: ignore[arg-type]
+        sims=select(SimRow, known.sims, "id", sim_ids) | select(SimRow, known.sims, "run_id", whole_runs),
     )
 
 
@@ -168,15 +175,15 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
 def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_rows.StatNames) -> None:
     """The stats maps of the kernels rows just written, as rows. Every kernel result the fold
     applied names its stats, kept or not (`stats_rows`)."""
-    applied = [c.row for c in folded.changes if c.kind == "kernel"]
+    applied = [c.row for c in folded.changes if isinstance(c.row, KernelRow)]
     if not applied:
         return
-    kept = {row.seq for row in folded.appended["kernels"]}  # type: ignore[attr-defined]
+    kept = {row.seq for row in folded.appended["kernels"]}  # type: ignore[attr-defined]  # the fold's lists hold each table's rows untyped: these are KernelRows
     if folded.checked["kernels"]:
         # Those not already there were written, under the seq of the event that brought them.
-        candidates = [row.seq for row in folded.checked["kernels"]]  # type: ignore[attr-defined]
+        candidates = [row.seq for row in folded.checked["kernels"]]  # type: ignore[attr-defined]  # the fold's lists hold each table's rows untyped: these are KernelRows
         kept.update(s for (s,) in con.execute("SELECT seq FROM kernels WHERE seq IN (SELECT unnest(?))", [candidates]).fetchall())
-    stats = stats_rows.rows(con, applied, kept, names)  # type: ignore[arg-type]
+    stats = stats_rows.rows(con, applied, kept, names)
     if names.added:
         _insert(con, "stat_names", names.added, dedupe=None)
     if stats.num_rows:

@@ -59,8 +59,9 @@ class Layout:
         values: list[Value] = list(msgspec.structs.astuple(self._decoder.decode(raw)))
         # A field that may hold text reads "NaN" as that text: it is the number.
         for i in self.maybe_text:
-            if isinstance(values[i], str):
-                values[i] = nonfinite.VALUES.get(values[i], values[i])  # type: ignore[arg-type]
+            value = values[i]
+            if isinstance(value, str):
+                values[i] = nonfinite.VALUES.get(value, value)
         return values
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import msgspec
@@ -26,6 +26,9 @@ ROW_TYPES: dict[str, type[msgspec.Struct]] = {
     **{t: spec[0] for t, spec in STATS_TABLES.items()},
     PARKED_TABLE: ParkedRow,
 }
+TABLE_OF: dict[type[msgspec.Struct], str] = {row_type: table for table, row_type in ROW_TYPES.items()}
+
+R = TypeVar("R", bound=msgspec.Struct)
 
 # The columns that identify a row of each table: entity rows are replaced by id, and a row of
 # any other table already there is never added again.
@@ -79,17 +82,21 @@ def _stored(field: msgspec.inspect.Field) -> bool:
     return not (isinstance(field.type, msgspec.inspect.Metadata) and (field.type.extra or {}).get("stored") is False)
 
 
+def _fields(row_type: type[msgspec.Struct]) -> tuple[msgspec.inspect.Field, ...]:
+    info = msgspec.inspect.type_info(row_type)
+    assert isinstance(info, msgspec.inspect.StructType)
+    return info.fields
+
+
 @functools.cache
 def stored_fields(row_type: type[msgspec.Struct]) -> tuple[int, ...]:
     """The positions of a row type's fields that are its table's columns (`rows.NOT_STORED`)."""
-    info = msgspec.inspect.type_info(row_type)
-    return tuple(i for i, f in enumerate(info.fields) if _stored(f))  # type: ignore[attr-defined]
+    return tuple(i for i, f in enumerate(_fields(row_type)) if _stored(f))
 
 
 def columns(row_type: type[msgspec.Struct]) -> list[tuple[str, Any, bool]]:
-    info = msgspec.inspect.type_info(row_type)
-    fields = [info.fields[i] for i in stored_fields(row_type)]  # type: ignore[attr-defined]
-    return [(f.name, *_base_type(f.type)) for f in fields]
+    fields = _fields(row_type)
+    return [(fields[i].name, *_base_type(fields[i].type)) for i in stored_fields(row_type)]
 
 
 def values(row: msgspec.Struct) -> tuple[Any, ...]:
@@ -146,9 +153,8 @@ def checkpoint(con: duckdb.DuckDBPyConnection) -> int:
     return int(row[0]) if row else 0
 
 
-def from_rows(table: str, records: list[tuple[Any, ...]]) -> list[msgspec.Struct]:
-    """Rows read back with `SELECT *` as their Structs (of a table that stores every field)."""
-    row_type = ROW_TYPES[table]
+def from_rows(row_type: type[R], records: list[tuple[Any, ...]]) -> list[R]:
+    """Rows read back with `SELECT *` as `row_type`s (of a table that stores every field)."""
     names = row_type.__struct_fields__
-    assert len(stored_fields(row_type)) == len(names), f"{table} does not store every field of its rows"
+    assert len(stored_fields(row_type)) == len(names), f"{TABLE_OF[row_type]} does not store every field of its rows"
     return [row_type(**dict(zip(names, record))) for record in records]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import duckdb
 import msgspec
@@ -47,8 +47,9 @@ from cascade_core.models import (
 from projections import tables
 from projections.fold import listed
 from projections.queries import stats_maps, traces
-from projections.queries.convert import from_row
-from projections.rows import KernelRow, RunRow, SimFileRow, SimRow
+from projections.queries.convert import from_row, one_row
+from projections.rows import KernelRow, RunRow, SimFileRow, SimRow, TraceRow
+from projections.tables import R
 
 BATCH = 4096
 
@@ -83,12 +84,12 @@ def snapshot(con: Con) -> Iterator[Con]:
         con.execute("ROLLBACK")
 
 
-def _select(con: Con, table: str, where: str, params: Sequence[object]) -> list[Any]:
-    return tables.from_rows(table, con.execute(f"SELECT * FROM {table} WHERE {where}", params).fetchall())
+def _select(con: Con, row_type: type[R], where: str, params: Sequence[object]) -> list[R]:
+    return tables.from_rows(row_type, con.execute(f"SELECT * FROM {tables.TABLE_OF[row_type]} WHERE {where}", params).fetchall())
 
 
-def _one(con: Con, table: str, where: str, params: Sequence[object]) -> Any:
-    rows = _select(con, table, where, params)
+def _one(con: Con, row_type: type[R], where: str, params: Sequence[object]) -> R | None:
+    rows = _select(con, row_type, where, params)
     return rows[0] if rows else None
 
 
@@ -137,7 +138,7 @@ def file_from_row(row: SimFileRow, place: Place) -> RunFile:
 
 
 def run_row(con: Con, run_id: str) -> RunRow | None:
-    return cast(RunRow | None, _one(con, "runs", "id = ?", [run_id]))
+    return _one(con, RunRow, "id = ?", [run_id])
 
 
 def run_summary(con: Con, run_id: str) -> RunSummary | None:
@@ -147,7 +148,7 @@ def run_summary(con: Con, run_id: str) -> RunSummary | None:
 
 def runs(con: Con) -> list[RunSummary]:
     """Every run, newest first."""
-    rows = _select(con, "runs", "true ORDER BY created_at DESC, id DESC", [])
+    rows = _select(con, RunRow, "true ORDER BY created_at DESC, id DESC", [])
     return [run_from_row(r) for r in rows]
 
 
@@ -158,7 +159,7 @@ def configs(run: RunSummary) -> list[str]:
 
 def sim_rows(con: Con, run: RunSummary) -> list[SimRow]:
     """The run's sims by config, then replica."""
-    return listed(cast(list[SimRow], _select(con, "sims", "run_id = ?", [run.id])), configs(run))
+    return listed(_select(con, SimRow, "run_id = ?", [run.id]), configs(run))
 
 
 def places(sims: Sequence[SimRow]) -> dict[str, Place]:
@@ -166,7 +167,7 @@ def places(sims: Sequence[SimRow]) -> dict[str, Place]:
 
 
 def sim_row(con: Con, sim_id: str) -> SimRow | None:
-    return cast(SimRow | None, _one(con, "sims", "id = ?", [sim_id]))
+    return _one(con, SimRow, "id = ?", [sim_id])
 
 
 def _trace(con: Con, run: RunSummary) -> Trace:
@@ -174,7 +175,8 @@ def _trace(con: Con, run: RunSummary) -> Trace:
     trace = traces.trace_summary(con, run.trace_id)
     if trace is not None:
         return trace
-    return traces.trace_from_row(_one(con, "traces", "id = ?", [run.trace_id]))
+    (row,) = _select(con, TraceRow, "id = ?", [run.trace_id])
+    return traces.trace_from_row(row)
 
 
 def _trace_detail(con: Con, run: RunSummary) -> TraceDetail:
@@ -199,7 +201,7 @@ def run_detail(con: Con, run_id: str, watch: attention.Watch | None = None) -> R
 def unfinished_sims(con: Con) -> list[attention.Seen]:
     """Every sim not finished yet, of every run."""
     states = sorted(attention.UNFINISHED)
-    return [seen(r) for r in _select(con, "sims", "state IN (SELECT unnest(?))", [states])]
+    return [seen(r) for r in _select(con, SimRow, "state IN (SELECT unnest(?))", [states])]
 
 
 # --- kernels and comparison ----------------------------------------------------------------
@@ -375,7 +377,7 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
     what is new: the kernels table's metadata, and its rows past the last sequence seen."""
     with snapshot(con):
         trace = _trace(con, run)
-        last_seq, kernels = con.execute("SELECT coalesce((SELECT max(seq) FROM kernels), 0), (SELECT count(*) FROM kernels)").fetchone()  # type: ignore[misc]
+        last_seq, kernels = one_row(con, "SELECT coalesce((SELECT max(seq) FROM kernels), 0), (SELECT count(*) FROM kernels)")
         # The rows of a timing id are all listed before it is attached, and never change after.
         key = (run.id, trace.created_at, con.execute("SELECT real_timing FROM traces WHERE id = ?", [run.trace_id]).fetchone())
         known: _Computed | None = cache.get(key)
@@ -383,11 +385,12 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
             return known.comparison
         touched: list[int] | None = None
         if known is not None:
-            added, touched = con.execute(
+            added, touched = one_row(
+                con,
                 "SELECT count(*), list(DISTINCT k.kernel_index) FILTER (WHERE s.run_id = ?) "
                 "FROM kernels k LEFT JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt WHERE k.seq > ?",
                 [run.id, known.last_seq],
-            ).fetchone()  # type: ignore[misc]
+            )
             if known.kernels + added != kernels:
                 touched = None  # rows went away too (a sim's new attempt): start over
         if known is None or touched is None:
@@ -477,7 +480,7 @@ def _file_rows(con: Con, sim_ids: Sequence[str]) -> list[SimFileRow]:
         "WHERE s.id IN (SELECT unnest(?)) ORDER BY f.name",
         [list(sim_ids)],
     ).fetchall()
-    return cast(list[SimFileRow], tables.from_rows("sim_files", records))
+    return tables.from_rows(SimFileRow, records)
 
 
 def sim_files(con: Con, sim: SimRow) -> list[SimFile]:
@@ -486,7 +489,7 @@ def sim_files(con: Con, sim: SimRow) -> list[SimFile]:
 
 
 def file_row(con: Con, sim: SimRow, name: str) -> SimFileRow | None:
-    return cast(SimFileRow | None, _one(con, "sim_files", "sim_id = ? AND attempt = ? AND name = ?", [sim.id, sim.attempt, name]))
+    return _one(con, SimFileRow, "sim_id = ? AND attempt = ? AND name = ?", [sim.id, sim.attempt, name])
 
 
 def run_files(con: Con, run: RunSummary) -> list[RunFile]:
@@ -506,7 +509,7 @@ def run_rows(con: Con, run_id: str) -> tuple[RunRow, list[SimRow]] | None:
     """The run's row and its sims' rows, from one batch."""
     with snapshot(con):
         row = run_row(con, run_id)
-        return None if row is None else (row, cast(list[SimRow], _select(con, "sims", "run_id = ?", [run_id])))
+        return None if row is None else (row, _select(con, SimRow, "run_id = ?", [run_id]))
 
 
 def stream_snapshot(con: Con, run_id: str) -> tuple[int, RunDetail] | None:

@@ -17,6 +17,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from starlette.routing import Route
 
 from cascade_http.app import routes
+from cascade_http.openapi import OPERATION
 from cascade_nats import server
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN
@@ -50,7 +51,7 @@ def _cases() -> list[tuple[str, str, GenerationMode]]:
     their bodies are archives, which Schemathesis cannot make."""
     found = []
     for route in routes():
-        op = getattr(route, "endpoint", None) and getattr(route.endpoint, "__operation__", None)  # type: ignore[attr-defined]
+        op = getattr(getattr(route, "endpoint", None), OPERATION, None)
         if not isinstance(route, Route) or op is None or op.body is bytes:
             continue
         takes = op.body is not None or "{" in route.path or op.query or op.headers
