@@ -30,11 +30,20 @@ async def create_run(c: Cascade, body: RunCreate) -> str:
             run_id=f"run-{secrets.token_hex(6)}",
             sim_ids=[f"sim-{secrets.token_hex(6)}" for _ in range(decide.sim_count(body))],
             body=body,
+            free_slots=await _free_slots(c, body),
         )
         # A fresh run id has no events: one that has is taken, and the rule draws another.
         return Decision(decide.decide_create(command, trace, c.gpu_configs, max_sims=max_sims), 0, command.run_id)
 
     return await decided(c, create)
+
+
+async def _free_slots(c: Cascade, body: RunCreate) -> int:
+    """The free slots of the live runners, for an entry split "auto" (asked only then)."""
+    if not any(entry.split == "auto" for entry in body.entries):
+        return 1
+    runners = await c.runners() or []
+    return max(1, sum(max(0, r.slots - len(r.running)) for r in runners))
 
 
 async def cancel_run(c: Cascade, run_id: str) -> None:

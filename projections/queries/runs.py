@@ -22,8 +22,10 @@ import msgspec
 
 from cascade_core import attention
 from cascade_core import events as ev
+from cascade_core import split as splitting
 from cascade_core.correlation import correlate, measured
 from cascade_core.models import (
+    ChunkView,
     Comparison,
     ComparisonRow,
     Correlation,
@@ -38,6 +40,7 @@ from cascade_core.models import (
     SimFile,
     SimMetrics,
     SimResults,
+    SplitView,
     Spread,
     Trace,
     TraceDetail,
@@ -47,7 +50,7 @@ from projections import tables
 from projections.fold import listed
 from projections.queries import traces
 from projections.queries.convert import from_row
-from projections.rows import KernelRow, RunRow, SimFileRow, SimRow
+from projections.rows import KernelRow, RunRow, SimFileRow, SimRow, SplitRow
 
 BATCH = 4096
 
@@ -55,6 +58,7 @@ Con = duckdb.DuckDBPyConnection
 Place = tuple[str, int]  # a sim's (gpu_config, replica)
 
 _entries = msgspec.json.Decoder(list[ev.ConfigCount])
+_splits = msgspec.json.Decoder(SplitRow)
 _counts = msgspec.json.Decoder(dict[str, int])
 _encoder = msgspec.json.Encoder()
 # Stands in for a list while a Struct is encoded and is then split out: msgspec never writes
@@ -113,8 +117,17 @@ def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
         row,
         latest=from_row(SimMetrics, row),
         log_tail=list(row.log_tail),
+        split=None if row.split is None else split_view(row.kernels_total, _splits.decode(row.split)),
         attention=None if watch is None else attention.attention(seen(row), watch),
     )
+
+
+def split_view(kernels_total: int, split: SplitRow) -> SplitView:
+    plan = splitting.plan(kernels_total, ev.Split(split.kernels_per_chunk, split.warmup))
+    chunks = [
+        from_row(ChunkView, row, index=c.index, first=c.first, last=c.last, warmup=c.warmup) for c, row in zip(plan, split.chunks)
+    ]
+    return SplitView(kernels_per_chunk=split.kernels_per_chunk, warmup=split.warmup, chunks=chunks)
 
 
 def run_from_row(row: RunRow) -> RunSummary:
