@@ -84,6 +84,7 @@ _MESSAGES = {
     "less_than": "Input should be less than {lt}",
     "greater_than_equal": "Input should be greater than or equal to {ge}",
     "greater_than": "Input should be greater than {gt}",
+    "literal_error": "Input should be {expected}",
 }
 
 
@@ -119,6 +120,8 @@ def _build(node: inspect.Type) -> Validator:
         return _int_validator(node)
     if isinstance(node, inspect.StrType) and node.pattern is None:
         return _str_validator(node)
+    if isinstance(node, inspect.UnionType):
+        return _union_validator(node)
     raise TypeError(f"request validation does not support {node!r}")
 
 
@@ -145,6 +148,32 @@ def _struct_validator(node: inspect.StructType) -> Validator:
         if issues:
             raise _Invalid(issues)
         return node.cls(**kwargs)
+
+    return validate
+
+
+def _union_validator(node: inspect.UnionType) -> Validator:
+    """An object of one Struct, one of some strings, or null (a run entry's `split`): told
+    apart by the JSON value's kind, as msgspec decodes them."""
+    structs = [t for t in node.types if isinstance(t, inspect.StructType)]
+    literals = [v for t in node.types if isinstance(t, inspect.LiteralType) for v in t.values]
+    others = [t for t in node.types if not isinstance(t, inspect.StructType | inspect.LiteralType | inspect.NoneType)]
+    if len(structs) > 1 or others or not all(isinstance(v, str) for v in literals):
+        raise TypeError(f"request validation does not support {node!r}")
+    validate_struct = _struct_validator(structs[0]) if structs else None
+    nullable = any(isinstance(t, inspect.NoneType) for t in node.types)
+    expected = " or ".join(repr(v) for v in literals)
+
+    def validate(value: object, loc: Loc) -> object:
+        if value is None and nullable:
+            return None
+        if isinstance(value, dict) and validate_struct is not None:
+            return validate_struct(value, loc)
+        if value in literals:
+            return value
+        if validate_struct is not None and not isinstance(value, str):
+            raise _issue("model_attributes_type", loc, value)
+        raise _issue("literal_error", loc, value, {"expected": expected})
 
     return validate
 

@@ -647,7 +647,8 @@ def _summed(chunks: list[ChunkRow]) -> dict[str, object]:
     return {
         "gpu_tot_sim_cycle": total_cycles,
         "gpu_tot_sim_insn": total_insn,
-        "gpu_tot_ipc": total_insn / total_cycles if total_cycles and total_insn is not None else None,
+        # as the simulator prints it (`gpu_tot_ipc = %12.4f`)
+        "gpu_tot_ipc": round(total_insn / total_cycles, 4) if total_cycles and total_insn is not None else None,
         "sim_rate_ips": sum(rates) if rates else None,
     }
 
