@@ -217,9 +217,33 @@ def unfinished_sims(con: Con) -> list[attention.Seen]:
 # --- kernels and comparison ----------------------------------------------------------------
 
 
+def _retotalled(stats: str, key: str, value: str) -> str:
+    """`stats` (SQL) with the number under `key` replaced by `value` (SQL), in place: the
+    map keeps the simulator's order, and stats JSON, msgspec's, has no spaces."""
+    return f"""regexp_replace({stats}, '"{key}":[^,}}]*', '"{key}":' || ({value})::VARCHAR)"""
+
+
+_RUNNING = "OVER (PARTITION BY k.sim_id ORDER BY k.kernel_index)"
+# A split sim's kernels come from chunks that each summed `gpu_tot_*` over their own launches,
+# warm-up included: the sim's running totals are its kernels' sums in launch order.
+_STATS_SQL = (
+    "CASE WHEN s.split IS NULL THEN k.stats ELSE "
+    + _retotalled(
+        _retotalled(
+            _retotalled("k.stats", "gpu_tot_sim_cycle", f"sum(k.gpu_sim_cycle) {_RUNNING}"),
+            "gpu_tot_sim_insn",
+            f"sum(k.gpu_sim_insn) {_RUNNING}",
+        ),
+        "gpu_tot_ipc",
+        f"round(sum(k.gpu_sim_insn) {_RUNNING} / sum(k.gpu_sim_cycle) {_RUNNING}, 4)",
+    )
+    + " END"
+)
+
+
 def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, stats: bool) -> duckdb.DuckDBPyConnection:
     return con.execute(
-        f"SELECT {_KERNEL_COLUMNS}{', k.stats' if stats else ''} FROM {_CURRENT_KERNELS} "
+        f"SELECT {_KERNEL_COLUMNS}{', ' + _STATS_SQL if stats else ''} FROM {_CURRENT_KERNELS} "
         "WHERE k.sim_id IN (SELECT unnest(?)) ORDER BY list_position(?, s.gpu_config), s.replica, k.kernel_index",
         [list(sim_ids), configs(run)],
     )

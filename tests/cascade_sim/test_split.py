@@ -86,6 +86,13 @@ def test_a_split_sim_answers_every_route_as_the_sim_run_whole(client: TestClient
     results = client.get(f"/api/sims/{s['id']}/results").json()
     assert results["sim"]["split"] == s["split"]
     assert [k["kernel_launch_uid"] for k in results["kernels"]] == [1, 2, 3]
+    # Its stats maps' running totals are the sim's, in the order the simulator printed them.
+    whole_results = client.get(f"/api/sims/{w['id']}/results").json()
+    totals = ("gpu_tot_sim_cycle", "gpu_tot_sim_insn", "gpu_tot_ipc")
+    assert [{t: k["stats"][t] for t in totals} for k in results["kernels"]] == [
+        {t: k["stats"][t] for t in totals} for k in whole_results["kernels"]
+    ]
+    assert [list(k["stats"]) for k in results["kernels"]] == [list(k["stats"]) for k in whole_results["kernels"]]
     assert results["totals"]["gpu_tot_sim_cycle"] == 18448
 
     # The log: every chunk's output in chunk order, each under a line marking where it begins.
