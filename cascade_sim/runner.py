@@ -357,8 +357,9 @@ class Runner:
             _, last = await self._last_life(job.run_id, job.sim_id, None if chunk is None else chunk.index)
             if last is not None:
                 report.observe(last)
-            for sibling in [] if chunk is None else range(chunk.count):
-                if sibling != chunk.index and not report.sim.finished:
+            siblings = [] if chunk is None else [i for i in range(chunk.count) if i != chunk.index]
+            for sibling in siblings:
+                if not report.sim.finished:
                     _, last = await self._last_life(job.run_id, job.sim_id, sibling)
                     if last is not None:
                         report.observe(last)  # another chunk failed: the sim did, and this chunk stops
