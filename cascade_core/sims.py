@@ -15,8 +15,8 @@ The runner decides through it, and the read model's sim rows change only as `evo
 - a sim stopped for running past the wall-time limit fails saying so;
 - a chunk of a split sim (`cascade_core/split.py`) lives as a sim does, by these same rules,
   on its own attempts: facts of other chunks change nothing, except that another chunk's
-  failure stops it (its sim failed with that chunk's error), and the sim's state follows
-  from its chunks' (`split.sim_state`).
+  failure stops it (`evolve_split`: its sim failed with that chunk's error), and the sim's
+  state follows from its chunks' (`split.sim_state`).
 
 No I/O and no clock: ids and times arrive in the commands.
 """
@@ -24,6 +24,7 @@ No I/O and no clock: ids and times arrive in the commands.
 from __future__ import annotations
 
 from datetime import datetime
+from collections.abc import Sequence
 from typing import Protocol, assert_never
 
 import msgspec
@@ -224,7 +225,7 @@ def evolve(sim: SimState, event: SimLife) -> SimState:
     """The sim after `event`; `sim` itself when the event changes nothing, so a caller can
     tell a change by identity."""
     if isinstance(event, ev.SimEvent) and event.chunk != sim.chunk:
-        return _sibling(sim, event)
+        return sim  # another chunk's (`evolve_split` says what its failure does)
     match event:
         case ev.SimClaimed():
             if sim.state in FINISHED or event.attempt <= sim.attempt:
@@ -249,13 +250,18 @@ def evolve(sim: SimState, event: SimLife) -> SimState:
             assert_never(event)
 
 
-def _sibling(sim: SimState, event: ev.SimEvent) -> SimState:
-    """A chunk after an event of another chunk (or of the sim whole): only another chunk of
-    the same sim failing changes it, stopping it."""
-    failed = isinstance(event, ev.SimFinished) and event.outcome == "failed" and event.sim_id == sim.sim_id
-    if not failed or sim.chunk is None or sim.state in FINISHED:
-        return sim
-    return msgspec.structs.replace(sim, state="cancelled")
+def evolve_split(chunks: Sequence[SimState], event: SimLife) -> list[SimState]:
+    """A split sim's chunks after `event`: the chunk it is about evolves (a cancel, all of
+    them), and once one fails by it, every other unfinished chunk is stopped."""
+    after = [evolve(chunk, event) for chunk in chunks]
+    if any(a.state == "failed" and b.state != "failed" for a, b in zip(after, chunks)):
+        return [stopped(chunk) for chunk in after]
+    return after
+
+
+def stopped(chunk: SimState) -> SimState:
+    """A chunk stopped because another chunk of its sim failed: the sim failed with it."""
+    return chunk if chunk.finished else msgspec.structs.replace(chunk, state="cancelled")
 
 
 def latest(

@@ -361,7 +361,7 @@ class Runner:
             for sibling in siblings:
                 if not report.sim.finished:
                     _, last = await self._last_life(job.run_id, job.sim_id, sibling)
-                    if last is not None:
-                        report.observe(last)  # another chunk failed: the sim did, and this chunk stops
+                    if sims.latest(job.run_id, job.sim_id, last, sibling).state == "failed":
+                        report.sim = sims.stopped(report.sim)  # the sim failed with it: this chunk stops
             if not report.current or report.sim.finished:
                 stop.request()

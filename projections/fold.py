@@ -597,14 +597,13 @@ def _chunks_evolve(b: _Batch, seq: int, sim: SimRow, e: life.SimLife, fields: di
     assert sim.split is not None
     split = _splits.decode(sim.split)
     chunks = list(split.chunks)
-    for i, chunk in enumerate(chunks):
-        before = _chunk_life(sim, i, chunk)
-        after = life.evolve(before, e)
-        if after is before:
+    lives = [_chunk_life(sim, i, chunk) for i, chunk in enumerate(chunks)]
+    for i, (chunk, before, after) in enumerate(zip(split.chunks, lives, life.evolve_split(lives, e))):
+        if after == before:
             continue
         changed: dict[str, object] = {"state": after.state, "attempt": after.attempt, "runner_id": after.runner_id, "host": after.host}
         if isinstance(e, ev.SimClaimed):  # a new attempt of the chunk starts over
-            changed |= {"kernels_done": 0, "gpu_tot_sim_cycle": None, "gpu_tot_sim_insn": None, "sim_rate_ips": None}
+            changed |= {"kernels_done": 0, "gpu_tot_sim_cycle": None, "gpu_tot_sim_insn": None, "sim_rate_ips": None, "last_heartbeat_at": None}
         if isinstance(e, ev.SimFinished) and e.chunk == i:
             changed |= {"error": e.error, "exit_code": e.exit_code}
         chunks[i] = msgspec.structs.replace(chunk, **changed)
