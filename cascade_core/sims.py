@@ -57,8 +57,7 @@ class SimState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
     @property
     def name(self) -> str:
-        """The sim, or its chunk, as event ids name it."""
-        return self.sim_id if self.chunk is None else f"{self.sim_id}.c{self.chunk}"
+        return chunk_name(self.sim_id, self.chunk)
 
     @property
     def finished(self) -> bool:
@@ -68,6 +67,17 @@ class SimState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     def under_way(self) -> bool:
         """Claimed and not finished: the current attempt's runner holds it, or was lost."""
         return self.attempt != 0 and self.state not in FINISHED
+
+
+def chunk_name(sim_id: str, chunk: int | None) -> str:
+    """A sim, or a chunk of it, as event ids, a runner's list of what it runs and its logs
+    name it."""
+    return sim_id if chunk is None else f"{sim_id}.c{chunk}"
+
+
+def names_sim(name: str, sim_id: str) -> bool:
+    """Whether `chunk_name` gave `name` for the sim or one of its chunks."""
+    return name == sim_id or name.startswith(f"{sim_id}.c")
 
 
 class Outcome(msgspec.Struct, frozen=True):

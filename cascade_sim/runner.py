@@ -66,7 +66,7 @@ Handled = Literal["done", "hand back", "leave"]
 
 def held_name(request: ev.SimQueued) -> str:
     """What a runner holds, as it lists it among its running: a sim, or a chunk of one."""
-    return request.sim_id if request.chunk is None else f"{request.sim_id}.c{request.chunk}"
+    return sims.chunk_name(request.sim_id, request.chunk)
 
 
 class Slot:

@@ -45,7 +45,7 @@ class Job(msgspec.Struct, frozen=True):
     @property
     def name(self) -> str:
         """The sim, or its chunk, as ids and logs name it."""
-        return self.sim_id if self.chunk is None else f"{self.sim_id}.c{self.chunk.index}"
+        return sims.chunk_name(self.sim_id, None if self.chunk is None else self.chunk.index)
 
     def file_name(self, name: str) -> str:
         """A file of the attempt as the sim's files list it: a chunk's are its own."""
