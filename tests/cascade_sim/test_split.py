@@ -1,14 +1,22 @@
 """Split sims end to end: a real service and runner on a real nats-server, driving the fake
 simulator, which replays per-chunk logs recorded from the real Accel-Sim
-(tests/fake_accelsim/recorded). A split sim answers every route as the same sim run whole
-does, but for what the chunks really change: what the simulator printed (each chunk's own
-log, with its own configuration dump), and the per-kernel cycles where a chunk starts cold.
+(tests/fake_accelsim/recorded).
 
-The combo trace split per kernel with 2 warm-up launches is, by measurement, exact: every
-kernel's cycles, instructions and IPC, and the totals, equal the sequential run's."""
+The combo trace split per kernel with 2 warm-up launches is, by measurement, exact, so its
+answers are compared with the sim run whole exactly: the sim's state, error, exit code,
+kernel counts and totals (all but `sim_rate_ips`, the simulators' own speed); every kernel's
+index, launch uid, name, cycles, instructions, IPC and time; the `gpu_tot_*` of each kernel's
+stats map and the order of its keys; the run's comparison and Perfetto trace (ids aside).
+What the chunks really change is not compared but checked for what it is: the log is each
+chunk's own output (each prints its own configuration dump), chunk after chunk under a
+marker line; the files are each chunk's, named for it; the rest of a stats map (counters
+that run over a simulator's whole run) is each chunk's own. Without warm-up the cycles are
+the real chunks' (a cold first kernel), as recorded.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -105,6 +113,14 @@ def test_a_split_sim_answers_every_route_as_the_sim_run_whole(client: TestClient
     ]
     assert log.index("kernelslist.k1-1.g") < log.index(marks[1]) < log.index("kernelslist.w1_k2-2.g") < log.index(marks[2])
     assert log.count("GPGPU-Sim: *** exit detected ***") == 3
+
+    # The run's comparison and Perfetto trace: the same, ids aside.
+    def as_whole(path: str) -> object:
+        text = client.get(path.format(split["id"])).text
+        return json.loads(text.replace(split["id"], whole["id"]).replace(s["id"], w["id"]))
+
+    for path in ("/api/runs/{}/comparison", "/api/runs/{}/perfetto"):
+        assert as_whole(path) == client.get(path.format(whole["id"])).json(), path
 
     # Files: each chunk's own, named for it.
     names = sorted(f["name"] for f in client.get(f"/api/sims/{s['id']}/files").json())
