@@ -38,12 +38,14 @@ async def create_run(c: Cascade, body: RunCreate) -> str:
     return await decided(c, create)
 
 
-async def _free_slots(c: Cascade, body: RunCreate) -> int:
-    """The free slots of the live runners, for an entry split "auto" (asked only then)."""
-    if not any(entry.split == "auto" for entry in body.entries):
-        return 1
+async def _free_slots(c: Cascade, body: RunCreate) -> dict[str, int]:
+    """The free slots of the live runners, by config they have, for entries split "auto"
+    (asked only then)."""
+    auto = {entry.gpu_config for entry in body.entries if entry.split == "auto"}
+    if not auto:
+        return {}
     runners = await c.runners() or []
-    return max(1, sum(max(0, r.slots - len(r.running)) for r in runners))
+    return {config: sum(max(0, r.slots - len(r.running)) for r in runners if config in r.configs) for config in auto}
 
 
 async def cancel_run(c: Cascade, run_id: str) -> None:

@@ -54,7 +54,9 @@ class CreateRun(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     sim_ids: Sequence[str]  # one fresh id per sim: the sum of the entries' counts
     body: RunCreate
-    free_slots: int = 1  # of the live runners, now: what a split "auto" spreads a sim over
+    # Free slots now, by config, of the live runners that have it: what a split "auto" spreads
+    # a sim over (a config missing counts one).
+    free_slots: Mapping[str, int] = {}
 
 
 class CancelRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -104,7 +106,7 @@ def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConf
     sims = []
     for entry in cmd.body.entries:
         first = replicas.get(entry.gpu_config, 0)
-        split = _split(entry.split, trace.kernel_count, cmd.free_slots)
+        split = _split(entry.split, trace.kernel_count, cmd.free_slots.get(entry.gpu_config, 1))
         sims += [ev.SimSpec(next(ids), entry.gpu_config, first + i, split) for i in range(entry.count)]
         replicas[entry.gpu_config] = first + entry.count
     created = ev.RunCreated(
