@@ -658,23 +658,28 @@ def _chunk_heartbeat(b: _Batch, seq: int, sim: SimRow, split: SplitRow, e: ev.Si
     assert e.chunk is not None
     count = e.line_count
     changes: dict[str, Any] = {}
+    chunks = list(split.chunks)
+    chunk = chunks[e.chunk]
     if count:
         chunk_rows = LogChunkRow(sim_id=sim.id, attempt=sim.attempt, first_line_seq=e.first_line_seq, line_count=count, text=e.log)
         b.checked["sim_log"].append(chunk_rows)
-        changes["log_tail"] = (sim.log_tail + e.log.rsplit("\n", LOG_TAIL)[-LOG_TAIL:])[-LOG_TAIL:]
-        changes["log_seq"] = max(sim.log_seq, e.first_line_seq + count - 1)
-    chunk = split.chunks[e.chunk]
+        fresh_from = max(0, chunk.log_seq + 1 - e.first_line_seq)  # lines before it were recorded already
+        if fresh_from < count:
+            last = e.first_line_seq + count - 1
+            changes["log_tail"] = (sim.log_tail + e.log.rsplit("\n", LOG_TAIL)[-min(LOG_TAIL, count - fresh_from) :])[-LOG_TAIL:]
+            changes["log_seq"] = max(sim.log_seq, last)
+            chunks[e.chunk] = chunk = msgspec.structs.replace(chunk, log_seq=last)
     if chunk.last_heartbeat_at is None or e.at > chunk.last_heartbeat_at:
         latest = e.latest
-        chunks = list(split.chunks)
         chunks[e.chunk] = msgspec.structs.replace(
             chunk, last_heartbeat_at=e.at, kernels_done=e.kernels_done, gpu_tot_sim_cycle=latest.gpu_tot_sim_cycle,
             gpu_tot_sim_insn=latest.gpu_tot_sim_insn, sim_rate_ips=latest.sim_rate_ips,
         )
-        changes |= {"split": _json.encode(msgspec.structs.replace(split, chunks=chunks)).decode()}
         changes |= {"kernels_done": sum(c.kernels_done for c in chunks), **_summed(chunks)}
         if sim.last_heartbeat_at is None or e.at > sim.last_heartbeat_at:
             changes |= {"last_heartbeat_at": e.at, "current_kernel": e.current_kernel}
+    if chunks != split.chunks:
+        changes["split"] = _json.encode(msgspec.structs.replace(split, chunks=chunks)).decode()
     if changes:
         b.put_sim(seq, sim, msgspec.structs.replace(sim, seq=seq, **changes))
 

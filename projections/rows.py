@@ -128,6 +128,7 @@ class ChunkRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     gpu_tot_sim_insn: float | None = None
     sim_rate_ips: float | None = None
     last_heartbeat_at: datetime | None = None
+    log_seq: int = 0  # the highest log line sequence of the chunk recorded
 
 
 class SplitRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):

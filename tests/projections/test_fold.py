@@ -148,3 +148,8 @@ def test_a_split_sims_chunk_retried_after_a_lost_runner_keeps_each_kernel_once()
     assert [(c["state"], c["attempt"]) for c in json.loads(split_json)["chunks"]] == [("succeeded", 2), ("succeeded", 1)]
     log = [text for (text,) in con.execute("SELECT text FROM sim_log ORDER BY first_line_seq").fetchall()]
     assert log == ["chunk 0 attempt 1", "chunk 0 attempt 2", "chunk 1 attempt 1"]
+    assert con.execute("SELECT log_tail FROM sims").fetchone() == (log,)  # type: ignore[comparison-overlap]
+    # Every event applied again, later (JetStream deduplicates only within its window): nothing changes.
+    items = list(enumerate(history, 1))
+    again = project(items + list(enumerate(history, len(items) + 1)), slot=1)
+    assert dump(again, with_checkpoint=False) == dump(con, with_checkpoint=False)
