@@ -166,3 +166,29 @@ def test_a_failed_chunk_fails_the_sim_with_its_error(client: TestClient) -> None
     assert sim["error"].startswith("chunk 1 of 2: launches 1-2: "), sim["error"]
     states = {c["index"]: c["state"] for c in sim["split"]["chunks"]}
     assert states[0] == "failed"
+
+
+def test_the_run_event_stream_shows_the_chunks_advance(client: TestClient) -> None:
+    os.environ["CASCADE_FAKE_ACCELSIM_PACE"] = "1"  # each chunk's kernel a second before it ends
+    try:
+        run_id = run(client, {"kernels_per_chunk": 1, "warmup": 0})
+        events: list[tuple[str, Any]] = []
+        with client.stream("GET", f"/api/runs/{run_id}/events") as response:
+            fields: dict[str, str] = {}
+            for line in response.iter_lines():
+                if not line:
+                    if "data" in fields:
+                        events.append((fields["event"], json.loads(fields["data"])))
+                    fields = {}
+                elif not line.startswith(":"):
+                    name, _, value = line.partition(": ")
+                    fields[name] = value
+    finally:
+        del os.environ["CASCADE_FAKE_ACCELSIM_PACE"]
+    assert events[0][0] == "snapshot" and events[-1][0] == "run" and events[-1][1]["state"] == "succeeded"
+    assert sorted(data["kernel_launch_uid"] for kind, data in events if kind == "kernel") == [1, 2, 3]
+    chunk_states = [tuple(c["state"] for c in data["split"]["chunks"]) for kind, data in events if kind == "sim"]
+    assert chunk_states[-1] == ("succeeded",) * 3
+    assert any("succeeded" in states and set(states) != {"succeeded"} for states in chunk_states), chunk_states
+    done = [data["kernels_done"] for kind, data in events if kind == "sim"]
+    assert done == sorted(done) and done[-1] == 3
