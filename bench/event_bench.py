@@ -1,7 +1,10 @@
 """Event log throughput: raw pipelined publishing, end to end through the projector into
 DuckDB, and replay into a fresh DuckDB, all against the embedded nats-server.
 
-    .venv/bin/python bench/event_bench.py [--events 200000]
+    .venv/bin/python bench/event_bench.py [--events 200000] [--sync-interval always|2m]
+
+`--sync-interval` is the embedded server's (`cascade serve --nats-sync-interval`): `always`,
+Cascade's default, syncs the store to disk on every write; `2m` is nats-server's own default.
 
 The publisher runs in its own process (as the runner does); the projector runs here (as in
 `cascade serve`). Events are small runner facts: heartbeats carrying one log line and kernel
@@ -90,8 +93,8 @@ def publisher_process(url: str, n: int, start: int = 0) -> tuple[float, float]:
     return float(rate), float(began)
 
 
-async def main(n: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp, server.running(Path(tmp) / "js") as nats_server:
+async def main(n: int, sync_interval: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp, server.running(Path(tmp) / "js", sync_interval=sync_interval) as nats_server:
         nc = await nats.connect(nats_server.url)
         store = EventStore(nc)
         await store.ensure_stream()
@@ -122,7 +125,7 @@ async def main(n: int) -> None:
         replay_us = (time.process_time() - cpu) / total * 1e6
         await nc.close()
 
-    print(f"events per run: {n:,} (heartbeat {size[0]} B, kernel result {size[1]} B as JSON)")
+    print(f"events per run: {n:,} (heartbeat {size[0]} B, kernel result {size[1]} B as JSON), sync_interval {sync_interval}")
     print(f"raw pipelined publish, no projector:     {raw_rate:>9,.0f} events/s")
     print(f"end to end (publish -> DuckDB queryable): {e2e_rate:>9,.0f} events/s  ({e2e_rate / raw_rate:.0%} of raw publish; publisher alongside: {publish_rate:,.0f}/s)")
     print(f"replay into a fresh DuckDB ({total:,} events): {replay_rate:>9,.0f} events/s")
@@ -137,4 +140,6 @@ if __name__ == "__main__":
     else:
         parser = argparse.ArgumentParser()
         parser.add_argument("--events", type=int, default=200_000)
-        asyncio.run(main(parser.parse_args().events))
+        parser.add_argument("--sync-interval", default=server.SYNC_ALWAYS, help="the embedded server's: always, or a duration such as 2m")
+        args = parser.parse_args()
+        asyncio.run(main(args.events, args.sync_interval))

@@ -13,6 +13,7 @@ from typing import Annotated
 import msgspec
 
 from cascade_core.limits import Expansion
+from cascade_nats.access import Access, AccessError, parse
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -21,6 +22,9 @@ DEFAULT_MAX_UPLOAD_BYTES = 64 * 1024**3
 EXPANDED_PER_UPLOAD_BYTE = 4
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
+# How often the embedded nats-server syncs its store to disk: on every write, or after a
+# duration (nats-server's own default is 2m; a power loss then loses what was acked since).
+SyncInterval = Annotated[str, msgspec.Meta(pattern=r"^(always|[0-9]+(ms|s|m|h))$")]
 
 # The data dir's secrets: the API token, and the password of the embedded nats-server's user.
 TOKEN_FILE = "token"
@@ -36,7 +40,15 @@ class Settings(msgspec.Struct, kw_only=True):
     port: int = DEFAULT_PORT
     token: str | None = None
     data_dir: Path = Path(".cascade")
-    nats_url: str | None = None
+    nats_url: str | None = None  # one URL, or several comma-separated (a cluster)
+    # TLS and logins besides what a URL carries (user:password@, token@); `cascade_nats.access`
+    nats_ca: Path | None = None
+    nats_cert: Path | None = None
+    nats_key: Path | None = None
+    nats_nkey: Path | None = None
+    nats_creds: Path | None = None
+    replicas: Positive | None = None  # None: the cluster's size, up to 3 (1 for one server)
+    nats_sync_interval: SyncInterval = "always"
     accelsim_dir: Path | None = None
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     max_expanded_bytes: Positive | None = None  # None: EXPANDED_PER_UPLOAD_BYTE x max_upload_bytes
@@ -50,6 +62,11 @@ class Settings(msgspec.Struct, kw_only=True):
     sim_timeout_s: float | None = None
     runner_lease_s: float = 30.0  # a runner that goes quiet this long loses its sims to another
     samples: bool = True
+    # What one query of `POST /api/sql` may take: its time, and its answer's rows and bytes
+    # (the answer is made whole before it is sent, so that a limit can still be answered).
+    sql_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    sql_max_rows: Positive = 1_000_000
+    sql_max_bytes: Positive = 64 << 20
 
     def __post_init__(self) -> None:
         # The simulator runs in a directory of its own, and a path is logged or stored for
@@ -57,6 +74,9 @@ class Settings(msgspec.Struct, kw_only=True):
         self.data_dir = absolute(self.data_dir)
         if self.accelsim_dir is not None:
             self.accelsim_dir = absolute(self.accelsim_dir)
+        for field in NATS_FILES:
+            if (path := getattr(self, field)) is not None:
+                setattr(self, field, absolute(path))
 
     @property
     def db_path(self) -> Path:
@@ -79,6 +99,23 @@ class Settings(msgspec.Struct, kw_only=True):
     def nats_password_path(self) -> Path:
         return self.data_dir / NATS_PASSWORD_FILE
 
+    @property
+    def nats_files(self) -> dict[str, Path]:
+        """The TLS and credential files set, by setting."""
+        return {field: path for field in NATS_FILES if (path := getattr(self, field)) is not None}
+
+    def nats_access(self) -> Access:
+        """How to reach the configured NATS and log in there."""
+        assert self.nats_url is not None
+        files = {f"{field.removeprefix('nats_')}_file": path for field, path in self.nats_files.items()}
+        try:
+            return parse(self.nats_url, **files)
+        except AccessError as err:
+            raise ConfigError(str(err)) from err
+
+
+NATS_FILES = ("nats_ca", "nats_cert", "nats_key", "nats_nkey", "nats_creds")
+
 
 ENV = {
     "host": "CASCADE_HOST",
@@ -86,6 +123,13 @@ ENV = {
     "token": "CASCADE_TOKEN",
     "data_dir": "CASCADE_DATA_DIR",
     "nats_url": "CASCADE_NATS_URL",
+    "nats_ca": "CASCADE_NATS_CA",
+    "nats_cert": "CASCADE_NATS_CERT",
+    "nats_key": "CASCADE_NATS_KEY",
+    "nats_nkey": "CASCADE_NATS_NKEY",
+    "nats_creds": "CASCADE_NATS_CREDS",
+    "replicas": "CASCADE_REPLICAS",
+    "nats_sync_interval": "CASCADE_NATS_SYNC_INTERVAL",
     "accelsim_dir": "CASCADE_ACCELSIM_DIR",
     "max_upload_bytes": "CASCADE_MAX_UPLOAD_BYTES",
     "max_expanded_bytes": "CASCADE_MAX_EXPANDED_BYTES",
@@ -95,6 +139,9 @@ ENV = {
     "runner_slots": "CASCADE_RUNNER_SLOTS",
     "sim_timeout_s": "CASCADE_SIM_TIMEOUT",
     "runner_lease_s": "CASCADE_RUNNER_LEASE",
+    "sql_timeout_s": "CASCADE_SQL_TIMEOUT",
+    "sql_max_rows": "CASCADE_SQL_MAX_ROWS",
+    "sql_max_bytes": "CASCADE_SQL_MAX_BYTES",
 }
 
 

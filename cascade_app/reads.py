@@ -25,13 +25,13 @@ def _with_cursor(c: Cascade, query: Callable[..., T], args: tuple[Any, ...]) -> 
         return query(con, *args)
 
 
-async def read(c: Cascade, query: Callable[..., T], *args: Any) -> T:
-    """`query(cursor, *args)`, run in a worker thread.
+async def read(c: Cascade, query: Callable[..., T], *args: Any, limiter: anyio.CapacityLimiter | None = None) -> T:
+    """`query(cursor, *args)`, run in a worker thread (one `limiter` lets run, if given).
 
     While the read model is rebuilt, reads go to the old one, which may lack a table or column
     this version reads: such a read is answered once the rebuild is done."""
     try:
-        return await anyio.to_thread.run_sync(_with_cursor, c, query, args)
+        return await anyio.to_thread.run_sync(_with_cursor, c, query, args, limiter=limiter)
     except (duckdb.CatalogException, duckdb.BinderException) as err:
         if c.read_model.rebuild is None:
             raise

@@ -25,9 +25,13 @@ from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision
 from cascade_sim import registry
 from cascade_sim.install import AccelSimInstall
+from projections.queries import stats_maps
 from projections.rebuild import ReadModel
 
 NATS_ANSWER_S = 2.0  # how long a read that asks NATS (health, live runners) waits for it
+# People's SQL queries at once (`POST /api/sql`): each may keep DuckDB's threads busy for its
+# whole time limit, and the projector must still get its turn. Others wait.
+SQL_QUERIES_AT_ONCE = 2
 RUNNERS_FRESH_S = 1.0  # the live runners are asked again after this long
 
 
@@ -54,16 +58,19 @@ class Cascade:
         self.gpu_configs: list[GpuConfig] = install.configs() if install is not None else []
         self.step_timelines = StepTimelines(objects)
         self.comparisons: Lru[Hashable, Comparison] = Lru(64)
+        self.stat_names = stats_maps.Names()
+        self.sql_queries = anyio.CapacityLimiter(SQL_QUERIES_AT_ONCE)
         self.supervision = supervision
         self.uploading: set[str] = set()  # ids of the traces this process is receiving now
         self._kv: KeyValue | None = None
         self._runners: tuple[float, list[Runner]] | None = None
-        read_model.after_swap(self._forget_comparisons)
+        read_model.after_swap(self._forget_answers)
 
-    def _forget_comparisons(self) -> None:
-        """Comparisons kept from a read model another version built: the rebuilt one may
-        differ. A read still on the old one keeps its cache to itself."""
+    def _forget_answers(self) -> None:
+        """Comparisons and stat names kept from a read model another version built: the
+        rebuilt one may differ. A read still on the old one keeps its own to itself."""
         self.comparisons = Lru(64)
+        self.stat_names = stats_maps.Names()
 
     def gpu_config(self, name: str) -> GpuConfig | None:
         return next((c for c in self.gpu_configs if c.name == name), None)

@@ -9,6 +9,7 @@
     cascade trace timing TRACE FILE   attach real kernel timing to a ready trace
     cascade run TRACE CONFIG[xN]... [--watch], run show RUN, run cancel RUN, runs, results RUN
                        runs through the API (`runs_cli`)
+    cascade sql SELECT, export RUN   the read model's rows through the API (`data_cli`)
 
 An unusable setting ends the command with one line `cascade: error: ...` and exit status 2;
 a reader that stops reading (`| head`) ends it quietly with status 141, as SIGPIPE would.
@@ -23,12 +24,16 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from cascade_app.config import ConfigError, Settings, absolute, check_accelsim_dir, resolve
-from cascade_cli import locate, runs_cli
+from cascade_app.config import NATS_FILES, ConfigError, Settings, absolute, check_accelsim_dir, resolve
+from cascade_cli import data_cli, locate, runs_cli
 from cascade_process import datadir, event_log, logs
+
+if TYPE_CHECKING:
+    from projections.replay import Verification
 
 # Commands that write a data dir (or a worker's work dir, or a replayed read model): what they
 # make is their user's alone, and so is what the embedded nats-server they start makes.
@@ -40,7 +45,19 @@ def _common(parser: argparse.ArgumentParser, *, api: bool = False) -> None:
         locate.add_arguments(parser)
     else:
         parser.add_argument("--data-dir", help="where the read model and the embedded NATS store live (CASCADE_DATA_DIR)")
-    parser.add_argument("--nats-url", help="use this NATS server or cluster instead of the embedded one (CASCADE_NATS_URL)")
+    _nats(parser, "use this NATS server or cluster instead of the embedded one")
+
+
+def _nats(parser: argparse.ArgumentParser, what: str) -> None:
+    """Where NATS is and how to log in there (`cascade_nats.access`)."""
+    parser.add_argument(
+        "--nats-url", help=f"{what}: URLs comma-separated, nats:// or tls://, a user:password@ or token@ in them (CASCADE_NATS_URL)"
+    )
+    parser.add_argument("--nats-ca", help="the CA file that NATS servers' TLS certificates are checked against (CASCADE_NATS_CA)")
+    parser.add_argument("--nats-cert", help="a client certificate to present to NATS (CASCADE_NATS_CERT)")
+    parser.add_argument("--nats-key", help="the client certificate's key (CASCADE_NATS_KEY)")
+    parser.add_argument("--nats-nkey", help="log in to NATS with the nkey seed in this file (CASCADE_NATS_NKEY)")
+    parser.add_argument("--nats-creds", help="log in to NATS with this .creds file: a user JWT and its seed (CASCADE_NATS_CREDS)")
 
 
 def _json(parser: argparse.ArgumentParser, what: str) -> None:
@@ -96,6 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--accelsim-dir", help="an Accel-Sim install (CASCADE_ACCELSIM_DIR)")
     serve.add_argument("--no-runner", dest="runner", action="store_const", const=False, help="do not run sims here")
     serve.add_argument("--runner-slots", type=int, help="sims this process runs at once (CASCADE_RUNNER_SLOTS)")
+    serve.add_argument(
+        "--replicas", type=int,
+        help="copies JetStream keeps of the event stream, the runners' bucket and the object store (CASCADE_REPLICAS; "
+        "default: the cluster's servers, up to 3; never fewer than a stream has)",
+    )
+    serve.add_argument(
+        "--nats-sync-interval",
+        help="how often the embedded nats-server syncs its store to disk: always (the default: nothing acked is lost "
+        "on power loss) or a duration such as 2m (CASCADE_NATS_SYNC_INTERVAL)",
+    )
 
     replay = sub.add_parser("replay", help="rebuild a read model from the event log, or verify the live one")
     _common(replay, api=True)
@@ -105,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--force", action="store_true", help="overwrite --db if it exists")
 
     worker = sub.add_parser("worker", help="run sims on this machine for a Cascade cluster (needs only NATS)")
-    worker.add_argument("--nats-url", help="the cluster's NATS (CASCADE_NATS_URL)")
+    _nats(worker, "the cluster's NATS")
     worker.add_argument("--accelsim-dir", help="the local Accel-Sim install (CASCADE_ACCELSIM_DIR)")
     worker.add_argument("--slots", dest="runner_slots", type=int, help="sims at once (default: CPU cores)")
     worker.add_argument("--work-dir", default=".cascade-worker", help="working directories and the trace cache")
@@ -167,6 +194,17 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_argument("run_id", metavar="RUN", help="a run's id")
     results.add_argument("-o", "--output", metavar="DIR", help="where to write them (default: ./RUN)")
     locate.add_arguments(results)
+
+    sql = sub.add_parser("sql", help="run one SELECT on the live read model (README: Querying the read model)")
+    sql.add_argument("query", metavar="SQL", help='one SELECT, such as "SELECT * FROM stats LIMIT 10"')
+    sql.add_argument("--format", choices=data_cli.FORMATS, default="table", help="a table to read (default), csv, json or parquet")
+    sql.add_argument("-o", "--output", metavar="FILE", help="write the answer to FILE instead of stdout")
+    locate.add_arguments(sql)
+
+    export = sub.add_parser("export", help="a run's rows as Parquet files: runs, sims, kernels, kernel_stats, timing")
+    export.add_argument("run_id", metavar="RUN", help="a run's id")
+    export.add_argument("-o", "--output", metavar="DIR", help="where to write them (default: ./RUN)")
+    locate.add_arguments(export)
     return parser
 
 
@@ -194,7 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    flags = {k: getattr(args, k, None) for k in ("host", "port", "data_dir", "nats_url", "accelsim_dir", "runner", "runner_slots")}
+    names = ("host", "port", "data_dir", "accelsim_dir", "runner", "runner_slots", "replicas", "nats_url", "nats_sync_interval", *NATS_FILES)
+    flags = {k: getattr(args, k, None) for k in names}
     return resolve(flags)
 
 
@@ -222,7 +261,7 @@ def worker(args: argparse.Namespace) -> int:
     # The simulator runs in a directory of its own: the paths it gets must be absolute.
     work_dir = absolute(Path(args.work_dir))
     with datadir.lock(work_dir, "work dir"):
-        asyncio.run(event_log.check_nats(settings.nats_url))
+        asyncio.run(event_log.check_nats(settings.nats_access()))
         asyncio.run(work(settings, work_dir))
     return 0
 
@@ -247,8 +286,8 @@ async def _replay_to(settings: Settings, db: Path) -> int:
 
     from projections.replay import replay_file
 
-    with event_log.for_reading(settings) as url:
-        async with event_log.open_store(url) as store:
+    with event_log.for_reading(settings) as access:
+        async with event_log.open_store(access) as store:
             started = time.perf_counter()
             seq = await replay_file(store, db)
             elapsed = time.perf_counter() - started
@@ -271,9 +310,10 @@ def _verify(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if report.equal else 1
 
 
-async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
+async def _verify_offline(settings: Settings) -> Verification:
     import duckdb
 
+    from projections.database import open_database
     from projections.replay import verify
     from projections.version import Outdated
 
@@ -281,12 +321,12 @@ async def _verify_offline(settings: Settings):  # type: ignore[no-untyped-def]
         raise ConfigError(f"no read model at {settings.db_path}")
     with datadir.lock(settings.data_dir):
         try:
-            con = duckdb.connect(str(settings.db_path))
+            con = open_database(settings.db_path)
         except duckdb.IOException as err:
             raise ConfigError(f"read model {settings.db_path}: in use by another process ({err})") from err
         try:
             with event_log.configured_or_embedded(settings) as nats:
-                async with event_log.open_store(nats.url) as store:
+                async with event_log.open_store(nats.access) as store:
                     return await verify(store, con.cursor())
         except Outdated as why:
             raise ConfigError(f"read model {settings.db_path} {why.reason}; `cascade serve` rebuilds it from the log") from why
@@ -311,8 +351,8 @@ async def _events(settings: Settings, aggregate_id: str, *, as_json: bool) -> in
     from cascade_nats.store import Stored
 
     found = 0
-    with event_log.for_reading(settings) as url:
-        async with event_log.open_store(url) as store:
+    with event_log.for_reading(settings) as access:
+        async with event_log.open_store(access) as store:
             for subject in (subjects.trace(aggregate_id), subjects.run_history(aggregate_id), subjects.sim_history(aggregate_id)):
                 async for item in store.history(subject):
                     found += 1
@@ -374,4 +414,6 @@ COMMANDS = {
     "runs": runs_cli.list_runs,
     "compare": runs_cli.compare,
     "results": runs_cli.results,
+    "sql": data_cli.sql,
+    "export": data_cli.export,
 }

@@ -71,7 +71,7 @@ def _print(lines: Sequence[str], out: TextIO | None = None) -> None:
     print("\n".join(lines), file=out or sys.stdout, flush=True)
 
 
-def _id(value: str) -> str:
+def quoted_id(value: str) -> str:
     """An id as one path segment of a URL."""
     return quote(value, safe="")
 
@@ -122,16 +122,16 @@ def list_runs(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
-    return _answer(args, api_client(args).get(f"/api/runs/{_id(args.run_id)}"), RunDetail, runs_text.run_text)
+    return _answer(args, api_client(args).get(f"/api/runs/{quoted_id(args.run_id)}"), RunDetail, runs_text.run_text)
 
 
 def cancel(args: argparse.Namespace) -> int:
-    raw = api_client(args).post(f"/api/runs/{_id(args.run_id)}/cancel")
+    raw = api_client(args).post(f"/api/runs/{quoted_id(args.run_id)}/cancel")
     return _answer(args, raw, RunDetail, lambda run: [f"run {run.id} {run.state}: {runs_text.counts(run.sim_counts)}"])
 
 
 def compare(args: argparse.Namespace) -> int:
-    raw = api_client(args).get(f"/api/runs/{_id(args.run_id)}/comparison")
+    raw = api_client(args).get(f"/api/runs/{quoted_id(args.run_id)}/comparison")
     return _answer(args, raw, Comparison, runs_text.comparison_table)
 
 
@@ -147,7 +147,7 @@ def results(args: argparse.Namespace) -> int:
         DIR/<sim>/files/<name>
     """
     client = api_client(args)
-    run = _id(args.run_id)
+    run = quoted_id(args.run_id)
     detail = run_watch.get_run(client, args.run_id)
     files = msgspec.json.decode(client.get(f"/api/runs/{run}/files"), type=list[RunFile])
     if detail.state == "active":
@@ -156,10 +156,10 @@ def results(args: argparse.Namespace) -> int:
     saved = [_save(client, f"/api/runs/{run}/results", out, "results.json")]
     for sim in detail.sims:
         sim_dir = out / _safe(sim.id)
-        saved.append(_save(client, f"/api/sims/{_id(sim.id)}/results", sim_dir, "results.json"))
-        saved.append(_save(client, f"/api/sims/{_id(sim.id)}/log", sim_dir, "simulator.log"))
+        saved.append(_save(client, f"/api/sims/{quoted_id(sim.id)}/results", sim_dir, "results.json"))
+        saved.append(_save(client, f"/api/sims/{quoted_id(sim.id)}/log", sim_dir, "simulator.log"))
         for file in (f for f in files if f.sim_id == sim.id):
-            saved.append(_save(client, f"/api/sims/{_id(sim.id)}/files/{_id(file.name)}", sim_dir / "files", _safe(file.name)))
+            saved.append(_save(client, f"/api/sims/{quoted_id(sim.id)}/files/{quoted_id(file.name)}", sim_dir / "files", _safe(file.name)))
     print(f"{len(saved)} files, {sum(saved):,} bytes, in {out}")
     return 0
 

@@ -243,6 +243,48 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ] = None
 
 
+# A run's stats by name (GET /api/runs/{run_id}/stats and .../stats/values): Cascade's own,
+# past the reference. Names are docs/stats-naming.md's; `[*]` in a name stands for any index.
+
+
+class StatName(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    kernels: Annotated[dict[str, int], msgspec.Meta(description="Per config: how many of the run's kernels (by kernel_index) have it.")]
+
+
+class StatTable(msgspec.Struct, frozen=True, kw_only=True):
+    name: Annotated[str, msgspec.Meta(description="A per-unit table: the matching names with each index as [*], e.g. L2_cache_bank[*].Miss_rate.")]
+    stats: Annotated[int, msgspec.Meta(description="How many names it covers.")]
+
+
+class StatCatalogue(msgspec.Struct, frozen=True, kw_only=True):
+    names: Annotated[list[StatName], msgspec.Meta(description="The first of the names matching q, by name (indices as numbers).")]
+    tables: Annotated[list[StatTable], msgspec.Meta(description="Every per-unit table among all the names matching q, sorted.")]
+    truncated: Annotated[bool, msgspec.Meta(description="More names match than `names` holds.")]
+
+
+class StatValuesRow(msgspec.Struct, frozen=True, kw_only=True):
+    kernel_index: int
+    kernel_name: Annotated[str, msgspec.Meta(description="From the first of the config's replicas that has the stat.")]
+    gpu_config: str
+    units: Annotated[list[int], msgspec.Meta(description="The indices the name's [*] matched, in order; empty without [*].")]
+    replicas: Annotated[int, msgspec.Meta(description="The config's replicas whose stats have this kernel's value.")]
+    median: Annotated[
+        float | None,
+        msgspec.Meta(description="The median over those replicas of the finite numbers; null when none is one (nan, inf, none)."),
+    ]
+    min: float | None
+    max: float | None
+
+
+class StatValues(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    configs: list[str]
+    stats: Annotated[list[str], msgspec.Meta(description="The names the run's kernels have that match, by their indices.")]
+    rows: Annotated[list[StatValuesRow], msgspec.Meta(description="By kernel_index, config (the run's entry order), then units.")]
+    truncated: Annotated[bool, msgspec.Meta(description="More rows match than the answer holds.")]
+
+
 class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True):
     """Real timing attached to a trace (`PUT /api/traces/{trace_id}/real-timing`)."""
 
@@ -332,6 +374,31 @@ class ParkedEvent(msgspec.Struct, frozen=True, kw_only=True):
     event_type: str | None
     error: str
     parked_at: datetime
+
+
+SqlFormat = Literal["arrow", "csv", "json", "parquet"]  # in msgspec's order, which is pydantic's then
+
+
+class SqlQuery(msgspec.Struct, frozen=True, kw_only=True):
+    sql: Annotated[str, msgspec.Meta(min_length=1, description="One SELECT (WITH, FROM-first, VALUES, SHOW and DESCRIBE are SELECTs too).")]
+    format: Annotated[
+        SqlFormat,
+        msgspec.Meta(description="`json` (an SqlAnswer), `csv` (with a header), `arrow` (an Arrow IPC stream) or `parquet`."),
+    ] = "json"
+
+
+class SqlColumn(msgspec.Struct, frozen=True):
+    name: str
+    type: Annotated[str, msgspec.Meta(description="DuckDB's name of the column's type, such as BIGINT, DOUBLE, VARCHAR or VARCHAR[].")]
+
+
+class SqlAnswer(msgspec.Struct, frozen=True):
+    """A query's answer as JSON: its columns, then its rows, each a list of values in the
+    columns' order. A DOUBLE or FLOAT that is not a finite number is the string "NaN",
+    "Infinity" or "-Infinity", as in stats maps; times are RFC 3339 texts, BLOBs base64."""
+
+    columns: list[SqlColumn]
+    rows: list[list[Any]]
 
 
 class ErrorDetail(msgspec.Struct, frozen=True):

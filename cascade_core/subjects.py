@@ -15,7 +15,7 @@ so a run's whole history is `cascade.ev.run.<run>.>` and a sim's is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import assert_never, cast, get_args
+from typing import assert_never, cast
 
 from cascade_core import events as ev
 from cascade_core.ids import subject_token
@@ -97,12 +97,11 @@ def belongs(event: ev.Event, subject: bytes) -> bool:
 
 def all_belong(events: Sequence[ev.Event], stored_on: Sequence[bytes]) -> bool:
     """Whether each event was stored on the subject it is appended to. The projector asks
-    this of every event, so a sim event's subject is remembered by its type, run and sim."""
+    this of every event, so a sim event's subject is remembered by its type, run, sim and chunk."""
     remembered = _sim_subjects
     for event, subject in zip(events, stored_on):
-        kind = type(event)
-        if kind in _SIM_EVENTS:
-            key = (kind, event.run_id, event.sim_id, event.chunk)  # type: ignore[attr-defined]  # a SimEvent
+        if isinstance(event, ev.SimEvent):
+            key = (type(event), event.run_id, event.sim_id, event.chunk)
             home = remembered.get(key)
             if home is None:
                 if len(remembered) >= _REMEMBERED:
@@ -115,7 +114,6 @@ def all_belong(events: Sequence[ev.Event], stored_on: Sequence[bytes]) -> bool:
     return True
 
 
-_SIM_EVENTS = frozenset(t for t in get_args(ev.AnyEvent) if issubclass(t, ev.SimEvent))
 _sim_subjects: dict[tuple[type, str, str, int | None], bytes | None] = {}
 _REMEMBERED = 65536
 

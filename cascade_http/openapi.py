@@ -24,12 +24,21 @@ STATUS_TEXT = {
     204: "No Content",
     401: "Unauthorized",
     404: "Not Found",
+    408: "Request Timeout",
     409: "Conflict",
     413: "Content Too Large",
     415: "Unsupported Media Type",
     422: "Unprocessable Entity",
     503: "Service Unavailable",
 }
+
+
+class Query(msgspec.Struct, frozen=True, kw_only=True):
+    """A query parameter past a plain optional string."""
+
+    description: str
+    required: bool = False
+    schema: dict[str, Any] = msgspec.field(default_factory=lambda: {"type": "string"})
 
 
 class Operation(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,17 +50,22 @@ class Operation(msgspec.Struct, frozen=True, kw_only=True):
     response: Any = None
     status: int = 200
     media_type: str = "application/json"
+    other_media_types: tuple[str, ...] = ()  # the same answer in other forms: binary or text, no schema
     errors: dict[int, str] = {}
     also: dict[int, str] = {}  # other statuses answered with a `response` body too
     auth: bool = True
-    query: dict[str, str] = {}
+    query: dict[str, str | Query] = {}  # name -> its description, or all about it
     headers: dict[str, str] = {}
     events: dict[str, Any] = {}  # a text/event-stream's events: name -> the type of its JSON data
 
 
+# The attribute of an endpoint that holds its Operation: set by `operation`, read by `document`.
+OPERATION = "__operation__"
+
+
 def operation(**kwargs: Any) -> Callable[[F], F]:
     def decorate(fn: F) -> F:
-        fn.__operation__ = Operation(**kwargs)  # type: ignore[attr-defined]
+        setattr(fn, OPERATION, Operation(**kwargs))
         return fn
 
     return decorate
@@ -64,7 +78,7 @@ def document(routes: Sequence[BaseRoute], *, title: str, version: str) -> dict[s
     ops: list[tuple[Route, str, Operation]] = []
     types: list[Any] = [ErrorDetail, ValidationErrorBody]
     for route in routes:
-        op = getattr(getattr(route, "endpoint", None), "__operation__", None)
+        op = getattr(getattr(route, "endpoint", None), OPERATION, None)
         if not isinstance(route, Route) or op is None:
             continue
         for method in sorted((route.methods or set()) - {"HEAD"}):
@@ -95,8 +109,7 @@ def _operation(path: str, route: Route, op: Operation, by_type: dict[Any, Any]) 
         "parameters": [
             {"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in _PARAM.findall(path)
         ]
-        + [{"name": name, "in": "query", "required": False, "schema": {"type": "string"}, "description": text}
-           for name, text in op.query.items()]
+        + [_query(name, param) for name, param in op.query.items()]
         + [{"name": name, "in": "header", "required": False, "schema": {"type": "string"}, "description": text}
            for name, text in op.headers.items()],
         "responses": {str(op.status): _response(op, by_type)},
@@ -127,6 +140,11 @@ def _operation(path: str, route: Route, op: Operation, by_type: dict[Any, Any]) 
     return out
 
 
+def _query(name: str, param: str | Query) -> dict[str, Any]:
+    q = Query(description=param) if isinstance(param, str) else param
+    return {"name": name, "in": "query", "required": q.required, "schema": q.schema, "description": q.description}
+
+
 def _response(op: Operation, by_type: dict[Any, Any]) -> dict[str, Any]:
     description = STATUS_TEXT.get(op.status, "OK")
     if op.response is None:
@@ -135,7 +153,8 @@ def _response(op: Operation, by_type: dict[Any, Any]) -> dict[str, Any]:
         return {"description": description, "content": {op.media_type: {"schema": {"oneOf": [_event(name, by_type[t]) for name, t in op.events.items()]}}}}
     if op.response in (bytes, str):
         return {"description": description, "content": {op.media_type: {"schema": {"type": "string"}}}}
-    return {"description": description, "content": {op.media_type: {"schema": by_type[op.response]}}}
+    others = {media_type: {"schema": {"type": "string", "format": "binary"}} for media_type in op.other_media_types}
+    return {"description": description, "content": {op.media_type: {"schema": by_type[op.response]}, **others}}
 
 
 def _event(name: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,6 @@ so a schema change cannot be silently left unchecked.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
@@ -80,11 +79,11 @@ _MESSAGES = {
     "int_parsing_size": "Unable to parse input string as an integer, exceeded maximum size",
     "int_from_float": "Input should be a valid integer, got a number with a fractional part",
     "finite_number": "Input should be a finite number",
+    "literal_error": "Input should be {expected}",
     "less_than_equal": "Input should be less than or equal to {le}",
     "less_than": "Input should be less than {lt}",
     "greater_than_equal": "Input should be greater than or equal to {ge}",
     "greater_than": "Input should be greater than {gt}",
-    "literal_error": "Input should be {expected}",
 }
 
 
@@ -104,9 +103,14 @@ def _issue(type_: str, loc: Loc, value: object, ctx: dict[str, object] | None = 
     return _Invalid([ValidationIssue(type_, loc, message, value, ctx)])
 
 
-@functools.cache
+_validators: dict[type, Validator] = {}  # a body type's validator, built once
+
+
 def _validator(type_: type) -> Validator:
-    return _build(inspect.type_info(type_))
+    found = _validators.get(type_)
+    if found is None:
+        found = _validators[type_] = _build(inspect.type_info(type_))
+    return found
 
 
 def _build(node: inspect.Type) -> Validator:
@@ -122,6 +126,8 @@ def _build(node: inspect.Type) -> Validator:
         return _str_validator(node)
     if isinstance(node, inspect.UnionType):
         return _union_validator(node)
+    if isinstance(node, inspect.LiteralType) and all(isinstance(v, str) for v in node.values):
+        return _literal_validator(node)
     raise TypeError(f"request validation does not support {node!r}")
 
 
@@ -156,13 +162,14 @@ def _union_validator(node: inspect.UnionType) -> Validator:
     """An object of one Struct, one of some strings, or null (a run entry's `split`): told
     apart by the JSON value's kind, as msgspec decodes them."""
     structs = [t for t in node.types if isinstance(t, inspect.StructType)]
-    literals = [v for t in node.types if isinstance(t, inspect.LiteralType) for v in t.values]
+    values = [v for t in node.types if isinstance(t, inspect.LiteralType) for v in t.values]
+    literals = [v for v in values if isinstance(v, str)]
     others = [t for t in node.types if not isinstance(t, inspect.StructType | inspect.LiteralType | inspect.NoneType)]
-    if len(structs) > 1 or others or not all(isinstance(v, str) for v in literals):
+    if len(structs) > 1 or others or len(literals) != len(values):
         raise TypeError(f"request validation does not support {node!r}")
     validate_struct = _struct_validator(structs[0]) if structs else None
     nullable = any(isinstance(t, inspect.NoneType) for t in node.types)
-    expected = " or ".join(repr(v) for v in literals)
+    expected = _expected(literals)
 
     def validate(value: object, loc: Loc) -> object:
         if value is None and nullable:
@@ -222,6 +229,28 @@ def _str_validator(node: inspect.StrType) -> Validator:
         return value
 
     return validate
+
+
+def _literal_validator(node: inspect.LiteralType) -> Validator:
+    # pydantic names the values in the Literal's order, msgspec's `values` are sorted: the
+    # two agree for a Literal declared in sorted order.
+    values = [v for v in node.values if isinstance(v, str)]
+    if values != sorted(values):
+        raise TypeError(f"request validation needs {node!r} declared in sorted order")
+    expected = _expected(values)
+
+    def validate(value: object, loc: Loc) -> object:
+        if not isinstance(value, str) or value not in values:
+            raise _issue("literal_error", loc, value, {"expected": expected})
+        return value
+
+    return validate
+
+
+def _expected(values: list[str]) -> str:
+    """A literal_error's `expected`, as pydantic words it: 'a', 'b' or 'c'."""
+    names = [repr(v) for v in values]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def _int_validator(node: inspect.IntType) -> Validator:

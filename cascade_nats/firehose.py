@@ -15,7 +15,8 @@ from collections.abc import AsyncGenerator
 
 from nats.aio.client import Client
 
-from cascade_nats.wire import Message, Wire, url_of
+from cascade_nats.connect import beside
+from cascade_nats.wire import Message, Wire
 
 Frame = tuple[int, bytes, bytes]  # stream sequence, subject, payload
 
@@ -40,7 +41,7 @@ class Firehose:
     async def batches(self, *, until_caught_up: bool) -> AsyncGenerator[list[Frame], None]:
         """Yield every message from `start_seq` on, in stream order, as they arrive; with
         `until_caught_up`, stop after the message that left nothing pending."""
-        self._wire = await Wire.open(url_of(self.nc))
+        self._wire = await beside(self.nc)
         try:
             pending = await self._subscribe()
             if until_caught_up and pending == 0:

@@ -26,7 +26,7 @@ from nats.js.object_store import ObjectStore
 from cascade_core.object_names import digest
 from cascade_nats.firehose import Firehose
 from cascade_nats.pipeline import Pipeline
-from cascade_nats.wire import url_of
+from cascade_nats.replicas import scale
 
 BUCKET = "cascade"
 CHUNK_SIZE = 128 * 1024
@@ -52,19 +52,21 @@ class Objects:
         self.bucket = bucket
         self.stream = f"OBJ_{bucket}"
         self.js = nc.jetstream(timeout=10.0)
-        self.pipeline = Pipeline(url_of(nc))
+        self.pipeline = Pipeline(nc)
         self._store: ObjectStore | None = None
 
     async def close(self) -> None:
         await self.pipeline.close()
 
-    async def ensure(self) -> None:
+    async def ensure(self, replicas: int | None = None) -> None:
+        """Create the bucket, or scale an existing one up to `replicas` (`replicas.scale`)."""
         try:
             self._store = await self.js.object_store(self.bucket)
         except nats.js.errors.BucketNotFoundError:
-            self._store = await self.js.create_object_store(
-                self.bucket, config=api.ObjectStoreConfig(bucket=self.bucket, storage=api.StorageType.FILE)
-            )
+            config = api.ObjectStoreConfig(bucket=self.bucket, storage=api.StorageType.FILE, replicas=replicas or 1)
+            self._store = await self.js.create_object_store(self.bucket, config=config)
+        else:
+            await scale(self.js, self.stream, replicas)
 
     @property
     def store(self) -> ObjectStore:

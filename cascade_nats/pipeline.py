@@ -16,7 +16,10 @@ import re
 import secrets
 from collections.abc import Sequence
 
-from cascade_nats.wire import Wire, WireError, redacted
+from nats.aio.client import Client
+
+from cascade_nats.connect import beside
+from cascade_nats.wire import Wire, WireError
 
 MAX_IN_FLIGHT = 8192
 _WRITE_AT = 256 << 10  # bytes of frames gathered before they are written
@@ -107,8 +110,10 @@ class Batch:
 
 
 class Pipeline:
-    def __init__(self, url: str) -> None:
-        self.url = url
+    """Publishing on a Wire beside `nc`, dialled again (where `nc` is by then) when it drops."""
+
+    def __init__(self, nc: Client) -> None:
+        self.nc = nc
         self.inbox = f"_INBOX.pipe.{secrets.token_hex(8)}"
         self._wire: Wire | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -140,7 +145,7 @@ class Pipeline:
     async def _connected(self) -> Wire:
         async with self._connecting:
             if self._wire is None:
-                wire = await Wire.open(self.url)
+                wire = await beside(self.nc)
                 try:
                     wire.subscribe(f"{self.inbox}.*.*")
                     await wire.writer.drain()
@@ -167,7 +172,7 @@ class Pipeline:
                         seq, error = _ack(body[header_length:], body[:header_length])
                         batch.record(int(index), seq, error)
         except (WireError, OSError) as err:
-            reason = f"lost the connection to {redacted(self.url)}: {err}"
+            reason = f"lost the connection to {wire.url}: {err}"
         finally:
             self._wire = None
             wire.close()

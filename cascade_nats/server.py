@@ -6,6 +6,10 @@ one. The password reaches the server in a config file of mode 0600 in the store 
 never on its command line, which every local user can read; clients connect with `url`,
 which carries it, and everything that is shown or logged uses `address`, which does not.
 
+JetStream syncs its store to disk on every write (`sync_interval: always`) unless told
+otherwise: with nats-server's default (every 2 minutes) a power loss loses messages it has
+acknowledged already. What that costs is measured in bench/README.md.
+
 The child is tied to its parent (PR_SET_PDEATHSIG), so even a SIGKILLed `cascade serve`
 leaves no orphan server holding the store's lock. That signal comes when the thread that
 started the child ends, so the server is only ever started from the thread that runs the
@@ -16,7 +20,6 @@ again on the same port, store and password, so its clients reconnect by themselv
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ctypes
 import os
 import re
@@ -27,12 +30,12 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 
 USER = "cascade"
+SYNC_ALWAYS = "always"
 CONFIG = "nats-server.conf"
 LOG = "nats-server.log"
 READY = re.compile(rb"Listening for client connections on ([0-9.]+):(\d+)")
@@ -67,12 +70,13 @@ def with_password(address: str, password: str) -> str:
 class EmbeddedNats:
     """A running nats-server: clients connect with `url`; `address` is where it is."""
 
-    def __init__(self, process: subprocess.Popen[bytes], address: str, password: str, store_dir: Path) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], address: str, password: str, store_dir: Path, sync_interval: str) -> None:
         self.process = process
         self.address = address
         self.password = password
         self.url = with_password(address, password)
         self.store_dir = store_dir
+        self.sync_interval = sync_interval
 
     @property
     def log_path(self) -> Path:
@@ -92,13 +96,19 @@ class EmbeddedNats:
             self.process.stderr.close()
         host, port = self.address.removeprefix("nats://").rsplit(":", 1)
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        self.process = _spawn(self.store_dir, self.password, host, int(port))
+        self.process = _spawn(self.store_dir, self.password, self.sync_interval, host, int(port))
         deadline = time.monotonic() + timeout
         while _ready(self.process, self.log_path, offset) is None:
             if time.monotonic() > deadline:
                 self.stop(timeout=0)
                 raise NatsServerError(f"nats-server did not become ready again within {timeout:.0f}s (log: {self.log_path})")
             await asyncio.sleep(0.02)
+
+    def __enter__(self) -> EmbeddedNats:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.process.poll() is None:
@@ -113,17 +123,18 @@ class EmbeddedNats:
             self.process.stderr.close()
 
 
-def _write_config(path: Path, password: str) -> None:
+def _write_config(path: Path, password: str, sync_interval: str) -> None:
     """The server's config, with its one user (the format takes JSON), replaced whole."""
     path.unlink(missing_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    config = {"authorization": {"user": USER, "password": password}, "jetstream": {"sync_interval": sync_interval}}
     with os.fdopen(fd, "wb") as f:
-        f.write(msgspec.json.encode({"authorization": {"user": USER, "password": password}}) + b"\n")
+        f.write(msgspec.json.encode(config) + b"\n")
 
 
-def _spawn(store_dir: Path, password: str, host: str, port: int) -> subprocess.Popen[bytes]:
+def _spawn(store_dir: Path, password: str, sync_interval: str, host: str, port: int) -> subprocess.Popen[bytes]:
     config = store_dir / CONFIG
-    _write_config(config, password)
+    _write_config(config, password, sync_interval)
     args = [binary(), "-c", str(config), "-js", "-sd", str(store_dir), "-a", host, "-p", str(port), "-l", str(store_dir / LOG)]
     # A session of its own keeps a terminal's Ctrl-C away from the server: the parent stops it
     # after its own clients have closed.
@@ -157,22 +168,28 @@ def _ready(process: subprocess.Popen[bytes], log_path: Path, offset: int) -> str
 
 
 def start(
-    store_dir: Path, *, password: str | None = None, host: str = "127.0.0.1", port: int = -1, timeout: float = 20.0
+    store_dir: Path,
+    *,
+    password: str | None = None,
+    sync_interval: str = SYNC_ALWAYS,
+    host: str = "127.0.0.1",
+    port: int = -1,
+    timeout: float = 20.0,
 ) -> EmbeddedNats:
     """Start nats-server with JetStream storing under `store_dir`, letting in only `USER` with
-    `password` (None: a fresh one, known only to the returned object); return once it accepts
-    clients."""
+    `password` (None: a fresh one, known only to the returned object), syncing to disk every
+    `sync_interval` (`always`, or a duration such as `2m`); return once it accepts clients."""
     store_dir.mkdir(parents=True, exist_ok=True)
     password = password or secrets.token_urlsafe(24)
     (store_dir / LOG).unlink(missing_ok=True)
-    process = _spawn(store_dir, password, host, port)
+    process = _spawn(store_dir, password, sync_interval, host, port)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         address = _ready(process, store_dir / LOG, 0)
         if address is not None:
-            return EmbeddedNats(process, address, password, store_dir)
+            return EmbeddedNats(process, address, password, store_dir, sync_interval)
         time.sleep(0.02)
-    EmbeddedNats(process, "", password, store_dir).stop(timeout=0)
+    EmbeddedNats(process, "", password, store_dir, sync_interval).stop(timeout=0)
     raise NatsServerError(f"nats-server did not become ready within {timeout:.0f}s (log: {store_dir / LOG})")
 
 
@@ -188,10 +205,5 @@ def _last_error(text: str) -> str:
     return (errors or lines or ["no output"])[-1]
 
 
-@contextlib.contextmanager
-def running(store_dir: Path, **kwargs: object) -> Iterator[EmbeddedNats]:
-    server = start(store_dir, **kwargs)  # type: ignore[arg-type]
-    try:
-        yield server
-    finally:
-        server.stop()
+# `with running(store_dir, ...) as server:` a server `start` made, stopped on leaving.
+running = start

@@ -24,7 +24,7 @@ from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_nats.firehose import Firehose, Frame
 from cascade_nats.pipeline import Pipeline, PublishError
-from cascade_nats.wire import url_of
+from cascade_nats.replicas import kept
 
 # The server's default max_payload is 1 MiB; events stay well under it, anything bigger is a
 # file in the object store that an event refers to.
@@ -78,9 +78,11 @@ class EventStore:
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream(timeout=10.0)
         self.stream = stream
-        self.pipeline = Pipeline(url_of(nc))
+        self.pipeline = Pipeline(nc)
 
-    async def ensure_stream(self) -> None:
+    async def ensure_stream(self, replicas: int | None = None) -> None:
+        """Create the stream, or bring an existing one's config up to date; with `replicas`
+        (None: as it is, one for a new stream), never fewer than it has (`replicas.kept`)."""
         config = api.StreamConfig(
             name=self.stream,
             subjects=[subjects.ALL],
@@ -88,11 +90,13 @@ class EventStore:
             retention=api.RetentionPolicy.LIMITS,
             duplicate_window=DUPLICATE_WINDOW_S,
             allow_direct=True,
+            num_replicas=replicas or 1,
         )
         try:
             await self.js.add_stream(config)
-        except nats.js.errors.BadRequestError:
-            await self.js.update_stream(config)
+        except nats.js.errors.BadRequestError:  # it exists, configured otherwise
+            info = await self.js.stream_info(self.stream)
+            await self.js.update_stream(config.evolve(num_replicas=kept(self.stream, info.config.num_replicas or 1, replicas)))
 
     async def append(self, event: ev.Event, *, expected_last_subject_seq: int | None = None) -> int:
         """Store one event; returns its stream sequence (the original's, for a retry)."""

@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+import ssl
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-if TYPE_CHECKING:  # imported only for its type: the log formatter uses `redacted` at start
-    from nats.aio.client import Client
+if TYPE_CHECKING:  # imported only for its type: `access` imports `redacted` from here
+    from cascade_nats.access import Access
 
 # sid, subject, reply, header length, body (header then payload)
 Message = tuple[bytes, bytes, bytes, int, bytes]
@@ -45,30 +46,34 @@ def without_credentials(url: str) -> str:
     return _CREDENTIALS.sub("", url)
 
 
-def url_of(nc: Client) -> str:
-    """The URL of the server a nats-py client is connected to, for a Wire beside it."""
-    return nc.connected_url.geturl() if nc.connected_url else ""
-
-
 class Wire:
-    def __init__(self, url: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, url: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, info: dict[str, Any]) -> None:
         self.url = redacted(url)  # for messages
         self.reader = reader
         self.writer = writer
+        self.info = info  # the server's INFO
         self._sids = 0
 
     @classmethod
-    async def open(cls, url: str) -> Wire:
-        parts = urlsplit(url if "://" in url else f"nats://{url}")
-        if parts.scheme not in ("nats", ""):
-            raise WireError(f"{redacted(url)}: the bulk connection speaks plain nats://, not {parts.scheme}://")
-        reader, writer = await asyncio.open_connection(parts.hostname or "127.0.0.1", parts.port or 4222)
+    async def open(cls, server: str, access: Access) -> Wire:
+        """A connection to `server` (one of `access`'s, or one the cluster told of), logged in
+        as `access` says: TLS when the server requires it or the URL is `tls://`."""
+        parts = urlsplit(server)
+        host = parts.hostname or "127.0.0.1"
+        reader, writer = await asyncio.open_connection(host, parts.port or 4222)
         try:
-            await _handshake(url, parts.username, parts.password, reader, writer)
+            info = await _info(server, reader)
+            try:
+                if info.get("tls_required") or parts.scheme == "tls":
+                    context = access.tls_context() or ssl.create_default_context()
+                    await writer.start_tls(context, server_hostname=access.tls_name(host))
+                await _handshake(server, access.login(info), reader, writer)
+            except ssl.SSLError as err:  # TLS 1.3 tells of a missing client certificate only here, on the first read
+                raise WireError(f"{server}: TLS handshake failed ({err.reason or err})") from err
         except BaseException:
             writer.close()  # refused, or cancelled mid-way (a service stopping): nothing is left open
             raise
-        return cls(url, reader, writer)
+        return cls(server, reader, writer, info)
 
     def subscribe(self, subject: str) -> bytes:
         """Subscribe; returns the subscription's id as it appears in messages."""
@@ -122,20 +127,39 @@ class Wire:
             yield batch
 
 
-async def _handshake(url: str, user: str | None, password: str | None, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    info = await reader.readline()
-    if not info.startswith(b"INFO "):
-        raise WireError(f"{redacted(url)}: not a NATS server (it said {info[:80]!r})")
+async def dial(servers: Sequence[str], access: Access, timeout: float = 5.0) -> Wire:
+    """A Wire to the first of `servers` that lets us in. When none does, the error of the
+    first that answered and refused (it says more than a closed port), else the last one's."""
+    refused: WireError | None = None
+    unreachable: OSError | None = None
+    for server in servers:
+        try:
+            return await asyncio.wait_for(Wire.open(server, access), timeout)
+        except WireError as err:  # before OSError, which it is
+            refused = refused or err
+        except OSError as err:  # TimeoutError too
+            unreachable = err
+    raise refused or unreachable or WireError(f"{access.address}: no server to connect to")
+
+
+async def _info(server: str, reader: asyncio.StreamReader) -> dict[str, Any]:
+    line = await reader.readline()
+    if not line.startswith(b"INFO "):
+        raise WireError(f"{server}: not a NATS server (it said {line[:80]!r})")
+    try:
+        info = json.loads(line[5:])
+    except ValueError as err:
+        raise WireError(f"{server}: an INFO that is no JSON ({line[:80]!r})") from err
+    return info if isinstance(info, dict) else {}
+
+
+async def _handshake(server: str, login: dict[str, str], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     connect: dict[str, object] = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True}
-    connect |= {"lang": "python-cascade", "version": "1", "protocol": 1}
-    if user and password:
-        connect |= {"user": user, "pass": password}
-    elif user:
-        connect["auth_token"] = user
+    connect |= {"lang": "python-cascade", "version": "1", "protocol": 1} | login
     writer.write(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
     await writer.drain()
     while (line := await reader.readline()) != b"PONG\r\n":
         if line.startswith(b"-ERR") or not line:
             # -ERR 'Authorization Violation'
             reason = line.decode(errors="replace").removeprefix("-ERR").strip(" '\r\n") or "no reason given"
-            raise WireError(f"{redacted(url)}: refused the connection ({reason})")
+            raise WireError(f"{server}: refused the connection ({reason})")

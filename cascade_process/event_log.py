@@ -23,8 +23,8 @@ from cascade_process import datadir
 if TYPE_CHECKING:  # imported when used: commands that need no NATS start faster
     from pathlib import Path
 
-    from nats.aio.client import Client
-
+    from cascade_nats.access import Access
+    from cascade_nats.connect import NatsClient
     from cascade_nats.server import EmbeddedNats
     from cascade_nats.store import EventStore
 
@@ -35,15 +35,21 @@ URL_SAFE = re.compile(r"[A-Za-z0-9_-]+")
 
 class Nats(msgspec.Struct, frozen=True):
     url: str  # to connect with: the credentials included
+    access: Access  # the same, with the TLS and credential files set
     embedded: bool  # the data dir's own server, which lets in the data dir's password
     server: EmbeddedNats | None = None  # that server, when this process started it
 
     @property
     def address(self) -> str:
         """Where it is, without the credentials: for the service file."""
-        from cascade_nats.wire import without_credentials
+        return self.access.address
 
-        return without_credentials(self.url)
+
+def embedded_access(url: str) -> Access:
+    """How to log in to an embedded server (its URL carries the password)."""
+    from cascade_nats.access import parse
+
+    return parse(url)
 
 
 def _password(path: Path, *, create: bool) -> str | None:
@@ -60,15 +66,17 @@ def configured_or_embedded(settings: Settings) -> Iterator[Nats]:
     from cascade_nats import server
 
     if settings.nats_url is not None:
-        yield Nats(settings.nats_url, embedded=False)
+        yield Nats(settings.nats_url, settings.nats_access(), embedded=False)
         return
+    if settings.nats_files:
+        raise ConfigError(f"{', '.join(f'--{f}'.replace('_', '-') for f in settings.nats_files)}: for a NATS of --nats-url; the embedded one needs none")
     password = _password(settings.nats_password_path, create=True)
     try:
-        embedded = server.start(settings.store_dir, password=password)
+        embedded = server.start(settings.store_dir, password=password, sync_interval=settings.nats_sync_interval)
     except server.NatsServerError as err:
         raise ConfigError(f"embedded nats-server (store {settings.store_dir}): {err}") from err
     try:
-        yield Nats(embedded.url, embedded=True, server=embedded)
+        yield Nats(embedded.url, embedded_access(embedded.url), embedded=True, server=embedded)
     finally:
         embedded.stop()
 
@@ -88,13 +96,13 @@ def live_nats_url(directory: Path, service: datadir.Service) -> str:
 
 
 @contextlib.contextmanager
-def for_reading(settings: Settings) -> Iterator[str]:
-    """The URL of the NATS holding the data dir's events, for `replay` and `events`: the
+def for_reading(settings: Settings) -> Iterator[Access]:
+    """The NATS holding the data dir's events, for `replay` and `events`: the
     configured one, else the one of the server that holds the data dir, else a temporary
     embedded server over its store, with the data dir locked while it runs. Never a second
     server on a store a live one holds."""
     if settings.nats_url is not None:
-        yield settings.nats_url
+        yield settings.nats_access()
         return
     if not settings.data_dir.is_dir():
         raise ConfigError(f"data dir {settings.data_dir}: does not exist; pass --data-dir, or --nats-url")
@@ -104,44 +112,67 @@ def for_reading(settings: Settings) -> Iterator[str]:
         if service is None:
             holder = datadir.holder(settings.data_dir)
             raise ConfigError(f"data dir {settings.data_dir}: in use by {holder}, which serves no NATS to share; pass --nats-url")
-        yield live_nats_url(settings.data_dir, service)
+        url = live_nats_url(settings.data_dir, service)
+        # A NATS of its own: where the service file says, logged in with this command's files.
+        yield embedded_access(url) if service.nats_embedded else msgspec.structs.replace(settings, nats_url=url).nats_access()
         return
     with lock:
         if not settings.store_dir.is_dir():
             raise ConfigError(f"data dir {settings.data_dir}: no events stored (no {settings.store_dir}); pass --data-dir, or --nats-url")
         with configured_or_embedded(settings) as nats:
-            yield nats.url
+            yield nats.access
 
 
-async def check_nats(url: str) -> None:
-    """Fail fast with one line if no NATS server greets us at `url`, or it refuses to let us in."""
-    from cascade_nats.wire import Wire, WireError, redacted, without_credentials
+async def check_nats(access: Access) -> int:
+    """Fail fast with one line if no NATS server of `access` greets us, or the one that does
+    refuses to let us in; the number of servers in its cluster otherwise."""
+    from cascade_nats.access import AccessError
+    from cascade_nats.replicas import cluster_size
+    from cascade_nats.wire import WireError, dial
 
     try:
-        wire = await asyncio.wait_for(Wire.open(url), 3)
+        wire = await asyncio.wait_for(dial(access.servers, access, timeout=3), 3 * len(access.servers))
+    except AccessError as err:
+        raise ConfigError(str(err)) from err
     except WireError as err:  # before OSError, which it is
-        hint = ""
-        if "Authorization Violation" in str(err):
-            given = without_credentials(url) != url
-            hint = "; wrong user or password" if given else "; it needs a user and password in the URL (user:password@host:port)"
-        raise ConfigError(f"NATS at {err}{hint}") from err
+        raise ConfigError(f"NATS at {err}{_hint(str(err), access)}") from err
     except (OSError, TimeoutError) as err:
-        raise ConfigError(f"NATS at {redacted(url)}: unreachable ({getattr(err, 'strerror', None) or 'no answer'})") from err
+        raise ConfigError(f"NATS at {access.address}: unreachable ({getattr(err, 'strerror', None) or 'no answer'})") from err
     wire.close()
+    return cluster_size(wire.info)
 
 
-async def _connect_once(url: str) -> Client:
+def _hint(error: str, access: Access) -> str:
+    """What to check when a server refused us."""
+    if "CERTIFICATE_REQUIRED" in error:
+        return "; it wants a client certificate (--nats-cert and --nats-key)"
+    if "CERTIFICATE_VERIFY_FAILED" in error:
+        return "; its certificate is not signed by a CA we trust (--nats-ca)"
+    if "Authorization Violation" not in error and "Authentication" not in error:
+        return ""
+    if access.creds_file is not None:
+        return f"; the creds file {access.creds_file} is not one it accepts"
+    if access.nkey_file is not None:
+        return f"; the nkey seed in {access.nkey_file} is not one it accepts"
+    if access.user is not None:
+        return "; wrong user or password"
+    if access.token is not None:
+        return "; wrong token"
+    return "; it needs a login: user:password@ or a token@ in the URL, --nats-nkey or --nats-creds"
+
+
+async def _connect_once(access: Access) -> NatsClient:
     from cascade_nats.connect import connect
 
-    await check_nats(url)
-    return await connect(url, name="cascade-cli", connect_timeout=3)
+    await check_nats(access)
+    return await connect(access, name="cascade-cli", connect_timeout=3)
 
 
 @contextlib.asynccontextmanager
-async def open_store(url: str) -> AsyncIterator[EventStore]:
+async def open_store(access: Access) -> AsyncIterator[EventStore]:
     from cascade_nats.store import EventStore
 
-    nc = await _connect_once(url)
+    nc = await _connect_once(access)
     store = EventStore(nc)
     try:
         await store.ensure_stream()

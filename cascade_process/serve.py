@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 
 import uvicorn
 
-from cascade_app.config import Settings, bind_port, check_accelsim_dir, load_or_create_secret, url_of
+from cascade_app.config import ConfigError, Settings, bind_port, check_accelsim_dir, load_or_create_secret, url_of
+from cascade_nats.replicas import default
 from cascade_process import datadir, event_log
 from cascade_process.service import starlette_app
 
@@ -24,8 +25,7 @@ def serve(settings: Settings) -> int:
     # Nothing in the data dir is touched before its lock is held: a second server on a live
     # data dir stops here and leaves the first one's files and processes alone.
     with datadir.lock(settings.data_dir), bind_port(settings.host, settings.port) as listener:
-        if settings.nats_url is not None:
-            asyncio.run(event_log.check_nats(settings.nats_url))
+        settings.replicas = replicas(settings)
         if settings.token is None:
             settings.token, created = load_or_create_secret(settings.token_path, "token")
             if created:
@@ -43,9 +43,20 @@ def serve(settings: Settings) -> int:
             # this function normally, so the embedded nats-server is stopped after the app.
             signal.signal(signal.SIGTERM, _stop)
             with datadir.published(settings.data_dir, service), contextlib.suppress(KeyboardInterrupt, SystemExit):
-                log.info("API on %s, data dir %s", service.api_url, settings.data_dir)
+                log.info("API on %s, data dir %s, NATS %s (%d replicas of each stream)", service.api_url, settings.data_dir, nats.address, settings.replicas)
                 server.run(sockets=[listener])
             return 0 if server.started else 1
+
+
+def replicas(settings: Settings) -> int:
+    """The replicas of the streams (`cascade_nats.replicas`): as asked, else as many as the
+    cluster has servers, up to 3; never more than it has."""
+    size = asyncio.run(event_log.check_nats(settings.nats_access())) if settings.nats_url is not None else 1
+    count = default(settings.replicas, size)
+    where = f"the NATS at {settings.nats_access().address}" if settings.nats_url is not None else "the embedded nats-server"
+    if count > size:
+        raise ConfigError(f"--replicas {count}: {where} has {size} server{'s' if size > 1 else ''}; a stream has at most one replica per server")
+    return count
 
 
 def _stop(signum: int, frame: object) -> None:

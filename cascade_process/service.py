@@ -24,7 +24,7 @@ from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision, supervise
 from cascade_process.connection import connect_nats
 from cascade_process.worker import runner
-from cascade_sim import samples
+from cascade_sim import registry, samples
 from cascade_sim.dispatcher import dispatch, ensure_consumers
 from cascade_sim.install import AccelSimInstall
 from projections.rebuild import ReadModel
@@ -44,12 +44,13 @@ async def running(settings: Settings, embedded: EmbeddedNats | None = None) -> A
     if settings.nats_url is None:
         raise ValueError("running() needs a NATS URL; `cascade serve` starts the embedded server first")
     supervision = Supervision()
-    nc = await connect_nats(settings.nats_url, supervision=supervision)
+    nc = await connect_nats(settings.nats_access(), supervision=supervision)
     store = EventStore(nc)
     objects = Objects(nc)
     try:
-        await store.ensure_stream()
-        await objects.ensure()
+        await store.ensure_stream(settings.replicas)
+        await objects.ensure(settings.replicas)
+        await registry.bucket(store.js, settings.replicas)
         if settings.samples:
             await samples.load(store, objects)
         settings.data_dir.mkdir(parents=True, exist_ok=True)

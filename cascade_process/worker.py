@@ -47,7 +47,7 @@ async def _run(settings: Settings, work_dir: Path) -> None:
     # What fails is only logged here: a worker has no health route. It rides out a NATS
     # outage of any length, and goes on when NATS is back.
     supervision = Supervision()
-    nc = await connect_nats(settings.nats_url, name="cascade-worker", supervision=supervision)
+    nc = await connect_nats(settings.nats_access(), name="cascade-worker", supervision=supervision)
     try:
         local = runner(nc, AccelSimInstall(settings.accelsim_dir), work_dir, settings, supervision)
         await supervise("runner", local.run, supervision)  # as serve runs its own

@@ -15,16 +15,21 @@ from nats.js.kv import KeyValue
 from cascade_core import subjects
 from cascade_core.ids import subject_token
 from cascade_core.models import Runner
+from cascade_nats.replicas import scale
 
 TTL_S = 15.0
 ANNOUNCE_EVERY_S = 3.0
 
 
-async def bucket(js: JetStreamContext) -> KeyValue:
+async def bucket(js: JetStreamContext, replicas: int | None = None) -> KeyValue:
+    """The bucket, made if need be; with `replicas`, scaled up to them (`replicas.scale`)."""
     try:
-        return await js.key_value(subjects.RUNNERS_BUCKET)
+        kv = await js.key_value(subjects.RUNNERS_BUCKET)
     except nats.js.errors.BucketNotFoundError:
-        return await js.create_key_value(api.KeyValueConfig(bucket=subjects.RUNNERS_BUCKET, ttl=TTL_S, history=1))
+        config = api.KeyValueConfig(bucket=subjects.RUNNERS_BUCKET, ttl=TTL_S, history=1, replicas=replicas or 1)
+        return await js.create_key_value(config)
+    await scale(js, f"KV_{subjects.RUNNERS_BUCKET}", replicas)
+    return kv
 
 
 async def announce(kv: KeyValue, runner: Runner) -> None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import assert_never
+from typing import TypedDict, assert_never
 
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core import sims
+from cascade_core import nonfinite, sims
 from cascade_core.models import GpuConfig
 from cascade_core.split import Chunk
 from cascade_sim import simulator
@@ -26,7 +26,7 @@ MAX_LINES_BYTES = 192 * 1024
 
 def _nonfinite(value: object) -> str:
     if isinstance(value, simulator.NonFinite):
-        return "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
+        return nonfinite.text(value)
     raise NotImplementedError(type(value))
 
 
@@ -91,6 +91,17 @@ def stats_json(stats: dict[str, simulator.StatValue]) -> bytes:
     return raw
 
 
+class _Common(TypedDict):
+    """The fields every event of the attempt has."""
+
+    id: str
+    at: datetime
+    run_id: str
+    sim_id: str
+    attempt: int
+    chunk: int | None  # None for a sim simulated whole
+
+
 class SimReport:
     def __init__(
         self,
@@ -143,12 +154,12 @@ class SimReport:
     def _record(self, fact: sims.Fact) -> None:
         self._decide(sims.Record(fact))
 
-    def _common(self) -> dict[str, object]:
+    def _common(self) -> _Common:
         j = self.job
-        common: dict[str, object] = {"id": self.next_id(), "at": self.now(), "run_id": j.run_id, "sim_id": j.sim_id, "attempt": j.attempt}
-        if j.chunk is not None:
-            common["chunk"] = j.chunk.index
-        return common
+        chunk = None if j.chunk is None else j.chunk.index
+        return {
+            "id": self.next_id(), "at": self.now(), "run_id": j.run_id, "sim_id": j.sim_id, "attempt": j.attempt, "chunk": chunk
+        }
 
     def launched_once(self) -> None:
         """Announce the launch, with the build strings if the simulator printed them yet."""
@@ -157,7 +168,7 @@ class SimReport:
         self.launched = True
         self._record(
             ev.SimLaunched(
-                **self._common(),  # type: ignore[arg-type]
+                **self._common(),
                 launcher_ref=self.launch.launcher_ref,
                 host=self.launch.host,
                 config_digests=self.launch.config_digests,
@@ -170,7 +181,7 @@ class SimReport:
         self.launched_once()
         self._record(
             ev.SimHeartbeat(
-                **self._common(),  # type: ignore[arg-type]
+                **self._common(),
                 kernels_done=len(self.kernels),
                 current_kernel=self.current_kernel,
                 latest=self.latest,
@@ -235,7 +246,7 @@ class SimReport:
             self.latest = msgspec.structs.replace(self._measured, sim_rate_ips=self.latest.sim_rate_ips)
         self._record(
             ev.KernelFinished(
-                **self._common(),  # type: ignore[arg-type]
+                **self._common(),
                 kernel_index=len(self.kernels) if chunk is None else k.uid - 1,
                 uid=k.uid,
                 name=k.name,
@@ -263,7 +274,7 @@ class SimReport:
     def file_stored(self, name: str, size: int, object_name: str, digest: str) -> None:
         self._record(
             ev.SimFileStored(
-                **self._common(),  # type: ignore[arg-type]
+                **self._common(),
                 name=name,
                 size=size,
                 content_type=content_type(name),

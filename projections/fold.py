@@ -16,7 +16,8 @@ the runner. A run's state follows from its sims' (`cascade_core/runs.py`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar, assert_never
+from datetime import datetime
+from typing import Any, TypedDict, TypeVar, assert_never
 
 import msgspec
 
@@ -107,13 +108,13 @@ class _Batch:
         self.purged_attempts[sim_id] = attempt
         for rows in (self.appended, self.checked):
             for table in ("kernels", "sim_log", "sim_files"):
-                rows[table] = [r for r in rows[table] if r.sim_id != sim_id or r.attempt >= attempt]  # type: ignore[attr-defined]
+                rows[table] = [r for r in rows[table] if r.sim_id != sim_id or r.attempt >= attempt]  # type: ignore[attr-defined]  # rows of these tables, untyped here, all have both
 
     def purge_trace(self, trace_id: str) -> None:
         self.purged_traces.add(trace_id)
         for rows in (self.appended, self.checked):
             for table in ("trace_files", "trace_kernels", "trace_real_timing"):
-                rows[table] = [r for r in rows[table] if r.trace_id != trace_id]  # type: ignore[attr-defined]
+                rows[table] = [r for r in rows[table] if r.trace_id != trace_id]  # type: ignore[attr-defined]  # rows of these tables, untyped here, all have it
 
     def put_trace(self, row: TraceRow) -> None:
         self.traces[row.id] = row
@@ -391,7 +392,24 @@ def listed(sims: Iterable[SimRow], configs: Sequence[str]) -> list[SimRow]:
 
 
 # What an attempt's run sets; a sim starts without, and a new attempt starts over.
-_NO_PROGRESS: dict[str, object] = {
+class _Progress(TypedDict):
+    """The SimRow fields an attempt's run sets (mypy checks them against SimRow's)."""
+
+    launcher_ref: str | None
+    started_at: datetime | None
+    last_heartbeat_at: datetime | None
+    kernels_done: int
+    current_kernel: str | None
+    gpu_tot_sim_cycle: float | None
+    gpu_tot_sim_insn: float | None
+    gpu_tot_ipc: float | None
+    sim_rate_ips: float | None
+    log_tail: list[str]
+    log_seq: int
+    kernels_recorded: int
+
+
+_NO_PROGRESS: _Progress = {
     "launcher_ref": None,
     "started_at": None,
     "last_heartbeat_at": None,
@@ -427,7 +445,7 @@ def _new_sim(seq: int, e: ev.RunCreated, spec: ev.SimSpec) -> SimRow:
         gpgpu_sim_build=None,
         split=None if spec.split is None else _new_split(e.kernels_total, spec.split),
         seq=seq,
-        **_NO_PROGRESS,  # type: ignore[arg-type]
+        **_NO_PROGRESS,
     )
 
 

@@ -16,6 +16,7 @@ import itertools
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import duckdb
@@ -26,13 +27,16 @@ from cascade_core import subjects
 from cascade_core.heap import settle_heap
 from cascade_nats.firehose import Frame
 from cascade_nats.store import EventStore
-from projections import parking, tables, version
+from projections import parking, stats_rows, tables, version
+from projections.database import incoming, open_database
 from projections.fold import Folded, Rows, Unfoldable, fold, touched
 from projections.live import Live
 from projections.parking import Batch
-from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, ParkedRow
+from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, KernelRow, ParkedRow, RunRow, SimRow, TraceRow
 
 log = logging.getLogger("cascade.projector")
+
+Entity = TypeVar("Entity", TraceRow, RunRow, SimRow)  # a row of one of `rows.ENTITY_TABLES`
 
 FaultHook = Callable[[str], None]
 # A batch takes up to this many events, and stops at the first that brings it past this many
@@ -56,9 +60,9 @@ IDLE_S = 0.5
 def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
     """The read model at `path`, a new one made this version's (`version.py`). One another
     version built raises `version.Outdated` and is left as it is (`rebuild.py` rebuilds it)."""
-    con = duckdb.connect(str(path))
+    # DuckDB's own checkpoint threshold, should the projector's keep failing.
+    con = open_database(path, settings={"checkpoint_threshold": "1GB"})
     try:
-        con.execute("SET checkpoint_threshold = '1GB'")  # DuckDB's own, should the projector's keep failing
         version.ensure(con)
     except BaseException:
         con.close()
@@ -91,49 +95,57 @@ def batch_length(frames: list[Frame]) -> int:
 
 class RowCache:
     """Entity rows as the last committed batch left them, so that a batch touching the same
-    sims as the one before (the usual case) reads nothing back from DuckDB. Filled only
-    after a commit and emptied on any failure, so it never shows what DuckDB does not."""
+    sims as the one before (the usual case) reads nothing back from DuckDB, and the stat
+    names' ids. Filled only after a commit and emptied on any failure, so it never shows
+    what DuckDB does not."""
 
     LIMIT = 50_000
 
     def __init__(self) -> None:
-        self.rows: dict[str, dict[str, msgspec.Struct]] = {table: {} for table in ENTITY_TABLES}
+        self.rows = Rows()
+        self.stat_names = stats_rows.StatNames()
 
     def update(self, rows: Rows) -> None:
-        for table, cached in self.rows.items():
-            cached.update(getattr(rows, table))
-            if len(cached) > self.LIMIT:
-                cached.clear()
+        self._keep(self.rows.traces, rows.traces)
+        self._keep(self.rows.runs, rows.runs)
+        self._keep(self.rows.sims, rows.sims)
+        self.stat_names.committed()
+
+    def _keep(self, cached: dict[str, Entity], committed: dict[str, Entity]) -> None:
+        cached.update(committed)
+        if len(cached) > self.LIMIT:
+            cached.clear()
 
     def clear(self) -> None:
-        for cached in self.rows.values():
-            cached.clear()
+        self.rows = Rows()
+        self.stat_names.forget()
 
 
 def load(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, ev.AnyEvent]], cache: RowCache) -> Rows:
     """The current rows of everything the batch's events may change."""
     trace_ids, run_ids, sim_ids, whole_runs = touched(items)
+    known = cache.rows
 
-    def select(table: str, where: str, keys: set[str]) -> dict[str, msgspec.Struct]:
-        cached = cache.rows[table]
+    def select(row_type: type[Entity], cached: dict[str, Entity], where: str, keys: set[str]) -> dict[str, Entity]:
         found = {k: cached[k] for k in keys if k in cached} if where == "id" else {}
         missing = sorted(keys - found.keys())
         if missing:
+            table = tables.TABLE_OF[row_type]
             records = con.execute(f"SELECT * FROM {table} WHERE {where} IN (SELECT unnest(?))", [missing]).fetchall()
-            found.update((r.id, r) for r in tables.from_rows(table, records))  # type: ignore[attr-defined]
+            found.update((r.id, r) for r in tables.from_rows(row_type, records))
         return found
 
     return Rows(
-        traces=select("traces", "id", trace_ids),  # type: ignore[arg-type]
-        runs=select("runs", "id", run_ids),  # type: ignore[arg-type]
+        traces=select(TraceRow, known.traces, "id", trace_ids),
+        runs=select(RunRow, known.runs, "id", run_ids),
         # A cancel needs every sim of its run, which only DuckDB knows.
-        sims=select("sims", "id", sim_ids) | select("sims", "run_id", whole_runs),  # type: ignore[arg-type]
+        sims=select(SimRow, known.sims, "id", sim_ids) | select(SimRow, known.sims, "run_id", whole_runs),
     )
 
 
-def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequence[ParkedRow] = ()) -> None:
-    """Everything a fold produced, what was parked, and the checkpoint; the caller owns the
-    transaction."""
+def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequence[ParkedRow] = (), cache: RowCache | None = None) -> None:
+    """Everything a fold produced, the kernels' stats maps as rows, what was parked, and the
+    checkpoint; the caller owns the transaction."""
     for table in ENTITY_TABLES:
         ids = sorted(key for t, key in folded.changed if t == table)
         if not ids:
@@ -142,6 +154,7 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
         con.execute(f"DELETE FROM {table} WHERE id IN (SELECT unnest(?))", [ids])
         _insert(con, table, [rows[i] for i in ids], dedupe=None)
     for sim_id, attempt in folded.purged_attempts.items():
+        con.execute("DELETE FROM kernel_stats WHERE seq IN (SELECT seq FROM kernels WHERE sim_id = ? AND attempt < ?)", [sim_id, attempt])
         for table in ("kernels", "sim_log", "sim_files"):
             con.execute(f"DELETE FROM {table} WHERE sim_id = ? AND attempt < ?", [sim_id, attempt])
     if folded.purged_traces:
@@ -153,9 +166,29 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
     for table, rows in folded.checked.items():
         if rows:
             _insert(con, table, rows, dedupe=APPEND_TABLES[table][1])
+    _write_stats(con, folded, (cache or RowCache()).stat_names)
     if parked:
         _insert(con, PARKED_TABLE, list(parked), dedupe=PARKED_KEY)
     con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
+
+
+def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_rows.StatNames) -> None:
+    """The stats maps of the kernels rows just written, as rows. Every kernel result the fold
+    applied names its stats, kept or not (`stats_rows`)."""
+    applied = [c.row for c in folded.changes if isinstance(c.row, KernelRow)]
+    if not applied:
+        return
+    kept = {row.seq for row in folded.appended["kernels"]}  # type: ignore[attr-defined]  # the fold's lists hold each table's rows untyped: these are KernelRows
+    if folded.checked["kernels"]:
+        # Those not already there were written, under the seq of the event that brought them.
+        candidates = [row.seq for row in folded.checked["kernels"]]  # type: ignore[attr-defined]  # the fold's lists hold each table's rows untyped: these are KernelRows
+        kept.update(s for (s,) in con.execute("SELECT seq FROM kernels WHERE seq IN (SELECT unnest(?))", [candidates]).fetchall())
+    stats = stats_rows.rows(con, applied, kept, names)
+    if names.added:
+        _insert(con, "stat_names", names.added, dedupe=None)
+    if stats.num_rows:
+        with incoming(con, stats):
+            con.execute("INSERT INTO kernel_stats SELECT * FROM incoming")
 
 
 # Up to this many rows go in as one parameterised statement: for the few rows a live event
@@ -163,23 +196,23 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
 FEW_ROWS = 8
 
 
-def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[msgspec.Struct], dedupe: tuple[str, ...] | None) -> None:
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[msgspec.Struct], dedupe: tuple[str, ...] | None) -> None:
     if dedupe is None and len(rows) <= FEW_ROWS:
-        width = len(rows[0].__struct_fields__)
+        width = len(tables.stored_fields(type(rows[0])))
         values = ", ".join(["(" + ", ".join(["?"] * width) + ")"] * len(rows))
-        con.execute(f"INSERT INTO {table} VALUES {values}", [v for row in rows for v in msgspec.structs.astuple(row)])
+        con.execute(f"INSERT INTO {table} VALUES {values}", [v for row in rows for v in tables.values(row)])
         return
-    incoming = tables.to_arrow(table, rows)  # noqa: F841 - DuckDB reads it by its name
-    if dedupe is None:
-        con.execute(f"INSERT INTO {table} SELECT * FROM incoming")
-    else:
-        # The same event applied twice, in this batch or an earlier one, adds one row.
-        key = ", ".join(dedupe)
-        same = " AND ".join(f"t.{k} = i.{k}" for k in dedupe)
-        con.execute(
-            f"INSERT INTO {table} SELECT * FROM (SELECT DISTINCT ON ({key}) * FROM incoming) i "
-            f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {same})"
-        )
+    with incoming(con, tables.to_arrow(table, rows)):
+        if dedupe is None:
+            con.execute(f"INSERT INTO {table} SELECT * FROM incoming")
+        else:
+            # The same event applied twice, in this batch or an earlier one, adds one row.
+            key = ", ".join(dedupe)
+            same = " AND ".join(f"t.{k} = i.{k}" for k in dedupe)
+            con.execute(
+                f"INSERT INTO {table} SELECT * FROM (SELECT DISTINCT ON ({key}) * FROM incoming) i "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {same})"
+            )
 
 
 def apply(
@@ -197,7 +230,7 @@ def apply(
     con.execute("BEGIN TRANSACTION")
     try:
         folded = fold(load(con, items, cache), items)
-        write(con, folded, items[-1][0] if seq is None else seq, parked)
+        write(con, folded, items[-1][0] if seq is None else seq, parked, cache)
         if fault is not None:
             fault("before_commit")
         con.execute("COMMIT")

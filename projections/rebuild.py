@@ -37,6 +37,7 @@ import msgspec
 from cascade_core.models import Rebuild
 from cascade_nats.store import EventStore
 from projections import tables
+from projections.database import open_database
 from projections.projector import Projector, connect
 from projections.readers import Readers
 from projections.replay import move_onto, remove, wal
@@ -57,13 +58,13 @@ def _second_name(db: Path) -> Path:
 
 def _open_outdated(db: Path) -> duckdb.DuckDBPyConnection:
     """The outdated read model, read-only, as it was."""
-    with duckdb.connect(str(db)) as con:
+    with open_database(db) as con:
         con.execute("CHECKPOINT")  # its log into the file, so that the file alone holds it all
     link = _second_name(db)
     link.unlink(missing_ok=True)
     os.link(db, link)
     try:
-        return duckdb.connect(str(link), read_only=True)
+        return open_database(link, read_only=True)
     finally:
         link.unlink()
 

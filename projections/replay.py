@@ -13,6 +13,7 @@ import msgspec
 
 from cascade_nats.store import EventStore
 from projections import tables, version
+from projections.database import open_database, registered
 from projections.projector import Projector, connect
 
 
@@ -82,24 +83,27 @@ def wal(db: Path) -> Path:
 
 def compare(live: duckdb.DuckDBPyConnection, fresh_path: Path, seq: int) -> Verification:
     """Compare every table of `live` (in a transaction that sees sequence `seq`) with the
-    read model at `fresh_path`, row for row."""
-    live.execute(f"ATTACH '{fresh_path}' AS fresh (READ_ONLY)")
-    try:
+    read model at `fresh_path`, row for row. Read models reach no file but their own
+    (`database.py`), so the rows of one go to the other as Arrow streams."""
+    with open_database(fresh_path, read_only=True) as fresh:
         checks = []
         for table in [*tables.ROW_TYPES, "checkpoint"]:
-            columns = tables.compared_columns(table)
-            count = live.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]
-            fresh_count = live.execute(f"SELECT count(*) FROM fresh.{table}").fetchone()[0]  # type: ignore[index]
-            only_live = live.execute(
-                f"SELECT count(*) FROM (SELECT {columns} FROM {table} EXCEPT ALL SELECT {columns} FROM fresh.{table})"
-            ).fetchone()[0]  # type: ignore[index]
-            only_fresh = live.execute(
-                f"SELECT count(*) FROM (SELECT {columns} FROM fresh.{table} EXCEPT ALL SELECT {columns} FROM {table})"
-            ).fetchone()[0]  # type: ignore[index]
-            checks.append(TableCheck(table, count, fresh_count, only_live, only_fresh))
-    finally:
-        live.execute("DETACH fresh")
+            count, fresh_count = (_count(con, f"SELECT count(*) FROM {table}") for con in (live, fresh))
+            checks.append(TableCheck(table, count, fresh_count, _only_in(live, fresh, table), _only_in(fresh, live, table)))
     return Verification(seq=seq, equal=all(c.equal for c in checks), tables=checks)
+
+
+def _only_in(one: duckdb.DuckDBPyConnection, other: duckdb.DuckDBPyConnection, table: str) -> int:
+    """How many rows of `table` in `one` are not in `other`, counting repeats."""
+    columns = tables.compared_columns(table)
+    with registered(one, "other_rows", other.sql(f"SELECT {columns} FROM {table}").to_arrow_reader()):
+        return _count(one, f"SELECT count(*) FROM (SELECT {columns} FROM {table} EXCEPT ALL SELECT * FROM other_rows)")
+
+
+def _count(con: duckdb.DuckDBPyConnection, query: str) -> int:
+    # Every row fetched, so that the result is done with before the next query.
+    ((count,),) = con.execute(query).fetchall()
+    return int(count)
 
 
 async def verify(store: EventStore, live: duckdb.DuckDBPyConnection) -> Verification:

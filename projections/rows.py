@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 import msgspec
 
@@ -137,6 +138,10 @@ class SplitRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     chunks: list[ChunkRow]
 
 
+# A field the fold fills in that no column holds: the projector writes it otherwise.
+NOT_STORED = msgspec.Meta(extra={"stored": False})
+
+
 class KernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     sim_id: str
     attempt: int
@@ -147,8 +152,31 @@ class KernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     gpu_sim_insn: int
     gpu_ipc: float
     sim_time_ns: float
-    stats: str  # JSON object, every stat of the kernel's block
+    # The stats map (JSON, every stat of the kernel's block), stored as its rows of
+    # kernel_stats: a map read back is built from them (`projections/queries/stats_maps.py`).
+    stats: Annotated[str, NOT_STORED]
     seq: int
+
+
+StatId = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]  # INTEGER
+
+
+class KernelStatRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A value of a kernel's stats map (docs/stats-naming.md): the stat `stat_names` names
+    `stat`, in the map of the kernels row with this `seq`. A number is `value` (nan and the
+    infinities as DuckDB's own), a text is `text` (`kernel_name`, and `none` where the
+    simulator printed no number); the other is null. Rows come from the maps as Arrow
+    columns (`projections/stats_rows.py`)."""
+
+    seq: int
+    stat: StatId
+    value: float | None
+    text: str | None
+
+
+class StatNameRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    id: StatId
+    name: str
 
 
 class LogChunkRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -195,6 +223,13 @@ APPEND_TABLES: dict[str, tuple[type[msgspec.Struct], tuple[str, ...]]] = {
     "kernels": (KernelRow, ("sim_id", "attempt", "uid")),
     "sim_log": (LogChunkRow, ("sim_id", "attempt", "first_line_seq")),
     "sim_files": (SimFileRow, ("sim_id", "attempt", "name")),
+}
+
+# Written by the projector from the kernels rows it writes, in the same transaction: their
+# stats maps as rows (`projections/stats_rows.py`), and the key that makes each unique.
+STATS_TABLES: dict[str, tuple[type[msgspec.Struct], tuple[str, ...]]] = {
+    "kernel_stats": (KernelStatRow, ("seq", "stat")),
+    "stat_names": (StatNameRow, ("id",)),
 }
 
 # Written by the projector beside what the fold returns, in the same transaction; a message is

@@ -3,30 +3,52 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import msgspec
 import pyarrow as pa
 
-from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, ParkedRow
+from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, STATS_TABLES, ParkedRow
 
-_SQL = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN", datetime: "TIMESTAMPTZ"}
-_ARROW = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(), datetime: pa.timestamp("us", tz="UTC")}
+# An int whose type says it stays within 32 bits (`msgspec.Meta(le=...)`) is an INTEGER.
+_INT32 = "int32"
+_SQL = {str: "VARCHAR", int: "BIGINT", _INT32: "INTEGER", float: "DOUBLE", bool: "BOOLEAN", datetime: "TIMESTAMPTZ"}
+_ARROW = {
+    str: pa.string(), int: pa.int64(), _INT32: pa.int32(), float: pa.float64(), bool: pa.bool_(), datetime: pa.timestamp("us", tz="UTC")
+}
 
 ROW_TYPES: dict[str, type[msgspec.Struct]] = {
     **ENTITY_TABLES,
     **{t: spec[0] for t, spec in APPEND_TABLES.items()},
+    **{t: spec[0] for t, spec in STATS_TABLES.items()},
     PARKED_TABLE: ParkedRow,
 }
+TABLE_OF: dict[type[msgspec.Struct], str] = {row_type: table for table, row_type in ROW_TYPES.items()}
+
+R = TypeVar("R", bound=msgspec.Struct)
 
 # The columns that identify a row of each table: entity rows are replaced by id, and a row of
 # any other table already there is never added again.
 KEYS: dict[str, tuple[str, ...]] = {
     **{t: ("id",) for t in ENTITY_TABLES},
     **{t: spec[1] for t, spec in APPEND_TABLES.items()},
+    **{t: spec[1] for t, spec in STATS_TABLES.items()},
     PARKED_TABLE: PARKED_KEY,
+}
+
+# Views over the tables, made again each time a read model of this version is opened: they
+# hold nothing, so a change to one needs no rebuild.
+VIEWS = {
+    # The stats catalogue: every stat name kernels of a config have, and how many have it.
+    # Counted per sim first: DuckDB groups 20 M rows by sim and stat id several times faster
+    # than by config and stat (measured in bench/stats_bench.py).
+    "stats": """WITH per_sim AS (SELECT k.sim_id, v.stat, count(*) AS kernels FROM kernel_stats v JOIN kernels k ON k.seq = v.seq GROUP BY ALL)
+        SELECT s.gpu_config, n.name AS stat, sum(p.kernels)::BIGINT AS kernels
+        FROM per_sim p JOIN sims s ON s.id = p.sim_id JOIN stat_names n ON n.id = p.stat
+        GROUP BY s.gpu_config, n.name""",
 }
 
 CHECKPOINT_SQL = "CREATE TABLE IF NOT EXISTS checkpoint (id INTEGER PRIMARY KEY, seq BIGINT NOT NULL)"
@@ -38,10 +60,14 @@ _OWN_TIMES = {PARKED_TABLE: ("parked_at",)}
 
 def _base_type(info: msgspec.inspect.Type) -> tuple[Any, bool]:
     """The Python scalar type behind a field's type, and whether it is a list of it."""
+    if isinstance(info, msgspec.inspect.Metadata):
+        info = info.type
     if isinstance(info, msgspec.inspect.UnionType):
         (info,) = [t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)]
     if isinstance(info, msgspec.inspect.ListType):
         return _base_type(info.item_type)[0], True
+    if isinstance(info, msgspec.inspect.IntType) and info.le is not None and info.le < 2**31:
+        return _INT32, False
     scalar = {
         msgspec.inspect.StrType: str,
         msgspec.inspect.IntType: int,
@@ -52,9 +78,31 @@ def _base_type(info: msgspec.inspect.Type) -> tuple[Any, bool]:
     return scalar[type(info)], False
 
 
-def columns(row_type: type[msgspec.Struct]) -> list[tuple[str, Any, bool]]:
+def _stored(field: msgspec.inspect.Field) -> bool:
+    return not (isinstance(field.type, msgspec.inspect.Metadata) and (field.type.extra or {}).get("stored") is False)
+
+
+def _fields(row_type: type[msgspec.Struct]) -> tuple[msgspec.inspect.Field, ...]:
     info = msgspec.inspect.type_info(row_type)
-    return [(f.name, *_base_type(f.type)) for f in info.fields]  # type: ignore[attr-defined]
+    assert isinstance(info, msgspec.inspect.StructType)
+    return info.fields
+
+
+@functools.cache
+def stored_fields(row_type: type[msgspec.Struct]) -> tuple[int, ...]:
+    """The positions of a row type's fields that are its table's columns (`rows.NOT_STORED`)."""
+    return tuple(i for i, f in enumerate(_fields(row_type)) if _stored(f))
+
+
+def columns(row_type: type[msgspec.Struct]) -> list[tuple[str, Any, bool]]:
+    fields = _fields(row_type)
+    return [(fields[i].name, *_base_type(fields[i].type)) for i in stored_fields(row_type)]
+
+
+def values(row: msgspec.Struct) -> tuple[Any, ...]:
+    """A row's column values, in column order."""
+    every = msgspec.structs.astuple(row)
+    return tuple(every[i] for i in stored_fields(type(row)))
 
 
 def column_sql(table: str) -> list[str]:
@@ -72,9 +120,9 @@ def _schema(row_type: type[msgspec.Struct]) -> pa.Schema:
     return pa.schema([pa.field(name, pa.list_(_ARROW[t]) if is_list else _ARROW[t]) for name, t, is_list in columns(row_type)])
 
 
-def to_arrow(table: str, rows: list[msgspec.Struct]) -> pa.Table:
+def to_arrow(table: str, rows: Sequence[msgspec.Struct]) -> pa.Table:
     schema = _schema(ROW_TYPES[table])
-    data = zip(*map(msgspec.structs.astuple, rows))
+    data = zip(*map(values, rows))
     return pa.Table.from_arrays([pa.array(col, type=schema.field(i).type) for i, col in enumerate(data)], schema=schema)
 
 
@@ -84,10 +132,11 @@ REFUSED_ROWS = (duckdb.DataError, OverflowError, pa.ArrowException)
 
 
 def create_all(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute("SET TimeZone = 'UTC'")
     for table in ROW_TYPES:
         con.execute(create_sql(table))
     con.execute(CHECKPOINT_SQL)
+    for name, select in VIEWS.items():
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
     con.execute("INSERT INTO checkpoint SELECT 1, 0 WHERE NOT EXISTS (SELECT 1 FROM checkpoint)")
 
 
@@ -96,7 +145,7 @@ def compared_columns(table: str) -> str:
     own = _OWN_TIMES.get(table, ())
     if table not in ROW_TYPES or not own:
         return "*"
-    return ", ".join(name for name in ROW_TYPES[table].__struct_fields__ if name not in own)
+    return ", ".join(name for name, _, _ in columns(ROW_TYPES[table]) if name not in own)
 
 
 def checkpoint(con: duckdb.DuckDBPyConnection) -> int:
@@ -104,8 +153,8 @@ def checkpoint(con: duckdb.DuckDBPyConnection) -> int:
     return int(row[0]) if row else 0
 
 
-def from_rows(table: str, records: list[tuple[Any, ...]]) -> list[msgspec.Struct]:
-    """Rows read back with `SELECT *` as their Structs."""
-    row_type = ROW_TYPES[table]
+def from_rows(row_type: type[R], records: list[tuple[Any, ...]]) -> list[R]:
+    """Rows read back with `SELECT *` as `row_type`s (of a table that stores every field)."""
     names = row_type.__struct_fields__
+    assert len(stored_fields(row_type)) == len(names), f"{TABLE_OF[row_type]} does not store every field of its rows"
     return [row_type(**dict(zip(names, record))) for record in records]

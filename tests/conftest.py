@@ -12,6 +12,7 @@ from nats.aio.client import Client
 
 from cascade_nats import server
 from cascade_nats.store import EventStore
+from tests.nats_cluster import NatsCluster
 from tests.support import LOGS
 
 # The fake simulator replays the shared recordings, wherever this checkout's shared/ is.
@@ -30,6 +31,17 @@ def nats_server(tmp_path: Path) -> Iterator[server.EmbeddedNats]:
     """A fresh nats-server with JetStream, its store in the test's temp dir."""
     with server.running(tmp_path / "jetstream") as running:
         yield running
+
+
+@pytest.fixture
+def nats_cluster(tmp_path: Path) -> Iterator[NatsCluster]:
+    """A fresh 3-node JetStream cluster on loopback (`tests/nats_cluster.py`)."""
+    nodes = NatsCluster(tmp_path / "nats-cluster")
+    try:
+        nodes.start()
+        yield nodes
+    finally:
+        nodes.stop()
 
 
 @pytest.fixture

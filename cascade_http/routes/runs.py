@@ -6,24 +6,41 @@ Commands are `cascade_app.runs`; reads come from the read model through
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from cascade_app import runs
+from cascade_app.clock import now
 from cascade_app.reads import read
 from cascade_app.service import Cascade
-from cascade_core.models import Comparison, GpuConfig, KernelStat, RunCreate, RunDetail, RunFile, RunResults, RunSummary, Sim
+from cascade_core.models import (
+    Comparison,
+    GpuConfig,
+    KernelStat,
+    RunCreate,
+    RunDetail,
+    RunFile,
+    RunResults,
+    RunSummary,
+    Sim,
+    StatCatalogue,
+    StatValues,
+)
 from cascade_core.perfetto import PerfettoTrace, perfetto_trace
 from cascade_core.timeline import SimStepTimeline
 from cascade_http import run_events
 from cascade_http.bodies import json_body
-from cascade_http.openapi import operation
+from cascade_http.openapi import Query, operation
 from cascade_http.readmodel import streamed
-from cascade_http.responses import MsgspecResponse, download, not_found
+from cascade_http.responses import ApiError, MsgspecResponse, download, not_found
 from cascade_http.state import cascade
+from projections import export
 from projections.queries import runs as q
+from projections.queries import stats
 
 NO_RUN = {404: "No run has this id."}
 
@@ -106,6 +123,51 @@ async def get_comparison(request: Request) -> Response:
     return MsgspecResponse(await read(c, q.run_comparison, await _run(c, request.path_params["run_id"]), c.comparisons))
 
 
+def _name(min_length: int) -> dict[str, object]:
+    """The schema of a stat's name or a search in a query: `*` only in `[*]`."""
+    return {"type": "string", "minLength": min_length, "maxLength": stats.MAX_NAME, "pattern": r"^(?:[^*]|\[\*\])*$"}
+
+
+def _checked(check: Callable[[str], object], text: str) -> str:
+    """`text` if `check` takes it, else a 422 saying why."""
+    try:
+        check(text)
+    except stats.BadName as bad:
+        raise ApiError(422, str(bad)) from None
+    return text
+
+
+@operation(
+    summary="List a run's stat names",
+    description="The names in the run's kernels' stats maps (docs/stats-naming.md) that hold `q`, sorted, each with "
+    f"how many kernels of each config have it: at most {stats.CATALOGUE_LIMIT}, `truncated` when more match. "
+    "`tables` lists the per-unit tables among all the names that match, each index as `[*]`.",
+    response=StatCatalogue,
+    query={"q": Query(description="Part of the names wanted, any case; `[*]` stands for any index. Default: every name.", schema=_name(0))},
+    errors={**NO_RUN, 422: f"q is over {stats.MAX_NAME} characters, or holds a * outside [*]."},
+)
+async def list_stats(request: Request) -> Response:
+    c = cascade(request)
+    q = _checked(stats.search_pattern, request.query_params.get("q", ""))
+    return MsgspecResponse(await read(c, stats.stat_catalogue, await _run(c, request.path_params["run_id"]), q))
+
+
+@operation(
+    summary="Get a stat's values",
+    description="Per kernel index and config, the stat's median over the config's replicas, with its least and greatest "
+    "value. A name with `[*]` stands for every name with an index there: each row then says which `units` it is "
+    f"(`L2_cache_bank[*].Miss_rate`, `maximum service time to same row.dram[*][*]`). At most {stats.VALUES_LIMIT} rows, "
+    "`truncated` when more match. A name no kernel has gives no rows.",
+    response=StatValues,
+    query={"name": Query(description="The stat's name, as the catalogue lists it, or with `[*]` for any index.", required=True, schema=_name(1))},
+    errors={**NO_RUN, 422: f"name is missing, empty, over {stats.MAX_NAME} characters, or holds a * outside [*]."},
+)
+async def get_stat_values(request: Request) -> Response:
+    c = cascade(request)
+    name = _checked(stats.name_pattern, request.query_params.get("name", ""))
+    return MsgspecResponse(await read(c, stats.stat_values, await _run(c, request.path_params["run_id"]), name))
+
+
 @operation(summary="List a run's kernel timings", description="Stats maps are empty.", response=list[KernelStat], errors=NO_RUN)
 async def list_kernels(request: Request) -> Response:
     c = cascade(request)
@@ -126,7 +188,24 @@ async def run_results(request: Request) -> Response:
     c = cascade(request)
     run = await _run(c, request.path_params["run_id"])
     configs = {g.name: g for g in c.gpu_configs}
-    return streamed(c, q.run_results_chunks, run, configs, media_type="application/json", filename=f"{run.id}-results.json")
+    return streamed(c, q.run_results_chunks, run, configs, c.stat_names, media_type="application/json", filename=f"{run.id}-results.json")
+
+
+@operation(
+    summary="Export a run as Parquet",
+    description="A zip of Parquet files, streamed as it is made, that pandas, polars and DuckDB read as they are: "
+    "runs.parquet (the run), sims.parquet (its sims), kernels.parquet (their kernels, without stats maps), "
+    "kernel_stats.parquet (every value of those maps: sim_id, kernel_index, stat, value, text) and timing.parquet "
+    "(the real timing its trace uses). `cascade export RUN -o DIR` unpacks it. The read model's columns are "
+    "described in README.md, Querying the read model.",
+    response=bytes,
+    media_type="application/zip",
+    errors=NO_RUN,
+)
+async def export_run(request: Request) -> Response:
+    c = cascade(request)
+    run = await _run(c, request.path_params["run_id"])
+    return streamed(c, export.zip_chunks, run.id, now(), media_type="application/zip", filename=f"{run.id}-parquet.zip")
 
 
 @operation(summary="List a run's output files", response=list[RunFile], errors=NO_RUN)
@@ -183,9 +262,12 @@ routes = [
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
     Route("/api/runs/{run_id}/comparison", get_comparison, methods=["GET"]),
     Route("/api/runs/{run_id}/kernels", list_kernels, methods=["GET"]),
+    Route("/api/runs/{run_id}/stats", list_stats, methods=["GET"]),
+    Route("/api/runs/{run_id}/stats/values", get_stat_values, methods=["GET"]),
     Route("/api/runs/{run_id}/step-timelines", list_step_timelines, methods=["GET"]),
     Route("/api/runs/{run_id}/results", run_results, methods=["GET"]),
     Route("/api/runs/{run_id}/files", list_run_files, methods=["GET"]),
+    Route("/api/runs/{run_id}/export", export_run, methods=["GET"]),
     Route("/api/runs/{run_id}/perfetto", get_perfetto, methods=["GET"]),
     Route("/api/runs/{run_id}/events", stream_run_events, methods=["GET"]),
 ]

@@ -33,7 +33,7 @@ async def sim_results(request: Request) -> Response:
     sim = await _sim(c, request.path_params["sim_id"])
     run = await read(c, q.run_summary, sim.run_id)
     configs = {g.name: g for g in c.gpu_configs}
-    return streamed(c, q.sim_results_chunks, run, sim, configs, media_type="application/json", filename=f"{sim.id}-results.json")
+    return streamed(c, q.sim_results_chunks, run, sim, configs, c.stat_names, media_type="application/json", filename=f"{sim.id}-results.json")
 
 
 @operation(summary="Download a sim's log", media_type="text/plain", response=str, errors=NO_SIM)

@@ -1,9 +1,11 @@
-"""Rows as the API's Structs, field by field name."""
+"""Rows as the API's Structs, field by field name, and the one row an aggregate answers."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
+import duckdb
 import msgspec
 
 S = TypeVar("S", bound=msgspec.Struct)
@@ -15,3 +17,11 @@ def from_row(api_type: type[S], row: object, **given: object) -> S:
     limit tightened since must not hide it."""
     fields = {name: getattr(row, name) for name in api_type.__struct_fields__ if name not in given}
     return api_type(**fields, **given)
+
+
+def one_row(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] | None = None) -> tuple[Any, ...]:
+    """The row of a query that always answers one, such as `SELECT count(*) ...` with no
+    GROUP BY."""
+    row = con.execute(sql, params).fetchone()
+    assert row is not None, f"no row from {sql}"
+    return row

@@ -5,6 +5,7 @@ from __future__ import annotations
 import duckdb
 
 from cascade_core.models import ParkedEvent
+from projections.queries.convert import one_row
 
 Con = duckdb.DuckDBPyConnection
 
@@ -18,7 +19,7 @@ def parked_events(con: Con) -> list[ParkedEvent]:
 
 
 def parked_count(con: Con) -> int:
-    (count,) = con.execute("SELECT count(*) FROM parked").fetchone()  # type: ignore[misc]
+    (count,) = one_row(con, "SELECT count(*) FROM parked")
     return int(count)
 
 

@@ -7,15 +7,15 @@ transaction (`snapshot`), so its parts agree. Rows become API Structs here and o
 Orders, as the reference gives them: sims by config (the order of the run's entries), then
 replica; kernels by config, replica, kernel_index; a run's files by config, replica, name.
 Only the current attempt of a sim counts. Long answers (kernel lists, results, logs) come as
-chunks built from `fetchmany` batches, and stats maps go out as the JSON text they are
-stored as, never decoded.
+chunks built from `fetchmany` batches; stats maps are made again from their rows
+(`stats_maps`).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import duckdb
 import msgspec
@@ -42,15 +42,17 @@ from cascade_core.models import (
     SimResults,
     SplitView,
     Spread,
+    StatValue,
     Trace,
     TraceDetail,
     TraceMetadata,
 )
 from projections import tables
 from projections.fold import listed
-from projections.queries import traces
-from projections.queries.convert import from_row
-from projections.rows import KernelRow, RunRow, SimFileRow, SimRow, SplitRow
+from projections.queries import stats_maps, traces
+from projections.queries.convert import from_row, one_row
+from projections.rows import KernelRow, RunRow, SimFileRow, SimRow, SplitRow, TraceRow
+from projections.tables import R
 
 BATCH = 4096
 
@@ -66,10 +68,10 @@ _encoder = msgspec.json.Encoder()
 _HOLE = msgspec.Raw(b"\x00")
 _EMPTY_STATS = msgspec.Raw(b"{}")
 
-_CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
+CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
 # The kernels table's column of each KernelStat field whose name differs. Lists select every
-# field but the last, stats, in the Struct's own order, so a row is built from them as they
-# come, then stats as stored (or left empty).
+# field but the last, stats, in the Struct's own order, and a row is matched to them by name,
+# then given its map (made again from its rows, or left empty).
 _KERNEL_STAT_COLUMN = {"kernel_name": "name", "kernel_launch_uid": "uid"}
 *_KERNEL_FIELDS, _STATS = KernelStat.__struct_fields__
 assert _STATS == "stats"
@@ -86,12 +88,12 @@ def snapshot(con: Con) -> Iterator[Con]:
         con.execute("ROLLBACK")
 
 
-def _select(con: Con, table: str, where: str, params: Sequence[object]) -> list[Any]:
-    return tables.from_rows(table, con.execute(f"SELECT * FROM {table} WHERE {where}", params).fetchall())
+def _select(con: Con, row_type: type[R], where: str, params: Sequence[object]) -> list[R]:
+    return tables.from_rows(row_type, con.execute(f"SELECT * FROM {tables.TABLE_OF[row_type]} WHERE {where}", params).fetchall())
 
 
-def _one(con: Con, table: str, where: str, params: Sequence[object]) -> Any:
-    rows = _select(con, table, where, params)
+def _one(con: Con, row_type: type[R], where: str, params: Sequence[object]) -> R | None:
+    rows = _select(con, row_type, where, params)
     return rows[0] if rows else None
 
 
@@ -149,7 +151,7 @@ def file_from_row(row: SimFileRow, place: Place) -> RunFile:
 
 
 def run_row(con: Con, run_id: str) -> RunRow | None:
-    return cast(RunRow | None, _one(con, "runs", "id = ?", [run_id]))
+    return _one(con, RunRow, "id = ?", [run_id])
 
 
 def run_summary(con: Con, run_id: str) -> RunSummary | None:
@@ -159,7 +161,7 @@ def run_summary(con: Con, run_id: str) -> RunSummary | None:
 
 def runs(con: Con) -> list[RunSummary]:
     """Every run, newest first."""
-    rows = _select(con, "runs", "true ORDER BY created_at DESC, id DESC", [])
+    rows = _select(con, RunRow, "true ORDER BY created_at DESC, id DESC", [])
     return [run_from_row(r) for r in rows]
 
 
@@ -170,7 +172,7 @@ def configs(run: RunSummary) -> list[str]:
 
 def sim_rows(con: Con, run: RunSummary) -> list[SimRow]:
     """The run's sims by config, then replica."""
-    return listed(cast(list[SimRow], _select(con, "sims", "run_id = ?", [run.id])), configs(run))
+    return listed(_select(con, SimRow, "run_id = ?", [run.id]), configs(run))
 
 
 def places(sims: Sequence[SimRow]) -> dict[str, Place]:
@@ -178,7 +180,7 @@ def places(sims: Sequence[SimRow]) -> dict[str, Place]:
 
 
 def sim_row(con: Con, sim_id: str) -> SimRow | None:
-    return cast(SimRow | None, _one(con, "sims", "id = ?", [sim_id]))
+    return _one(con, SimRow, "id = ?", [sim_id])
 
 
 def _trace(con: Con, run: RunSummary) -> Trace:
@@ -186,7 +188,8 @@ def _trace(con: Con, run: RunSummary) -> Trace:
     trace = traces.trace_summary(con, run.trace_id)
     if trace is not None:
         return trace
-    return traces.trace_from_row(_one(con, "traces", "id = ?", [run.trace_id]))
+    (row,) = _select(con, TraceRow, "id = ?", [run.trace_id])
+    return traces.trace_from_row(row)
 
 
 def _trace_detail(con: Con, run: RunSummary) -> TraceDetail:
@@ -211,68 +214,78 @@ def run_detail(con: Con, run_id: str, watch: attention.Watch | None = None) -> R
 def unfinished_sims(con: Con) -> list[attention.Seen]:
     """Every sim not finished yet, of every run."""
     states = sorted(attention.UNFINISHED)
-    return [seen(r) for r in _select(con, "sims", "state IN (SELECT unnest(?))", [states])]
+    return [seen(r) for r in _select(con, SimRow, "state IN (SELECT unnest(?))", [states])]
 
 
 # --- kernels and comparison ----------------------------------------------------------------
 
 
-def _retotalled(stats: str, key: str, value: str) -> str:
-    """`stats` (SQL) with the number under `key` replaced by `value` (SQL), in place: the
-    map keeps the simulator's order, and stats JSON, msgspec's, has no spaces."""
-    return f"""regexp_replace({stats}, '"{key}":[^,}}]*', '"{key}":' || ({value})::VARCHAR)"""
-
-
 _RUNNING = "OVER (PARTITION BY k.sim_id ORDER BY k.kernel_index)"
 # A split sim's kernels come from chunks that each summed `gpu_tot_*` over their own launches,
-# warm-up included: the sim's running totals are its kernels' sums in launch order.
-_STATS_SQL = (
-    "CASE WHEN s.split IS NULL THEN k.stats ELSE "
-    + _retotalled(
-        _retotalled(
-            _retotalled("k.stats", "gpu_tot_sim_cycle", f"sum(k.gpu_sim_cycle) {_RUNNING}"),
-            "gpu_tot_sim_insn",
-            f"sum(k.gpu_sim_insn) {_RUNNING}",
-        ),
-        "gpu_tot_ipc",
-        f"round(sum(k.gpu_sim_insn) {_RUNNING} / sum(k.gpu_sim_cycle) {_RUNNING}, 4)",
-    )
-    + " END"
-)
+# warm-up included: the sim's running totals are its kernels' sums in launch order, which its
+# maps answer with in place of the chunks'.
+_RUNNING_TOTALS = {
+    "gpu_tot_sim_cycle": f"sum(k.gpu_sim_cycle) {_RUNNING}",
+    "gpu_tot_sim_insn": f"sum(k.gpu_sim_insn) {_RUNNING}",
+    # as the simulator prints it (`gpu_tot_ipc = %12.4f`)
+    "gpu_tot_ipc": f"round(sum(k.gpu_sim_insn) {_RUNNING} / sum(k.gpu_sim_cycle) {_RUNNING}, 4)",
+}
+_TOTALS_COLUMNS = "".join(f", CASE WHEN s.split IS NOT NULL THEN ({total})::DOUBLE END" for total in _RUNNING_TOTALS.values())
+_SEQ = len(_KERNEL_FIELDS)  # where a record of `_kernels` has its kernel's seq
 
 
-def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, stats: bool) -> duckdb.DuckDBPyConnection:
+def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, totals: bool = False) -> duckdb.DuckDBPyConnection:
+    """The given sims' kernels' columns of `_KERNEL_COLUMNS`, then each one's seq, then if
+    `totals` its `_RUNNING_TOTALS` (null but in a split sim)."""
     return con.execute(
-        f"SELECT {_KERNEL_COLUMNS}{', ' + _STATS_SQL if stats else ''} FROM {_CURRENT_KERNELS} "
+        f"SELECT {_KERNEL_COLUMNS}, k.seq{_TOTALS_COLUMNS if totals else ''} FROM {CURRENT_KERNELS} "
         "WHERE k.sim_id IN (SELECT unnest(?)) ORDER BY list_position(?, s.gpu_config), s.replica, k.kernel_index",
         [list(sim_ids), configs(run)],
     )
 
 
+def _kernel_stat(record: tuple[Any, ...], stats: dict[str, StatValue] | msgspec.Raw) -> KernelStat:
+    """The KernelStat of a record of `_kernels` (its trailing seq and totals unnamed, so left out)."""
+    return KernelStat(**dict(zip(_KERNEL_FIELDS, record)), stats=stats)  # type: ignore[arg-type]  # a Raw map is encoded as it is
+
+
 def kernel_stats(con: Con, run: RunSummary) -> list[KernelStat]:
     """The kernels the run's sims finished, stats maps empty."""
     with snapshot(con):
-        return [KernelStat(*r, {}) for r in _kernels(con, run, [s.id for s in sim_rows(con, run)], stats=False).fetchall()]
+        return [_kernel_stat(r, {}) for r in _kernels(con, run, [s.id for s in sim_rows(con, run)]).fetchall()]
 
 
-def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], *, stats: bool) -> Iterator[bytes]:
+def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats_maps.Names | None = None) -> Iterator[bytes]:
     """The JSON list of the given sims' KernelStats, in chunks, by config, replica and
-    kernel_index; each with its full stats map, or with `{}` unless `stats`."""
-    result = _kernels(con, run, sim_ids, stats=stats)
+    kernel_index; each with its full stats map given the read model's stat names (`maps`),
+    or with `{}`."""
+    result = _kernels(con, run, sim_ids, totals=maps is not None)
     separator = b"["
-    while records := result.fetchmany(BATCH):
-        if stats:
-            items = [KernelStat(*r[:-1], msgspec.Raw(r[-1].encode())) for r in records]
-        else:
-            items = [KernelStat(*r, _EMPTY_STATS) for r in records]
-        yield separator + _encoder.encode(items)[1:-1]
-        separator = b","
+    if maps is None:
+        while records := result.fetchmany(BATCH):
+            yield separator + _encoder.encode([_kernel_stat(r, _EMPTY_STATS) for r in records])[1:-1]
+            separator = b","
+    else:
+        # Every kernel first (a sim's are few): the maps' query cannot share the connection
+        # with a result still being read.
+        records = result.fetchall()
+        for i in range(0, len(records), stats_maps.KERNELS_AT_ONCE):
+            part = records[i : i + stats_maps.KERNELS_AT_ONCE]
+            totals = {r[_SEQ]: _totals(r) for r in part if r[_SEQ + 1] is not None}
+            by_seq = stats_maps.kernel_maps(con, [r[_SEQ] for r in part], maps, totals)
+            yield separator + _encoder.encode([_kernel_stat(r, msgspec.Raw(by_seq.get(r[_SEQ], b"{}"))) for r in part])[1:-1]
+            separator = b","
     yield b"[]" if separator == b"[" else b"]"
+
+
+def _totals(record: tuple[Any, ...]) -> dict[str, float]:
+    """A split sim's kernel's running totals, from its record of `_kernels`, those it has."""
+    return {name: total for name, total in zip(_RUNNING_TOTALS, record[_SEQ + 1 :]) if total is not None}
 
 
 def run_kernel_chunks(con: Con, run: RunSummary) -> Iterator[bytes]:
     with snapshot(con):
-        yield from kernel_chunks(con, run, [s.id for s in sim_rows(con, run)], stats=False)
+        yield from kernel_chunks(con, run, [s.id for s in sim_rows(con, run)])
 
 
 class _Real(msgspec.Struct, frozen=True):
@@ -295,7 +308,7 @@ def _comparison_rows(con: Con, run: RunSummary, real: list[_Real], indices: list
     only = "AND k.kernel_index IN (SELECT unnest(?))" if indices is not None else ""
     records = con.execute(
         f"""SELECT k.kernel_index, s.gpu_config, median(k.sim_time_ns), median(k.gpu_sim_cycle), arg_min(k.name, s.replica)
-            FROM {_CURRENT_KERNELS} WHERE s.run_id = ? {only}
+            FROM {CURRENT_KERNELS} WHERE s.run_id = ? {only}
             GROUP BY k.kernel_index, s.gpu_config
             ORDER BY k.kernel_index, list_position(?, s.gpu_config)""",
         [run.id, *([indices] if indices is not None else []), names],
@@ -398,7 +411,7 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
     what is new: the kernels table's metadata, and its rows past the last sequence seen."""
     with snapshot(con):
         trace = _trace(con, run)
-        last_seq, kernels = con.execute("SELECT coalesce((SELECT max(seq) FROM kernels), 0), (SELECT count(*) FROM kernels)").fetchone()  # type: ignore[misc]
+        last_seq, kernels = one_row(con, "SELECT coalesce((SELECT max(seq) FROM kernels), 0), (SELECT count(*) FROM kernels)")
         # The rows of a timing id are all listed before it is attached, and never change after.
         key = (run.id, trace.created_at, con.execute("SELECT real_timing FROM traces WHERE id = ?", [run.trace_id]).fetchone())
         known: _Computed | None = cache.get(key)
@@ -406,11 +419,12 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
             return known.comparison
         touched: list[int] | None = None
         if known is not None:
-            added, touched = con.execute(
+            added, touched = one_row(
+                con,
                 "SELECT count(*), list(DISTINCT k.kernel_index) FILTER (WHERE s.run_id = ?) "
                 "FROM kernels k LEFT JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt WHERE k.seq > ?",
                 [run.id, known.last_seq],
-            ).fetchone()  # type: ignore[misc]
+            )
             if known.kernels + added != kernels:
                 touched = None  # rows went away too (a sim's new attempt): start over
         if known is None or touched is None:
@@ -435,7 +449,7 @@ class SimKernelTimes(msgspec.Struct, frozen=True):
 def succeeded_kernel_times(con: Con, run_id: str) -> list[SimKernelTimes]:
     """Each succeeded sim's kernel times by launch uid."""
     records = con.execute(
-        f"SELECT k.sim_id, max(k.seq), map(list(k.uid), list(k.sim_time_ns)) FROM {_CURRENT_KERNELS} "
+        f"SELECT k.sim_id, max(k.seq), map(list(k.uid), list(k.sim_time_ns)) FROM {CURRENT_KERNELS} "
         "WHERE s.run_id = ? AND s.state = 'succeeded' GROUP BY k.sim_id",
         [run_id],
     ).fetchall()
@@ -462,26 +476,26 @@ def _json_list(items: Iterable[Iterator[bytes]]) -> Iterator[bytes]:
     yield b"]"
 
 
-def _sim_results(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig]) -> Iterator[bytes]:
+def _sim_results(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
     view = sim_from_row(sim)
     results = SimResults(sim=view, trace_id=run.trace_id, gpu_config=gpu_configs.get(sim.gpu_config), kernels=[], totals=view.latest)
-    return _around(results, "kernels", kernel_chunks(con, run, [sim.id], stats=True))
+    return _around(results, "kernels", kernel_chunks(con, run, [sim.id], maps))
 
 
-def sim_results_chunks(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig]) -> Iterator[bytes]:
+def sim_results_chunks(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
     """A SimResults as JSON chunks, its kernels with their full stats maps."""
     with snapshot(con):
-        yield from _sim_results(con, run, sim, gpu_configs)
+        yield from _sim_results(con, run, sim, gpu_configs, maps)
 
 
-def run_results_chunks(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig]) -> Iterator[bytes]:
+def run_results_chunks(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
     """A RunResults as JSON chunks: the run, its trace in detail, each sim's results with
     full stats maps, and the comparison."""
     with snapshot(con):
         trace = _trace_detail(con, run)
         sims = sim_rows(con, run)
         results = RunResults(run=run, trace=trace, sims=[], comparison=comparison(con, run, trace.has_real_timing))
-        yield from _around(results, "sims", _json_list(_sim_results(con, run, s, gpu_configs) for s in sims))
+        yield from _around(results, "sims", _json_list(_sim_results(con, run, s, gpu_configs, maps) for s in sims))
 
 
 # --- log and files -------------------------------------------------------------------------
@@ -500,7 +514,7 @@ def _file_rows(con: Con, sim_ids: Sequence[str]) -> list[SimFileRow]:
         "WHERE s.id IN (SELECT unnest(?)) ORDER BY f.name",
         [list(sim_ids)],
     ).fetchall()
-    return cast(list[SimFileRow], tables.from_rows("sim_files", records))
+    return tables.from_rows(SimFileRow, records)
 
 
 def sim_files(con: Con, sim: SimRow) -> list[SimFile]:
@@ -509,7 +523,7 @@ def sim_files(con: Con, sim: SimRow) -> list[SimFile]:
 
 
 def file_row(con: Con, sim: SimRow, name: str) -> SimFileRow | None:
-    return cast(SimFileRow | None, _one(con, "sim_files", "sim_id = ? AND attempt = ? AND name = ?", [sim.id, sim.attempt, name]))
+    return _one(con, SimFileRow, "sim_id = ? AND attempt = ? AND name = ?", [sim.id, sim.attempt, name])
 
 
 def run_files(con: Con, run: RunSummary) -> list[RunFile]:
@@ -529,7 +543,7 @@ def run_rows(con: Con, run_id: str) -> tuple[RunRow, list[SimRow]] | None:
     """The run's row and its sims' rows, from one batch."""
     with snapshot(con):
         row = run_row(con, run_id)
-        return None if row is None else (row, cast(list[SimRow], _select(con, "sims", "run_id = ?", [run_id])))
+        return None if row is None else (row, _select(con, SimRow, "run_id = ?", [run_id]))
 
 
 def stream_snapshot(con: Con, run_id: str) -> tuple[int, RunDetail] | None:

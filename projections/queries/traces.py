@@ -27,7 +27,7 @@ _TRACE_KERNEL_COLUMNS = ", ".join(TraceKernel.__struct_fields__)
 def list_traces(con: Con) -> list[Trace]:
     """Every trace not deleted, newest first."""
     records = con.execute("SELECT * FROM traces WHERE NOT deleted ORDER BY created_at DESC, id").fetchall()
-    return [trace_from_row(row) for row in tables.from_rows("traces", records)]  # type: ignore[arg-type]
+    return [trace_from_row(row) for row in tables.from_rows(TraceRow, records)]
 
 
 def trace_summary(con: Con, trace_id: str) -> Trace | None:
@@ -73,8 +73,8 @@ def active_run_using(con: Con, trace_id: str) -> str | None:
 
 def _row(con: Con, trace_id: str) -> TraceRow | None:
     records = con.execute("SELECT * FROM traces WHERE id = ? AND NOT deleted", [trace_id]).fetchall()
-    rows = tables.from_rows("traces", records)
-    return rows[0] if rows else None  # type: ignore[return-value]
+    rows = tables.from_rows(TraceRow, records)
+    return rows[0] if rows else None
 
 
 def trace_from_row(row: TraceRow) -> Trace:

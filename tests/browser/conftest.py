@@ -8,6 +8,7 @@ the playwright package) these tests are skipped, saying why.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import importlib.util
 import os
@@ -20,6 +21,7 @@ import httpx
 import pytest
 
 from cascade_app.config import Settings
+from cascade_core import events as ev
 from cascade_nats import server
 from tests.cascade_http.live import LiveServer, live_server
 from tests.cascade_sim.world import accelsim_tree
@@ -121,6 +123,13 @@ def page(browser: BrowserContext, cascade: LiveServer) -> Iterator[Page]:
     yield tab
     tab.close()
     assert not errors, errors
+
+
+def seed(cascade: LiveServer, events: list[ev.Event]) -> None:
+    """Append events as the service's own would be, and wait until they are read."""
+    # From a thread of its own: Playwright's event loop runs in this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(cascade.seed, events).result()
 
 
 def sign_in(page: Page, url: str, route: str = "#/runs") -> None:

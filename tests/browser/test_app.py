@@ -6,23 +6,21 @@ the samples render; 10,000 kernels stay smooth. Each page is saved at 1280×800 
 from __future__ import annotations
 
 import base64
-import concurrent.futures
 import io
 import json
 import re
 import statistics
 import tarfile
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
 from cascade_core import events as ev
 from cascade_core.kernel_names import short_name
 from cascade_http.run_events import last_event_id
-from tests.browser.conftest import TOKEN, data_json, environment, missing, shoot, sign_in
+from tests.browser.conftest import TOKEN, data_json, environment, missing, seed, shoot, sign_in
 from tests.browser.proxy import proxy_to
 from tests.cascade_core.test_kernel_names import GRAMMAR_SYMBOLS, REAL_SYMBOLS
 from tests.cascade_http import runs_world as w
@@ -53,33 +51,6 @@ def ensure_trace(api: httpx.Client, name: str) -> None:
 
 def sim_states(page: Any) -> list[str]:
     return page.eval_on_selector_all("#sims-table tbody[data-sim] > tr:first-child", "rows => rows.map(r => r.dataset.state)")
-
-
-def finished_sim(run_id: str, sim_id: str, kernels: list[tuple[str, int]], clock_mhz: float, at: datetime) -> list[ev.Event]:
-    """A sim's life as a runner appends it: claimed, launched, a kernel result per
-    (name, cycles) a millisecond apart, a last heartbeat, succeeded."""
-    common: dict[str, Any] = {"run_id": run_id, "sim_id": sim_id, "attempt": 1}
-    events: list[ev.Event] = [
-        ev.SimClaimed(id=w.event_id(), at=at, runner_id="runner-seeded", host="h", **common),
-        ev.SimLaunched(id=w.event_id(), at=at, launcher_ref="1", host="h", config_digests={}, **common),
-    ]
-    for i, (name, cycles) in enumerate(kernels):
-        events.append(
-            ev.KernelFinished(
-                id=w.event_id(), at=at + timedelta(milliseconds=i), kernel_index=i, uid=i + 1, name=name, gpu_sim_cycle=cycles,
-                gpu_sim_insn=cycles * 3, gpu_ipc=3.0, sim_time_ns=cycles / clock_mhz * 1000, stats=msgspec.Raw(b"{}"), **common,
-            )
-        )
-    done = at + timedelta(milliseconds=len(kernels) + 1)
-    events.append(ev.SimHeartbeat(id=w.event_id(), at=done, kernels_done=len(kernels), current_kernel=kernels[-1][0], latest=w.LATEST, **common))
-    events.append(ev.SimFinished(id=w.event_id(), at=done, outcome="succeeded", exit_code=0, **common))
-    return events
-
-
-def seed(cascade: LiveServer, events: list[ev.Event]) -> None:
-    # From a thread of its own: Playwright's event loop runs in this one.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        pool.submit(cascade.seed, events).result()
 
 
 def assert_new_run_offered_where_the_api_takes_it(page: Any, api: httpx.Client) -> None:
@@ -239,8 +210,17 @@ def test_upload_run_watch_timeline_compare_and_perfetto(page: Any, cascade: Live
     page.wait_for_selector(f"#compare-table .vt-row >> nth={len(comparison['rows']) - 1}")
     cells = page.eval_on_selector_all("#compare-table .vt-row [data-config]", "els => els.map(e => [e.dataset.config, Number(e.dataset.ns)])")
     assert cells == [["SM61_TITANX", pytest.approx(r["sim_ns"]["SM61_TITANX"])] for r in comparison["rows"]]
-    series = data_json(page, "#compare-chart", "series")
-    assert series == [{"name": "SM61_TITANX", "values": [pytest.approx(r["sim_ns"]["SM61_TITANX"]) for r in comparison["rows"]]}]
+    # No line joins one kernel to the next; the three replicas' spread is drawn per kernel,
+    # around the comparison's medians (the fake simulator's replicas agree to the cycle).
+    assert not page.query_selector("#compare-chart")
+    spread = data_json(page, "#spread-chart", "spread")
+    by_kernel = {i: [k["sim_time_ns"] for k in kernels if k["kernel_index"] == i] for i in range(3)}
+    assert spread == [
+        {"gpu_config": "SM61_TITANX", "kernel_index": i, "replicas": 3, "min_ns": min(t), "median_ns": pytest.approx(r["sim_ns"]["SM61_TITANX"]), "max_ns": max(t)}
+        for (i, t), r in zip(by_kernel.items(), comparison["rows"])
+    ]
+    assert "Every replica took the same time on every kernel." in page.inner_text("#pic-spread")
+    assert page.is_hidden("#pic-scatter") and page.is_hidden("#pic-ratios")  # no real timing, one config
     total = float(page.get_attribute("#compare-summary [data-config=SM61_TITANX]", "data-total") or "nan")
     assert total == pytest.approx(sum(r["sim_ns"]["SM61_TITANX"] for r in comparison["rows"]))
     shoot(page, "compare", "#compare-table")
@@ -412,7 +392,7 @@ def test_compare_and_timeline_of_two_configs(page: Any, cascade: LiveServer) -> 
         [
             *w.trace_events("two-configs", arch="sm_61", kernel_count=3, step_timeline=False),
             w.run_created(run_id, sims, trace_id="two-configs", kernels_total=3, sample=True),
-            *(e for sim_id, config, r in sims for e in finished_sim(run_id, sim_id, [(n, c + 97 * r) for n, c in kernels], clocks[config], at)),
+            *(e for sim_id, config, r in sims for e in w.finished_sim(run_id, sim_id, [(n, c + 97 * r) for n, c in kernels], clocks[config], at)),
         ],
     )
     sign_in(page, cascade.url, f"#/runs/{run_id}/compare")
@@ -437,7 +417,7 @@ def test_a_sim_whose_runner_is_gone_says_so_on_the_run_and_in_its_row(page: Any,
         [
             *w.trace_events("lost-runner", arch="sm_61", kernel_count=1, step_timeline=False),
             w.run_created(run_id, sims, trace_id="lost-runner", kernels_total=1, sample=True),
-            *finished_sim(run_id, sims[0][0], [("_Z6vecAddIfEvPT_S1_S1_i", 5533)], 1417.0, at),
+            *w.finished_sim(run_id, sims[0][0], [("_Z6vecAddIfEvPT_S1_S1_i", 5533)], 1417.0, at),
             claimed,
         ],
     )
@@ -474,7 +454,7 @@ def test_compare_scores_real_time_and_cycles_with_the_spread_of_repetitions(page
         [
             *w.trace_events("real-timed", arch="sm_61", kernel_count=3, step_timeline=False),
             w.run_created(run_id, sims, trace_id="real-timed", kernels_total=3, sample=True),
-            *(e for sim_id, config, _ in sims for e in finished_sim(run_id, sim_id, [(f"_Z6kernelv{i + 1}", c) for i, c in enumerate(cycles[config])], clocks[config], at)),
+            *(e for sim_id, config, _ in sims for e in w.finished_sim(run_id, sim_id, [(f"_Z6kernelv{i + 1}", c) for i, c in enumerate(cycles[config])], clocks[config], at)),
         ],
     )
     header = '"ID","Kernel Name","gpu__time_duration.sum","gpc__cycles_elapsed.avg"\n"","","usecond","cycle"\n'
@@ -510,7 +490,7 @@ def test_ten_thousand_kernels_stay_smooth(page: Any, cascade: LiveServer) -> Non
         [
             *w.trace_events("big", arch="sm_61", kernel_count=1, step_timeline=False),  # its kernel list: a stand-in
             w.run_created(run_id, ((sim_id, "SM61_TITANX", 0),), trace_id="big", kernels_total=n, sample=True),
-            *finished_sim(run_id, sim_id, kernels, 1417.0, datetime(2026, 11, 8, 9, tzinfo=UTC)),
+            *w.finished_sim(run_id, sim_id, kernels, 1417.0, datetime(2026, 11, 8, 9, tzinfo=UTC)),
         ],
     )
 

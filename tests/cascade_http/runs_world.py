@@ -15,6 +15,7 @@ import shutil
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from starlette.testclient import TestClient
@@ -293,6 +294,31 @@ def sim_life(
     )
     exit_code = 0 if outcome == "succeeded" else 1
     events.append(ev.SimFinished(id=event_id(), at=finished, attempt=attempt, outcome=outcome, exit_code=exit_code, **common))  # type: ignore[arg-type]
+    return events
+
+
+def finished_sim(
+    run_id: str, sim_id: str, kernels: Sequence[tuple[str, int]], clock_mhz: float, when: datetime, *, stats: Sequence[bytes] = ()
+) -> list[ev.Event]:
+    """A sim's life as a runner appends it: claimed, launched, a kernel result per
+    (name, cycles) a millisecond apart (with the i-th of `stats` as its map, else none), a
+    last heartbeat, succeeded."""
+    common: dict[str, Any] = {"run_id": run_id, "sim_id": sim_id, "attempt": 1}
+    events: list[ev.Event] = [
+        ev.SimClaimed(id=event_id(), at=when, runner_id="runner-seeded", host="h", **common),
+        ev.SimLaunched(id=event_id(), at=when, launcher_ref="1", host="h", config_digests={}, **common),
+    ]
+    for i, (name, cycles) in enumerate(kernels):
+        events.append(
+            ev.KernelFinished(
+                id=event_id(), at=when + timedelta(milliseconds=i), kernel_index=i, uid=i + 1, name=name, gpu_sim_cycle=cycles,
+                gpu_sim_insn=cycles * 3, gpu_ipc=3.0, sim_time_ns=cycles / clock_mhz * 1000,
+                stats=msgspec.Raw(stats[i] if stats else b"{}"), **common,
+            )
+        )
+    done = when + timedelta(milliseconds=len(kernels) + 1)
+    events.append(ev.SimHeartbeat(id=event_id(), at=done, kernels_done=len(kernels), current_kernel=kernels[-1][0], latest=LATEST, **common))
+    events.append(ev.SimFinished(id=event_id(), at=done, outcome="succeeded", exit_code=0, **common))
     return events
 
 

@@ -26,6 +26,7 @@ import pytest
 from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_nats import server
+from cascade_nats.access import parse
 from cascade_nats.connect import connect
 from cascade_nats.wire import Wire, WireError, redacted, without_credentials
 from cascade_process import logs
@@ -70,7 +71,7 @@ async def refused(url: str) -> str:
         pass
 
     with pytest.raises(nats.errors.Error) as refusal:
-        await connect(url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=3, error_cb=quiet)
+        await connect(parse(url), allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=3, error_cb=quiet)
     return str(refusal.value)
 
 
@@ -126,13 +127,13 @@ def test_a_served_data_dir_lets_in_only_its_own_user_and_shows_no_secret(tmp_pat
         assert greeting.startswith(b"INFO ") and b'"auth_required":true' in greeting
         assert answers == [b"-ERR 'Authorization Violation'\r\n"], "refused, and the connection closed"
         with pytest.raises(WireError, match=r"refused the connection \(Authorization Violation\)"):
-            asyncio.run(Wire.open(address))
+            asyncio.run(Wire.open(address, parse(address)))
 
         for args, expected in [
-            ([server.with_password(address, "wrong")], f"NATS at {redacted(server.with_password(address, 'wrong'))}: "
+            ([server.with_password(address, "wrong")], f"NATS at {address}: "
              "refused the connection (Authorization Violation); wrong user or password"),
             ([address], f"NATS at {address}: refused the connection (Authorization Violation); "
-             "it needs a user and password in the URL (user:password@host:port)"),
+             "it needs a login: user:password@ or a token@ in the URL, --nats-nkey or --nats-creds"),
         ]:
             out = cli("events", run_id, "--nats-url", *args, env=env)
             outputs.append(out.stdout + out.stderr)

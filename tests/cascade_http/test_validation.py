@@ -9,7 +9,7 @@ fastapi/routing.py and fastapi/dependencies/utils.py) over a pydantic twin of th
 from __future__ import annotations
 
 import json
-from typing import Annotated, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import msgspec
 import pytest
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from cascade_core.models import RunCreate, ValidationErrorBody
+from cascade_core.models import RunCreate, SqlQuery, ValidationErrorBody
 from cascade_http.responses import ENCODER
 from cascade_http.validation import RequestValidationError, UnparsableBody, decode_body
 
@@ -57,7 +57,12 @@ class PydanticTree(BaseModel):
     sizes: list[int]
 
 
-ADAPTERS = {RunCreate: TypeAdapter(PydanticRunCreate), Tree: TypeAdapter(PydanticTree)}
+class PydanticSqlQuery(BaseModel):
+    sql: str = Field(min_length=1)
+    format: Literal["arrow", "csv", "json", "parquet"] = "json"
+
+
+ADAPTERS = {RunCreate: TypeAdapter(PydanticRunCreate), Tree: TypeAdapter(PydanticTree), SqlQuery: TypeAdapter(PydanticSqlQuery)}
 
 
 def fastapi_outcome(raw: bytes, schema: type) -> str:
@@ -146,9 +151,27 @@ BODIES = [
 ]
 
 
-@pytest.mark.parametrize("raw", BODIES, ids=lambda raw: repr(raw[:60]))
-def test_hand_picked_bodies_answer_as_fastapi_does(raw: bytes) -> None:
-    assert cascade_outcome(raw, RunCreate) == fastapi_outcome(raw, RunCreate)
+SQL_BODIES = [
+    b'{"sql": "SELECT 1"}',
+    b'{"sql": "SELECT 1", "format": "parquet"}',
+    b'{"sql": ""}',
+    b'{"format": "csv"}',
+    b'{"sql": 1, "format": "xlsx"}',
+    b'{"sql": "SELECT 1", "format": "JSON"}',
+    b'{"sql": "SELECT 1", "format": null}',
+    b'{"sql": "SELECT 1", "format": 1}',
+    b'{"sql": "SELECT 1", "format": ["json"]}',
+    b'{"sql": "\\ud800"}',
+]
+
+
+@pytest.mark.parametrize(
+    ("schema", "raw"),
+    [(RunCreate, b) for b in BODIES] + [(SqlQuery, b) for b in SQL_BODIES],
+    ids=lambda v: repr(v[:60]) if isinstance(v, bytes) else v.__name__,
+)
+def test_hand_picked_bodies_answer_as_fastapi_does(schema: type, raw: bytes) -> None:
+    assert cascade_outcome(raw, schema) == fastapi_outcome(raw, schema)
 
 
 TREES = [

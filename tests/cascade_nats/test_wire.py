@@ -7,6 +7,7 @@ import asyncio
 import anyio
 import pytest
 
+from cascade_nats.access import parse
 from cascade_nats.wire import Wire
 
 pytestmark = pytest.mark.anyio
@@ -26,7 +27,8 @@ async def test_an_opening_cut_short_closes_its_connection() -> None:
     port = server.sockets[0].getsockname()[1]
     async with server:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(Wire.open, f"nats://127.0.0.1:{port}")  # waits for the INFO line
+            url = f"nats://127.0.0.1:{port}"
+            tg.start_soon(Wire.open, url, parse(url))  # waits for the INFO line
             await connected.wait()
             tg.cancel_scope.cancel()  # as a stopping projector or a gone client's stream is
         with anyio.fail_after(5):

@@ -23,7 +23,9 @@ import msgspec
 from cascade_core import events as ev
 from cascade_nats.store import EventStore
 from projections import tables
+from projections.queries import stats_maps
 from projections.replay import replay
+from projections.rows import KernelRow
 
 HERE = Path(__file__).parent
 VERSIONS = (1, 2, 3)  # the recorded corpora, oldest first; the newest is what this version stores
@@ -84,15 +86,34 @@ class Table(msgspec.Struct, frozen=True):
     rows: list[list[Any]]
 
 
+# Tables of more rows than a recording should hold, summed up instead. What kernel_stats
+# holds is in the kernels table's `stats`: each map made again from its rows, which must be
+# the map as the event carried it (recorded as its digest).
+SUMMED = {
+    "kernel_stats": "SELECT count(*) AS rows, count(value) AS numbers, count(text) AS texts FROM kernel_stats",
+    "stat_names": "SELECT count(*) AS names, md5(string_agg(name, chr(10) ORDER BY id)) AS md5_by_id FROM stat_names",
+}
+
+
 def dump(con: duckdb.DuckDBPyConnection) -> dict[str, Table]:
     """Every table of the read model (checkpoint included), its rows sorted, in the columns
     two read models of one log agree on, with values as JSON holds them."""
     out: dict[str, Table] = {}
     for table in [*tables.ROW_TYPES, "checkpoint"]:
-        result = con.execute(f"SELECT {tables.compared_columns(table)} FROM {table} ORDER BY ALL")
+        result = con.execute(SUMMED.get(table) or f"SELECT {tables.compared_columns(table)} FROM {table} ORDER BY ALL")
         columns = [d[0] for d in result.description]
         out[table] = Table(columns, [[_value(v) for v in record] for record in result.fetchall()])
+    out["kernels"] = _with_maps(con, out["kernels"])
     return msgspec.json.decode(msgspec.json.encode(out), type=dict[str, Table])  # datetimes as text
+
+
+def _with_maps(con: duckdb.DuckDBPyConnection, kernels: Table) -> Table:
+    """The kernels, each with its stats map where KernelRow has it."""
+    seq = kernels.columns.index("seq")
+    maps = stats_maps.kernel_maps(con, [row[seq] for row in kernels.rows], stats_maps.Names())
+    columns = list(KernelRow.__struct_fields__)
+    rows = [[_value(maps.get(row[seq], b"{}").decode()) if c == "stats" else row[kernels.columns.index(c)] for c in columns] for row in kernels.rows]
+    return Table(columns, rows)
 
 
 def read_tables(version: int) -> dict[str, Table]:

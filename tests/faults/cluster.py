@@ -35,13 +35,24 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 class Cluster:
-    def __init__(self, tmp: Path, *, pace_s: float = 1.0, lease_s: float = 3.0, external_nats: bool = False) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        *,
+        pace_s: float = 1.0,
+        lease_s: float = 3.0,
+        external_nats: bool = False,
+        nats_url: str | None = None,
+        nats_env: dict[str, str] | None = None,
+    ) -> None:
         self.tmp = tmp
         self.tree = accelsim_tree(tmp / "accel-sim")
         self.data_dir = tmp / "data"
         self.pace_s = pace_s
         self.lease_s = lease_s
         self.nats: server.EmbeddedNats | None = server.start(tmp / "nats") if external_nats else None
+        self.external_url = nats_url  # a NATS the test runs itself (a cluster)
+        self.nats_env = nats_env or {}  # its TLS and login settings, for every process
         self.served: Served | None = None
         self.serves = 0
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
@@ -51,9 +62,9 @@ class Cluster:
 
     def env(self, **extra: str) -> dict[str, str]:
         settings = {"CASCADE_TOKEN": TOKEN, "CASCADE_RUNNER_LEASE": str(self.lease_s), "CASCADE_FAKE_ACCELSIM_PACE": str(self.pace_s)}
-        if self.nats is not None:
-            settings["CASCADE_NATS_URL"] = self.nats.url
-        return clean_env(**(settings | extra))
+        if self.nats is not None or self.external_url is not None:
+            settings["CASCADE_NATS_URL"] = self.nats_url
+        return clean_env(**(settings | self.nats_env | extra))
 
     def serve(self, *, runner: bool = True, slots: int = 2) -> Served:
         """Start `cascade serve` (again) over the data dir; returns once its API answers."""
@@ -74,6 +85,8 @@ class Cluster:
         """The NATS of the cluster, logged in."""
         if self.nats is not None:
             return self.nats.url
+        if self.external_url is not None:
+            return self.external_url
         assert self.served is not None
         return self.served.nats_url
 
@@ -82,10 +95,10 @@ class Cluster:
         assert len(out) == 1, out
         return int(out[0])
 
-    def worker(self, name: str, *, slots: int = 2) -> subprocess.Popen[bytes]:
+    def worker(self, name: str, *, slots: int = 2, **env: str) -> subprocess.Popen[bytes]:
         args = ["worker", "--accelsim-dir", str(self.tree), "--slots", str(slots), "--work-dir", str(self.tmp / name)]
         with (self.tmp / f"{name}.log").open("ab") as out:
-            process = subprocess.Popen([*CASCADE, *args], env=self.env(CASCADE_NATS_URL=self.nats_url), stdout=out, stderr=subprocess.STDOUT)
+            process = subprocess.Popen([*CASCADE, *args], env=self.env(**({"CASCADE_NATS_URL": self.nats_url} | env)), stdout=out, stderr=subprocess.STDOUT)
         self.workers[name] = process
         return process
 

@@ -22,10 +22,11 @@ from typing import Any
 
 import duckdb
 import msgspec
-import nats
 
 from cascade_core import events as ev
 from cascade_core import subjects
+from cascade_nats.access import parse
+from cascade_nats.connect import connect
 from cascade_nats.store import EventStore
 from tests.faults.cluster import Cluster, EventStream, processes_under
 
@@ -80,7 +81,7 @@ async def _stream_counts(url: str, sims: set[tuple[str, str]]) -> tuple[Counter[
     kernels: Counter[tuple[str, int, int]] = Counter()
     claims: Counter[str] = Counter()
     total = 0
-    nc = await nats.connect(url)
+    nc = await connect(parse(url))
     store = EventStore(nc)
     try:
         async for batch in store.raw(subjects.ALL, 1, until_caught_up=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from projections import fold, rows, tables
+from projections import fold, projector, rows, tables
 from projections.rows import SimRow
 
 NOTE = "added by the new version"
@@ -19,8 +19,10 @@ class NotedSimRow(SimRow, frozen=True, kw_only=True, gc=False):
 
 def add_a_column(patch: pytest.MonkeyPatch) -> None:
     patch.setattr(fold, "SimRow", NotedSimRow)
+    patch.setattr(projector, "SimRow", NotedSimRow)
     patch.setitem(rows.ENTITY_TABLES, "sims", NotedSimRow)
     patch.setitem(tables.ROW_TYPES, "sims", NotedSimRow)
+    patch.setitem(tables.TABLE_OF, NotedSimRow, "sims")
 
 
 def bump_the_fold(patch: pytest.MonkeyPatch) -> None:

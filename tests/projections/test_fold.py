@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -37,7 +38,12 @@ def project(items: Sequence[tuple[int, ev.Event]], *, slot: int = 0) -> duckdb.D
 
 def dump(con: duckdb.DuckDBPyConnection, *, with_checkpoint: bool = True) -> dict[str, list[tuple[object, ...]]]:
     names = [*tables.ROW_TYPES, "checkpoint"] if with_checkpoint else list(tables.ROW_TYPES)
-    return {t: sorted(con.execute(f"SELECT {tables.compared_columns(t)} FROM {t}").fetchall(), key=repr) for t in names}
+    return {t: sorted(map(_comparable, con.execute(f"SELECT {tables.compared_columns(t)} FROM {t}").fetchall()), key=repr) for t in names}
+
+
+def _comparable(row: tuple[object, ...]) -> tuple[object, ...]:
+    """A row that equals the same row read again: nan is not equal to itself."""
+    return tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in row)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

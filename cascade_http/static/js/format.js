@@ -100,6 +100,15 @@ export function percent(x, { signed = false } = {}) {
   return `${signed && x > 0 ? "+" : ""}${text} %`;
 }
 
+/** A stat's value as the simulator would print it, shortened: counts whole and grouped
+ * ("26,560,256"), other numbers to four significant digits, tiny ones in e-notation. */
+export function number(x) {
+  if (!known(x)) return NONE;
+  const a = Math.abs(x);
+  if (Number.isInteger(x) || a >= 1e4) return grouped.format(x);
+  return a < 1e-3 ? x.toExponential(3) : sig4.format(x);
+}
+
 export function fixed(x, digits = 3) {
   return known(x) ? Number(x).toFixed(digits) : NONE;
 }

@@ -16,7 +16,7 @@ const ROUTES = [
   { re: /^\/runs$/, nav: "runs", mount: mountRuns },
   { re: /^\/runs\/new$/, nav: "runs", mount: mountNewRun },
   {
-    re: /^\/runs\/([^/]+)(?:\/(timeline|compare))?$/,
+    re: /^\/runs\/([^/]+)(?:\/(timeline|compare|stats))?$/,
     nav: "runs",
     mount: mountRun,
     params: (m) => ({ id: decodeURIComponent(m[1]), tab: m[2] ?? "sims" }),

@@ -1,5 +1,6 @@
 // The Compare tab. Per kernel row (GET /comparison: the median over each config's replicas),
-// configs side by side as a chart and a table; with real timing, simulated vs real with the
+// configs side by side as pictures (pictures.js: simulated against real, config against
+// config, the spread of replicas) and a table; with real timing, simulated vs real with the
 // error per kernel, the spread of the hardware repetitions, and each config's scores as the
 // API computes them (Accel-Sim's plot-correlation.py numbers), against real time and against
 // real cycles. For traces with a step timeline: per-step wall and GPU time, and TTFT / ITL /
@@ -13,6 +14,7 @@ import { lineChart } from "../chart.js";
 import { errorPct, median } from "../stats.js";
 import { colorMap, cssVar } from "../palette.js";
 import { virtualTable } from "../vtable.js";
+import { comparePictures } from "./pictures.js";
 
 // A config's scores against real values (Comparison.correlation), in plot-correlation.py's names.
 const SCORES = [
@@ -100,16 +102,13 @@ export function mountCompare(el, model) {
   let succeeded = -1;
   const kernelsBody = h("div", {}, loading("Loading the comparison…"));
   const stepsBody = h("div", {});
-  const chart = lineChart({ id: "compare-chart", label: "Simulated time per kernel row, per config", rowTitle: (i) => rowName(comparison.rows[i]) });
+  const colors = colorMap();
+  const pictures = comparePictures(model, colors);
   const table = virtualTable({ id: "compare-table", label: "Time per kernel row", columns: [], rowData: (r) => ({ kernelIndex: r.kernel_index }) });
   el.append(
     h("section", { class: "panel", "aria-labelledby": "cmp-kernels" }, h("div", { class: "toolbar" }, h("h2", { id: "cmp-kernels" }, "Kernels")), kernelsBody),
     stepsBody,
   );
-
-  function rowName(r) {
-    return `#${r.kernel_index} ${shortName(r.kernel_name)}`;
-  }
 
   function summaries(c) {
     const base = c.configs[0];
@@ -177,19 +176,17 @@ export function mountCompare(el, model) {
     if (!c.rows.length) {
       return clear(kernelsBody, state("empty", model.active ? "No kernel has finished yet." : "No sim finished a kernel.", "Rows appear as the sims finish kernels."));
     }
-    const colors = colorMap();
-    const series = c.configs.map((cfg) => ({ name: cfg, color: colors.get(cfg), values: c.rows.map((r) => r.sim_ns[cfg] ?? null) }));
-    if (c.has_real_timing) series.unshift({ name: "Real", color: cssVar("--text"), dashed: true, values: c.rows.map((r) => r.real_ns) });
+    c.configs.forEach((cfg) => colors.get(cfg)); // in the order of the run's entries
     clear(
       kernelsBody,
       c.has_real_timing ? null : h("p", { class: "hint pad" }, "This trace has no real timing: configs are compared with each other."),
       summaryCards(c),
       c.correlation ? scoresTable("correlation-table", "Against real time, as Accel-Sim's plot-correlation.py scores it", c.correlation) : null,
       c.cycles_correlation ? scoresTable("cycles-correlation-table", "Against real cycles (simulated gpu_sim_cycle)", c.cycles_correlation) : null,
-      chart.el,
+      pictures.el,
       table.el,
     );
-    chart.setData({ rows: c.rows.length, series });
+    pictures.render(c);
     table.setColumns(columns(c));
     table.setRows(c.rows);
   }

@@ -1,6 +1,7 @@
-// A run's page: its header (state, sim counts, progress, downloads, cancel) and three tabs,
-// Sims, Timeline and Compare, that share one live RunModel fed by the run's event stream.
-// Switching tabs keeps the stream; leaving the run closes it.
+// A run's page: its header (state, sim counts, progress, downloads, cancel) and four tabs,
+// Sims, Timeline, Compare and Stats, that share one live RunModel fed by the run's event
+// stream. Switching tabs keeps the stream; leaving the run closes it. A tab may read the
+// page's query (Stats: ?name=), and is told when it changes.
 
 import { api, enc } from "../api.js";
 import { age, counted, dateTime, integer } from "../format.js";
@@ -9,11 +10,13 @@ import { RunModel } from "../runmodel.js";
 import { mountSims } from "./sims.js";
 import { mountTimeline } from "./timeline.js";
 import { mountCompare } from "./compare.js";
+import { mountStats } from "./stats.js";
 
 const TABS = [
   { id: "sims", title: "Sims", mount: mountSims, path: "" },
   { id: "timeline", title: "Timeline", mount: mountTimeline, path: "/timeline" },
   { id: "compare", title: "Compare", mount: mountCompare, path: "/compare" },
+  { id: "stats", title: "Stats", mount: mountStats, path: "/stats" },
 ];
 
 const LINK_TEXT = {
@@ -24,9 +27,10 @@ const LINK_TEXT = {
   failed: "Not live",
 };
 
-export function mountRun(el, params) {
+export function mountRun(el, params, query) {
   const model = new RunModel(params.id).start();
   let tab = params.tab;
+  let tabQuery = query;
   let sub = null;
   let lastState = null;
 
@@ -68,7 +72,7 @@ export function mountRun(el, params) {
     const t = TABS.find((x) => x.id === tab) ?? TABS[0];
     markCurrent(tabLinks, (a) => a.dataset.tab === t.id);
     document.title = `${t.title} · ${params.id} · Cascade`;
-    sub = t.mount(content, model);
+    sub = t.mount(content, model, tabQuery);
   }
 
   function renderHead() {
@@ -149,8 +153,9 @@ export function mountRun(el, params) {
   });
 
   return {
-    update(next) {
-      if (next.tab === tab) return;
+    update(next, nextQuery) {
+      tabQuery = nextQuery;
+      if (next.tab === tab) return sub?.query?.(nextQuery);
       tab = next.tab;
       if (model.run) showTab();
     },

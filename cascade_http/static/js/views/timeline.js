@@ -11,6 +11,7 @@ import { counted, duration, integer, ipc, ticks, timeUnit } from "../format.js";
 import { clear, facts, h, hideTip, perFrame, showTip, state, throttle } from "../dom.js";
 import { shortName } from "../kernelname.js";
 import { colorMap, cssVar, fitCanvas, textOn } from "../palette.js";
+import { fitText } from "../plot.js";
 import { virtualTable } from "../vtable.js";
 
 const AXIS = 28;
@@ -365,11 +366,4 @@ function laneText(ctx, lane, width) {
 /** A lane in the kernel table: the config cut first, the replica never. */
 function laneName(lane) {
   return h("span", { class: "lane-name", title: lane.label }, h("span", { class: "lane-config" }, lane.config), h("span", { class: "lane-replica" }, ` · ${lane.replica}`));
-}
-
-function fitText(ctx, text, width) {
-  if (ctx.measureText(text).width <= width) return text;
-  let n = text.length;
-  while (n > 1 && ctx.measureText(`${text.slice(0, n)}…`).width > width) n = Math.ceil(n * 0.8);
-  return n > 1 ? `${text.slice(0, n)}…` : "";
 }

@@ -1,0 +1,56 @@
+"""`POST /api/sql`: a person's SELECT on the read model (`projections/user_sql.py`)."""
+
+from __future__ import annotations
+
+import duckdb
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from cascade_core.models import SqlAnswer, SqlQuery
+from cascade_http.bodies import json_body
+from cascade_http.openapi import operation
+from cascade_app.reads import read
+from cascade_http.responses import ApiError
+from cascade_http.state import cascade
+from projections import answers, user_sql
+
+@operation(
+    summary="Query the read model",
+    description="Runs one SELECT on the read model's tables and views (README.md, Querying the read model) as of "
+    "the last batch the projector committed, and answers in `format`: an SqlAnswer, CSV, an Arrow IPC stream or "
+    "Parquet. Nothing else runs: no write, COPY, ATTACH, INSTALL, LOAD, PRAGMA, SET or CALL, no second statement, "
+    "and no table function but those that read the read model itself (range, unnest, json_each, duckdb_tables...), "
+    "so no file or network is reached. At most CASCADE_SQL_TIMEOUT seconds, CASCADE_SQL_MAX_ROWS rows and "
+    "CASCADE_SQL_MAX_BYTES bytes; two queries run at once, others wait their turn.",
+    tag="sql",
+    body=SqlQuery,
+    response=SqlAnswer,
+    other_media_types=tuple(t for f, t in answers.MEDIA_TYPES.items() if f != "json"),
+    errors={
+        400: "The SQL does not parse or bind, or is not one SELECT of the read model alone: `detail` says why.",
+        408: "The query ran past CASCADE_SQL_TIMEOUT and was stopped.",
+        413: "The body is over CASCADE_MAX_BODY_BYTES.",
+        422: "The answer has more rows than CASCADE_SQL_MAX_ROWS or more bytes than CASCADE_SQL_MAX_BYTES, "
+        "or the body fails validation.",
+    },
+)
+async def run_sql(request: Request) -> Response:
+    c = cascade(request)
+    query = await json_body(request, SqlQuery)
+    settings = c.settings
+    limits = user_sql.Limits(settings.sql_timeout_s, settings.sql_max_rows, settings.sql_max_bytes)
+    try:
+        body = await read(c, user_sql.answer, query.sql, query.format, limits, limiter=c.sql_queries)
+    except user_sql.TookTooLong as err:
+        raise ApiError(408, err.detail) from None
+    except user_sql.TooLarge as err:
+        raise ApiError(422, err.detail) from None
+    except user_sql.Refused as err:
+        raise ApiError(400, err.detail) from None
+    except duckdb.Error as err:
+        raise ApiError(400, str(err).splitlines()[0]) from None
+    return Response(body, media_type=answers.MEDIA_TYPES[query.format])
+
+
+routes = [Route("/api/sql", run_sql, methods=["POST"])]

@@ -1,0 +1,84 @@
+"""A run's rows as Parquet files in a zip, made as it is sent: what pandas, polars and DuckDB
+read as they are, for analyses away from the service.
+
+    runs.parquet          the run's row of `runs`
+    sims.parquet          its sims' rows of `sims`
+    kernels.parquet       its sims' kernels (their stats maps are the next file)
+    kernel_stats.parquet  every value of those maps: sim_id, kernel_index, stat (its name), value, text
+    timing.parquet        the real timing its trace uses, one row per kernel and hardware pass
+
+All are read in one transaction, so they agree. Each is written in row groups of `BATCH_ROWS`
+straight into the zip as it streams: the server holds one batch at a time, never a file.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator
+from datetime import datetime
+
+import duckdb
+import pyarrow.parquet
+
+from projections.queries.runs import Con, snapshot
+
+BATCH_ROWS = 65536
+
+_CURRENT = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
+
+# Each file's query, from the run's id.
+TABLES = {
+    "runs": "SELECT * FROM runs WHERE id = $run",
+    "sims": "SELECT * FROM sims WHERE run_id = $run ORDER BY gpu_config, replica",
+    "kernels": f"SELECT k.* FROM {_CURRENT} WHERE s.run_id = $run ORDER BY k.sim_id, k.kernel_index",
+    "kernel_stats": f"""SELECT k.sim_id, k.kernel_index, n.name AS stat, v.value, v.text
+        FROM kernel_stats v JOIN {_CURRENT} ON k.seq = v.seq JOIN stat_names n ON n.id = v.stat
+        WHERE s.run_id = $run ORDER BY k.sim_id, k.kernel_index, v.stat""",
+    "timing": """SELECT r.* FROM trace_real_timing r JOIN traces t ON t.id = r.trace_id AND t.real_timing = r.timing_id
+        JOIN runs ON runs.trace_id = t.id WHERE runs.id = $run ORDER BY r.repeat, r.kernel_id""",
+}
+
+
+class _Pipe:
+    """What the zip writes, kept until taken: the zip streams, it never seeks back."""
+
+    def __init__(self) -> None:
+        self._chunks: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self._chunks.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def take(self) -> bytes:
+        data = b"".join(self._chunks)
+        self._chunks.clear()
+        return data
+
+
+def zip_chunks(con: Con, run_id: str, made_at: datetime) -> Iterator[bytes]:
+    """The zip of the run's Parquet files, in chunks of about a row group each."""
+    pipe = _Pipe()
+    with snapshot(con), zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_STORED) as archive:
+        for table, query in TABLES.items():
+            member = zipfile.ZipInfo(f"{table}.parquet", date_time=made_at.timetuple()[:6])
+            with archive.open(member, "w", force_zip64=True) as file:
+                yield from _parquet(con.sql(query, params={"run": run_id}), file, pipe)
+            yield pipe.take()
+    yield pipe.take()
+
+
+def _parquet(relation: duckdb.DuckDBPyRelation, file: object, pipe: _Pipe) -> Iterator[bytes]:
+    reader = relation.to_arrow_reader(BATCH_ROWS)
+    try:
+        with pyarrow.parquet.ParquetWriter(file, reader.schema) as writer:
+            for batch in reader:
+                writer.write_batch(batch)
+                yield pipe.take()
+    finally:
+        reader.close()  # if the download stopped halfway: the transaction cannot end before it

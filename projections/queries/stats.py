@@ -1,0 +1,189 @@
+"""Reads of a run's kernel stats by name: the names its kernels have (a catalogue), and one
+stat's values per kernel and config, as the API's Structs.
+
+Names are docs/stats-naming.md's. In the name asked for, `[*]` stands for any index, so
+`L2_cache_bank[*].Miss_rate` is the table of every L2 bank's miss rate and
+`maximum service time to same row.dram[*][*]` the one of every DRAM channel and bank.
+
+Both read `kernel_stats` (a row per value, its name an id of `stat_names`), over the rows
+between the run's first and last kernels' seqs, which DuckDB's zone maps skip to. Only the
+current attempt of a sim counts. bench/README.md has the cost on 10,000 kernels of 1,300
+stats each: each answer takes a scan of the stat ids of those rows, 100 to 300 ms on 2 busy
+cores.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cascade_core.models import RunSummary, StatCatalogue, StatName, StatTable, StatValues, StatValuesRow
+from projections.queries.runs import CURRENT_KERNELS, Con, configs, snapshot
+
+CATALOGUE_LIMIT = 200  # names in a catalogue's answer
+VALUES_LIMIT = 50_000  # rows in a values answer
+MAX_NAME = 500  # characters of a name or search
+
+ANY_INDEX = "[*]"
+_INDEX = re.compile(r"\[([0-9]+)\]")
+_SPECIAL = re.compile(r"[\\.^$|?*+()\[\]{}]")
+
+
+class BadName(ValueError):
+    """A name or search the API refuses (422), saying why."""
+
+
+def _regex(text: str, index: str) -> str:
+    """`text` as a regular expression (RE2, DuckDB's) matching itself, with each `[*]` as `index`."""
+    return index.join(_SPECIAL.sub(lambda m: "\\" + m.group(), part) for part in text.split(ANY_INDEX))
+
+
+def _checked(text: str, what: str) -> str:
+    if len(text) > MAX_NAME:
+        raise BadName(f"{what} is over {MAX_NAME} characters")
+    if "*" in text.replace(ANY_INDEX, ""):
+        raise BadName(f"{what} may hold * only as [*], for any index: {text[:100]!r}")
+    return text
+
+
+def search_pattern(q: str) -> str:
+    """The names a search `q` finds: those holding it, ignoring case, `[*]` any index."""
+    return _regex(_checked(q, "q"), r"\[[0-9]+\]")
+
+
+def name_pattern(name: str) -> str:
+    """The names `name` stands for, each `[*]` a group capturing its index."""
+    if not name:
+        raise BadName("name is required: a stat's name, with [*] for any index")
+    return _regex(_checked(name, "name"), r"\[([0-9]+)\]")
+
+
+def natural(name: str) -> list[str | int]:
+    """The order of names: by their text, indices as numbers (`[2]` before `[10]`)."""
+    parts: list[str | int] = []
+    for i, part in enumerate(_INDEX.split(name)):
+        parts.append(int(part) if i % 2 else part)
+    return parts
+
+
+def table_name(name: str) -> str:
+    """The per-unit table a name belongs to: each of its indices as `[*]`."""
+    return _INDEX.sub(ANY_INDEX, name)
+
+
+# The run's current kernels, and the seqs its kernels' rows of kernel_stats lie between.
+_RUN_KERNELS = f"SELECT k.seq, k.kernel_index, k.name, s.gpu_config, s.replica FROM {CURRENT_KERNELS} WHERE s.run_id = $run"
+_SEQS = f"SELECT min(k.seq), max(k.seq) FROM {CURRENT_KERNELS} WHERE s.run_id = ?"
+
+# Per name that holds $q, each config's kernel indices with a kernel that has it. A kernel's
+# names are its rows' stat ids, and kernels of one name and config mostly have the same ones:
+# so each kernel's set of ids becomes one number (the xor of their hashes, grouping the rows
+# by seq alone), a kernel index the list of those its replicas have, and each such set is
+# read by its names once, from one kernel that has it (two sets share a number by a chance of
+# 1 in 2^64). Counting distinct kernel indices over every row instead groups them by stat and
+# kernel: 2 to 4 times slower.
+_CATALOGUE = f"""
+WITH run_kernels AS ({_RUN_KERNELS}),
+layouts AS (SELECT r.seq, r.gpu_config, r.kernel_index, l.layout
+            FROM (SELECT seq, bit_xor(hash(stat)) AS layout FROM kernel_stats WHERE seq BETWEEN $first AND $last GROUP BY seq) l
+            JOIN run_kernels r USING (seq)),
+groups AS (SELECT gpu_config, layouts, count(*) AS kernels
+           FROM (SELECT gpu_config, kernel_index, list(DISTINCT layout ORDER BY layout) AS layouts FROM layouts GROUP BY ALL)
+           GROUP BY ALL),
+names AS (SELECT e.layout, n.name
+          FROM (SELECT layout, min(seq) AS seq FROM layouts GROUP BY layout) e
+          JOIN kernel_stats v USING (seq) JOIN stat_names n ON n.id = v.stat
+          WHERE regexp_matches(n.name, $q, 'i')),
+counts AS (SELECT name, gpu_config, sum(kernels) AS kernels
+           FROM (SELECT DISTINCT g.gpu_config, g.layouts, g.kernels, n.name
+                 FROM (SELECT *, unnest(layouts) AS layout FROM groups) g JOIN names n USING (layout))
+           GROUP BY ALL)
+SELECT name, list(gpu_config ORDER BY list_position($configs, gpu_config)), list(kernels::BIGINT ORDER BY list_position($configs, gpu_config))
+FROM counts GROUP BY name"""
+
+
+def _seqs(con: Con, run: RunSummary) -> tuple[int, int] | None:
+    """The first and last seq of the run's current kernels, None if it has none."""
+    first, last = con.execute(_SEQS, [run.id]).fetchone() or (None, None)
+    return None if first is None else (first, last)
+
+
+def stat_catalogue(con: Con, run: RunSummary, q: str) -> StatCatalogue:
+    """The names of the run's kernels' stats that hold `q` (in `natural` order), each with how
+    many kernel indices of each config have it (configs in entry order); and the per-unit
+    tables among them."""
+    with snapshot(con):
+        seqs = _seqs(con, run)
+        records = []
+        if seqs is not None:
+            params = {"run": run.id, "first": seqs[0], "last": seqs[1], "q": search_pattern(q), "configs": configs(run)}
+            records = con.execute(_CATALOGUE, params).fetchall()
+    records.sort(key=lambda r: natural(r[0]))
+    tables: dict[str, int] = {}
+    for name, _, _ in records:
+        table = table_name(name)
+        if table != name:
+            tables[table] = tables.get(table, 0) + 1
+    return StatCatalogue(
+        names=[StatName(name=name, kernels=dict(zip(cfgs, counts))) for name, cfgs, counts in records[:CATALOGUE_LIMIT]],
+        tables=[StatTable(name=t, stats=n) for t, n in sorted(tables.items(), key=lambda item: natural(item[0]))],
+        truncated=len(records) > CATALOGUE_LIMIT,
+    )
+
+
+# The run's rows of the stats $stats (ids), a kernel index, config and stat a row: how many
+# of the config's replicas have a value (a number or a text), and the median, least and
+# greatest of their finite numbers.
+_FINITE = "FILTER (WHERE isfinite(v.value))"
+_VALUES = f"""
+SELECT r.kernel_index, arg_min(r.name, r.replica), r.gpu_config, v.stat, count(*),
+       median(v.value) {_FINITE}, min(v.value) {_FINITE}, max(v.value) {_FINITE}
+FROM kernel_stats v JOIN ({_RUN_KERNELS}) r USING (seq)
+WHERE v.seq BETWEEN $first AND $last AND v.stat = ANY($stats) AND (v.value IS NOT NULL OR v.text IS NOT NULL)
+GROUP BY r.kernel_index, r.gpu_config, v.stat
+ORDER BY r.kernel_index, list_position($configs, r.gpu_config), list_position($stats, v.stat)
+LIMIT $limit"""
+_HELD = f"""
+SELECT DISTINCT v.stat FROM kernel_stats v JOIN ({_RUN_KERNELS}) r USING (seq)
+WHERE v.seq BETWEEN $first AND $last AND v.stat = ANY($stats) AND (v.value IS NOT NULL OR v.text IS NOT NULL)"""
+
+
+def _units(pattern: re.Pattern[str], stat: str) -> list[int]:
+    match = pattern.fullmatch(stat)
+    assert match is not None, stat  # DuckDB found it by the same expression
+    return [int(i) for i in match.groups()]
+
+
+def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
+    """Per kernel index, config and unit, the stat's median over the config's replicas with
+    its least and greatest value (finite numbers only), for every name `name` stands for
+    that the run's kernels have."""
+    pattern = re.compile(name_pattern(name))
+    order = configs(run)
+    with snapshot(con):
+        if ANY_INDEX in name:
+            found = con.execute("SELECT id, name FROM stat_names WHERE regexp_full_match(name, ?)", [pattern.pattern]).fetchall()
+        else:
+            found = con.execute("SELECT id, name FROM stat_names WHERE name = ?", [name]).fetchall()
+        units = {stat: _units(pattern, stat) for _, stat in found}
+        found.sort(key=lambda f: units[f[1]])
+        ids = [i for i, _ in found]
+        seqs = _seqs(con, run)
+        records: list[tuple[int, str, str, int, int, float | None, float | None, float | None]] = []
+        if ids and seqs is not None:
+            params = {"run": run.id, "first": seqs[0], "last": seqs[1], "stats": ids}
+            records = con.execute(_VALUES, {**params, "configs": order, "limit": VALUES_LIMIT + 1}).fetchall()
+        truncated = len(records) > VALUES_LIMIT
+        # The stats the rows show, unless some were cut off: then the ones the run has.
+        held = {r[3] for r in records} if not truncated else {i for (i,) in con.execute(_HELD, params).fetchall()}
+    names = dict(found)
+    rows = [
+        StatValuesRow(kernel_index=index, kernel_name=kernel, gpu_config=config, units=units[names[stat]], replicas=replicas, median=median, min=low, max=high)
+        for index, kernel, config, stat, replicas, median, low, high in records[:VALUES_LIMIT]
+    ]
+    return StatValues(
+        name=name,
+        configs=order,
+        stats=[names[i] for i in ids if i in held],
+        rows=rows,
+        truncated=truncated,
+    )

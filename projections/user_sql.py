@@ -1,0 +1,146 @@
+"""SQL that people write, run on the read model beside the projector.
+
+A query must be one statement that DuckDB's own parser calls a SELECT, and every table
+function it calls must be one of `TABLE_FUNCTIONS`, which read nothing but the read model
+and change nothing: what reads files or the network (`read_csv`, `read_parquet`, `glob`...),
+runs SQL of its own (`query`) or acts on the database (`checkpoint`) is refused before the
+query runs, as are writes, `COPY`, `ATTACH`, `INSTALL`/`LOAD`, `PRAGMA`, `SET`, `CALL` and
+several statements at once. DuckDB backs that up: the read model is opened with external
+access off and its configuration locked (`database.py`), so a file named as a table, or a
+function the check let through, reaches no file either.
+
+The query runs in a read transaction of a cursor of its own, so it sees one committed batch
+and the projector goes on writing; it is interrupted past its time limit, and refused once
+its answer passes its rows or bytes (`answers.py` makes the answer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import duckdb
+import msgspec
+import pyarrow as pa
+
+from cascade_core.models import SqlColumn, SqlFormat
+from projections import answers
+
+TABLE_FUNCTIONS = frozenset(
+    {
+        "range", "generate_series", "unnest", "repeat", "json_each", "json_tree",
+        "duckdb_columns", "duckdb_constraints", "duckdb_functions", "duckdb_keywords", "duckdb_schemas",
+        "duckdb_tables", "duckdb_types", "duckdb_views", "pragma_table_info",
+    }
+)  # fmt: skip
+BATCH_ROWS = 8192
+
+
+class Limits(msgspec.Struct, frozen=True):
+    seconds: float
+    rows: int
+    bytes: int
+
+
+class Refused(Exception):
+    """A query this route does not run; `detail` says why."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class TookTooLong(Refused):
+    pass
+
+
+class TooLarge(Refused):
+    pass
+
+
+_serialized = msgspec.json.Decoder(dict[str, Any])
+
+
+def check(con: duckdb.DuckDBPyConnection, sql: str) -> str:
+    """The one SELECT `sql` holds, or `Refused`; a ParserException if it does not parse."""
+    statements = con.extract_statements(sql)
+    if len(statements) != 1:
+        raise Refused(f"one statement at a time: this has {len(statements)}")
+    (statement,) = statements
+    if statement.type != duckdb.StatementType.SELECT:
+        raise Refused(f"only a SELECT is run here, and this is {statement.type.name.replace('_', ' ')}")
+    refused = sorted(table_functions(con, statement.query) - TABLE_FUNCTIONS)
+    if refused:
+        raise Refused(
+            f"{', '.join(refused)}: queries read only the read model's tables, so the table functions they may call are "
+            + ", ".join(sorted(TABLE_FUNCTIONS))
+        )
+    return statement.query
+
+
+def table_functions(con: duckdb.DuckDBPyConnection, select: str) -> set[str]:
+    """The names of the table functions a SELECT calls anywhere, as DuckDB parsed it."""
+    ((text,),) = con.execute("SELECT json_serialize_sql(?)", [select]).fetchall()
+    tree = _serialized.decode(text)
+    if tree.get("error"):
+        raise Refused(f"the query cannot be checked: {tree.get('error_message', 'DuckDB could not serialize it')}")
+    found: set[str] = set()
+    nodes: list[Any] = [tree]
+    while nodes:
+        node = nodes.pop()
+        if isinstance(node, dict):
+            if node.get("type") == "TABLE_FUNCTION":
+                found.add(str(node.get("function", {}).get("function_name", "")).lower())
+            nodes.extend(node.values())
+        elif isinstance(node, list):
+            nodes.extend(node)
+    return found
+
+
+def answer(con: duckdb.DuckDBPyConnection, sql: str, form: SqlFormat, limits: Limits) -> bytes:
+    """The answer to `sql` in `form`; `Refused` (and its kinds) or DuckDB's error if none."""
+    select = check(con, sql)
+    with _interrupted_after(con, limits.seconds), _read_transaction(con):
+        relation = con.sql(select)
+        columns = [SqlColumn(name, str(type_)) for name, type_ in zip(relation.columns, relation.types)]
+        reader = relation.to_arrow_reader(BATCH_ROWS)
+        try:
+            return answers.encode(form, columns, reader.schema, _within(reader, limits.rows), limits.bytes)
+        except answers.TooLarge as large:
+            raise TooLarge(f"{large}: over CASCADE_SQL_MAX_BYTES ({limits.bytes:,} bytes); ask for less, or aggregate") from None
+        except answers.NoForm as no_form:
+            raise Refused(str(no_form)) from None
+        finally:
+            reader.close()
+
+
+def _within(reader: pa.RecordBatchReader, limit: int) -> Iterator[pa.RecordBatch]:
+    rows = 0
+    for batch in reader:
+        rows += batch.num_rows
+        if rows > limit:
+            raise TooLarge(f"the answer has more than {limit:,} rows (CASCADE_SQL_MAX_ROWS); add a LIMIT, or aggregate")
+        yield batch
+
+
+@contextlib.contextmanager
+def _read_transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    finally:
+        con.execute("ROLLBACK")
+
+
+@contextlib.contextmanager
+def _interrupted_after(con: duckdb.DuckDBPyConnection, seconds: float) -> Iterator[None]:
+    timer = threading.Timer(seconds, con.interrupt)
+    timer.start()
+    try:
+        yield
+    except duckdb.InterruptException:
+        raise TookTooLong(f"the query ran past CASCADE_SQL_TIMEOUT ({seconds:g} s) and was stopped") from None
+    finally:
+        timer.cancel()

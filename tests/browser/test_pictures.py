@@ -1,0 +1,224 @@
+"""The web app's pictures against the API's numbers, in headless Chromium at 1280×800 and
+390×844: Compare's simulated-against-real scatter, config-against-config bars and the spread
+of replicas, and the Stats tab's explorer (search the catalogue, bars per kernel and config,
+heatmaps of per-unit tables). The run's kernels carry real Accel-Sim stats maps
+(tests/cascade_http/stats_world.py) and its trace real timing from ncu (two passes)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+from urllib.parse import quote, unquote
+
+import httpx
+import pytest
+
+from tests.browser.conftest import data_json, missing, seed, shoot, sign_in
+from tests.cascade_http import stats_world
+from tests.cascade_http.live import LiveServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(missing() is not None, reason=missing() or "")]
+
+RUN = "run-pictures0001"
+# ncu's raw page, two passes over the trace's three kernels: duration (µs) and cycles.
+NCU_HEADER = '"ID","Kernel Name","gpu__time_duration.sum","gpc__cycles_elapsed.avg"\n"","","usecond","cycle"\n'
+PASSES = [[(3.9, 5500), (5.1, 7000), (3.7, 5300)], [(4.1, 5700), (5.3, 7400), (3.9, 5500)]]
+
+
+@pytest.fixture(scope="module")
+def run(cascade: LiveServer, api: httpx.Client) -> str:
+    seed(cascade, stats_world.events(RUN))
+    body = "".join(NCU_HEADER + "".join(f'"{i}","_Z6kernelv{i + 1}","{us}","{c:,}"\n' for i, (us, c) in enumerate(p)) for p in PASSES)
+    attached = api.put(f"/api/traces/{stats_world.TRACE}/real-timing", content=body, headers={"Content-Type": "text/csv"})
+    assert attached.status_code == 200, attached.text
+    return RUN
+
+
+def point_at(page: Any, selector: str, x: float, y: float, size: str) -> None:
+    """Point at (x, y) in the element as a person would at this size: the mouse over it on a
+    desktop, a finger's tap on a phone (touch events, not a mouse)."""
+    page.locator(selector).scroll_into_view_if_needed()
+    box = page.locator(selector).bounding_box()
+    if size == "desktop":
+        page.mouse.move(box["x"] + x, box["y"] + y)
+        return
+    cdp = page.context.new_cdp_session(page)
+    touch = {"x": box["x"] + x, "y": box["y"] + y}
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [touch]})
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    cdp.detach()
+
+
+def look_away(page: Any, size: str) -> None:
+    """The mouse off, or a tap on the page outside the pictures: the tip goes."""
+    if size == "desktop":
+        page.mouse.move(0, 0)
+    else:
+        point_at(page, ".run-title", 2, 2, size)
+    page.wait_for_selector("#tooltip", state="hidden")
+    page.evaluate("window.scrollTo(0, 0)")
+
+
+def test_compare_draws_the_comparison_kernel_by_kernel(page: Any, cascade: LiveServer, api: httpx.Client, run: str) -> None:
+    comparison = api.get(f"/api/runs/{run}/comparison").json()
+    kernels = api.get(f"/api/runs/{run}/kernels").json()
+    sims = {s["id"]: s for s in api.get(f"/api/runs/{run}").json()["sims"]}
+    sign_in(page, cascade.url, f"#/runs/{run}/compare")
+    page.wait_for_selector("#scatter-chart[data-points]")
+    assert not page.query_selector("#compare-chart"), "the line through unrelated kernels is gone"
+
+    # Sim against real: a point per kernel and config with both, at the API's numbers.
+    expected = [
+        {"gpu_config": cfg, "kernel_index": r["kernel_index"], "real": r["real_ns"], "sim": r["sim_ns"][cfg]}
+        for cfg in comparison["configs"] for r in comparison["rows"] if r["real_ns"] and r["sim_ns"][cfg]
+    ]
+    assert data_json(page, "#scatter-chart", "points") == expected
+    assert len(expected) == 6
+    # And against real cycles, with each config's median gpu_sim_cycle.
+    page.select_option("#scatter-measure", "cycles")
+    page.wait_for_selector("#scatter-chart[data-measure=cycles]")
+    cycles = [
+        {"gpu_config": cfg, "kernel_index": r["kernel_index"], "real": r["real_cycles"], "sim": r["sim_cycles"][cfg]}
+        for cfg in comparison["configs"] for r in comparison["rows"]
+    ]
+    assert data_json(page, "#scatter-chart", "points") == cycles
+    page.select_option("#scatter-measure", "time")
+
+    # Config against config: each kernel's time over the first config's.
+    base, other = comparison["configs"]
+    ratios = [{"gpu_config": other, "kernel_index": r["kernel_index"], "ratio": pytest.approx(r["sim_ns"][other] / r["sim_ns"][base])} for r in comparison["rows"]]
+    assert data_json(page, "#ratio-chart", "ratios") == ratios
+
+    # Across replicas: from every replica's kernels, whose median is the comparison's.
+    times: dict[tuple[str, int], list[float]] = {}
+    for k in kernels:
+        times.setdefault((sims[k["sim_id"]]["gpu_config"], k["kernel_index"]), []).append(k["sim_time_ns"])
+    spread = [
+        {"gpu_config": cfg, "kernel_index": i, "replicas": len(t), "min_ns": min(t), "median_ns": pytest.approx(statistics.median(t)), "max_ns": max(t)}
+        for (cfg, i), t in sorted(times.items(), key=lambda item: item[0][1]) if len(t) > 1
+    ]
+    assert data_json(page, "#spread-chart", "spread") == spread
+    assert [s["median_ns"] for s in spread] == [pytest.approx(r["sim_ns"][base]) for r in comparison["rows"]]
+    assert "SM7_QV100: one replica, no spread." in page.inner_text("#pic-spread")
+
+    def names_the_kernel(page: Any, size: str) -> None:
+        """Pointing at (or tapping) the first point names its kernel with its numbers."""
+        first = comparison["rows"][0]
+        x, y = page.evaluate(POINT_AT, {"id": "scatter-chart", "real": first["real_ns"], "sim": first["sim_ns"][base]})
+        point_at(page, "#scatter-chart", x, y, size)
+        page.wait_for_selector("#tooltip:not([hidden])")
+        tip = page.inner_text("#tooltip")
+        assert f"#0 {first['kernel_name'][3:9]}" in tip and base in tip and first["kernel_name"] in tip, tip
+        assert "Error" in tip and "Real range" in tip, tip
+        look_away(page, size)
+
+    shoot(page, "compare-pictures", "#spread-chart", check=names_the_kernel)
+
+    # From the keyboard: the points in turn, the first config's first.
+    page.focus("#scatter-chart")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_selector("#tooltip:not([hidden])")
+    assert base in page.inner_text("#tooltip") and comparison["rows"][0]["kernel_name"] in page.inner_text("#tooltip")
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#tooltip", state="hidden")
+    page.evaluate("document.activeElement.blur(); window.scrollTo(0, 0)")
+    page.emulate_media(color_scheme="dark")
+    shoot(page, "compare-pictures-dark", "#spread-chart")
+    page.emulate_media(color_scheme="light")
+
+
+# Where the scatter draws a point: by its log scales, from the geometry it drew with.
+POINT_AT = """({ id, real, sim }) => {
+  const g = JSON.parse(document.getElementById(id).dataset.geometry);
+  const at = (v) => (Math.log10(v) - Math.log10(g.domain[0])) / (Math.log10(g.domain[1]) - Math.log10(g.domain[0])) * g.side;
+  return [g.left + at(real), g.top + g.side - at(sim)];
+}"""
+
+
+def test_the_stat_explorer_finds_a_stat_and_draws_it_per_kernel_and_config(page: Any, cascade: LiveServer, api: httpx.Client, run: str) -> None:
+    sign_in(page, cascade.url, f"#/runs/{run}/stats")
+    page.wait_for_selector("#stat-names li")
+    page.fill("#stat-search", "miss_rate")
+    catalogue = api.get(f"/api/runs/{run}/stats", params={"q": "miss_rate"}).json()
+    page.wait_for_selector(f"#stat-names li >> nth={len(catalogue['names']) - 1}")
+    page.wait_for_function("(n) => document.querySelectorAll('#stat-names li').length === n", arg=len(catalogue["names"]))
+    assert page.eval_on_selector_all("#stat-names li", "els => els.map(e => e.dataset.name)") == [n["name"] for n in catalogue["names"]]
+    assert page.eval_on_selector_all("#stat-tables li", "els => els.map(e => e.dataset.table)") == [t["name"] for t in catalogue["tables"]]
+    shoot(page, "stats-search", "#stat-names li")
+
+    # A plain stat: bars per kernel and config at the API's medians, minima and maxima.
+    page.fill("#stat-search", "gpu_sim_cycle")
+    page.click("#stat-names li[data-name=gpu_sim_cycle] button")
+    page.wait_for_selector("#stat-bars[data-bars]")
+    assert page.url.endswith("/stats?name=gpu_sim_cycle")
+    values = api.get(f"/api/runs/{run}/stats/values", params={"name": "gpu_sim_cycle"}).json()
+    assert data_json(page, "#stat-bars", "bars") == [{k: r[k] for k in ("kernel_index", "gpu_config", "median", "min", "max")} for r in values["rows"]]
+    shown = page.eval_on_selector_all("#stat-table .vt-row", "rows => rows.map(r => [Number(r.dataset.kernelIndex), r.dataset.config, Number(r.querySelector('[data-median]').dataset.median)])")
+    assert shown == [[r["kernel_index"], r["gpu_config"], r["median"]] for r in values["rows"]]
+    assert values["rows"][0]["min"] < values["rows"][0]["max"]  # the replicas differ: whiskers
+
+    def names_a_kernel(page: Any, size: str) -> None:
+        geometry = data_json(page, "#stat-bars", "geometry")
+        x, y = geometry["left"] + geometry["slot"] / 2, geometry["top"] + 20  # over the first kernel's slot
+        point_at(page, "#stat-bars", x, y, size)
+        page.wait_for_selector("#tooltip:not([hidden])")
+        tip = page.inner_text("#tooltip")
+        assert tip.startswith("#0 ") and "SM61_TITANX" in tip and "2 replicas" in tip, tip
+        look_away(page, size)
+
+    shoot(page, "stats-bars", "#stat-bars", check=names_a_kernel)
+
+    # A per-unit table of one index: kernels by L2 bank, a heatmap per config.
+    name = "L2_cache_bank[*].Miss_rate"
+    page.goto(f"{cascade.url}/#/runs/{run}/stats?name={quote(name)}")
+    page.wait_for_selector("#stat-heat-1[data-cells]")
+    values = api.get(f"/api/runs/{run}/stats/values", params={"name": name}).json()
+    for i, config in enumerate(values["configs"]):
+        cells = data_json(page, f"#stat-heat-{i}", "cells")
+        assert cells == [{k: r[k] for k in ("kernel_index", "gpu_config", "units", "median")} for r in values["rows"] if r["gpu_config"] == config]
+    assert len({tuple(r["units"]) for r in values["rows"] if r["gpu_config"] == "SM7_QV100"}) == 64
+    shoot(page, "stats-heatmap-banks", "#stat-heat-1")
+
+    # A table of two indices, reached from one of its cells: channels by banks, for a kernel.
+    page.goto(f"{cascade.url}/#/runs/{run}/stats?name={quote(stats_world.CELL)}")
+    page.wait_for_selector("#stat-all-units")
+    page.click("#stat-all-units")
+    table = "maximum service time to same row.dram[*][*]"
+    page.wait_for_function("(n) => document.querySelector('#stat-title')?.textContent === n", arg=table)
+    assert unquote(page.url).endswith(f"/stats?name={table}")
+    page.wait_for_selector("#stat-heat-0[data-cells]")
+    values = api.get(f"/api/runs/{run}/stats/values", params={"name": table}).json()
+    for kernel in (0, 2):
+        if kernel:
+            page.select_option("#stat-kernel", str(kernel))
+            page.wait_for_function("(k) => JSON.parse(document.querySelector('#stat-heat-0').dataset.cells)[0].kernel_index === k", arg=kernel)
+        for i, config in enumerate(values["configs"]):
+            assert data_json(page, f"#stat-heat-{i}", "cells") == [
+                {k: r[k] for k in ("kernel_index", "gpu_config", "units", "median")} for r in values["rows"] if (r["kernel_index"], r["gpu_config"]) == (kernel, config)
+            ]
+    cell = next(r for r in values["rows"] if (r["kernel_index"], r["gpu_config"], r["units"]) == (2, "SM61_TITANX", [2, 11]))
+    assert (cell["min"], cell["max"]) == (cell["median"] - 25, cell["median"] + 25)
+
+    def names_a_cell(page: Any, size: str) -> None:
+        x, y = page.evaluate(CELL_AT, {"id": "stat-heat-0", "row": 2, "col": 11})
+        point_at(page, "#stat-heat-0", x, y, size)
+        page.wait_for_selector("#tooltip:not([hidden])")
+        tip = page.inner_text("#tooltip")
+        assert stats_world.CELL in tip and "SM61_TITANX" in tip and "#2 " in tip, tip
+        look_away(page, size)
+
+    shoot(page, "stats-heatmap-dram", "#stat-heat-1", check=names_a_cell)
+
+    # A stat whose values are no numbers, and a search nothing matches, say so.
+    page.goto(f"{cascade.url}/#/runs/{run}/stats?name=kernel_name")
+    page.wait_for_selector("#stat-view .state-empty:has-text('No value of it is a number.')")
+    assert page.locator("#stat-table .vt-row").count() == 6
+    page.fill("#stat-search", "no such stat")
+    page.wait_for_selector("#stat-results .state-empty:has-text('No stat')")
+
+
+# The middle of a heatmap's cell, from the geometry it drew with.
+CELL_AT = """({ id, row, col }) => {
+  const g = JSON.parse(document.getElementById(id).dataset.geometry);
+  return [g.left + (col + 0.5) * g.cell[0], g.top + (row + 0.5) * g.cell[1]];
+}"""
