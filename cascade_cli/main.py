@@ -86,6 +86,10 @@ config, once. Configs given twice stay two entries.
 `show` and `cancel` right after `run` are those commands; to run a trace named show or
 cancel, put -- before it: cascade run -- show SM61_TITANX.
 
+--split K cuts each sim's kernel launches into chunks of K, simulated at once on any runners
+with the config and stitched into one sim; each chunk first simulates the W launches before
+it (--warmup, default 2) and discards them, which keeps the caches as warm as in sequence.
+
 --watch shows a progress line per sim until the run ends and exits 0 only if every sim
 succeeded (1 otherwise); Ctrl-C stops watching (exit 130) and leaves the run running.
 With --json, stdout holds only the RunDetail: as created, or with --watch as it ended
@@ -169,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("trace", metavar="TRACE", help="a ready trace's id")
     run.add_argument("configs", nargs="+", metavar="CONFIG[xN]", help="GPU configs, each with an optional replica count")
     run.add_argument("--watch", action="store_true", help="show each sim's progress until the run ends")
+    run.add_argument(
+        "--split", type=runs_cli.split_arg, metavar="K|auto",
+        help="cut each sim into chunks of K kernel launches run concurrently on any runners (auto: chosen from the "
+        "trace's launches and the free slots)",
+    )
+    run.add_argument("--warmup", type=int, metavar="W", help="with --split K: launches simulated before each chunk and discarded (default 2)")
     _json(run, "the RunDetail")
     locate.add_arguments(run)
 

@@ -12,7 +12,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO, TypeVar
+from typing import Literal, TextIO, TypeVar
 from urllib.parse import quote
 
 import msgspec
@@ -22,7 +22,7 @@ from cascade_cli import run_watch, runs_text
 from cascade_cli.client import ApiClient
 from cascade_cli.locate import api_client
 from cascade_core.ids import is_file_name
-from cascade_core.models import Comparison, GpuConfig, RunCreate, RunDetail, RunEntry, RunFile, RunSummary
+from cascade_core.models import Comparison, GpuConfig, RunCreate, RunDetail, RunEntry, RunFile, RunSummary, SplitSpec
 
 T = TypeVar("T")
 
@@ -31,15 +31,34 @@ T = TypeVar("T")
 REPLICAS = re.compile(r"(?P<config>.+)x(?P<count>[0-9]{1,9})")
 
 
-def parse_entries(tokens: Sequence[str], known: set[str]) -> list[RunEntry]:
+def parse_entries(tokens: Sequence[str], known: set[str], split: SplitSpec | Literal["auto"] | None = None) -> list[RunEntry]:
     """Each token as a run entry: a known config's name is that config once (`SM61_TITANX`),
     else a trailing `xN` asks for N replicas (`SM61_TITANXx3`). Tokens naming one config
-    stay separate entries, as the API allows; unknown configs are for the API to refuse."""
+    stay separate entries, as the API allows; unknown configs are for the API to refuse.
+    Every entry is split as `split` says."""
     entries = []
     for token in tokens:
         replicas = None if token in known else REPLICAS.fullmatch(token)
-        entries.append(RunEntry(replicas["config"], int(replicas["count"])) if replicas else RunEntry(token, 1))
+        config, count = (replicas["config"], int(replicas["count"])) if replicas else (token, 1)
+        entries.append(RunEntry(config, count, split))
     return entries
+
+
+def split_arg(value: str) -> int | Literal["auto"]:
+    """`--split`: a number of kernel launches per chunk, or auto."""
+    if value == "auto":
+        return "auto"
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of kernel launches (1 or more) or auto, not {value!r}")
+    return int(value)
+
+
+def _split(args: argparse.Namespace) -> SplitSpec | Literal["auto"] | None:
+    if args.warmup is not None and not isinstance(args.split, int):
+        raise ConfigError("--warmup goes with --split K")
+    if args.split is None or args.split == "auto":
+        return args.split  # type: ignore[no-any-return]  # None or "auto", as split_arg gives
+    return SplitSpec(args.split) if args.warmup is None else SplitSpec(args.split, args.warmup)
 
 
 def print_json(raw: bytes) -> None:
@@ -63,7 +82,7 @@ def quoted_id(value: str) -> str:
 def create(args: argparse.Namespace) -> int:
     client = api_client(args)
     configs = msgspec.json.decode(client.get("/api/gpu-configs"), type=list[GpuConfig])
-    body = RunCreate(trace_id=args.trace, entries=parse_entries(args.configs, {c.name for c in configs}))
+    body = RunCreate(trace_id=args.trace, entries=parse_entries(args.configs, {c.name for c in configs}, _split(args)))
     raw = client.post("/api/runs", msgspec.json.encode(body), {"Content-Type": "application/json"})
     created = msgspec.json.decode(raw, type=RunDetail)
     if not args.watch:

@@ -16,6 +16,7 @@ from datetime import datetime
 
 import msgspec
 
+from cascade_core import sims
 from cascade_core.models import Runner
 from cascade_core.sims import FINISHED, SIM_STATES
 
@@ -45,7 +46,8 @@ class Seen(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def held(sim: Seen, runners: Sequence[Runner]) -> bool:
-    return any(r.id == sim.runner_id or sim.id in r.running for r in runners)
+    # A split sim's chunks are listed each on its own (`sims.chunk_name`).
+    return any(r.id == sim.runner_id or any(sims.names_sim(name, sim.id) for name in r.running) for r in runners)
 
 
 def waiting(sims: Sequence[Seen], runners: Sequence[Runner]) -> int:

@@ -136,17 +136,28 @@ class TraceDeleted(TraceEvent, frozen=True, tag="trace.deleted.v1"):
 # --- runs ---------------------------------------------------------------------------------
 
 
-class ConfigCount(msgspec.Struct, frozen=True, gc=False):
-    """One entry of a run as it was requested: a GPU config, and how many sims run it."""
+class Split(msgspec.Struct, frozen=True, gc=False):
+    """A sim cut into chunks of `kernels_per_chunk` launches, each simulated after `warmup`
+    launches before it whose results are discarded (`cascade_core/split.py`)."""
+
+    kernels_per_chunk: int
+    warmup: int
+
+
+class ConfigCount(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """One entry of a run as it was requested: a GPU config, how many sims run it, and how
+    they are split ("auto": as `split.auto` chose, in the sims' `split`)."""
 
     gpu_config: str
     count: int
+    split: Split | Literal["auto"] | None = None
 
 
-class SimSpec(msgspec.Struct, frozen=True):
+class SimSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     sim_id: str
     gpu_config: str
     replica: int
+    split: Split | None = None  # None: simulated whole
 
 
 class RunCreated(Event, frozen=True, tag="run.created.v1"):
@@ -170,6 +181,10 @@ class RunCancelRequested(Event, frozen=True, tag="run.cancel_requested.v1"):
 class SimEvent(Event, frozen=True, kw_only=True):
     run_id: str
     sim_id: str
+    # Which chunk of a split sim (from 0) a launch request or a runner's fact is about; None
+    # for a sim simulated whole. A chunk lives as a sim does (`cascade_core/sims.py`), the
+    # sim's state following from its chunks'.
+    chunk: int | None = None
 
 
 class SimTotals(msgspec.Struct, frozen=True, gc=False):
@@ -182,11 +197,12 @@ class SimTotals(msgspec.Struct, frozen=True, gc=False):
 
 
 class SimQueued(SimEvent, frozen=True, tag="sim.queued.v1"):
-    """A launch request, one per sim, taken by exactly one runner."""
+    """A launch request, one per sim (per chunk of a split sim), taken by exactly one runner."""
 
     trace_id: str
     gpu_config: str
     kernels_total: int
+    split: Split | None = None
 
 
 class SimClaimed(SimEvent, frozen=True, tag="sim.claimed.v1"):

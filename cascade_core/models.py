@@ -28,9 +28,25 @@ class GpuConfig(msgspec.Struct, frozen=True):
     core_clock_mhz: float
 
 
-class RunEntry(msgspec.Struct, frozen=True):
+class SplitSpec(msgspec.Struct, frozen=True):
+    kernels_per_chunk: Annotated[int, msgspec.Meta(ge=1, description="Kernel launches each chunk measures.")]
+    warmup: Annotated[
+        int,
+        msgspec.Meta(ge=0, le=64, description="Launches simulated before each chunk's own and discarded, to warm its caches."),
+    ] = 2
+
+
+class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True):
     gpu_config: Annotated[str, msgspec.Meta(description="A GpuConfig.name whose arch matches the trace.")]
     count: Count
+    split: Annotated[
+        SplitSpec | Literal["auto"] | None,
+        msgspec.Meta(
+            description="Cut each sim's kernel launches into chunks simulated concurrently, on any runners with the "
+            'config, and stitched into one sim. "auto": chunks over the free slots, at least 10 launches each, '
+            "warm-up 2; a trace too short for two such chunks runs whole. Absent: each sim runs whole."
+        ),
+    ] = None
 
 
 class RunCreate(msgspec.Struct, frozen=True):
@@ -91,6 +107,24 @@ class SimMetrics(msgspec.Struct, frozen=True):
     sim_rate_ips: float | None = None
 
 
+class ChunkView(msgspec.Struct, frozen=True, kw_only=True):
+    index: int
+    first: Annotated[int, msgspec.Meta(description="The first kernel launch (uid) the chunk measures.")]
+    last: int
+    warmup: Annotated[int, msgspec.Meta(description="Launches before `first` it simulated first and discarded.")]
+    state: SimState
+    attempt: int
+    runner_id: str | None
+    kernels_done: int
+    error: str | None
+
+
+class SplitView(msgspec.Struct, frozen=True, kw_only=True):
+    kernels_per_chunk: int
+    warmup: int
+    chunks: list[ChunkView]
+
+
 class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     id: str
     run_id: str
@@ -109,6 +143,10 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     current_kernel: str | None
     latest: SimMetrics
     log_tail: list[str]
+    split: Annotated[
+        SplitView | None,
+        msgspec.Meta(description="How a split sim was cut, with what warm-up, and each chunk's state; absent for a sim run whole."),
+    ] = None
     attention: Annotated[
         str | None,
         msgspec.Meta(

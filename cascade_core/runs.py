@@ -16,9 +16,10 @@ from datetime import datetime
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, RunCreate, RunSummary, Trace
+from cascade_core.models import GpuConfig, RunCreate, RunSummary, SplitSpec, Trace
 from cascade_core.refusals import Conflict, Invalid, NotFound
 from cascade_core.sims import FINISHED, SIM_STATES
+from cascade_core.split import auto, chunk_count
 
 
 def run_state(counts: Mapping[str, int]) -> str:
@@ -53,6 +54,9 @@ class CreateRun(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     sim_ids: Sequence[str]  # one fresh id per sim: the sum of the entries' counts
     body: RunCreate
+    # Free slots now, by config, of the live runners that have it: what a split "auto" spreads
+    # a sim over (a config missing counts one).
+    free_slots: Mapping[str, int] = {}
 
 
 class CancelRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -102,7 +106,8 @@ def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConf
     sims = []
     for entry in cmd.body.entries:
         first = replicas.get(entry.gpu_config, 0)
-        sims += [ev.SimSpec(next(ids), entry.gpu_config, first + i) for i in range(entry.count)]
+        split = _split(entry.split, trace.kernel_count, cmd.free_slots.get(entry.gpu_config, 1))
+        sims += [ev.SimSpec(next(ids), entry.gpu_config, first + i, split) for i in range(entry.count)]
         replicas[entry.gpu_config] = first + entry.count
     created = ev.RunCreated(
         id=cmd.event_id,
@@ -114,6 +119,17 @@ def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConf
         kernels_total=trace.kernel_count,
     )
     return [created]
+
+
+def _split(asked: SplitSpec | str | None, kernels_total: int, free_slots: int) -> ev.Split | None:
+    """How an entry's sims are split: as asked, as `auto` picks, or not at all when that
+    makes one chunk (which is the sim run whole)."""
+    if asked is None:
+        return None
+    if isinstance(asked, SplitSpec):
+        split = ev.Split(kernels_per_chunk=asked.kernels_per_chunk, warmup=asked.warmup)
+        return split if chunk_count(kernels_total, split) > 1 else None
+    return auto(kernels_total, free_slots)
 
 
 def decide_cancel(run: RunSummary, cmd: CancelRun) -> list[ev.Event]:

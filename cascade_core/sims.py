@@ -12,7 +12,11 @@ The runner decides through it, and the read model's sim rows change only as `evo
 - a sim whose runner was lost is claimed again for the next attempt, up to the limit, and
   then fails saying the runner was lost;
 - a run's cancel cancels each of its sims not finished by then;
-- a sim stopped for running past the wall-time limit fails saying so.
+- a sim stopped for running past the wall-time limit fails saying so;
+- a chunk of a split sim (`cascade_core/split.py`) lives as a sim does, by these same rules,
+  on its own attempts: facts of other chunks change nothing, except that another chunk's
+  failure stops it (`evolve_split`: its sim failed with that chunk's error), and the sim's
+  state follows from its chunks' (`split.sim_state`).
 
 No I/O and no clock: ids and times arrive in the commands.
 """
@@ -20,6 +24,7 @@ No I/O and no clock: ids and times arrive in the commands.
 from __future__ import annotations
 
 from datetime import datetime
+from collections.abc import Sequence
 from typing import Protocol, assert_never
 
 import msgspec
@@ -37,6 +42,8 @@ class Lifecycle(Protocol):
     def state(self) -> str: ...
     @property
     def attempt(self) -> int: ...
+    @property
+    def chunk(self) -> int | None: ...
 
 
 class SimState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -46,6 +53,11 @@ class SimState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     attempt: int = 0  # the current attempt; 0 before any claim
     runner_id: str | None = None  # who claimed the current attempt
     host: str | None = None  # where it runs
+    chunk: int | None = None  # which chunk of a split sim this is the life of
+
+    @property
+    def name(self) -> str:
+        return chunk_name(self.sim_id, self.chunk)
 
     @property
     def finished(self) -> bool:
@@ -55,6 +67,17 @@ class SimState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     def under_way(self) -> bool:
         """Claimed and not finished: the current attempt's runner holds it, or was lost."""
         return self.attempt != 0 and self.state not in FINISHED
+
+
+def chunk_name(sim_id: str, chunk: int | None) -> str:
+    """A sim, or a chunk of it, as event ids, a runner's list of what it runs and its logs
+    name it."""
+    return sim_id if chunk is None else f"{sim_id}.c{chunk}"
+
+
+def names_sim(name: str, sim_id: str) -> bool:
+    """Whether `chunk_name` gave `name` for the sim or one of its chunks."""
+    return name == sim_id or name.startswith(f"{sim_id}.c")
 
 
 class Outcome(msgspec.Struct, frozen=True):
@@ -125,7 +148,7 @@ def decide(command: Command, sim: SimState) -> list[Decided]:
             if sim.finished:
                 return []
             error = command.error
-            return [_failed(sim, f"{sim.sim_id}.{command.reason}", command.at, error, command.causation_id)]
+            return [_failed(sim, f"{sim.name}.{command.reason}", command.at, error, command.causation_id)]
         case Record():
             return [command.fact] if counts(sim, command.fact) else []
         case Finish():
@@ -145,15 +168,16 @@ def _claim(cmd: Claim, sim: SimState) -> list[Decided]:
         if sim.attempt >= cmd.max_attempts:
             owner = f"{sim.runner_id} on {sim.host}" if sim.runner_id else f"the runner on {sim.host}"
             error = f"runner lost: {owner} stopped responding during attempt {sim.attempt}; gave up after {sim.attempt} attempts"
-            return [_failed(sim, f"{sim.sim_id}.lost", cmd.at, error, cmd.causation_id)]
+            return [_failed(sim, f"{sim.name}.lost", cmd.at, error, cmd.causation_id)]
     attempt = sim.attempt + 1
     claim = ev.SimClaimed(
-        id=f"{sim.sim_id}.{attempt}.claim",
+        id=f"{sim.name}.{attempt}.claim",
         at=cmd.at,
         causation_id=cmd.causation_id,
         correlation_id=cmd.correlation_id,
         run_id=sim.run_id,
         sim_id=sim.sim_id,
+        chunk=sim.chunk,
         attempt=attempt,
         runner_id=cmd.runner_id,
         host=cmd.host,
@@ -165,7 +189,7 @@ def _failed(sim: SimState, event_id: str, at: datetime, error: str, causation_id
     """The sim failed for want of a runner, not by its simulator; the id says why, so the
     same decision made twice is stored once."""
     return ev.SimFinished(
-        id=event_id, at=at, causation_id=causation_id, run_id=sim.run_id, sim_id=sim.sim_id,
+        id=event_id, at=at, causation_id=causation_id, run_id=sim.run_id, sim_id=sim.sim_id, chunk=sim.chunk,
         attempt=sim.attempt, outcome="failed", error=error,
     )
 
@@ -178,7 +202,7 @@ def _finish(cmd: Finish, sim: SimState) -> list[Decided]:
     if cmd.wall_time_limit_s is not None:
         succeeded, error = False, f"ran longer than the wall-time limit of {cmd.wall_time_limit_s:g} s (CASCADE_SIM_TIMEOUT)"
     finished = ev.SimFinished(
-        id=cmd.event_id, at=cmd.at, run_id=sim.run_id, sim_id=sim.sim_id, attempt=cmd.attempt,
+        id=cmd.event_id, at=cmd.at, run_id=sim.run_id, sim_id=sim.sim_id, chunk=sim.chunk, attempt=cmd.attempt,
         outcome="succeeded" if succeeded else "failed", exit_code=outcome.exit_code, error=error,
     )
     return [finished]
@@ -196,6 +220,8 @@ def counts(sim: Lifecycle, fact: Fact) -> bool:
     """Whether a runner's fact changes anything: one of the current attempt while it runs
     (its launch only once), or a file of the current attempt, even after it finished."""
     kind = type(fact)  # on the projection's hot path: no call more than needed
+    if fact.chunk != sim.chunk:
+        return False
     if kind is ev.SimFileStored:
         return fact.attempt == sim.attempt
     state = sim.state
@@ -208,6 +234,8 @@ SimLife = ev.SimQueued | ev.SimClaimed | ev.SimLaunched | ev.SimHeartbeat | ev.K
 def evolve(sim: SimState, event: SimLife) -> SimState:
     """The sim after `event`; `sim` itself when the event changes nothing, so a caller can
     tell a change by identity."""
+    if isinstance(event, ev.SimEvent) and event.chunk != sim.chunk:
+        return sim  # another chunk's (`evolve_split` says what its failure does)
     match event:
         case ev.SimClaimed():
             if sim.state in FINISHED or event.attempt <= sim.attempt:
@@ -232,10 +260,26 @@ def evolve(sim: SimState, event: SimLife) -> SimState:
             assert_never(event)
 
 
-def latest(run_id: str, sim_id: str, fact: ev.SimClaimed | ev.SimLaunched | ev.SimFinished | None) -> SimState:
-    """The sim as the newest event on its life subject tells it, which is all a runner reads
-    before it claims: the attempt that event names is taken for the current one."""
-    sim = SimState(run_id=run_id, sim_id=sim_id)
+def evolve_split(chunks: Sequence[SimState], event: SimLife) -> list[SimState]:
+    """A split sim's chunks after `event`: the chunk it is about evolves (a cancel, all of
+    them), and once one fails by it, every other unfinished chunk is stopped."""
+    after = [evolve(chunk, event) for chunk in chunks]
+    if any(a.state == "failed" and b.state != "failed" for a, b in zip(after, chunks)):
+        return [stopped(chunk) for chunk in after]
+    return after
+
+
+def stopped(chunk: SimState) -> SimState:
+    """A chunk stopped because another chunk of its sim failed: the sim failed with it."""
+    return chunk if chunk.finished else msgspec.structs.replace(chunk, state="cancelled")
+
+
+def latest(
+    run_id: str, sim_id: str, fact: ev.SimClaimed | ev.SimLaunched | ev.SimFinished | None, chunk: int | None = None
+) -> SimState:
+    """The sim (or its chunk) as the newest event on its life subject tells it, which is all a
+    runner reads before it claims: the attempt that event names is taken for the current one."""
+    sim = SimState(run_id=run_id, sim_id=sim_id, chunk=chunk)
     if fact is None:
         return sim
     if not isinstance(fact, ev.SimClaimed):  # its claim came before it

@@ -5,6 +5,8 @@
     cascade.ev.run.<run>.sim.<sim>.queued     the launch request runners consume
     cascade.ev.run.<run>.sim.<sim>.life       claimed, launched, finished
     cascade.ev.run.<run>.sim.<sim>.data       heartbeats, kernel results, stored files
+    cascade.ev.run.<run>.sim.<sim>.life.<c>   the same of chunk c of a split sim (its
+    cascade.ev.run.<run>.sim.<sim>.data.<c>   launch requests are all on `queued`)
 
 so a run's whole history is `cascade.ev.run.<run>.>` and a sim's is
 `cascade.ev.run.*.sim.<sim>.>`: one subject filter each.
@@ -43,6 +45,11 @@ def sim(run_id: str, sim_id: str, kind: str) -> str:
     return f"{PREFIX}.run.{subject_token(run_id)}.sim.{subject_token(sim_id)}.{kind}"
 
 
+def chunk(run_id: str, sim_id: str, kind: str, chunk: int | None) -> str:
+    """A sim's `kind` subject, or its chunk's."""
+    return sim(run_id, sim_id, kind if chunk is None else f"{kind}.{chunk}")
+
+
 def sim_history(sim_id: str) -> str:
     return f"{PREFIX}.run.*.sim.{subject_token(sim_id)}.>"
 
@@ -58,9 +65,9 @@ def of(event: ev.Event) -> str:
         case ev.SimQueued():
             return sim(known.run_id, known.sim_id, "queued")
         case ev.SimClaimed() | ev.SimLaunched() | ev.SimFinished():
-            return sim(known.run_id, known.sim_id, "life")
+            return chunk(known.run_id, known.sim_id, "life", known.chunk)
         case ev.SimHeartbeat() | ev.KernelFinished() | ev.SimFileStored():
-            return sim(known.run_id, known.sim_id, "data")
+            return chunk(known.run_id, known.sim_id, "data", known.chunk)
         case ev.RunCreated() | ev.RunCancelRequested():
             return run(known.run_id)
         case ev.TraceEvent():
@@ -90,11 +97,11 @@ def belongs(event: ev.Event, subject: bytes) -> bool:
 
 def all_belong(events: Sequence[ev.Event], stored_on: Sequence[bytes]) -> bool:
     """Whether each event was stored on the subject it is appended to. The projector asks
-    this of every event, so a sim event's subject is remembered by its type, run and sim."""
+    this of every event, so a sim event's subject is remembered by its type, run, sim and chunk."""
     remembered = _sim_subjects
     for event, subject in zip(events, stored_on):
         if isinstance(event, ev.SimEvent):
-            key = (type(event), event.run_id, event.sim_id)
+            key = (type(event), event.run_id, event.sim_id, event.chunk)
             home = remembered.get(key)
             if home is None:
                 if len(remembered) >= _REMEMBERED:
@@ -107,7 +114,7 @@ def all_belong(events: Sequence[ev.Event], stored_on: Sequence[bytes]) -> bool:
     return True
 
 
-_sim_subjects: dict[tuple[type, str, str], bytes | None] = {}
+_sim_subjects: dict[tuple[type, str, str, int | None], bytes | None] = {}
 _REMEMBERED = 65536
 
 

@@ -124,6 +124,8 @@ def _build(node: inspect.Type) -> Validator:
         return _int_validator(node)
     if isinstance(node, inspect.StrType) and node.pattern is None:
         return _str_validator(node)
+    if isinstance(node, inspect.UnionType):
+        return _union_validator(node)
     if isinstance(node, inspect.LiteralType) and all(isinstance(v, str) for v in node.values):
         return _literal_validator(node)
     raise TypeError(f"request validation does not support {node!r}")
@@ -152,6 +154,33 @@ def _struct_validator(node: inspect.StructType) -> Validator:
         if issues:
             raise _Invalid(issues)
         return node.cls(**kwargs)
+
+    return validate
+
+
+def _union_validator(node: inspect.UnionType) -> Validator:
+    """An object of one Struct, one of some strings, or null (a run entry's `split`): told
+    apart by the JSON value's kind, as msgspec decodes them."""
+    structs = [t for t in node.types if isinstance(t, inspect.StructType)]
+    values = [v for t in node.types if isinstance(t, inspect.LiteralType) for v in t.values]
+    literals = [v for v in values if isinstance(v, str)]
+    others = [t for t in node.types if not isinstance(t, inspect.StructType | inspect.LiteralType | inspect.NoneType)]
+    if len(structs) > 1 or others or len(literals) != len(values):
+        raise TypeError(f"request validation does not support {node!r}")
+    validate_struct = _struct_validator(structs[0]) if structs else None
+    nullable = any(isinstance(t, inspect.NoneType) for t in node.types)
+    expected = _expected(literals)
+
+    def validate(value: object, loc: Loc) -> object:
+        if value is None and nullable:
+            return None
+        if isinstance(value, dict) and validate_struct is not None:
+            return validate_struct(value, loc)
+        if value in literals:
+            return value
+        if validate_struct is not None and not isinstance(value, str):
+            raise _issue("model_attributes_type", loc, value)
+        raise _issue("literal_error", loc, value, {"expected": expected})
 
     return validate
 
@@ -208,8 +237,7 @@ def _literal_validator(node: inspect.LiteralType) -> Validator:
     values = [v for v in node.values if isinstance(v, str)]
     if values != sorted(values):
         raise TypeError(f"request validation needs {node!r} declared in sorted order")
-    names = [repr(v) for v in values]
-    expected = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    expected = _expected(values)
 
     def validate(value: object, loc: Loc) -> object:
         if not isinstance(value, str) or value not in values:
@@ -217,6 +245,12 @@ def _literal_validator(node: inspect.LiteralType) -> Validator:
         return value
 
     return validate
+
+
+def _expected(values: list[str]) -> str:
+    """A literal_error's `expected`, as pydantic words it: 'a', 'b' or 'c'."""
+    names = [repr(v) for v in values]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def _int_validator(node: inspect.IntType) -> Validator:

@@ -108,7 +108,7 @@ class Attempt:
         self.workdir.mkdir(parents=True)
         config = self.job.gpu_config
         self.inputs = self.simulator.prepare(config, self.workdir)
-        command = self.simulator.command(config, self.workdir, self.trace_dir, self._environment())
+        command = self.simulator.command(config, self.workdir, self.trace_dir, self._environment(), chunk=self.job.chunk)
         log_path = self.workdir.parent / f"{self.workdir.name}.{self.simulator.log_name}"
         self.process = await asyncio.create_subprocess_exec(
             *command.argv,
@@ -205,6 +205,7 @@ class Attempt:
             if path.is_file() and str(relative) not in inputs:
                 files.append((stored_name(relative), path))
         for name, source in files:
+            name = self.job.file_name(name)
             object_name = sim_file(self.job.sim_id, self.job.attempt, name)
             stored = await self._put(object_name, source)
             self.report.file_stored(name, stored.size, object_name, stored.digest)

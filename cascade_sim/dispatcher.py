@@ -20,6 +20,7 @@ from nats.js.client import JetStreamContext
 
 from cascade_core import events as ev
 from cascade_core import subjects
+from cascade_core.split import chunk_count
 from cascade_nats.store import EventStore
 
 log = logging.getLogger("cascade.dispatcher")
@@ -28,23 +29,33 @@ CONSUMER = "dispatcher"
 
 
 def launch_requests(run: ev.RunCreated) -> list[ev.SimQueued]:
-    """What a created run asks of the runners: nothing for a sample, whose sims never run."""
+    """What a created run asks of the runners: a request per sim, or per chunk of a split
+    sim, which any runner may take; nothing for a sample, whose sims never run."""
     if run.sample:
         return []
     return [
         ev.SimQueued(
-            id=f"{spec.sim_id}.queued",
+            id=f"{spec.sim_id}.queued" if chunk is None else f"{spec.sim_id}.c{chunk}.queued",
             at=run.at,
             causation_id=run.id,
             correlation_id=run.correlation_id or run.id,
             run_id=run.run_id,
             sim_id=spec.sim_id,
+            chunk=chunk,
             trace_id=run.trace_id,
             gpu_config=spec.gpu_config,
             kernels_total=run.kernels_total,
+            split=spec.split,
         )
         for spec in run.sims
+        for chunk in _chunks(spec, run.kernels_total)
     ]
+
+
+def _chunks(spec: ev.SimSpec, kernels_total: int) -> list[int | None]:
+    if spec.split is None:
+        return [None]
+    return list(range(chunk_count(kernels_total, spec.split)))
 
 
 async def ensure_consumers(js: JetStreamContext, *, ack_wait_s: float) -> None:

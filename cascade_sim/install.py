@@ -17,14 +17,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import secrets
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import assert_never
 
+from cascade_core import split
 from cascade_core.gpu_configs import arch_from_config_name, core_clock_from_config
 from cascade_core.models import GpuConfig
 from cascade_core.sims import Outcome
+from cascade_core.split import Chunk
 from cascade_sim import logparse
 from cascade_sim.simulator import Command, Output, Versions
 
@@ -85,8 +88,11 @@ class AccelSimInstall:
             digests[source.name] = hashlib.sha256(source.read_bytes()).hexdigest()
         return digests
 
-    def command(self, config: GpuConfig, workdir: Path, trace_dir: Path, env: Mapping[str, str]) -> Command:
-        argv = [str(self.binary), "-trace", str(trace_dir / "kernelslist.g"), "-config", "./gpgpusim.config"]
+    def command(
+        self, config: GpuConfig, workdir: Path, trace_dir: Path, env: Mapping[str, str], *, chunk: Chunk | None = None
+    ) -> Command:
+        kernelslist = trace_dir / "kernelslist.g" if chunk is None else chunk_kernelslist(trace_dir, chunk)
+        argv = [str(self.binary), "-trace", str(kernelslist), "-config", "./gpgpusim.config"]
         if (workdir / "trace.config").exists():
             argv += ["-config", "./trace.config"]
         environment = dict(env)
@@ -99,6 +105,18 @@ class AccelSimInstall:
 
     def reader(self) -> AccelSimOutput:
         return AccelSimOutput()
+
+
+def chunk_kernelslist(trace_dir: Path, chunk: Chunk) -> Path:
+    """A chunk's kernelslist, written beside the trace's: the simulator reads the kernel files
+    a list names relative to the list's own folder, and takes no other path for one."""
+    path = trace_dir / chunk.kernelslist
+    if not path.is_file():
+        lines = split.chunk_kernelslist((trace_dir / "kernelslist.g").read_text().splitlines(), chunk)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(3)}")
+        partial.write_text("".join(f"{line}\n" for line in lines))
+        partial.replace(path)  # chunks of one trace running at once write the same list: whole, once or twice
+    return path
 
 
 class AccelSimOutput:

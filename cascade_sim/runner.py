@@ -41,7 +41,7 @@ from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
 from cascade_core import events as ev
-from cascade_core import sims, subjects
+from cascade_core import sims, split, subjects
 from cascade_core.heap import settle_heap
 from cascade_core.models import Runner as RunnerInfo
 from cascade_nats.objects import Objects
@@ -62,6 +62,11 @@ LifeEvent = ev.SimClaimed | ev.SimLaunched | ev.SimFinished  # what a sim's life
 # What becomes of a request once handled: acknowledged, handed back for another runner, or
 # left to the runner that holds its sim now (whose lease keeps it).
 Handled = Literal["done", "hand back", "leave"]
+
+
+def held_name(request: ev.SimQueued) -> str:
+    """What a runner holds, as it lists it among its running: a sim, or a chunk of one."""
+    return sims.chunk_name(request.sim_id, request.chunk)
 
 
 class Slot:
@@ -163,13 +168,13 @@ class Runner:
                     await msg.term()
                     continue
                 assert isinstance(request, ev.SimQueued)  # nothing else belongs on a queued subject
-                slot = self.running.get(request.sim_id)
+                slot = self.running.get(held_name(request))
                 if slot is not None:
                     # Our own, back after its lease ran out while NATS was away: still ours.
                     slot.msg = msg
                     continue
                 # The slot is taken now, before the task starts, so the next fetch asks for less.
-                self.running[request.sim_id] = Slot(msg)
+                self.running[held_name(request)] = Slot(msg)
                 tg.start_soon(self._serve, request)
 
     async def _announce(self) -> None:
@@ -214,16 +219,16 @@ class Runner:
         """Handle one request, then settle it: acknowledge it, hand it back to run again
         elsewhere (the runner is stopping, or failed itself), or leave it to the runner that
         holds its sim now."""
-        slot = self.running[request.sim_id]
-        keep = asyncio.create_task(self._supervised(f"keeping {request.sim_id} in progress", lambda: self._keep_in_progress(slot)))
+        slot = self.running[held_name(request)]
+        keep = asyncio.create_task(self._supervised(f"keeping {held_name(request)} in progress", lambda: self._keep_in_progress(slot)))
         handled: Handled = "hand back"
         try:
             handled = await self._handle(request, slot)
         except Exception:
-            log.exception("sim %s: the runner failed running it", request.sim_id)
+            log.exception("sim %s: the runner failed running it", held_name(request))
         finally:
             keep.cancel()
-            self.running.pop(request.sim_id, None)
+            self.running.pop(held_name(request), None)
             self._slot_freed.set()
             with anyio.CancelScope(shield=True):
                 await self._settle(request, slot.msg, handled)
@@ -251,8 +256,9 @@ class Runner:
         if claim is None or claim is BUSY:
             return "done" if claim is None else "leave"
         assert isinstance(claim, sims.SimState)
-        job = slot.job = Job(request.run_id, request.sim_id, claim.attempt, request.trace_id, config, request.kernels_total)
-        sender = EventSender(self.store, job.sim_id, job.attempt, self.supervision)
+        chunk = None if request.chunk is None or request.split is None else split.chunk_of(request.kernels_total, request.split, request.chunk)
+        job = slot.job = Job(request.run_id, request.sim_id, claim.attempt, request.trace_id, config, request.kernels_total, chunk)
+        sender = EventSender(self.store, job.name, job.attempt, self.supervision)
         report = SimReport(job, sender.emit, sender.next_id, sender.now, reader=self.simulator.reader(), sim=claim)
         if await self._look_at_run(report):  # its run was cancelled, and with it the sim, before it started
             return "done"
@@ -262,7 +268,7 @@ class Runner:
             report.finished(sims.Outcome(False, None, str(err)))
             await sender.flush()
             return "done"
-        workdir = self.work_dir / "sims" / f"{job.sim_id}.{job.attempt}"
+        workdir = self.work_dir / "sims" / f"{job.name}.{job.attempt}"
         attempt = Attempt(
             report, self.simulator, self.objects, sender, workdir, trace_dir, self.host, slot.stop,
             grace_s=self.grace_s, timeout_s=self.sim_timeout_s,
@@ -282,7 +288,7 @@ class Runner:
         if succeeded or not self.keep_failed:
             shutil.rmtree(workdir, ignore_errors=True)
         ended = "succeeded" if succeeded else finished.error if finished is not None else f"ended, the sim being {report.sim.state}"
-        log.info("sim %s attempt %d: %s", job.sim_id, job.attempt, ended)
+        log.info("sim %s attempt %d: %s", job.name, job.attempt, ended)
         return "done"
 
     async def _claim(self, request: ev.SimQueued) -> sims.SimState | None | object:
@@ -290,9 +296,10 @@ class Runner:
         sim needs no runner any more, BUSY if a live runner still runs it."""
         assert self._kv is not None
         while True:
-            seq, last = await self._last_life(request.run_id, request.sim_id)
-            sim = sims.latest(request.run_id, request.sim_id, last)
-            held = sim.under_way and any(request.sim_id in r.running for r in await registry.live(self._kv) if r.id != self.id)
+            seq, last = await self._last_life(request.run_id, request.sim_id, request.chunk)
+            sim = sims.latest(request.run_id, request.sim_id, last, request.chunk)
+            name = held_name(request)
+            held = sim.under_way and any(name in r.running for r in await registry.live(self._kv) if r.id != self.id)
             command = sims.Claim(
                 at=datetime.now(UTC), runner_id=self.id, host=self.host, max_attempts=self.max_attempts,
                 held_elsewhere=held, causation_id=request.id, correlation_id=request.correlation_id,
@@ -313,17 +320,18 @@ class Runner:
         others = [r for r in await registry.live(self._kv) if r.id != self.id and request.gpu_config in r.configs]
         if others:
             return False  # handed back: a runner that has the config will take it
-        _, last = await self._last_life(request.run_id, request.sim_id)
+        _, last = await self._last_life(request.run_id, request.sim_id, request.chunk)
         command = sims.GiveUp(
             at=datetime.now(UTC), reason="unrunnable", error=f"no runner has GPU config {request.gpu_config}", causation_id=request.id
         )
-        for event in sims.decide(command, sims.latest(request.run_id, request.sim_id, last)):
+        for event in sims.decide(command, sims.latest(request.run_id, request.sim_id, last, request.chunk)):
             await self.store.append(event)
         return True
 
-    async def _last_life(self, run_id: str, sim_id: str) -> tuple[int, LifeEvent | None]:
-        """The sequence and the event last on the sim's life subject (0 and None: none yet)."""
-        last = await self.store.last_on(subjects.sim(run_id, sim_id, "life"))
+    async def _last_life(self, run_id: str, sim_id: str, chunk: int | None = None) -> tuple[int, LifeEvent | None]:
+        """The sequence and the event last on the sim's (or its chunk's) life subject (0 and
+        None: none yet)."""
+        last = await self.store.last_on(subjects.chunk(run_id, sim_id, "life", chunk))
         if last is None:
             return 0, None
         assert isinstance(last.event, LifeEvent)  # `subjects.decode` lets no other event in
@@ -345,8 +353,15 @@ class Runner:
             await asyncio.sleep(HEARTBEAT_S)
             if await self._look_at_run(report):
                 stop.request()
-            _, last = await self._last_life(job.run_id, job.sim_id)
+            chunk = job.chunk
+            _, last = await self._last_life(job.run_id, job.sim_id, None if chunk is None else chunk.index)
             if last is not None:
                 report.observe(last)
-            if not report.current:
+            siblings = [] if chunk is None else [i for i in range(chunk.count) if i != chunk.index]
+            for sibling in siblings:
+                if not report.sim.finished:
+                    _, last = await self._last_life(job.run_id, job.sim_id, sibling)
+                    if sims.latest(job.run_id, job.sim_id, last, sibling).state == "failed":
+                        report.sim = sims.stopped(report.sim)  # the sim failed with it: this chunk stops
+            if not report.current or report.sim.finished:
                 stop.request()

@@ -16,6 +16,7 @@ import msgspec
 from cascade_core import events as ev
 from cascade_core import nonfinite, sims
 from cascade_core.models import GpuConfig
+from cascade_core.split import Chunk
 from cascade_sim import simulator
 
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
@@ -39,6 +40,25 @@ class Job(msgspec.Struct, frozen=True):
     trace_id: str
     gpu_config: GpuConfig
     kernels_total: int
+    chunk: Chunk | None = None  # the chunk of a split sim this attempt simulates
+
+    @property
+    def name(self) -> str:
+        """The sim, or its chunk, as ids and logs name it."""
+        return sims.chunk_name(self.sim_id, None if self.chunk is None else self.chunk.index)
+
+    def file_name(self, name: str) -> str:
+        """A file of the attempt as the sim's files list it: a chunk's are its own."""
+        return name if self.chunk is None else f"chunk{self.chunk.index + 1:03d}.{name}"
+
+
+def first_line_seq(job: Job) -> int:
+    """Where the attempt's log lines are numbered from: 1 for a sim run whole; for a chunk, a
+    range of its own past every earlier chunk's (and its own earlier attempts'), so the sim's
+    log reads chunk after chunk whichever ran first."""
+    if job.chunk is None:
+        return 1
+    return ((job.chunk.index + 1) << 40) + ((job.attempt - 1) << 32) + 1
 
 
 class Launch(msgspec.Struct, frozen=True):
@@ -79,6 +99,7 @@ class _Common(TypedDict):
     run_id: str
     sim_id: str
     attempt: int
+    chunk: int | None  # None for a sim simulated whole
 
 
 class SimReport:
@@ -105,11 +126,14 @@ class SimReport:
         self._log: list[str] = []  # complete lines since the last heartbeat, in pieces
         self._log_bytes = 0
         self._log_lines = 0
-        self.next_line_seq = 1
+        self.next_line_seq = first_line_seq(job)
         self._partial = ""  # stdout after its last line break
         self.versions = simulator.Versions(None, None)
         self.launch: Launch | None = None  # set once the process runs
         self.launched = False
+        self._measured = ev.SimTotals(0.0, 0.0)  # a chunk's own kernels' totals, warm-up left out
+        if job.chunk is not None:
+            self.add_lines(f"==== cascade: {job.chunk.label} (attempt {job.attempt}) ====")
 
     @property
     def current(self) -> bool:
@@ -132,7 +156,10 @@ class SimReport:
 
     def _common(self) -> _Common:
         j = self.job
-        return {"id": self.next_id(), "at": self.now(), "run_id": j.run_id, "sim_id": j.sim_id, "attempt": j.attempt}
+        chunk = None if j.chunk is None else j.chunk.index
+        return {
+            "id": self.next_id(), "at": self.now(), "run_id": j.run_id, "sim_id": j.sim_id, "attempt": j.attempt, "chunk": chunk
+        }
 
     def launched_once(self) -> None:
         """Announce the launch, with the build strings if the simulator printed them yet."""
@@ -193,6 +220,9 @@ class SimReport:
                 case simulator.KernelLaunched():
                     self.launched_once()
                     self.current_kernel = out.name
+                case simulator.Totals() if self.job.chunk is not None:
+                    # A chunk's own running sums include its warm-up: its kernels' are the ones that count.
+                    self.latest = msgspec.structs.replace(self._measured, sim_rate_ips=float(out.sim_rate_ips))
                 case simulator.Totals():
                     self.latest = ev.SimTotals(
                         float(out.gpu_tot_sim_cycle), float(out.gpu_tot_sim_insn), out.gpu_tot_ipc, float(out.sim_rate_ips)
@@ -205,10 +235,19 @@ class SimReport:
 
     def _kernel_finished(self, k: simulator.KernelBlock) -> None:
         self.launched_once()
+        chunk = self.job.chunk
+        if chunk is not None:
+            if not chunk.measures(k.uid):
+                return  # warm-up: simulated for the caches' sake, and discarded
+            k = msgspec.structs.replace(k, uid=chunk.global_uid(k.uid))
+            cycles, insn = self._measured.gpu_tot_sim_cycle or 0.0, self._measured.gpu_tot_sim_insn or 0.0
+            cycles, insn = cycles + k.gpu_sim_cycle, insn + k.gpu_sim_insn
+            self._measured = ev.SimTotals(cycles, insn, insn / cycles if cycles else None)
+            self.latest = msgspec.structs.replace(self._measured, sim_rate_ips=self.latest.sim_rate_ips)
         self._record(
             ev.KernelFinished(
                 **self._common(),
-                kernel_index=len(self.kernels),
+                kernel_index=len(self.kernels) if chunk is None else k.uid - 1,
                 uid=k.uid,
                 name=k.name,
                 gpu_sim_cycle=k.gpu_sim_cycle,

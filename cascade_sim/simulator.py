@@ -18,6 +18,7 @@ import msgspec
 
 from cascade_core.models import GpuConfig
 from cascade_core.sims import Outcome
+from cascade_core.split import Chunk
 
 StatValue = float | str
 
@@ -119,9 +120,12 @@ class Simulator(Protocol):
         the sim itself wrote."""
         ...
 
-    def command(self, config: GpuConfig, workdir: Path, trace_dir: Path, env: Mapping[str, str]) -> Command:
+    def command(
+        self, config: GpuConfig, workdir: Path, trace_dir: Path, env: Mapping[str, str], *, chunk: Chunk | None = None
+    ) -> Command:
         """How to run a sim of the trace in `trace_dir` in its prepared `workdir`, given the
-        runner's environment (without Cascade's secrets)."""
+        runner's environment (without Cascade's secrets): all its launches, or only `chunk`'s
+        (`cascade_core/split.py`), whose list of launches it may write beside the trace's."""
         ...
 
     def reader(self) -> OutputReader:

@@ -23,16 +23,19 @@ import msgspec
 
 from cascade_core import events as ev
 from cascade_core import sims as life
+from cascade_core import split as splitting
 from cascade_core.runs import run_state
-from cascade_core.sims import SIM_STATES
+from cascade_core.sims import FINISHED, SIM_STATES
 from projections.rows import (
     APPEND_TABLES,
+    ChunkRow,
     KernelRow,
     LogChunkRow,
     RealTimingRow,
     RunRow,
     SimFileRow,
     SimRow,
+    SplitRow,
     TraceFileRow,
     TraceKernelRow,
     TraceRow,
@@ -48,6 +51,7 @@ VERSION = 1
 _json = msgspec.json.Encoder()
 _counts_decoder = msgspec.json.Decoder(dict[str, int])
 _entries = msgspec.json.Decoder(list[ev.ConfigCount])
+_splits = msgspec.json.Decoder(SplitRow)
 
 
 class Rows(msgspec.Struct, frozen=True):
@@ -242,7 +246,10 @@ def _to_sim(handler: Callable[[_Batch, int, SimRow, E], None]) -> Callable[[_Bat
         if sim.run_id != e.run_id:
             # Its run's row was never loaded, and what it says is about a sim it does not own.
             raise ValueError(f"sim {e.sim_id} belongs to run {sim.run_id}, not to run {e.run_id}")
-        handler(b, seq, sim, e)
+        if e.chunk is None:
+            handler(b, seq, sim, e)
+        elif sim.split is not None:  # a chunk of a sim that is not split says nothing that counts
+            _chunk_fact(b, seq, sim, e)
 
     return apply
 
@@ -366,6 +373,9 @@ def _cancel_requested(b: _Batch, seq: int, e: ev.RunCancelRequested) -> None:
     # order, and so their `k`, must not depend on where a batch began.
     configs = [entry.gpu_config for entry in _entries.decode(run.entries)]
     for sim in listed([s for s in b.sims.values() if s.run_id == e.run_id], configs):
+        if sim.split is not None:
+            _chunks_evolve(b, seq, sim, e, {})
+            continue
         before = _life(sim)
         after = life.evolve(before, e)
         if after is not before:
@@ -433,9 +443,15 @@ def _new_sim(seq: int, e: ev.RunCreated, spec: ev.SimSpec) -> SimRow:
         config_digests=None,
         accel_sim_build=None,
         gpgpu_sim_build=None,
+        split=None if spec.split is None else _new_split(e.kernels_total, spec.split),
         seq=seq,
         **_NO_PROGRESS,
     )
+
+
+def _new_split(kernels_total: int, split: ev.Split) -> str:
+    chunks = [ChunkRow()] * splitting.chunk_count(kernels_total, split)
+    return _json.encode(SplitRow(kernels_per_chunk=split.kernels_per_chunk, warmup=split.warmup, chunks=chunks)).decode()
 
 
 def _life(sim: SimRow) -> life.SimState:
@@ -551,6 +567,139 @@ def _file_stored(b: _Batch, seq: int, sim: SimRow, e: ev.SimFileStored) -> None:
     )
     b.checked["sim_files"].append(row)
     b.show(seq, sim.run_id, "file", row)
+
+
+# --- a split sim: each chunk lives as a sim does, the sim's row sums them up -----------------
+
+
+def _chunk_life(sim: SimRow, index: int, chunk: ChunkRow) -> life.SimState:
+    return life.SimState(
+        run_id=sim.run_id, sim_id=sim.id, state=chunk.state, attempt=chunk.attempt, runner_id=chunk.runner_id, host=chunk.host,
+        chunk=index,
+    )
+
+
+def _chunk_fact(b: _Batch, seq: int, sim: SimRow, e: ev.SimEvent) -> None:
+    assert sim.split is not None and e.chunk is not None
+    split = _splits.decode(sim.split)
+    if not 0 <= e.chunk < len(split.chunks):
+        raise ValueError(f"sim {sim.id} has {len(split.chunks)} chunks, not a chunk {e.chunk}")
+    chunk = split.chunks[e.chunk]
+    match e:
+        case ev.SimClaimed() | ev.SimLaunched() | ev.SimFinished():
+            _chunks_evolve(b, seq, sim, e, _launch_fields(sim, e))
+        case ev.SimHeartbeat() if life.counts(_chunk_life(sim, e.chunk, chunk), e):
+            _chunk_heartbeat(b, seq, sim, split, e)
+        case ev.KernelFinished() if life.counts(_chunk_life(sim, e.chunk, chunk), e):
+            _kernel_finished(b, seq, sim, msgspec.structs.replace(e, attempt=sim.attempt, chunk=None))
+        case ev.SimFileStored() if life.counts(_chunk_life(sim, e.chunk, chunk), e):
+            _file_stored(b, seq, sim, msgspec.structs.replace(e, attempt=sim.attempt, chunk=None))
+
+
+def _launch_fields(sim: SimRow, e: ev.SimEvent) -> dict[str, object]:
+    """What a chunk's launch tells of the sim: its first launch is the sim's."""
+    if not isinstance(e, ev.SimLaunched) or sim.started_at is not None:
+        return {}
+    return {
+        "launcher_ref": e.launcher_ref,
+        "started_at": e.at,
+        "config_digests": _json.encode(e.config_digests).decode(),
+        "accel_sim_build": e.accel_sim_build,
+        "gpgpu_sim_build": e.gpgpu_sim_build,
+    }
+
+
+def _chunks_evolve(b: _Batch, seq: int, sim: SimRow, e: life.SimLife, fields: dict[str, object]) -> None:
+    """Every chunk after a life event (a chunk's own, a sibling's failure, the run's cancel),
+    and the sim as they leave it."""
+    assert sim.split is not None
+    split = _splits.decode(sim.split)
+    chunks = list(split.chunks)
+    lives = [_chunk_life(sim, i, chunk) for i, chunk in enumerate(chunks)]
+    for i, (chunk, before, after) in enumerate(zip(split.chunks, lives, life.evolve_split(lives, e))):
+        if after == before:
+            continue
+        changed: dict[str, object] = {"state": after.state, "attempt": after.attempt, "runner_id": after.runner_id, "host": after.host}
+        if isinstance(e, ev.SimClaimed):  # a new attempt of the chunk starts over
+            changed |= {"kernels_done": 0, "gpu_tot_sim_cycle": None, "gpu_tot_sim_insn": None, "sim_rate_ips": None, "last_heartbeat_at": None}
+        if isinstance(e, ev.SimFinished) and e.chunk == i:
+            changed |= {"error": e.error, "exit_code": e.exit_code}
+        chunks[i] = msgspec.structs.replace(chunk, **changed)
+    if chunks == split.chunks:
+        return
+    b.update_sim(seq, sim, {**fields, **_split_fields(sim, split, chunks, e)})
+
+
+def _split_fields(sim: SimRow, split: SplitRow, chunks: list[ChunkRow], e: life.SimLife) -> dict[str, object]:
+    """The sim's row as its chunks make it: its state from theirs, its attempt 1 once one was
+    claimed (its kernels, log and files are all stored under it), its progress their sum."""
+    state = splitting.sim_state([c.state for c in chunks])
+    fields: dict[str, object] = {
+        "split": _json.encode(msgspec.structs.replace(split, chunks=chunks)).decode(),
+        "state": state,
+        "attempt": max(sim.attempt, 1 if any(c.attempt for c in chunks) else 0),
+        "kernels_done": sum(c.kernels_done for c in chunks),
+    }
+    fields |= _summed(chunks)
+    if isinstance(e, ev.SimClaimed):
+        fields |= {"runner_id": e.runner_id, "host": e.host}
+    if state in FINISHED and sim.state not in FINISHED:
+        fields["finished_at"] = e.at
+        failed = next((i for i, c in enumerate(chunks) if c.state == "failed"), None)
+        if failed is not None:
+            plan = splitting.chunk_of(sim.kernels_total, ev.Split(split.kernels_per_chunk, split.warmup), failed)
+            fields |= {"error": f"{plan.label}: {chunks[failed].error}", "exit_code": chunks[failed].exit_code}
+        elif isinstance(e, ev.SimFinished):
+            fields["exit_code"] = e.exit_code
+    return fields
+
+
+def _summed(chunks: list[ChunkRow]) -> dict[str, object]:
+    """A split sim's totals: those of its chunks' measured kernels, summed (`gpu_tot_*` are
+    running sums over the launches, so the sums over the chunks are the sim's)."""
+    cycles = [c.gpu_tot_sim_cycle for c in chunks if c.gpu_tot_sim_cycle is not None]
+    insn = [c.gpu_tot_sim_insn for c in chunks if c.gpu_tot_sim_insn is not None]
+    rates = [c.sim_rate_ips for c in chunks if c.sim_rate_ips is not None]
+    total_cycles, total_insn = (sum(cycles) if cycles else None), (sum(insn) if insn else None)
+    return {
+        "gpu_tot_sim_cycle": total_cycles,
+        "gpu_tot_sim_insn": total_insn,
+        # as the simulator prints it (`gpu_tot_ipc = %12.4f`)
+        "gpu_tot_ipc": round(total_insn / total_cycles, 4) if total_cycles and total_insn is not None else None,
+        "sim_rate_ips": sum(rates) if rates else None,
+    }
+
+
+def _chunk_heartbeat(b: _Batch, seq: int, sim: SimRow, split: SplitRow, e: ev.SimHeartbeat) -> None:
+    """A chunk's progress and log lines: numbered in a range of its own (`SimReport`), so the
+    log reads chunk after chunk; any may come first, so each is kept only if absent."""
+    assert e.chunk is not None
+    count = e.line_count
+    changes: dict[str, Any] = {}
+    chunks = list(split.chunks)
+    chunk = chunks[e.chunk]
+    if count:
+        chunk_rows = LogChunkRow(sim_id=sim.id, attempt=sim.attempt, first_line_seq=e.first_line_seq, line_count=count, text=e.log)
+        b.checked["sim_log"].append(chunk_rows)
+        fresh_from = max(0, chunk.log_seq + 1 - e.first_line_seq)  # lines before it were recorded already
+        if fresh_from < count:
+            last = e.first_line_seq + count - 1
+            changes["log_tail"] = (sim.log_tail + e.log.rsplit("\n", LOG_TAIL)[-min(LOG_TAIL, count - fresh_from) :])[-LOG_TAIL:]
+            changes["log_seq"] = max(sim.log_seq, last)
+            chunks[e.chunk] = chunk = msgspec.structs.replace(chunk, log_seq=last)
+    if chunk.last_heartbeat_at is None or e.at > chunk.last_heartbeat_at:
+        latest = e.latest
+        chunks[e.chunk] = msgspec.structs.replace(
+            chunk, last_heartbeat_at=e.at, kernels_done=e.kernels_done, gpu_tot_sim_cycle=latest.gpu_tot_sim_cycle,
+            gpu_tot_sim_insn=latest.gpu_tot_sim_insn, sim_rate_ips=latest.sim_rate_ips,
+        )
+        changes |= {"kernels_done": sum(c.kernels_done for c in chunks), **_summed(chunks)}
+        if sim.last_heartbeat_at is None or e.at > sim.last_heartbeat_at:
+            changes |= {"last_heartbeat_at": e.at, "current_kernel": e.current_kernel}
+    if chunks != split.chunks:
+        changes["split"] = _json.encode(msgspec.structs.replace(split, chunks=chunks)).decode()
+    if changes:
+        b.put_sim(seq, sim, msgspec.structs.replace(sim, seq=seq, **changes))
 
 
 class _Touched:

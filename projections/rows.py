@@ -105,7 +105,37 @@ class SimRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     config_digests: str | None  # JSON object: file -> sha256
     accel_sim_build: str | None
     gpgpu_sim_build: str | None
+    split: str | None  # JSON SplitRow of a split sim: how, and each chunk's life; None for a sim whole
     seq: int
+
+    @property
+    def chunk(self) -> None:
+        """The row is the life of the sim whole (`sims.Lifecycle`); a chunk's is in `split`."""
+        return None
+
+
+class ChunkRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One chunk of a split sim, in its sim's `split`: its life as `cascade_core/sims.py`
+    evolves it, and its progress (measured kernels only, totals summed over them)."""
+
+    state: str = "pending"
+    attempt: int = 0
+    runner_id: str | None = None
+    host: str | None = None
+    error: str | None = None
+    exit_code: int | None = None
+    kernels_done: int = 0
+    gpu_tot_sim_cycle: float | None = None
+    gpu_tot_sim_insn: float | None = None
+    sim_rate_ips: float | None = None
+    last_heartbeat_at: datetime | None = None
+    log_seq: int = 0  # the highest log line sequence of the chunk recorded
+
+
+class SplitRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    kernels_per_chunk: int
+    warmup: int
+    chunks: list[ChunkRow]
 
 
 # A field the fold fills in that no column holds: the projector writes it otherwise.

@@ -22,8 +22,10 @@ import msgspec
 
 from cascade_core import attention
 from cascade_core import events as ev
+from cascade_core import split as splitting
 from cascade_core.correlation import correlate, measured
 from cascade_core.models import (
+    ChunkView,
     Comparison,
     ComparisonRow,
     Correlation,
@@ -38,6 +40,7 @@ from cascade_core.models import (
     SimFile,
     SimMetrics,
     SimResults,
+    SplitView,
     Spread,
     StatValue,
     Trace,
@@ -48,7 +51,7 @@ from projections import tables
 from projections.fold import listed
 from projections.queries import stats_maps, traces
 from projections.queries.convert import from_row, one_row
-from projections.rows import KernelRow, RunRow, SimFileRow, SimRow, TraceRow
+from projections.rows import KernelRow, RunRow, SimFileRow, SimRow, SplitRow, TraceRow
 from projections.tables import R
 
 BATCH = 4096
@@ -57,6 +60,7 @@ Con = duckdb.DuckDBPyConnection
 Place = tuple[str, int]  # a sim's (gpu_config, replica)
 
 _entries = msgspec.json.Decoder(list[ev.ConfigCount])
+_splits = msgspec.json.Decoder(SplitRow)
 _counts = msgspec.json.Decoder(dict[str, int])
 _encoder = msgspec.json.Encoder()
 # Stands in for a list while a Struct is encoded and is then split out: msgspec never writes
@@ -115,8 +119,17 @@ def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
         row,
         latest=from_row(SimMetrics, row),
         log_tail=list(row.log_tail),
+        split=None if row.split is None else split_view(row.kernels_total, _splits.decode(row.split)),
         attention=None if watch is None else attention.attention(seen(row), watch),
     )
+
+
+def split_view(kernels_total: int, split: SplitRow) -> SplitView:
+    plan = splitting.plan(kernels_total, ev.Split(split.kernels_per_chunk, split.warmup))
+    chunks = [
+        from_row(ChunkView, row, index=c.index, first=c.first, last=c.last, warmup=c.warmup) for c, row in zip(plan, split.chunks)
+    ]
+    return SplitView(kernels_per_chunk=split.kernels_per_chunk, warmup=split.warmup, chunks=chunks)
 
 
 def run_from_row(row: RunRow) -> RunSummary:
@@ -207,17 +220,32 @@ def unfinished_sims(con: Con) -> list[attention.Seen]:
 # --- kernels and comparison ----------------------------------------------------------------
 
 
-def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str]) -> duckdb.DuckDBPyConnection:
-    """The given sims' kernels' columns of `_KERNEL_COLUMNS`, then each one's seq."""
+_RUNNING = "OVER (PARTITION BY k.sim_id ORDER BY k.kernel_index)"
+# A split sim's kernels come from chunks that each summed `gpu_tot_*` over their own launches,
+# warm-up included: the sim's running totals are its kernels' sums in launch order, which its
+# maps answer with in place of the chunks'.
+_RUNNING_TOTALS = {
+    "gpu_tot_sim_cycle": f"sum(k.gpu_sim_cycle) {_RUNNING}",
+    "gpu_tot_sim_insn": f"sum(k.gpu_sim_insn) {_RUNNING}",
+    # as the simulator prints it (`gpu_tot_ipc = %12.4f`)
+    "gpu_tot_ipc": f"round(sum(k.gpu_sim_insn) {_RUNNING} / sum(k.gpu_sim_cycle) {_RUNNING}, 4)",
+}
+_TOTALS_COLUMNS = "".join(f", CASE WHEN s.split IS NOT NULL THEN ({total})::DOUBLE END" for total in _RUNNING_TOTALS.values())
+_SEQ = len(_KERNEL_FIELDS)  # where a record of `_kernels` has its kernel's seq
+
+
+def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, totals: bool = False) -> duckdb.DuckDBPyConnection:
+    """The given sims' kernels' columns of `_KERNEL_COLUMNS`, then each one's seq, then if
+    `totals` its `_RUNNING_TOTALS` (null but in a split sim)."""
     return con.execute(
-        f"SELECT {_KERNEL_COLUMNS}, k.seq FROM {CURRENT_KERNELS} "
+        f"SELECT {_KERNEL_COLUMNS}, k.seq{_TOTALS_COLUMNS if totals else ''} FROM {CURRENT_KERNELS} "
         "WHERE k.sim_id IN (SELECT unnest(?)) ORDER BY list_position(?, s.gpu_config), s.replica, k.kernel_index",
         [list(sim_ids), configs(run)],
     )
 
 
 def _kernel_stat(record: tuple[Any, ...], stats: dict[str, StatValue] | msgspec.Raw) -> KernelStat:
-    """The KernelStat of a record of `_kernels` (its trailing seq unnamed, so left out)."""
+    """The KernelStat of a record of `_kernels` (its trailing seq and totals unnamed, so left out)."""
     return KernelStat(**dict(zip(_KERNEL_FIELDS, record)), stats=stats)  # type: ignore[arg-type]  # a Raw map is encoded as it is
 
 
@@ -231,7 +259,7 @@ def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats
     """The JSON list of the given sims' KernelStats, in chunks, by config, replica and
     kernel_index; each with its full stats map given the read model's stat names (`maps`),
     or with `{}`."""
-    result = _kernels(con, run, sim_ids)
+    result = _kernels(con, run, sim_ids, totals=maps is not None)
     separator = b"["
     if maps is None:
         while records := result.fetchmany(BATCH):
@@ -243,10 +271,16 @@ def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats
         records = result.fetchall()
         for i in range(0, len(records), stats_maps.KERNELS_AT_ONCE):
             part = records[i : i + stats_maps.KERNELS_AT_ONCE]
-            by_seq = stats_maps.kernel_maps(con, [r[-1] for r in part], maps)
-            yield separator + _encoder.encode([_kernel_stat(r, msgspec.Raw(by_seq.get(r[-1], b"{}"))) for r in part])[1:-1]
+            totals = {r[_SEQ]: _totals(r) for r in part if r[_SEQ + 1] is not None}
+            by_seq = stats_maps.kernel_maps(con, [r[_SEQ] for r in part], maps, totals)
+            yield separator + _encoder.encode([_kernel_stat(r, msgspec.Raw(by_seq.get(r[_SEQ], b"{}"))) for r in part])[1:-1]
             separator = b","
     yield b"[]" if separator == b"[" else b"]"
+
+
+def _totals(record: tuple[Any, ...]) -> dict[str, float]:
+    """A split sim's kernel's running totals, from its record of `_kernels`, those it has."""
+    return {name: total for name, total in zip(_RUNNING_TOTALS, record[_SEQ + 1 :]) if total is not None}
 
 
 def run_kernel_chunks(con: Con, run: RunSummary) -> Iterator[bytes]:

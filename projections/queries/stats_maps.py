@@ -12,7 +12,7 @@ ids past those known turn up.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import cast
 
 import duckdb
@@ -44,9 +44,11 @@ class Names:
         return self._names
 
 
-def _maps(con: duckdb.DuckDBPyConnection, rows: pa.Table, names: Names) -> Iterator[tuple[int, bytes]]:
+def _maps(
+    con: duckdb.DuckDBPyConnection, rows: pa.Table, names: Names, replaced: Mapping[int, Mapping[str, float]]
+) -> Iterator[tuple[int, bytes]]:
     """Each kernel's map from its rows (`seq, stat, value, text`, a kernel's together and in
-    order), by seq."""
+    order), by seq; with the values `replaced` gives its seq in place of those it has."""
     if not rows.num_rows:
         return
     seq, stat, value, text = (rows.column(i).combine_chunks() for i in range(4))
@@ -61,19 +63,26 @@ def _maps(con: duckdb.DuckDBPyConnection, rows: pa.Table, names: Names) -> Itera
     runs = pc.run_end_encode(seq)
     start = 0
     for kernel, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist()):
-        yield kernel, _encoder.encode(dict(zip(keys[start:end], merged[start:end])))
+        stats = dict(zip(keys[start:end], merged[start:end]))
+        for name, new in replaced.get(kernel, {}).items():
+            if name in stats:
+                stats[name] = new
+        yield kernel, _encoder.encode(stats)
         start = end
 
 
 def kernel_map(con: duckdb.DuckDBPyConnection, seq: int, names: Names) -> bytes:
     """The map of the kernel whose kernels row has `seq`; `{}` if it has none."""
     rows = con.sql("SELECT seq, stat, value, text FROM kernel_stats WHERE seq = $seq", params={"seq": seq}).to_arrow_table()
-    return next((m for _, m in _maps(con, rows, names)), b"{}")
+    return next((m for _, m in _maps(con, rows, names, {})), b"{}")
 
 
-def kernel_maps(con: duckdb.DuckDBPyConnection, seqs: Iterable[int], names: Names) -> dict[int, bytes]:
+def kernel_maps(
+    con: duckdb.DuckDBPyConnection, seqs: Iterable[int], names: Names, replaced: Mapping[int, Mapping[str, float]] | None = None
+) -> dict[int, bytes]:
     """The maps of the kernels whose kernels rows have these seqs, by seq; a kernel without
-    one has none here."""
+    one has none here. A value `replaced` gives a kernel's seq stands in for the one of its
+    name in its map, in the same place."""
     found: dict[int, bytes] = {}
     wanted = list(seqs)
     for i in range(0, len(wanted), KERNELS_AT_ONCE):
@@ -81,5 +90,5 @@ def kernel_maps(con: duckdb.DuckDBPyConnection, seqs: Iterable[int], names: Name
             "SELECT seq, stat, value, text FROM kernel_stats WHERE seq IN (SELECT unnest($seqs)) ORDER BY seq, rowid",
             params={"seqs": wanted[i : i + KERNELS_AT_ONCE]},
         ).to_arrow_table()
-        found.update(_maps(con, rows, names))
+        found.update(_maps(con, rows, names, replaced or {}))
     return found

@@ -545,3 +545,25 @@ def test_folder_archives_built_in_the_browser_read_back(page: Any, cascade: Live
     with tarfile.open(fileobj=io.BytesIO(base64.b64decode(encoded))) as tar:
         read = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()}  # type: ignore[union-attr]
     assert read == files
+
+
+def test_the_timeline_marks_a_split_sims_chunks(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    """A sim split per kernel on the combo trace: its lane is its three kernels end to end, as
+    for the sim run whole, marked where each chunk begins; the tooltip says the chunk."""
+    ensure_trace(api, "combo-vec-mm-xz")
+    entry = {"gpu_config": "SM61_TITANX", "count": 1, "split": {"kernels_per_chunk": 1, "warmup": 2}}
+    created = api.post("/api/runs", json={"trace_id": "combo-vec-mm-xz", "entries": [entry]})
+    assert created.status_code == 201, created.text
+    run_id = created.json()["id"]
+    sign_in(page, cascade.url, f"#/runs/{run_id}/timeline")
+    page.wait_for_selector("#timeline-canvas[data-kernels='3'][data-chunks]")
+    page.wait_for_function("JSON.parse(document.querySelector('#timeline-canvas').dataset.chunks).length === 3")
+    chunks = data_json(page, "#timeline-canvas", "chunks")
+    bars = data_json(page, "#timeline-canvas", "bars")
+    assert [(c["index"], c["first"], c["last"], c["warmup"]) for c in chunks] == [(0, 1, 1, 0), (1, 2, 2, 1), (2, 3, 3, 2)]
+    assert [(c["start_ns"], c["end_ns"]) for c in chunks] == [(b["start_ns"], b["start_ns"] + b["dur_ns"]) for b in bars]
+    box = page.query_selector("#timeline-canvas").bounding_box()
+    page.mouse.move(box["x"] + box["width"] - 40, box["y"] + 28 + 12)  # the last bar: chunk 3
+    page.wait_for_selector("#tooltip:not([hidden]) .tip-title")
+    assert "3 of 3: launches 3–3, after 2 warm-up launches (succeeded, attempt 1)" in page.inner_text("#tooltip")
+    shoot(page, "timeline-split", "#timeline-canvas")

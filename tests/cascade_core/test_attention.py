@@ -43,6 +43,9 @@ def test_a_sim_whose_runner_is_gone_is_lost_once_silent_for_a_lease() -> None:
 def test_a_sim_a_live_runner_holds_or_that_finished_needs_nothing() -> None:
     assert attention(sim("running", runner_id="r1", silent_s=999), watch(runner("r1"))) is None
     assert attention(sim("launching", runner_id="old", silent_s=999), watch(runner("r2", running=("sim-1",)))) is None
+    # A split sim's chunks, each listed on its own by the runner that runs it.
+    assert attention(sim("running", runner_id="old", silent_s=999), watch(runner("r2", running=("sim-1.c3",)))) is None
+    assert attention(sim("running", runner_id="old", silent_s=999), watch(runner("r2", running=("sim-10.c3",)))) is not None
     for state in ("succeeded", "failed", "cancelled"):
         assert attention(sim(state, runner_id="gone", silent_s=999), watch()) is None
 

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, RunCreate, RunEntry, RunSummary, Trace
+from cascade_core.models import GpuConfig, RunCreate, RunEntry, RunSummary, SplitSpec, Trace
 from cascade_core.runs import (
     BadEntry,
     CancelRun,
@@ -156,3 +156,20 @@ def test_cancel_leaves_a_sample_run_alone() -> None:
 )
 def test_run_state_follows_its_sims(counts: dict[str, int], state: str) -> None:
     assert run_state(counts) == state
+
+
+def test_an_entry_split_gives_its_sims_the_split_as_decided() -> None:
+    entries = [
+        RunEntry("SM86_RTX3070", 2, SplitSpec(5)),  # warm-up 2 by default
+        RunEntry("SM86_RTX3080", 1, SplitSpec(20, 0)),  # one chunk of the trace's 20 launches: whole
+        RunEntry("SM86_RTX3080", 1, "auto"),  # 4 free slots for it: 20 launches make 2 chunks of 10
+        RunEntry("SM86_RTX3070", 1, "auto"),  # no free slot: whole
+    ]
+    command = CreateRun(
+        event_id="e1", at=AT, run_id="run-1", sim_ids=[f"sim-{i}" for i in range(5)], body=RunCreate("demo", entries),
+        free_slots={"SM86_RTX3080": 4},
+    )
+    [created] = decide_create(command, TRACE, CONFIGS, max_sims=1024)
+    assert isinstance(created, ev.RunCreated)
+    assert [e.split for e in created.entries] == [ev.Split(5, 2), ev.Split(20, 0), "auto", "auto"]
+    assert [s.split for s in created.sims] == [ev.Split(5, 2), ev.Split(5, 2), None, ev.Split(10, 2), None]

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cascade_core import events as ev
-from cascade_core import sims
+from cascade_core import sims, split
 from cascade_core.sims import Claim, Finish, GiveUp, Outcome, Record, SimState, decide, evolve
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -17,9 +17,12 @@ MAX_ATTEMPTS = 3
 START = SimState(run_id="run-1", sim_id="sim-1")
 
 
-def fact(kind: str, attempt: int, n: int) -> sims.Fact | ev.SimFinished:
-    """A runner's fact of `attempt`, the n-th step of the history."""
-    common = {"id": f"sim-1.{attempt}.{n}", "at": T0 + timedelta(seconds=n), "run_id": "run-1", "sim_id": "sim-1", "attempt": attempt}
+def fact(kind: str, attempt: int, n: int, chunk: int | None = None) -> sims.Fact | ev.SimFinished:
+    """A runner's fact of `attempt` (of a chunk of the sim), the n-th step of the history."""
+    common = {
+        "id": f"sim-1.{chunk}.{attempt}.{n}", "at": T0 + timedelta(seconds=n), "run_id": "run-1", "sim_id": "sim-1", "attempt": attempt,
+        "chunk": chunk,
+    }
     match kind:
         case "launch":
             return ev.SimLaunched(**common, launcher_ref="1234", host=f"h{attempt}", config_digests={})  # type: ignore[arg-type]
@@ -55,7 +58,7 @@ def step(sim: SimState, n: int, s: tuple[object, ...]) -> tuple[list[ev.SimEvent
         case ("claim", held):
             stored = list(decide(Claim(at=at, runner_id=f"r{n}", host="h", max_attempts=MAX_ATTEMPTS, held_elsewhere=bool(held)), sim))
         case ("record", str(kind), int(offset)):
-            stored = list(decide(Record(fact(kind, max(0, sim.attempt + offset), n)), sim))  # type: ignore[arg-type]
+            stored = list(decide(Record(fact(kind, max(0, sim.attempt + offset), n, sim.chunk)), sim))  # type: ignore[arg-type]
         case ("finish", succeeded, timed_out, int(offset)):
             outcome = Outcome(bool(succeeded), 0 if succeeded else 1, None if succeeded else "boom")
             finish = Finish(event_id=f"f{n}", at=at, attempt=sim.attempt + offset, outcome=outcome, wall_time_limit_s=1.5 if timed_out else None)
@@ -65,7 +68,7 @@ def step(sim: SimState, n: int, s: tuple[object, ...]) -> tuple[list[ev.SimEvent
         case ("cancel",):
             stored = [ev.RunCancelRequested(id=f"c{n}", at=at, run_id="run-1")]
         case ("logged", str(kind), int(attempt)):
-            stored = [fact(kind, attempt, n)]
+            stored = [fact(kind, attempt, n, sim.chunk)]
         case _:
             raise AssertionError(s)
     for event in stored:
@@ -161,3 +164,65 @@ def test_a_file_of_the_current_attempt_counts_after_the_sim_finished() -> None:
     assert decide(Record(file), cancelled) == [file]
     assert decide(Record(beat), cancelled) == []
     assert decide(GiveUp(at=T0, reason="unrunnable", error="x"), cancelled) == []
+
+
+# --- a split sim: its chunks, each a lifecycle of its own ------------------------------------
+
+CHUNKS = 3
+
+
+def chunk_lives(history: list[tuple[int, tuple[object, ...]]]) -> list[tuple[int, tuple[object, ...], list[SimState], list[SimState]]]:
+    """Each step of one chunk (whose runner decides on that chunk alone), with every chunk
+    before and after it, evolved as the fold evolves them."""
+    chunks = [SimState(run_id="run-1", sim_id="sim-1", chunk=i) for i in range(CHUNKS)]
+    out = []
+    for n, (i, s) in enumerate(history):
+        stored, _ = step(chunks[i], n, s)
+        after = list(chunks)
+        for event in stored:
+            after = sims.evolve_split(after, event)  # type: ignore[arg-type]
+        out.append((i, s, chunks, after))
+        chunks = after
+    return out
+
+
+chunk_steps = st.lists(st.tuples(st.integers(0, CHUNKS - 1), steps), max_size=50)
+
+
+@given(chunk_steps)
+def test_a_chunk_changes_no_other_chunk_but_by_failing(history: list[tuple[int, tuple[object, ...]]]) -> None:
+    for i, s, before, after in chunk_lives(history):
+        for j in range(CHUNKS):
+            if j == i or s == ("cancel",) or after[j] == before[j]:
+                continue
+            assert after[i].state == "failed" and after[j].state == "cancelled" and not before[j].finished
+
+
+@given(chunk_steps)
+def test_a_split_sim_fails_once_a_chunk_fails_and_never_changes_once_finished(history: list[tuple[int, tuple[object, ...]]]) -> None:
+    for _, _, before, after in chunk_lives(history):
+        was, now = split.sim_state([c.state for c in before]), split.sim_state([c.state for c in after])
+        if was in sims.FINISHED:
+            assert now == was
+        if any(c.state == "failed" for c in after):
+            assert now == "failed" and all(c.finished for c in after)
+        assert (now == "succeeded") == all(c.state == "succeeded" for c in after)
+        assert all(c.attempt <= MAX_ATTEMPTS for c in after)
+
+
+@given(chunk_steps, chunk_steps)
+def test_cancel_ends_every_chunk(before: list[tuple[int, tuple[object, ...]]], after: list[tuple[int, tuple[object, ...]]]) -> None:
+    states = chunk_lives([*before, (0, ("cancel",)), *after])
+    at_cancel, final = states[len(before)][2], states[-1][3]
+    assert all(c.finished for c in final)
+    was = split.sim_state([c.state for c in at_cancel])
+    assert split.sim_state([c.state for c in final]) == (was if was in sims.FINISHED else "cancelled")
+
+
+def test_a_chunks_claims_and_failures_name_the_chunk() -> None:
+    chunk = SimState(run_id="run-1", sim_id="sim-1", chunk=2)
+    (claim,) = decide(Claim(at=T0, runner_id="r", host="h", max_attempts=1), chunk)
+    assert isinstance(claim, ev.SimClaimed) and (claim.id, claim.chunk) == ("sim-1.c2.1.claim", 2)
+    (lost,) = decide(Claim(at=T0, runner_id="r2", host="h", max_attempts=1), evolve(chunk, claim))
+    assert isinstance(lost, ev.SimFinished) and (lost.id, lost.chunk, lost.outcome) == ("sim-1.c2.lost", 2, "failed")
+    assert sims.latest("run-1", "sim-1", claim, 2) == evolve(chunk, claim)

@@ -479,3 +479,22 @@ def test_errors_are_one_line_with_the_apis_detail(live: LiveServer) -> None:
     command = [sys.executable, "-m", "cascade_cli", "runs", "--url", f"http://127.0.0.1:{port}"]
     out = subprocess.run(command, capture_output=True, text=True, timeout=60, env=cli_env())
     assert (out.returncode, out.stderr) == (2, f"cascade: error: http://127.0.0.1:{port}: unreachable (Connection refused) (URL from --url)\n")
+
+
+def test_run_split_cuts_each_sim_into_chunks_stitched_into_one(live: LiveServer) -> None:
+    upload_combo(live)
+    watched = cascade(live, "run", "combo", "SM61_TITANX", "--split", "1", "--warmup", "2", "--watch")
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    detail = api(live, f"/api/runs/{watched.stdout.splitlines()[0]}").json()
+    assert detail["entries"] == [{"gpu_config": "SM61_TITANX", "count": 1, "split": {"kernels_per_chunk": 1, "warmup": 2}}]
+    (sim,) = detail["sims"]
+    assert sim["state"] == "succeeded" and sim["kernels_done"] == 3 and len(sim["split"]["chunks"]) == 3
+    assert sim["latest"]["gpu_tot_sim_cycle"] == 18448  # as the sim run whole: per kernel with 2 warm-up launches, exact
+
+    for args, error in {
+        ("--warmup", "1"): "cascade: error: --warmup goes with --split K\n",
+        ("--split", "auto", "--warmup", "1"): "cascade: error: --warmup goes with --split K\n",
+        ("--split", "0"): "argument --split: expected a number of kernel launches (1 or more) or auto, not '0'\n",
+    }.items():
+        out = cascade(live, "run", "combo", "SM61_TITANX", *args)
+        assert out.returncode == 2 and out.stderr.endswith(error), (args, out.stderr)

@@ -180,6 +180,29 @@ def test_a_killed_runner_loses_no_sim_and_records_no_kernel_twice(tmp_path: Path
         assert history[0].runner_id != history[1].runner_id
 
 
+def test_a_killed_runners_chunk_runs_again_and_the_finished_chunks_are_kept(tmp_path: Path, nats_url: str, tree: Path) -> None:
+    split = {"kernels_per_chunk": 1, "warmup": 0}
+    with serve(tmp_path, nats_url, tree, runner=False, runner_lease_s=2.0) as client:
+        store_trace(service(client), client, "combo", TRACES / "combo-vec-mm-xz", "sm_61")
+        with worker(nats_url, tree, tmp_path / "w1", slots=1, lease_s=2, CASCADE_FAKE_ACCELSIM_PACE="1.5") as first:
+            body = {"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 1, "split": split}]}
+            run_id = client.post("/api/runs", json=body).json()["id"]
+            # Chunk 1 finished; chunk 2 printed its kernel and is still running: killed there.
+            wait_until(lambda: client.get(f"/api/runs/{run_id}").json()["sims"][0]["kernels_done"] >= 2, 30)
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+        with worker(nats_url, tree, tmp_path / "w2", slots=2, lease_s=2):
+            run = wait_run(client, run_id, timeout=60)
+        (sim,) = run["sims"]
+        assert (sim["state"], sim["kernels_done"]) == ("succeeded", 3)
+        assert [(c["state"], c["attempt"]) for c in sim["split"]["chunks"]] == [("succeeded", 1), ("succeeded", 2), ("succeeded", 1)]
+        kernels = client.get(f"/api/runs/{run_id}/kernels").json()
+        assert [k["kernel_launch_uid"] for k in kernels] == [1, 2, 3]
+        assert [k["gpu_sim_cycle"] for k in kernels] == [5534, 7506, 5535]  # the recorded chunks, without warm-up
+        claims = client.portal.call(_claims, service(client), sim["id"])  # type: ignore[union-attr]
+        assert sorted((c.chunk, c.attempt) for c in claims) == [(0, 1), (1, 1), (1, 2), (2, 1)]
+
+
 def test_after_the_allowed_attempts_a_lost_sim_fails_saying_the_runner_was_lost(tmp_path: Path, nats_url: str, tree: Path) -> None:
     with serve(tmp_path, nats_url, tree, runner=False, runner_lease_s=1.5) as client:
         store_trace(service(client), client, "combo", TRACES / "combo-vec-mm-xz", "sm_61")

@@ -32,6 +32,7 @@ def accelsim_tree(root: Path) -> Path:
     binary.parent.mkdir(parents=True)
     shutil.copy(FAKE_SIMULATOR, binary)
     binary.chmod(0o755)
+    (binary.parent / "recorded").symlink_to(FAKE_SIMULATOR.parent / "recorded")  # its chunk logs
     return root
 
 

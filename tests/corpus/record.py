@@ -13,8 +13,9 @@ fold rule): the test fails until the dumps are made again, and the diff of the
 The live service runs the fake simulator (which replays recorded Accel-Sim output) through
 the real runner on an embedded nats-server: the LLM-serving sample, an upload with real
 timing and a `cascade.json`, real timing attached to a ready trace and replaced, a run that
-succeeds, one that fails in the simulator, one cancelled mid-kernel, an upload that fails,
-and a deleted trace.
+succeeds, one that fails in the simulator, one cancelled mid-kernel, split sims (one
+stitched from its chunks, one failed in a chunk, one split "auto" that runs whole), an upload
+that fails, and a deleted trace.
 """
 
 from __future__ import annotations
@@ -78,6 +79,15 @@ def live(tmp: Path, nats_url: str) -> None:
             del os.environ["CASCADE_FAKE_ACCELSIM_PACE"]
         assert client.post(f"/api/runs/{run_id}/cancel").json()["state"] == "cancelled"
         _settled(client, run_id)
+
+        # Split sims: combo per kernel after 2 warm-up launches; in chunks of 2, of which the
+        # simulator fails the first (no such chunk was recorded); and "auto", which runs it whole.
+        for split, state in (({"kernels_per_chunk": 1, "warmup": 2}, "succeeded"), ({"kernels_per_chunk": 2}, "failed"), ("auto", "succeeded")):
+            entry = {"gpu_config": "SM61_TITANX", "count": 1, "split": split}
+            response = client.post("/api/runs", json={"trace_id": "combo", "entries": [entry]})
+            assert response.status_code == 201, response.text
+            assert wait_run(client, response.json()["id"])["state"] == state
+            time.sleep(2)  # a chunk stopped by the other's failure stores its files
 
         assert upload(client, tar_of({"README": b"no kernelslist.g here\n"}), "broken").status_code == 202
         _state(client, "broken", "failed")

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 import duckdb
 from hypothesis import HealthCheck, given, settings
@@ -105,3 +108,54 @@ def test_real_timing_is_attached_only_in_place_of_the_timing_it_names() -> None:
     assert in_use(trace("rows t1", "attach t1 -", "rows t2", "attach t2 t1")) == [("t2", True)]
     assert in_use(trace("rows t1", "rows t2", "attach t2 -", "attach t1 -")) == [("t2", True)]  # the later one lost its race
     assert in_use(trace("rows t1", "deleted", "attach t1 -")) == [(None, False)]
+
+
+def test_a_split_sims_chunk_retried_after_a_lost_runner_keeps_each_kernel_once() -> None:
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    split = ev.Split(kernels_per_chunk=1, warmup=0)
+    created = ev.RunCreated(
+        id="r", at=at, run_id="run-1", trace_id="t", entries=[ev.ConfigCount("C", 1, split)],
+        sims=[ev.SimSpec("sim-1", "C", 0, split)], kernels_total=2,
+    )
+    ids = iter(range(10**6))
+
+    def common(chunk: int, attempt: int) -> dict[str, Any]:
+        return {"id": f"e{next(ids)}", "at": at, "run_id": "run-1", "sim_id": "sim-1", "chunk": chunk, "attempt": attempt}
+
+    def kernel(chunk: int, attempt: int) -> ev.KernelFinished:
+        return ev.KernelFinished(
+            **common(chunk, attempt), kernel_index=chunk, uid=chunk + 1, name="k", gpu_sim_cycle=100 + chunk, gpu_sim_insn=10,
+            gpu_ipc=0.1, sim_time_ns=1.0,
+        )
+
+    def beat(chunk: int, attempt: int, cycles: float) -> ev.SimHeartbeat:
+        return ev.SimHeartbeat(
+            **common(chunk, attempt), kernels_done=1, current_kernel="k", latest=ev.SimTotals(cycles, 10.0),
+            first_line_seq=((chunk + 1) << 40) + ((attempt - 1) << 32) + 1, log=f"chunk {chunk} attempt {attempt}",
+        )
+
+    def claim(chunk: int, attempt: int) -> ev.SimClaimed:
+        return ev.SimClaimed(**common(chunk, attempt), runner_id=f"r{attempt}", host="h")
+
+    def finished(chunk: int, attempt: int) -> ev.SimFinished:
+        return ev.SimFinished(**common(chunk, attempt), outcome="succeeded", exit_code=0)
+
+    history: list[ev.Event] = [
+        created, claim(0, 1), kernel(0, 1), beat(0, 1, 100), claim(1, 1),  # chunk 0's runner is lost here
+        claim(0, 2), kernel(0, 2), beat(0, 2, 100), finished(0, 2), kernel(1, 1), beat(1, 1, 101), finished(1, 1),
+        kernel(0, 1), finished(0, 1),  # the lost runner, late: its attempt is no longer the chunk's
+    ]
+    con = project(list(enumerate(history, 1)))
+    assert con.execute("SELECT uid, gpu_sim_cycle, attempt FROM kernels ORDER BY uid").fetchall() == [(1, 100, 1), (2, 101, 1)]
+    state, attempt, done, cycles, split_json = con.execute(
+        "SELECT state, attempt, kernels_done, gpu_tot_sim_cycle, split FROM sims"
+    ).fetchone()  # type: ignore[misc]
+    assert (state, attempt, done, cycles) == ("succeeded", 1, 2, 201.0)
+    assert [(c["state"], c["attempt"]) for c in json.loads(split_json)["chunks"]] == [("succeeded", 2), ("succeeded", 1)]
+    log = [text for (text,) in con.execute("SELECT text FROM sim_log ORDER BY first_line_seq").fetchall()]
+    assert log == ["chunk 0 attempt 1", "chunk 0 attempt 2", "chunk 1 attempt 1"]
+    assert con.execute("SELECT log_tail FROM sims").fetchone() == (log,)  # type: ignore[comparison-overlap]
+    # Every event applied again, later (JetStream deduplicates only within its window): nothing changes.
+    items = list(enumerate(history, 1))
+    again = project(items + list(enumerate(history, len(items) + 1)), slot=1)
+    assert dump(again, with_checkpoint=False) == dump(con, with_checkpoint=False)

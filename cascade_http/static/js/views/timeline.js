@@ -3,6 +3,9 @@
 // ←/→), fit (0); hover for a kernel's facts. It grows live as kernel events arrive. Drawing
 // is bounded by the canvas's width: per lane, at most one bar per pixel column is drawn.
 // The bars drawn are also on the canvas as `data-bars` (JSON) and in the kernel table below.
+// A split sim's lane is marked where each of its chunks begins and by a strip under each
+// chunk's kernels (the tooltip names the chunk); its chunks, where their kernels lie, are on
+// the canvas as `data-chunks`.
 
 import { counted, duration, integer, ipc, ticks, timeUnit } from "../format.js";
 import { clear, facts, h, hideTip, perFrame, showTip, state, throttle } from "../dom.js";
@@ -16,7 +19,7 @@ const LANE = 24;
 const GAP = 6;
 
 export function mountTimeline(el, model) {
-  let lanes = []; // [{ sim, label, bars: [{ start, dur, k }] }]
+  let lanes = []; // [{ sim, label, bars: [{ start, dur, k }], chunks: [{ c, start, end }] }]
   let end = 0;
   let view = { t0: 0, span: 1 };
   let fitted = true;
@@ -75,6 +78,7 @@ export function mountTimeline(el, model) {
         t += k.sim_time_ns;
       }
       end = Math.max(end, t);
+      lane.chunks = chunksOf(sim, lane.bars);
       return lane;
     });
   }
@@ -168,6 +172,15 @@ export function mountTimeline(el, model) {
           ctx.fillText(fitText(ctx, shortName(bar.k.kernel_name), w - 8), Math.max(x0, gutter) + 4, y + LANE / 2);
         }
       }
+      // a split sim: a line where each chunk begins, and under its kernels a strip, chunk
+      // after chunk in turn dark and light
+      for (const chunk of lane.chunks) {
+        const x0 = x(chunk.start);
+        ctx.fillStyle = text;
+        if (chunk.c.index > 0) ctx.fillRect(Math.round(x0) - 1, y, 2, LANE);
+        ctx.fillStyle = chunk.c.index % 2 ? muted : text;
+        ctx.fillRect(x0, y + LANE - 4, Math.max(1, x(chunk.end) - x0), 4);
+      }
       ctx.restore();
     });
     canvas.setAttribute("aria-label", `Timeline of ${lanes.length} lanes and ${model.kernelCount} kernels, ${duration(view.t0)} to ${duration(view.t0 + view.span)} shown. The kernel table below lists them.`);
@@ -196,6 +209,7 @@ export function mountTimeline(el, model) {
       h("div", { class: "tip-title mono" }, shortName(k.kernel_name)),
       facts([
         ["Lane", hit.lane.label],
+        ...chunkFacts(hit.lane, k),
         ["uid", k.kernel_launch_uid],
         ["Name", h("span", { class: "mono wrap" }, k.kernel_name)],
         ["Cycles", integer(k.gpu_sim_cycle)],
@@ -251,6 +265,9 @@ export function mountTimeline(el, model) {
       lanes.flatMap((lane, i) => lane.bars.map((b) => ({ lane: i, sim_id: lane.sim.id, gpu_config: lane.sim.gpu_config, replica: lane.sim.replica, kernel_index: b.k.kernel_index, uid: b.k.kernel_launch_uid, name: b.k.kernel_name, start_ns: b.start, dur_ns: b.dur, color: colors.get(b.k.kernel_name) }))),
     );
     canvas.dataset.kernels = String(model.kernelCount);
+    canvas.dataset.chunks = JSON.stringify(
+      lanes.flatMap((lane, i) => lane.chunks.map(({ c, start, end }) => ({ lane: i, sim_id: lane.sim.id, index: c.index, first: c.first, last: c.last, warmup: c.warmup, state: c.state, start_ns: start, end_ns: end }))),
+    );
   }, 300);
 
   function render() {
@@ -288,6 +305,23 @@ export function mountTimeline(el, model) {
       hideTip();
     },
   };
+}
+
+/** A split sim's chunks where their kernels lie on its lane (a chunk with none yet: none). */
+function chunksOf(sim, bars) {
+  return (sim.split?.chunks ?? []).flatMap((c) => {
+    const own = bars.filter((b) => b.k.kernel_launch_uid >= c.first && b.k.kernel_launch_uid <= c.last);
+    return own.length ? [{ c, start: own[0].start, end: own.at(-1).start + own.at(-1).dur }] : [];
+  });
+}
+
+/** What a kernel's tooltip says of its chunk, in a split sim. */
+function chunkFacts(lane, k) {
+  const chunk = lane.chunks.find(({ c }) => k.kernel_launch_uid >= c.first && k.kernel_launch_uid <= c.last);
+  if (!chunk) return [];
+  const { c } = chunk;
+  const warm = c.warmup ? `, after ${c.warmup} warm-up launch${c.warmup === 1 ? "" : "es"}` : "";
+  return [["Chunk", `${c.index + 1} of ${lane.sim.split.chunks.length}: launches ${c.first}–${c.last}${warm} (${c.state}, attempt ${c.attempt})`]];
 }
 
 /** Index of the last bar starting at or before `t` (0 if none): where drawing starts. */

@@ -1,0 +1,114 @@
+"""Split sims on the real simulator: wall time and accuracy against the sim run whole.
+
+    CASCADE_ACCELSIM_DIR=/work/accelsim/accel-sim-framework .venv/bin/python bench/fast_sim_bench.py [--slots 2]
+
+A service with a runner of `--slots` slots (in this process, on an embedded nats-server)
+uploads matrixmul-x40 and the combo trace, then runs each split (matrixmul-x40 at K = 5, 10,
+20, combo per kernel, each without warm-up and with the default warm-up of 2), each right
+after a sequential run of the same trace, one run at a time, on SM61_TITANX. For each it
+reports: the wall times from the run's creation until it finished, the simulators' CPU time
+(user + sys of this process's finished children), the speed-up against the sequential run
+before it, the issue's aim ratio (wall ÷ (sequential wall ÷ min(slots, chunks))), the
+total-cycle error and the worst per-kernel cycle error against the sequential sim's kernels,
+and the load average when each started: on a shared machine the wall times are only as good
+as the load lets them be.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import resource
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from cascade_app.config import Settings  # noqa: E402
+from cascade_nats import server  # noqa: E402
+from cascade_process.service import starlette_app  # noqa: E402
+from tests.support import TRACES  # noqa: E402
+
+TOKEN = "bench"
+CONFIG = "SM61_TITANX"
+SPLITS: dict[str, list[dict[str, int]]] = {
+    "matrixmul-x40": [{"kernels_per_chunk": k, "warmup": w} for k in (5, 10, 20) for w in (0, 2)],
+    "combo-vec-mm-xz": [{"kernels_per_chunk": 1, "warmup": 0}, {"kernels_per_chunk": 1, "warmup": 2}],
+}
+
+
+def upload(client: TestClient, name: str) -> None:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        tar.add(TRACES / name, arcname=name)
+    response = client.post(f"/api/traces?id={name}", content=out.getvalue(), headers={"Content-Type": "application/x-tar"})
+    assert response.status_code == 202 and response.json()["state"] == "ready", response.text
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(client: TestClient, trace: str, split: dict[str, int] | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"gpu_config": CONFIG, "count": 1} | ({"split": split} if split else {})
+    load = os.getloadavg()[0]
+    cpu = children_cpu()
+    started = time.perf_counter()
+    response = client.post("/api/runs", json={"trace_id": trace, "entries": [entry]})
+    assert response.status_code == 201, response.text
+    run_id = response.json()["id"]
+    while (detail := client.get(f"/api/runs/{run_id}").json())["state"] == "active":
+        time.sleep(0.2)
+    wall = time.perf_counter() - started
+    assert detail["state"] == "succeeded", detail["sims"][0]["error"]
+    (sim,) = detail["sims"]
+    kernels = client.get(f"/api/runs/{run_id}/kernels").json()
+    chunks = len(sim["split"]["chunks"]) if sim.get("split") else 1
+    return {"wall": wall, "cpu": children_cpu() - cpu, "load": load, "chunks": chunks, "cycles": [k["gpu_sim_cycle"] for k in kernels],
+            "total": sim["latest"]["gpu_tot_sim_cycle"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--slots", type=int, default=2)
+    args = parser.parse_args()
+    accelsim = os.environ.get("CASCADE_ACCELSIM_DIR")
+    if not accelsim:
+        sys.exit("set CASCADE_ACCELSIM_DIR to a built Accel-Sim (see README.md)")
+    print(f"{os.cpu_count()} cores, {args.slots} slots, config {CONFIG}, Accel-Sim at {accelsim}")
+    print("| trace | K | W | chunks | sequential wall s | split wall s | speed-up | aim ratio | sequential CPU s | split CPU s "
+          "| total cycles | total err | worst kernel err | load1 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="cascade-fast-sim-") as tmp, server.running(Path(tmp) / "js") as nats:
+        settings = Settings(
+            token=TOKEN, data_dir=Path(tmp) / "data", nats_url=nats.url, accelsim_dir=Path(accelsim), runner_slots=args.slots, samples=False
+        )
+        with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            for trace, splits in SPLITS.items():
+                upload(client, trace)
+                for split in splits:
+                    # The sequential run just before each split one, so both see about the same load.
+                    whole, r = run(client, trace, None), run(client, trace, split)
+                    errors = [(s - q) / q for s, q in zip(r["cycles"], whole["cycles"], strict=True)]
+                    worst = max(errors, key=abs)
+                    total_err = (r["total"] - whole["total"]) / whole["total"]
+                    ideal = whole["wall"] / min(args.slots, r["chunks"])
+                    print(
+                        f"| {trace} | {split['kernels_per_chunk']} | {split['warmup']} | {r['chunks']} | {whole['wall']:.1f} | {r['wall']:.1f} "
+                        f"| {whole['wall'] / r['wall']:.2f}× | {r['wall'] / ideal:.2f} | {whole['cpu']:.1f} | {r['cpu']:.1f} "
+                        f"| {r['total']:,.0f} | {total_err:+.3%} | {worst:+.2%} | {whole['load']:.1f}, {r['load']:.1f} |",
+                        flush=True,
+                    )
+
+
+if __name__ == "__main__":
+    main()
