@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, TypedDict, TypeVar, assert_never
+from typing import Any, TypeVar, assert_never
 
 import msgspec
 
@@ -391,25 +391,10 @@ def listed(sims: Iterable[SimRow], configs: Sequence[str]) -> list[SimRow]:
     return sorted(sims, key=lambda s: (order.get(s.gpu_config, len(order)), s.replica))
 
 
-# What an attempt's run sets; a sim starts without, and a new attempt starts over.
-class _Progress(TypedDict):
-    """The SimRow fields an attempt's run sets (mypy checks them against SimRow's)."""
-
-    launcher_ref: str | None
-    started_at: datetime | None
-    last_heartbeat_at: datetime | None
-    kernels_done: int
-    current_kernel: str | None
-    gpu_tot_sim_cycle: float | None
-    gpu_tot_sim_insn: float | None
-    gpu_tot_ipc: float | None
-    sim_rate_ips: float | None
-    log_tail: list[str]
-    log_seq: int
-    kernels_recorded: int
-
-
-_NO_PROGRESS: _Progress = {
+# The SimRow fields an attempt's run sets: a sim starts without, and a new attempt starts
+# over. Typed loosely, so as not to write SimRow's field types out twice: SimRow refuses a
+# name it lacks each time it is built from these, which every new sim is.
+_NO_PROGRESS: dict[str, Any] = {
     "launcher_ref": None,
     "started_at": None,
     "last_heartbeat_at": None,
