@@ -36,6 +36,7 @@ Value = float | str | None
 _any_map = msgspec.json.Decoder(dict[str, Any])
 _json = msgspec.json.Encoder()
 
+NO_STATS = "{}"  # a kernel result's map when it has none (`events.KernelFinished.stats`)
 MAX_LAYOUTS = 64  # about 9,000 names each for SM7_QV100 maps: a few MB in all
 MAX_KERNELS = 10_000
 
@@ -178,6 +179,8 @@ def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set
     values: list[pa.Array] = []
     texts: list[pa.Array] = []
     for kernel in applied:
+        if kernel.stats == NO_STATS:
+            continue  # a result without a map (older events, or none printed): no names, no rows
         layout, decoded = decode(kernel.stats.encode(), kernel.name)
         ids = names.ids(con, layout)
         if kernel.seq not in kept or not layout.names:
