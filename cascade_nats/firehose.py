@@ -64,23 +64,32 @@ class Firehose:
             await self._delete_consumer()
 
     def _take(self, messages: list[Message]) -> tuple[list[Frame], int, bool]:
-        """The stream messages among what arrived; whether the consumer must be recreated."""
+        """The stream messages among what arrived; whether the consumer must be recreated.
+        Replay runs it on every message: its counters are locals, and ack subjects' numbers
+        are made ints only where needed."""
         batch: list[Frame] = []
-        pending = -1
+        append = batch.append
+        pending = b"-1"
         gap = False
+        mine = self._sid
+        expected = self._consumer_seq + 1
         for sid, subject, reply, header_length, body in messages:
-            if sid != self._sid:
+            if sid != mine:
                 continue  # for a consumer already replaced
-            if header_length == len(body) and body.startswith(b"NATS/1.0 100"):
+            if header_length and header_length == len(body) and body.startswith(b"NATS/1.0 100"):
+                self._consumer_seq = expected - 1  # what a heartbeat's last delivered is checked against
                 gap = self._control(body, reply.decode()) or gap
                 continue
             sseq, cseq, pending = _position(reply)
-            if cseq != self._consumer_seq + 1:
-                return batch, pending, True
-            self._consumer_seq = cseq
-            self.next_seq = sseq + 1
-            batch.append((sseq, subject, body[header_length:]))
-        return batch, pending, gap
+            if int(cseq) != expected:
+                gap = True
+                break
+            expected += 1
+            append((int(sseq), subject, body[header_length:] if header_length else body))
+        self._consumer_seq = expected - 1
+        if batch:
+            self.next_seq = batch[-1][0] + 1
+        return batch, int(pending), gap
 
     async def _subscribe(self) -> int:
         """(Re)create the consumer from `next_seq`; returns how many messages it has pending."""
@@ -134,11 +143,11 @@ class Firehose:
         return False
 
 
-def _position(reply: bytes) -> tuple[int, int, int]:
-    """Stream sequence, consumer sequence and pending count from a JetStream ack subject:
-    $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<time>.<pending>, or with
-    <domain>.<account> after ACK and a random token at the end."""
+def _position(reply: bytes) -> tuple[bytes, bytes, bytes]:
+    """Stream sequence, consumer sequence and pending count, as digits, from a JetStream ack
+    subject: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<time>.<pending>, or
+    with <domain>.<account> after ACK and a random token at the end."""
     tokens = reply.split(b".")
     if len(tokens) == 9:
-        return int(tokens[5]), int(tokens[6]), int(tokens[8])
-    return int(tokens[7]), int(tokens[8]), int(tokens[10])
+        return tokens[5], tokens[6], tokens[8]
+    return tokens[7], tokens[8], tokens[10]

@@ -36,6 +36,7 @@ Value = float | str | None
 _any_map = msgspec.json.Decoder(dict[str, Any])
 _json = msgspec.json.Encoder()
 
+NO_STATS = "{}"  # a kernel result's map when it has none (`events.KernelFinished.stats`)
 MAX_LAYOUTS = 64  # about 9,000 names each for SM7_QV100 maps: a few MB in all
 MAX_KERNELS = 10_000
 
@@ -55,7 +56,7 @@ class Layout:
         self._decoder = msgspec.json.Decoder(struct, strict=False)
         self.maybe_text = sorted(texts)
 
-    def decode(self, raw: bytes) -> list[Value]:
+    def decode(self, raw: str) -> list[Value]:
         values: list[Value] = list(msgspec.structs.astuple(self._decoder.decode(raw)))
         # A field that may hold text reads "NaN" as that text: it is the number.
         for i in self.maybe_text:
@@ -71,11 +72,13 @@ _by_kernel: dict[str, list[Layout]] = {}  # the layouts kernels of a name had, m
 _EMPTY = Layout((), frozenset())
 
 
-def decode(raw: bytes, kernel: str) -> tuple[Layout, list[Value]]:
+def decode(raw: str, kernel: str) -> tuple[Layout, list[Value]]:
     """The map's layout and its values in the layout's order, each a float (nan and
-    infinities as floats), a text, or None (a JSON null). Trying a layout that does not fit
-    can cost as much as one that does, so the layouts kernels of the same name had are tried
-    first: they print the same lines, but for a few that depend on what ran before.)"""
+    infinities as floats), a text, or None (a JSON null). The text is decoded as it is:
+    msgspec reads a str's own bytes, where encoding it first copied every map once more.
+    Trying a layout that does not fit can cost as much as one that does, so the layouts
+    kernels of the same name had are tried first: they print the same lines, but for a few
+    that depend on what ran before.)"""
     mine = _by_kernel.setdefault(kernel, [])
     for layout in [*mine, *(other for other in _recent if other not in mine)]:
         try:
@@ -178,7 +181,9 @@ def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set
     values: list[pa.Array] = []
     texts: list[pa.Array] = []
     for kernel in applied:
-        layout, decoded = decode(kernel.stats.encode(), kernel.name)
+        if kernel.stats == NO_STATS:
+            continue  # a result without a map (older events, or none printed): no names, no rows
+        layout, decoded = decode(kernel.stats, kernel.name)
         ids = names.ids(con, layout)
         if kernel.seq not in kept or not layout.names:
             continue

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -99,10 +100,20 @@ def columns(row_type: type[msgspec.Struct]) -> list[tuple[str, Any, bool]]:
     return [(fields[i].name, *_base_type(fields[i].type)) for i in stored_fields(row_type)]
 
 
+@functools.cache
+def _stored_values(row_type: type[msgspec.Struct]) -> Callable[[msgspec.Struct], tuple[Any, ...]]:
+    """How a row of the type gives its column values: all its fields, or those stored picked
+    by one C call (a generator over the fields cost more than the insert of the row)."""
+    stored = stored_fields(row_type)
+    if len(stored) == len(_fields(row_type)):
+        return msgspec.structs.astuple
+    pick = operator.itemgetter(*stored)
+    return lambda row: pick(msgspec.structs.astuple(row))  # itemgetter of several positions gives a tuple
+
+
 def values(row: msgspec.Struct) -> tuple[Any, ...]:
     """A row's column values, in column order."""
-    every = msgspec.structs.astuple(row)
-    return tuple(every[i] for i in stored_fields(type(row)))
+    return _stored_values(type(row))(row)
 
 
 def column_sql(table: str) -> list[str]:
@@ -121,8 +132,9 @@ def _schema(row_type: type[msgspec.Struct]) -> pa.Schema:
 
 
 def to_arrow(table: str, rows: Sequence[msgspec.Struct]) -> pa.Table:
-    schema = _schema(ROW_TYPES[table])
-    data = zip(*map(values, rows))
+    row_type = ROW_TYPES[table]
+    schema = _schema(row_type)
+    data = zip(*map(_stored_values(row_type), rows))
     return pa.Table.from_arrays([pa.array(col, type=schema.field(i).type) for i, col in enumerate(data)], schema=schema)
 
 
