@@ -38,7 +38,7 @@ TABLE_FUNCTIONS = frozenset(
 BATCH_ROWS = 8192
 
 
-class Limits(msgspec.Struct, frozen=True):
+class Limits(msgspec.Struct, frozen=True, kw_only=True):
     seconds: float
     rows: int
     bytes: int

@@ -39,7 +39,7 @@ async def run_sql(request: Request) -> Response:
     c = cascade(request)
     query = await json_body(request, SqlQuery)
     settings = c.settings
-    limits = user_sql.Limits(settings.sql_timeout_s, settings.sql_max_rows, settings.sql_max_bytes)
+    limits = user_sql.Limits(seconds=settings.sql_timeout_s, rows=settings.sql_max_rows, bytes=settings.sql_max_bytes)
     try:
         body = await read(c, user_sql.answer, query.sql, query.format, limits, limiter=c.sql_queries)
     except user_sql.TookTooLong as err:
