@@ -19,6 +19,15 @@ class Conflict(Refused):
     """What it names is not in a state that allows it: taken, in use, a sample, not ready."""
 
 
+class Unanswerable(Refused):
+    """What it was asked cannot be answered as asked: a query that does not parse, or is not
+    one that is run here."""
+
+
+class TimedOut(Refused):
+    """It ran past its time limit and was stopped; the detail names the setting."""
+
+
 class Invalid(Refused):
     """What it was given is wrong: an id, a file, an entry, more than one request may ask for."""
 

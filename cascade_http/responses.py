@@ -12,7 +12,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Send
 
 from cascade_core.models import ErrorDetail
-from cascade_core.refusals import Conflict, Invalid, NotFound, Refused, TooLarge, Unavailable, UnsupportedMedia
+from cascade_core.refusals import Conflict, Invalid, NotFound, Refused, TimedOut, TooLarge, Unanswerable, Unavailable, UnsupportedMedia
 
 ENCODER = msgspec.json.Encoder()
 
@@ -56,7 +56,9 @@ def not_found(detail: str) -> ApiError:
 
 # What went wrong, as the status that says it over HTTP (the detail is the core's own text).
 STATUSES: dict[type[Refused], int] = {
+    Unanswerable: 400,
     NotFound: 404,
+    TimedOut: 408,
     Conflict: 409,
     TooLarge: 413,
     UnsupportedMedia: 415,

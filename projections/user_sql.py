@@ -26,6 +26,7 @@ import msgspec
 import pyarrow as pa
 
 from cascade_core.models import SqlColumn, SqlFormat
+from cascade_core.refusals import Invalid, TimedOut, Unanswerable
 from projections import answers
 
 TABLE_FUNCTIONS = frozenset(
@@ -44,36 +45,20 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     bytes: int
 
 
-class Refused(Exception):
-    """A query this route does not run; `detail` says why."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(detail)
-        self.detail = detail
-
-
-class TookTooLong(Refused):
-    pass
-
-
-class TooLarge(Refused):
-    pass
-
-
 _serialized = msgspec.json.Decoder(dict[str, Any])
 
 
 def check(con: duckdb.DuckDBPyConnection, sql: str) -> str:
-    """The one SELECT `sql` holds, or `Refused`; a ParserException if it does not parse."""
+    """The one SELECT `sql` holds, or `Unanswerable`; a ParserException if it does not parse."""
     statements = con.extract_statements(sql)
     if len(statements) != 1:
-        raise Refused(f"one statement at a time: this has {len(statements)}")
+        raise Unanswerable(f"one statement at a time: this has {len(statements)}")
     (statement,) = statements
     if statement.type != duckdb.StatementType.SELECT:
-        raise Refused(f"only a SELECT is run here, and this is {statement.type.name.replace('_', ' ')}")
+        raise Unanswerable(f"only a SELECT is run here, and this is {statement.type.name.replace('_', ' ')}")
     refused = sorted(table_functions(con, statement.query) - TABLE_FUNCTIONS)
     if refused:
-        raise Refused(
+        raise Unanswerable(
             f"{', '.join(refused)}: queries read only the read model's tables, so the table functions they may call are "
             + ", ".join(sorted(TABLE_FUNCTIONS))
         )
@@ -85,7 +70,7 @@ def table_functions(con: duckdb.DuckDBPyConnection, select: str) -> set[str]:
     ((text,),) = con.execute("SELECT json_serialize_sql(?)", [select]).fetchall()
     tree = _serialized.decode(text)
     if tree.get("error"):
-        raise Refused(f"the query cannot be checked: {tree.get('error_message', 'DuckDB could not serialize it')}")
+        raise Unanswerable(f"the query cannot be checked: {tree.get('error_message', 'DuckDB could not serialize it')}")
     found: set[str] = set()
     nodes: list[Any] = [tree]
     while nodes:
@@ -100,7 +85,8 @@ def table_functions(con: duckdb.DuckDBPyConnection, select: str) -> set[str]:
 
 
 def answer(con: duckdb.DuckDBPyConnection, sql: str, form: SqlFormat, limits: Limits) -> bytes:
-    """The answer to `sql` in `form`; `Refused` (and its kinds) or DuckDB's error if none."""
+    """The answer to `sql` in `form`; a refusal (unanswerable, an answer over a limit, timed out) or
+    DuckDB's error if none."""
     select = check(con, sql)
     with _interrupted_after(con, limits.seconds), _read_transaction(con):
         relation = con.sql(select)
@@ -109,9 +95,9 @@ def answer(con: duckdb.DuckDBPyConnection, sql: str, form: SqlFormat, limits: Li
         try:
             return answers.encode(form, columns, reader.schema, _within(reader, limits.rows), limits.bytes)
         except answers.TooLarge as large:
-            raise TooLarge(f"{large}: over CASCADE_SQL_MAX_BYTES ({limits.bytes:,} bytes); ask for less, or aggregate") from None
+            raise Invalid(f"{large}: over CASCADE_SQL_MAX_BYTES ({limits.bytes:,} bytes); ask for less, or aggregate") from None
         except answers.NoForm as no_form:
-            raise Refused(str(no_form)) from None
+            raise Unanswerable(str(no_form)) from None
         finally:
             reader.close()
 
@@ -121,7 +107,7 @@ def _within(reader: pa.RecordBatchReader, limit: int) -> Iterator[pa.RecordBatch
     for batch in reader:
         rows += batch.num_rows
         if rows > limit:
-            raise TooLarge(f"the answer has more than {limit:,} rows (CASCADE_SQL_MAX_ROWS); add a LIMIT, or aggregate")
+            raise Invalid(f"the answer has more than {limit:,} rows (CASCADE_SQL_MAX_ROWS); add a LIMIT, or aggregate")
         yield batch
 
 
@@ -141,6 +127,6 @@ def _interrupted_after(con: duckdb.DuckDBPyConnection, seconds: float) -> Iterat
     try:
         yield
     except duckdb.InterruptException:
-        raise TookTooLong(f"the query ran past CASCADE_SQL_TIMEOUT ({seconds:g} s) and was stopped") from None
+        raise TimedOut(f"the query ran past CASCADE_SQL_TIMEOUT ({seconds:g} s) and was stopped") from None
     finally:
         timer.cancel()

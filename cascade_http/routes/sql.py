@@ -7,11 +7,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from cascade_app.reads import read
 from cascade_core.models import SqlAnswer, SqlQuery
+from cascade_core.refusals import Unanswerable
 from cascade_http.bodies import json_body
 from cascade_http.openapi import operation
-from cascade_app.reads import read
-from cascade_http.responses import ApiError
 from cascade_http.state import cascade
 from projections import answers, user_sql
 
@@ -42,14 +42,8 @@ async def run_sql(request: Request) -> Response:
     limits = user_sql.Limits(seconds=settings.sql_timeout_s, rows=settings.sql_max_rows, bytes=settings.sql_max_bytes)
     try:
         body = await read(c, user_sql.answer, query.sql, query.format, limits, limiter=c.sql_queries)
-    except user_sql.TookTooLong as err:
-        raise ApiError(408, err.detail) from None
-    except user_sql.TooLarge as err:
-        raise ApiError(422, err.detail) from None
-    except user_sql.Refused as err:
-        raise ApiError(400, err.detail) from None
-    except duckdb.Error as err:
-        raise ApiError(400, str(err).splitlines()[0]) from None
+    except duckdb.Error as err:  # SQL that does not parse or bind: DuckDB's own words
+        raise Unanswerable(str(err).splitlines()[0]) from None
     return Response(body, media_type=answers.MEDIA_TYPES[query.format])
 
 
