@@ -1,9 +1,12 @@
-"""Run commands: create a run, cancel one. Each decides with `cascade_core.runs` under the
+"""Run commands: create a run, cancel one, retry its failed and cancelled sims, add sims to
+it. Each decides with `cascade_core.runs` under the
 one conflict rule (`conflicts.py`); the answer is read from the read model afterwards."""
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from cascade_app import clock
 from cascade_app.conflicts import Decision, decided, last_shown
@@ -11,7 +14,8 @@ from cascade_app.reads import read
 from cascade_app.service import Cascade
 from cascade_core import runs as decide
 from cascade_core import subjects
-from cascade_core.models import RunCreate
+from cascade_core import events as ev
+from cascade_core.models import RunCreate, RunEntries, RunSummary
 from cascade_core.refusals import NotFound
 from projections.queries import runs as q
 from projections.queries.traces import trace_summary
@@ -38,7 +42,7 @@ async def create_run(c: Cascade, body: RunCreate) -> str:
     return await decided(c, create)
 
 
-async def _free_slots(c: Cascade, body: RunCreate) -> dict[str, int]:
+async def _free_slots(c: Cascade, body: RunCreate | RunEntries) -> dict[str, int]:
     """The free slots of the live runners, by config they have, for entries split "auto"
     (asked only then)."""
     auto = {entry.gpu_config for entry in body.entries if entry.split == "auto"}
@@ -52,10 +56,59 @@ async def cancel_run(c: Cascade, run_id: str) -> None:
     """Cancel every unfinished sim of the run; nothing changes for a finished or sample run."""
 
     async def cancel() -> Decision[None]:
-        last = await last_shown(c, subjects.run(run_id))
-        run = None if last is None else await read(c, q.run_summary, run_id)
-        if last is None or run is None:
-            raise NotFound(f"run {run_id} not found")
-        return Decision(decide.decide_cancel(run, decide.CancelRun(event_id=clock.event_id(), at=clock.now())), last.seq, None)
+        seq, run = await _run_as_last_shown(c, run_id)
+        return Decision(decide.decide_cancel(run, decide.CancelRun(event_id=clock.event_id(), at=clock.now())), seq, None)
 
     await decided(c, cancel)
+
+
+async def _run_as_last_shown(c: Cascade, run_id: str) -> tuple[int, RunSummary]:
+    """The run subject's last sequence, and the run as the read model shows it then."""
+    last = await last_shown(c, subjects.run(run_id))
+    run = None if last is None else await read(c, q.run_summary, run_id)
+    if last is None or run is None:
+        raise NotFound(f"run {run_id} not found")
+    return last.seq, run
+
+
+async def _events(c: Cascade, run_id: str) -> AsyncIterator[ev.AnyEvent]:
+    """The run's own events (created, cancels, retries, top-ups), oldest first."""
+    async with aclosing(c.store.read(subjects.run(run_id))) as stored:
+        async for item in stored:
+            yield item.event
+
+
+async def retry_run(c: Cascade, run_id: str) -> None:
+    """Run every failed or cancelled sim of the run again; nothing changes when none is."""
+
+    async def retry() -> Decision[None]:
+        seq, run = await _run_as_last_shown(c, run_id)
+        sims = await read(c, q.sim_rows, run)
+        return Decision(decide.decide_retry(run, sims, decide.RetryRun(event_id=clock.event_id(), at=clock.now())), seq, None)
+
+    await decided(c, retry)
+
+
+async def add_entries(c: Cascade, run_id: str, body: RunEntries, key: str | None) -> None:
+    """Add the entries' sims to the run; a second request with the same `key` adds none."""
+    max_sims = c.settings.max_sims_per_run
+
+    async def add() -> Decision[None]:
+        seq, run = await _run_as_last_shown(c, run_id)
+        sims = await read(c, q.sim_rows, run)
+        trace = await read(c, trace_summary, run.trace_id)
+        keys = {e.key async for e in _events(c, run_id) if isinstance(e, ev.RunEntriesAdded) and e.key is not None}
+        if key not in keys:
+            decide.check_add(run, sims, body, trace, c.gpu_configs, max_sims=max_sims)  # before drawing an id per sim
+        command = decide.AddEntries(
+            event_id=clock.event_id(),
+            at=clock.now(),
+            sim_ids=[f"sim-{secrets.token_hex(6)}" for _ in range(decide.sim_count(body))],
+            body=body,
+            key=key,
+            free_slots=await _free_slots(c, body),
+        )
+        decision = decide.decide_add(run, sims, command, trace, c.gpu_configs, max_sims=max_sims, keys=keys)
+        return Decision(decision, seq, None)
+
+    await decided(c, add)

@@ -7,7 +7,8 @@
     cascade timeline   a serving step timeline from files, offline (`timeline_cli`)
     cascade trace upload DIR   stream a trace directory to a running server
     cascade trace timing TRACE FILE   attach real kernel timing to a ready trace
-    cascade run TRACE CONFIG[xN]... [--watch], run show RUN, run cancel RUN, runs, results RUN
+    cascade run TRACE CONFIG[xN]... [--watch], run show|cancel|retry RUN, run add RUN CONFIG[xN]...,
+                       runs, results RUN
                        runs through the API (`runs_cli`)
     cascade sql SELECT, export RUN   the read model's rows through the API (`data_cli`)
 
@@ -64,17 +65,31 @@ def _json(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--json", action="store_true", help=f"print {what} as the API answers it")
 
 
-def _on_a_run(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str, shows: str) -> None:
+def _on_a_run(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str, shows: str) -> argparse.ArgumentParser:
     """A command of the API on one run, which prints what it answers (`shows`) with --json."""
     command = sub.add_parser(name, help=help)
     command.add_argument("run_id", metavar="RUN", help="a run's id")
     _json(command, shows)
     locate.add_arguments(command)
+    return command
 
 
-# `cascade run show RUN` and `cascade run cancel RUN` are commands of their own; any other
-# word after `run` is a trace. `cascade run -- show CONFIG` runs a trace named `show`.
-RUN_ACTIONS = ("show", "cancel")
+def _watch(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--watch", action="store_true", help="show each sim's progress until the run ends")
+
+
+def _split_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--split", type=runs_cli.split_arg, metavar="K|auto",
+        help="cut each sim into chunks of K kernel launches run concurrently on any runners (auto: chosen from the "
+        "trace's launches and the free slots)",
+    )
+    parser.add_argument("--warmup", type=int, metavar="W", help="with --split K: launches simulated before each chunk and discarded (default 2)")
+
+
+# `cascade run show|cancel|retry|add RUN` are commands of their own; any other word after
+# `run` is a trace. `cascade run -- show CONFIG` runs a trace named `show`.
+RUN_ACTIONS = ("show", "cancel", "retry", "add")
 RUN_EPILOG = """\
 CONFIG is a GPU config's name (cascade runs it once) or a name with a trailing xN for N
 replicas: SM61_TITANXx3 is SM61_TITANX three times. A name that is itself a config is that
@@ -82,9 +97,11 @@ config, once. Configs given twice stay two entries.
 
   cascade run show RUN      a run's summary (--json: its RunDetail)
   cascade run cancel RUN    cancel a run's unfinished sims
+  cascade run retry RUN     a new attempt of every failed or cancelled sim [--watch]
+  cascade run add RUN CONFIG[xN]...   more sims for a run: replicas or configs [--watch]
 
-`show` and `cancel` right after `run` are those commands; to run a trace named show or
-cancel, put -- before it: cascade run -- show SM61_TITANX.
+`show`, `cancel`, `retry` and `add` right after `run` are those commands; to run a trace
+of one of those names, put -- before it: cascade run -- show SM61_TITANX.
 
 --split K cuts each sim's kernel launches into chunks of K, simulated at once on any runners
 with the config and stitched into one sim; each chunk first simulates the W launches before
@@ -172,18 +189,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("trace", metavar="TRACE", help="a ready trace's id")
     run.add_argument("configs", nargs="+", metavar="CONFIG[xN]", help="GPU configs, each with an optional replica count")
-    run.add_argument("--watch", action="store_true", help="show each sim's progress until the run ends")
-    run.add_argument(
-        "--split", type=runs_cli.split_arg, metavar="K|auto",
-        help="cut each sim into chunks of K kernel launches run concurrently on any runners (auto: chosen from the "
-        "trace's launches and the free slots)",
-    )
-    run.add_argument("--warmup", type=int, metavar="W", help="with --split K: launches simulated before each chunk and discarded (default 2)")
+    _watch(run)
+    _split_arguments(run)
     _json(run, "the RunDetail")
     locate.add_arguments(run)
 
     _on_a_run(sub, "run show", "a run's summary: trace, entries, each sim, what failed sims said last", "the RunDetail")
     _on_a_run(sub, "run cancel", "cancel a run's unfinished sims", "the RunDetail after cancelling")
+    retry = _on_a_run(sub, "run retry", "start a new attempt of every failed or cancelled sim of a run", "the RunDetail after retrying")
+    _watch(retry)
+    add = _on_a_run(sub, "run add", "add sims to a run: more replicas, or other configs", "the RunDetail with them")
+    add.add_argument("configs", nargs="+", metavar="CONFIG[xN]", help="GPU configs, each with an optional replica count")
+    _split_arguments(add)
+    _watch(add)
     _on_a_run(sub, "compare", "a run's kernels: simulated time per config (median of replicas) and real time", "the Comparison")
 
     runs = sub.add_parser("runs", help="list runs, newest first")
@@ -411,6 +429,8 @@ COMMANDS = {
     "run": runs_cli.create,
     "run show": runs_cli.show,
     "run cancel": runs_cli.cancel,
+    "run retry": runs_cli.retry,
+    "run add": runs_cli.add,
     "runs": runs_cli.list_runs,
     "compare": runs_cli.compare,
     "results": runs_cli.results,

@@ -1,5 +1,5 @@
-"""`cascade run`, `cascade runs`, `cascade run show|cancel` and `cascade results`: runs from a
-terminal, through the public API only.
+"""`cascade run`, `cascade runs`, `cascade run show|cancel|retry|add` and `cascade results`:
+runs from a terminal, through the public API only.
 
 Every command finds the server and token with `locate.api_client`. `--json` prints what the
 API answered, byte for byte; a refused request is the API's detail as a ConfigError.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, TextIO, TypeVar
@@ -22,7 +23,7 @@ from cascade_cli import run_watch, runs_text
 from cascade_cli.client import ApiClient
 from cascade_cli.locate import api_client
 from cascade_core.ids import is_file_name
-from cascade_core.models import Comparison, GpuConfig, RunCreate, RunDetail, RunEntry, RunFile, RunSummary, SplitSpec
+from cascade_core.models import Comparison, GpuConfig, RunCreate, RunDetail, RunEntries, RunEntry, RunFile, RunSummary, SplitSpec
 
 T = TypeVar("T")
 
@@ -79,17 +80,27 @@ def quoted_id(value: str) -> str:
 # --- cascade run TRACE CONFIG[xN]... ---------------------------------------------------------
 
 
+def _entries(client: ApiClient, args: argparse.Namespace) -> list[RunEntry]:
+    configs = msgspec.json.decode(client.get("/api/gpu-configs"), type=list[GpuConfig])
+    return parse_entries(args.configs, {c.name for c in configs}, _split(args))
+
+
 def create(args: argparse.Namespace) -> int:
     client = api_client(args)
-    configs = msgspec.json.decode(client.get("/api/gpu-configs"), type=list[GpuConfig])
-    body = RunCreate(trace_id=args.trace, entries=parse_entries(args.configs, {c.name for c in configs}, _split(args)))
+    body = RunCreate(trace_id=args.trace, entries=_entries(client, args))
     raw = client.post("/api/runs", msgspec.json.encode(body), {"Content-Type": "application/json"})
+    return _follow(args, client, raw)
+
+
+def _follow(args: argparse.Namespace, client: ApiClient, raw: bytes, said: Callable[[RunDetail], str] = lambda run: run.id) -> int:
+    """The run the API answered: `said` of it (--json: the RunDetail), or with --watch each
+    sim's progress until the run ends."""
     created = msgspec.json.decode(raw, type=RunDetail)
     if not args.watch:
         if args.json:
             print_json(raw)
         else:
-            print(created.id)
+            print(said(created))
         return 0
     # With --json, stdout holds only the run as it ended; what a person reads goes to stderr.
     out = sys.stderr if args.json else sys.stdout
@@ -125,9 +136,28 @@ def show(args: argparse.Namespace) -> int:
     return _answer(args, api_client(args).get(f"/api/runs/{quoted_id(args.run_id)}"), RunDetail, runs_text.run_text)
 
 
+def _state(run: RunDetail) -> str:
+    return f"run {run.id} {run.state}: {runs_text.counts(run.sim_counts)}"
+
+
 def cancel(args: argparse.Namespace) -> int:
     raw = api_client(args).post(f"/api/runs/{quoted_id(args.run_id)}/cancel")
-    return _answer(args, raw, RunDetail, lambda run: [f"run {run.id} {run.state}: {runs_text.counts(run.sim_counts)}"])
+    return _answer(args, raw, RunDetail, lambda run: [_state(run)])
+
+
+def retry(args: argparse.Namespace) -> int:
+    """A new attempt of every failed or cancelled sim (`cascade run retry RUN`)."""
+    client = api_client(args)
+    return _follow(args, client, client.post(f"/api/runs/{quoted_id(args.run_id)}/retry"), _state)
+
+
+def add(args: argparse.Namespace) -> int:
+    """More sims for a run (`cascade run add RUN CONFIG[xN]...`). The request carries a key
+    of its own, so the server adds them once however often it is sent."""
+    client = api_client(args)
+    body = RunEntries(entries=_entries(client, args))
+    headers = {"Content-Type": "application/json", "Idempotency-Key": uuid.uuid4().hex}
+    return _follow(args, client, client.post(f"/api/runs/{quoted_id(args.run_id)}/entries", msgspec.json.encode(body), headers), _state)
 
 
 def compare(args: argparse.Namespace) -> int:

@@ -90,7 +90,7 @@ def _progress_line(sim: Sim, width: int, digits: int) -> str:
         f"  {sim.kernels_done:>{digits}}/{sim.kernels_total:<{digits}}"
     )
     if sim.state == "failed" and sim.error:
-        return f"{head}  error: {' '.join(sim.error.split())}"  # one line, however many it had
+        return f"{head}  error: {_one_line(sim.error)}"  # one line, however many it had
     if sim.attention:
         return f"{head}  needs attention: {sim.attention}"
     kernel = short_name(sim.current_kernel) if sim.current_kernel else NONE
@@ -127,24 +127,32 @@ def run_text(detail: RunDetail) -> list[str]:
         f"entries  {', '.join(f'{e.gpu_config} x{e.count}' for e in detail.entries)}",
         "",
     ]
-    header = ["config", "replica", "sim", "state", "kernels", "cycles", "instructions", "IPC", "rate", "exit"]
+    header = ["config", "replica", "sim", "state", "attempt", "kernels", "cycles", "instructions", "IPC", "rate", "exit"]
     rows = [
-        [s.gpu_config, str(s.replica), s.id, s.state, f"{s.kernels_done}/{s.kernels_total}", integer(s.latest.gpu_tot_sim_cycle),
-         integer(s.latest.gpu_tot_sim_insn), ipc(s.latest.gpu_tot_ipc), rate(s.latest.sim_rate_ips),
-         NONE if s.exit_code is None else str(s.exit_code)]
+        [s.gpu_config, str(s.replica), s.id, s.state, str(s.attempt or 1), f"{s.kernels_done}/{s.kernels_total}",
+         integer(s.latest.gpu_tot_sim_cycle), integer(s.latest.gpu_tot_sim_insn), ipc(s.latest.gpu_tot_ipc),
+         rate(s.latest.sim_rate_ips), NONE if s.exit_code is None else str(s.exit_code)]
         for s in detail.sims
     ]
-    lines += table(header, rows, right=frozenset({1, 4, 5, 6, 7, 8, 9}))
+    lines += table(header, rows, right=frozenset({1, 4, 5, 6, 7, 8, 9, 10}))
     stuck = [s for s in detail.sims if s.attention]
     if stuck:
         lines += ["", f"{len(stuck)} sim{'s' if len(stuck) > 1 else ''} may never finish unless someone acts:"]
         lines += [f"  {label(s)} {s.id}: {s.attention}" for s in stuck]
+    retried = [s for s in detail.sims if s.attempts]
+    if retried:
+        lines += ["", "earlier attempts:"]
+        lines += [f"  {label(s)} {s.id} attempt {a.attempt} {a.state}: {_one_line(a.error)}" for s in retried for a in s.attempts]
     for sim in detail.sims:
         if sim.state == "failed":
             lines += ["", f"{sim.id} ({label(sim)}) failed: {sim.error or 'no error given'}"]
             if sim.log_tail:
                 lines += [f"  last {len(sim.log_tail)} log lines:", *(f"  | {line}" for line in sim.log_tail)]
     return lines
+
+
+def _one_line(error: str | None) -> str:
+    return " ".join(error.split()) if error else "no error given"
 
 
 # --- a run's comparison --------------------------------------------------------------------

@@ -175,6 +175,37 @@ class RunCancelRequested(Event, frozen=True, tag="run.cancel_requested.v1"):
     run_id: str
 
 
+class RetriedSim(msgspec.Struct, frozen=True, gc=False):
+    """A failed or cancelled sim to run again, as attempt `attempt` (the one after its last)."""
+
+    sim_id: str
+    gpu_config: str
+    attempt: int
+
+
+class RunRetryRequested(Event, frozen=True, tag="run.retry_requested.v1"):
+    """Each listed sim that is still failed or cancelled at its attempt before `attempt` waits
+    for a runner again, for that attempt (`cascade_core/sims.py`: `retried`)."""
+
+    run_id: str
+    trace_id: str
+    kernels_total: int
+    sims: list[RetriedSim]
+
+
+class RunEntriesAdded(Event, frozen=True, tag="run.entries_added.v1"):
+    """More sims for a run (a top-up): `entries` as requested, fanned out to `sims`, each
+    numbered on from the replicas its config has. `key`: the request's idempotency key, so
+    the same request twice adds once."""
+
+    run_id: str
+    trace_id: str
+    kernels_total: int
+    entries: list[ConfigCount]
+    sims: list[SimSpec]
+    key: str | None = None
+
+
 # --- sims ---------------------------------------------------------------------------------
 
 
@@ -203,6 +234,9 @@ class SimQueued(SimEvent, frozen=True, tag="sim.queued.v1"):
     gpu_config: str
     kernels_total: int
     split: Split | None = None
+    # The attempt a retry asked for (`run.retry_requested.v1`); 0 for a sim's first request,
+    # whose claim is attempt 1 or, after a lost runner, the next.
+    attempt: int = 0
 
 
 class SimClaimed(SimEvent, frozen=True, tag="sim.claimed.v1"):
@@ -282,6 +316,8 @@ AnyEvent = (
     | TraceDeleted
     | RunCreated
     | RunCancelRequested
+    | RunRetryRequested
+    | RunEntriesAdded
     | SimQueued
     | SimClaimed
     | SimLaunched

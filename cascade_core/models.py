@@ -54,6 +54,12 @@ class RunCreate(msgspec.Struct, frozen=True):
     entries: Annotated[list[RunEntry], msgspec.Meta(min_length=1, description="One entry per config.")]
 
 
+class RunEntries(msgspec.Struct, frozen=True):
+    entries: Annotated[
+        list[RunEntry], msgspec.Meta(min_length=1, description="One entry per config, as in RunCreate: its sims are added to the run.")
+    ]
+
+
 class TraceFileRef(msgspec.Struct, frozen=True):
     key: str
     bytes: int
@@ -125,6 +131,20 @@ class SplitView(msgspec.Struct, frozen=True, kw_only=True):
     chunks: list[ChunkView]
 
 
+class SimAttempt(msgspec.Struct, frozen=True, kw_only=True):
+    attempt: int
+    state: Annotated[
+        Literal["failed", "cancelled", "lost"],
+        msgspec.Meta(description="How it ended: failed, cancelled, or lost (its runner stopped responding and another attempt took over)."),
+    ]
+    error: str | None
+    exit_code: int | None
+    runner_id: str | None
+    host: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
 class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     id: str
     run_id: str
@@ -155,6 +175,17 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             "runners; absent when all is well, and from the run's event stream."
         ),
     ] = None
+    attempt: Annotated[
+        int | None,
+        msgspec.Meta(
+            description="The current attempt when it is not the first: 2 or more after a retry or a lost runner (a "
+            "retried sim is pending for the attempt the retry asked for); absent on the first."
+        ),
+    ] = None
+    attempts: Annotated[
+        list[SimAttempt],
+        msgspec.Meta(description="The attempts before the current one, oldest first, each with how and why it ended; absent when none."),
+    ] = []
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True):

@@ -5,20 +5,22 @@ the API Structs the read model serves. A rejection is a `cascade_core.refusals` 
 message is the API's `detail` text; each edge says it its own way.
 
 A run is active while any of its sims is unfinished (a sim's states: `cascade_core/sims.py`),
-then cancelled if any sim was cancelled, else failed if any failed, else succeeded.
+then cancelled if any sim was cancelled, else failed if any failed, else succeeded; a retry or
+a top-up gives it unfinished sims again, so it is active again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from datetime import datetime
+from typing import Protocol
 
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, RunCreate, RunSummary, SplitSpec, Trace
+from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, RunSummary, SplitSpec, Trace
 from cascade_core.refusals import Conflict, Invalid, NotFound
-from cascade_core.sims import FINISHED, SIM_STATES
+from cascade_core.sims import FINISHED, RETRIABLE, SIM_STATES
 from cascade_core.split import auto, chunk_count
 
 
@@ -64,7 +66,25 @@ class CancelRun(msgspec.Struct, frozen=True, kw_only=True):
     at: datetime
 
 
-def sim_count(body: RunCreate) -> int:
+class RetryRun(msgspec.Struct, frozen=True, kw_only=True):
+    event_id: str
+    at: datetime
+
+
+class AddEntries(msgspec.Struct, frozen=True, kw_only=True):
+    event_id: str
+    at: datetime
+    sim_ids: Sequence[str]  # one fresh id per sim: the sum of the entries' counts
+    body: RunEntries
+    key: str | None = None  # the request's idempotency key
+    free_slots: Mapping[str, int] = {}  # as in `CreateRun`
+
+
+class SampleRun(Conflict):
+    """A sample run's sims never run: none is added to it."""
+
+
+def sim_count(body: RunCreate | RunEntries) -> int:
     return sum(entry.count for entry in body.entries)
 
 
@@ -72,20 +92,7 @@ def check_create(body: RunCreate, trace: Trace | None, configs: Sequence[GpuConf
     """The trace a run of `body` would simulate, or a refusal saying why there can be no such
     run: the reference's reasons in its order, then more than `max_sims` sims (every entry
     being at least one, that caps the entries too, and with them the size of the run's event)."""
-    trace_id = body.trace_id
-    if trace is None:
-        raise TraceNotFound(f"trace {trace_id} not found")
-    if trace.sample:
-        raise TraceNotUsable(f"trace {trace_id} is a sample, which has no instruction traces")
-    if trace.state != "ready":
-        raise TraceNotUsable(f"trace {trace_id} is {trace.state}, not ready")
-    by_name = {c.name: c for c in configs}
-    for entry in body.entries:
-        config = by_name.get(entry.gpu_config)
-        if config is None:
-            raise BadEntry(f"unknown GPU config {entry.gpu_config}")
-        if config.arch != trace.trace_gpu_arch:
-            raise BadEntry(f"{config.name} is {config.arch} but trace {trace_id} is {trace.trace_gpu_arch}")
+    trace = _check_trace(body.trace_id, trace, configs, body.entries)
     sims = sim_count(body)
     if sims > max_sims:
         raise TooManySims(
@@ -95,30 +102,60 @@ def check_create(body: RunCreate, trace: Trace | None, configs: Sequence[GpuConf
     return trace
 
 
+def _check_trace(trace_id: str, trace: Trace | None, configs: Sequence[GpuConfig], entries: Sequence[RunEntry]) -> Trace:
+    """The trace, if the entries' sims can simulate it."""
+    if trace is None:
+        raise TraceNotFound(f"trace {trace_id} not found")
+    if trace.sample:
+        raise TraceNotUsable(f"trace {trace_id} is a sample, which has no instruction traces")
+    if trace.state != "ready":
+        raise TraceNotUsable(f"trace {trace_id} is {trace.state}, not ready")
+    by_name = {c.name: c for c in configs}
+    for entry in entries:
+        config = by_name.get(entry.gpu_config)
+        if config is None:
+            raise BadEntry(f"unknown GPU config {entry.gpu_config}")
+        if config.arch != trace.trace_gpu_arch:
+            raise BadEntry(f"{config.name} is {config.arch} but trace {trace_id} is {trace.trace_gpu_arch}")
+    return trace
+
+
 def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int) -> list[ev.Event]:
     """The run, with its sims: each entry fans out to `count` sims. Replicas are numbered
     from 0 per config, so two entries naming the same config continue one numbering."""
     trace = check_create(cmd.body, trace, configs, max_sims=max_sims)
-    if len(cmd.sim_ids) != sim_count(cmd.body):
-        raise ValueError(f"{len(cmd.sim_ids)} sim ids for {sim_count(cmd.body)} sims")
-    ids = iter(cmd.sim_ids)
-    replicas: dict[str, int] = {}
-    sims = []
-    for entry in cmd.body.entries:
-        first = replicas.get(entry.gpu_config, 0)
-        split = _split(entry.split, trace.kernel_count, cmd.free_slots.get(entry.gpu_config, 1))
-        sims += [ev.SimSpec(next(ids), entry.gpu_config, first + i, split) for i in range(entry.count)]
-        replicas[entry.gpu_config] = first + entry.count
     created = ev.RunCreated(
         id=cmd.event_id,
         at=cmd.at,
         run_id=cmd.run_id,
         trace_id=cmd.body.trace_id,
-        entries=msgspec.convert(cmd.body.entries, list[ev.ConfigCount], from_attributes=True),
-        sims=sims,
+        entries=_entries(cmd.body.entries),
+        sims=_fanned_out(cmd.body.entries, cmd.sim_ids, trace.kernel_count, cmd.free_slots, {}),
         kernels_total=trace.kernel_count,
     )
     return [created]
+
+
+def _entries(entries: Sequence[RunEntry]) -> list[ev.ConfigCount]:
+    return msgspec.convert(entries, list[ev.ConfigCount], from_attributes=True)
+
+
+def _fanned_out(
+    entries: Sequence[RunEntry], sim_ids: Sequence[str], kernels_total: int, free_slots: Mapping[str, int], replicas: dict[str, int]
+) -> list[ev.SimSpec]:
+    """Each entry's `count` sims, numbered by replica on from `replicas` (the count each
+    config has so far, updated), so that entries naming the same config continue one
+    numbering."""
+    if len(sim_ids) != sum(entry.count for entry in entries):
+        raise ValueError(f"{len(sim_ids)} sim ids for {sum(entry.count for entry in entries)} sims")
+    ids = iter(sim_ids)
+    sims = []
+    for entry in entries:
+        first = replicas.get(entry.gpu_config, 0)
+        split = _split(entry.split, kernels_total, free_slots.get(entry.gpu_config, 1))
+        sims += [ev.SimSpec(next(ids), entry.gpu_config, first + i, split) for i in range(entry.count)]
+        replicas[entry.gpu_config] = first + entry.count
+    return sims
 
 
 def _split(asked: SplitSpec | str | None, kernels_total: int, free_slots: int) -> ev.Split | None:
@@ -130,6 +167,87 @@ def _split(asked: SplitSpec | str | None, kernels_total: int, free_slots: int) -
         split = ev.Split(kernels_per_chunk=asked.kernels_per_chunk, warmup=asked.warmup)
         return split if chunk_count(kernels_total, split) > 1 else None
     return auto(kernels_total, free_slots)
+
+
+class SimFacts(Protocol):
+    """What a retry or a top-up reads of a run's sims: the read model's rows hold it."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def gpu_config(self) -> str: ...
+    @property
+    def replica(self) -> int: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def kernels_total(self) -> int: ...
+    @property
+    def split(self) -> object: ...
+
+
+def decide_retry(run: RunSummary, sims: Sequence[SimFacts], cmd: RetryRun) -> list[ev.Event]:
+    """Run every failed or cancelled sim again, as the attempt after its last; nothing when
+    none is (a sample's sims all succeeded), so retrying again while they wait or run changes
+    nothing. A split sim is not retried (its chunks have attempts of their own)."""
+    again = [s for s in sims if s.state in RETRIABLE and s.split is None]
+    if run.sample or not again:
+        return []
+    retry = ev.RunRetryRequested(
+        id=cmd.event_id, at=cmd.at, run_id=run.id, trace_id=run.trace_id, kernels_total=again[0].kernels_total,
+        sims=[ev.RetriedSim(s.id, s.gpu_config, s.attempt + 1) for s in again],
+    )
+    return [retry]
+
+
+def check_add(
+    run: RunSummary, sims: Sequence[SimFacts], body: RunEntries, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int
+) -> Trace:
+    """The trace the added sims would simulate, or a refusal: a sample run, the trace's and the
+    entries' reasons as for a new run, or more sims in the run than `max_sims` with them."""
+    if run.sample:
+        raise SampleRun(f"run {run.id} is a sample, whose sims never run; create a run of a trace of your own")
+    trace = _check_trace(run.trace_id, trace, configs, body.entries)
+    total = len(sims) + sim_count(body)
+    if total > max_sims:
+        raise TooManySims(
+            f"the run would have {total} sims with these entries, more than this server's limit of {max_sims} sims "
+            "per run (CASCADE_MAX_SIMS_PER_RUN); create another run"
+        )
+    return trace
+
+
+def decide_add(
+    run: RunSummary,
+    sims: Sequence[SimFacts],
+    cmd: AddEntries,
+    trace: Trace | None,
+    configs: Sequence[GpuConfig],
+    *,
+    max_sims: int,
+    keys: Set[str],
+) -> list[ev.Event]:
+    """The entries' sims added to the run, numbered on from the replicas each config has;
+    nothing when a top-up with the same key (`keys`: those already added) is in the run."""
+    if cmd.key is not None and cmd.key in keys:
+        return []
+    trace = check_add(run, sims, cmd.body, trace, configs, max_sims=max_sims)
+    replicas: dict[str, int] = {}
+    for sim in sims:
+        replicas[sim.gpu_config] = max(replicas.get(sim.gpu_config, 0), sim.replica + 1)
+    added = ev.RunEntriesAdded(
+        id=cmd.event_id,
+        at=cmd.at,
+        run_id=run.id,
+        trace_id=run.trace_id,
+        kernels_total=trace.kernel_count,
+        entries=_entries(cmd.body.entries),
+        sims=_fanned_out(cmd.body.entries, cmd.sim_ids, trace.kernel_count, cmd.free_slots, replicas),
+        key=cmd.key,
+    )
+    return [added]
 
 
 def decide_cancel(run: RunSummary, cmd: CancelRun) -> list[ev.Event]:

@@ -13,6 +13,11 @@ The runner decides through it, and the read model's sim rows change only as `evo
   then fails saying the runner was lost;
 - a run's cancel cancels each of its sims not finished by then;
 - a sim stopped for running past the wall-time limit fails saying so;
+- a retry (`run.retry_requested.v1`) makes a failed or cancelled sim wait for a runner again
+  (pending) for the attempt after its last (`retried`): that attempt's claim starts it, and
+  facts of the earlier ones change nothing; a launch request of a retry names its attempt,
+  which a runner takes for the sim's current one when the sim's life has not reached it
+  (`awaiting`), and the lost-runner limit counts the attempts since it;
 - a chunk of a split sim (`cascade_core/split.py`) lives as a sim does, by these same rules,
   on its own attempts: facts of other chunks change nothing, except that another chunk's
   failure stops it (`evolve_split`: its sim failed with that chunk's error), and the sim's
@@ -33,6 +38,8 @@ from cascade_core import events as ev
 
 SIM_STATES = ("pending", "launching", "running", "succeeded", "failed", "cancelled")
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+UNDER_WAY = frozenset({"launching", "running"})
+RETRIABLE = frozenset({"failed", "cancelled"})
 
 
 class Lifecycle(Protocol):
@@ -66,7 +73,13 @@ class SimState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     @property
     def under_way(self) -> bool:
         """Claimed and not finished: the current attempt's runner holds it, or was lost."""
-        return self.attempt != 0 and self.state not in FINISHED
+        return self.state in UNDER_WAY
+
+    @property
+    def next_attempt(self) -> int:
+        """The attempt a claim starts: a pending sim's own (1, or the one a retry asked
+        for), else the one after the current."""
+        return max(self.attempt, 1) if self.state == "pending" else self.attempt + 1
 
 
 def chunk_name(sim_id: str, chunk: int | None) -> str:
@@ -102,6 +115,7 @@ class Claim(msgspec.Struct, frozen=True, kw_only=True):
     host: str
     max_attempts: int
     held_elsewhere: bool = False
+    first_attempt: int = 1  # the attempt the request began with: the limit counts from it
     causation_id: str | None = None
     correlation_id: str | None = None
 
@@ -113,6 +127,7 @@ class GiveUp(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
     error: str
     causation_id: str | None = None
+    first_attempt: int = 1  # as in `Claim`
 
 
 Fact = ev.SimLaunched | ev.SimHeartbeat | ev.KernelFinished | ev.SimFileStored
@@ -148,7 +163,7 @@ def decide(command: Command, sim: SimState) -> list[Decided]:
             if sim.finished:
                 return []
             error = command.error
-            return [_failed(sim, f"{sim.name}.{command.reason}", command.at, error, command.causation_id)]
+            return [_failed(sim, _failure_id(sim, command.reason, command.first_attempt), command.at, error, command.causation_id)]
         case Record():
             return [command.fact] if counts(sim, command.fact) else []
         case Finish():
@@ -165,11 +180,12 @@ def _claim(cmd: Claim, sim: SimState) -> list[Decided]:
         # runner still says it runs the sim (it was only slow), it is lost.
         if cmd.held_elsewhere:
             return []
-        if sim.attempt >= cmd.max_attempts:
+        tried = sim.attempt - cmd.first_attempt + 1
+        if tried >= cmd.max_attempts:
             owner = f"{sim.runner_id} on {sim.host}" if sim.runner_id else f"the runner on {sim.host}"
-            error = f"runner lost: {owner} stopped responding during attempt {sim.attempt}; gave up after {sim.attempt} attempts"
-            return [_failed(sim, f"{sim.name}.lost", cmd.at, error, cmd.causation_id)]
-    attempt = sim.attempt + 1
+            error = f"runner lost: {owner} stopped responding during attempt {sim.attempt}; gave up after {tried} attempts"
+            return [_failed(sim, _failure_id(sim, "lost", cmd.first_attempt), cmd.at, error, cmd.causation_id)]
+    attempt = sim.next_attempt
     claim = ev.SimClaimed(
         id=f"{sim.name}.{attempt}.claim",
         at=cmd.at,
@@ -183,6 +199,12 @@ def _claim(cmd: Claim, sim: SimState) -> list[Decided]:
         host=cmd.host,
     )
     return [claim]
+
+
+def _failure_id(sim: SimState, reason: str, first_attempt: int) -> str:
+    """A failure's id: the same for the same decision, another after each retry (the
+    duplicate window would drop a second failure of the same id)."""
+    return f"{sim.name}.{reason}" if first_attempt <= 1 else f"{sim.name}.r{first_attempt}.{reason}"
 
 
 def _failed(sim: SimState, event_id: str, at: datetime, error: str, causation_id: str | None) -> ev.SimFinished:
@@ -238,7 +260,7 @@ def evolve(sim: SimState, event: SimLife) -> SimState:
         return sim  # another chunk's (`evolve_split` says what its failure does)
     match event:
         case ev.SimClaimed():
-            if sim.state in FINISHED or event.attempt <= sim.attempt:
+            if sim.state in FINISHED or event.attempt < sim.next_attempt:
                 return sim
             return msgspec.structs.replace(sim, state="launching", attempt=event.attempt, runner_id=event.runner_id, host=event.host)
         case ev.SimLaunched():
@@ -258,6 +280,24 @@ def evolve(sim: SimState, event: SimLife) -> SimState:
             return sim  # progress and data: they change what the read model shows, not the state
         case _:
             assert_never(event)
+
+
+def retried(sim: SimState, attempt: int) -> SimState:
+    """The sim after a retry asked for `attempt`: pending for it, when the sim is still
+    failed or cancelled at an attempt before (else the retry came late, and changes
+    nothing)."""
+    if sim.state not in RETRIABLE or attempt <= sim.attempt:
+        return sim
+    return msgspec.structs.replace(sim, state="pending", attempt=attempt, runner_id=None, host=None)
+
+
+def awaiting(sim: SimState, attempt: int) -> SimState:
+    """The sim as a launch request for `attempt` (0: a first request) finds it on its life
+    subject: a retry's request for an attempt the life has not reached yet finds it pending
+    for it, whatever its earlier attempts left there (its cancel is on the run's subject)."""
+    if attempt <= sim.attempt:
+        return sim
+    return msgspec.structs.replace(sim, state="pending", attempt=attempt, runner_id=None, host=None)
 
 
 def evolve_split(chunks: Sequence[SimState], event: SimLife) -> list[SimState]:

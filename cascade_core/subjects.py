@@ -1,7 +1,7 @@
 """Where each event lives in the one `CASCADE` stream.
 
     cascade.ev.trace.<trace>                  a trace's history
-    cascade.ev.run.<run>.run                  a run's own events (created, cancel requested)
+    cascade.ev.run.<run>.run                  a run's own events (created, cancel and retry requested, entries added)
     cascade.ev.run.<run>.sim.<sim>.queued     the launch request runners consume
     cascade.ev.run.<run>.sim.<sim>.life       claimed, launched, finished
     cascade.ev.run.<run>.sim.<sim>.data       heartbeats, kernel results, stored files
@@ -68,7 +68,7 @@ def of(event: ev.Event) -> str:
             return chunk(known.run_id, known.sim_id, "life", known.chunk)
         case ev.SimHeartbeat() | ev.KernelFinished() | ev.SimFileStored():
             return chunk(known.run_id, known.sim_id, "data", known.chunk)
-        case ev.RunCreated() | ev.RunCancelRequested():
+        case ev.RunCreated() | ev.RunCancelRequested() | ev.RunRetryRequested() | ev.RunEntriesAdded():
             return run(known.run_id)
         case ev.TraceEvent():
             return trace(known.trace_id)

@@ -1,4 +1,6 @@
-"""The dispatcher: turns each created run into one launch request per sim.
+"""The dispatcher: turns each created run into one launch request per sim, and so each
+top-up (`run.entries_added.v1`) and each retry (`run.retry_requested.v1`, a request per
+retried sim naming the attempt it asked for).
 
 It reads run events with a durable consumer shared by every `cascade serve` on the cluster,
 so each run is dispatched once, and acknowledges a run only after all its launch requests are
@@ -28,10 +30,27 @@ log = logging.getLogger("cascade.dispatcher")
 CONSUMER = "dispatcher"
 
 
-def launch_requests(run: ev.RunCreated) -> list[ev.SimQueued]:
-    """What a created run asks of the runners: a request per sim, or per chunk of a split
-    sim, which any runner may take; nothing for a sample, whose sims never run."""
-    if run.sample:
+def launch_requests(run: ev.RunCreated | ev.RunEntriesAdded | ev.RunRetryRequested) -> list[ev.SimQueued]:
+    """What a created run or its top-up asks of the runners: a request per sim, or per chunk
+    of a split sim, which any runner may take; nothing for a sample, whose sims never run.
+    A retry asks for each sim's attempt, under an id of its own."""
+    if isinstance(run, ev.RunRetryRequested):
+        return [
+            ev.SimQueued(
+                id=f"{sim.sim_id}.{sim.attempt}.queued",
+                at=run.at,
+                causation_id=run.id,
+                correlation_id=run.correlation_id or run.id,
+                run_id=run.run_id,
+                sim_id=sim.sim_id,
+                trace_id=run.trace_id,
+                gpu_config=sim.gpu_config,
+                kernels_total=run.kernels_total,
+                attempt=sim.attempt,
+            )
+            for sim in run.sims
+        ]
+    if isinstance(run, ev.RunCreated) and run.sample:
         return []
     return [
         ev.SimQueued(
@@ -102,7 +121,7 @@ async def _dispatch(store: EventStore, sub: JetStreamContext.PullSubscription) -
             continue
         for msg in messages:
             event = consumed_event(msg)
-            if isinstance(event, ev.RunCreated):
+            if isinstance(event, ev.RunCreated | ev.RunEntriesAdded | ev.RunRetryRequested):
                 try:
                     requests = launch_requests(event)
                     if requests:

@@ -297,12 +297,13 @@ class Runner:
         assert self._kv is not None
         while True:
             seq, last = await self._last_life(request.run_id, request.sim_id, request.chunk)
-            sim = sims.latest(request.run_id, request.sim_id, last, request.chunk)
+            sim = sims.awaiting(sims.latest(request.run_id, request.sim_id, last, request.chunk), request.attempt)
             name = held_name(request)
             held = sim.under_way and any(name in r.running for r in await registry.live(self._kv) if r.id != self.id)
             command = sims.Claim(
                 at=datetime.now(UTC), runner_id=self.id, host=self.host, max_attempts=self.max_attempts,
-                held_elsewhere=held, causation_id=request.id, correlation_id=request.correlation_id,
+                held_elsewhere=held, first_attempt=max(request.attempt, 1), causation_id=request.id,
+                correlation_id=request.correlation_id,
             )
             decided = sims.decide(command, sim)
             if not decided:
@@ -322,9 +323,10 @@ class Runner:
             return False  # handed back: a runner that has the config will take it
         _, last = await self._last_life(request.run_id, request.sim_id, request.chunk)
         command = sims.GiveUp(
-            at=datetime.now(UTC), reason="unrunnable", error=f"no runner has GPU config {request.gpu_config}", causation_id=request.id
+            at=datetime.now(UTC), reason="unrunnable", error=f"no runner has GPU config {request.gpu_config}", causation_id=request.id,
+            first_attempt=max(request.attempt, 1),
         )
-        for event in sims.decide(command, sims.latest(request.run_id, request.sim_id, last, request.chunk)):
+        for event in sims.decide(command, sims.awaiting(sims.latest(request.run_id, request.sim_id, last, request.chunk), request.attempt)):
             await self.store.append(event)
         return True
 

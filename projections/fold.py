@@ -24,8 +24,9 @@ import msgspec
 from cascade_core import events as ev
 from cascade_core import sims as life
 from cascade_core import split as splitting
+from cascade_core.models import SimAttempt
 from cascade_core.runs import run_state
-from cascade_core.sims import FINISHED, SIM_STATES
+from cascade_core.sims import FINISHED, SIM_STATES, UNDER_WAY
 from projections.rows import (
     APPEND_TABLES,
     ChunkRow,
@@ -52,6 +53,7 @@ _json = msgspec.json.Encoder()
 _counts_decoder = msgspec.json.Decoder(dict[str, int])
 _entries = msgspec.json.Decoder(list[ev.ConfigCount])
 _splits = msgspec.json.Decoder(SplitRow)
+_attempts = msgspec.json.Decoder(list[SimAttempt])
 
 
 class Rows(msgspec.Struct, frozen=True):
@@ -136,7 +138,10 @@ class _Batch:
         self.changes.append(Change(seq=seq, k=k, run_id=run_id, kind=kind, row=row))
 
     def put_sim(self, seq: int, old: SimRow, row: SimRow) -> None:
-        """A sim's row as the event at `seq` changed it from `old`."""
+        """A sim's row as the event at `seq` changed it from `old`; an attempt another one
+        replaces (a retry, or a lost runner's) goes to its past attempts."""
+        if row.attempt != old.attempt and old.attempt and old.state != "pending":
+            row = msgspec.structs.replace(row, attempts=_json.encode([*_attempts.decode(old.attempts), _past(old)]).decode())
         self.keep_sim(row)
         self.show(seq, row.run_id, "sim", row)
         if old.state != row.state:
@@ -152,13 +157,29 @@ class _Batch:
         counts = _counts_decoder.decode(run.sim_counts)
         counts[old] -= 1
         counts[new] = counts.get(new, 0) + 1
-        state = run_state(counts)
-        ordered = {s: counts[s] for s in SIM_STATES if counts.get(s)}
-        run = msgspec.structs.replace(run, sim_counts=_json.encode(ordered).decode(), state=state, seq=seq)
-        self.runs[run_id] = run
-        self.changed.add(("runs", run_id))
-        if state != "active":
+        was = run.state
+        run = self.count(seq, run, counts)
+        if run.state != "active" or was != run.state:  # it ended, or a retry made it active again
             self.show(seq, run_id, "run", run)
+
+    def count(self, seq: int, run: RunRow, counts: dict[str, int], **changes: object) -> RunRow:
+        """The run with these per-state counts of its sims, and the state they give it."""
+        ordered = {s: counts[s] for s in SIM_STATES if counts.get(s)}
+        run = msgspec.structs.replace(run, sim_counts=_json.encode(ordered).decode(), state=run_state(counts), seq=seq, **changes)
+        self.runs[run.id] = run
+        self.changed.add(("runs", run.id))
+        return run
+
+
+def _past(sim: SimRow) -> SimAttempt:
+    """The sim's current attempt as one of its past ones: how it ended, or lost when a new
+    attempt took over from an unfinished one."""
+    state = "lost" if sim.state in UNDER_WAY else sim.state
+    error = f"runner lost: {sim.runner_id} on {sim.host} stopped responding" if sim.state in UNDER_WAY else sim.error
+    return SimAttempt(
+        attempt=sim.attempt, state=state, error=error, exit_code=sim.exit_code, runner_id=sim.runner_id,  # type: ignore[arg-type]  # one of its Literal: `sims` leaves a replaced attempt nothing else
+        host=sim.host, started_at=sim.started_at, finished_at=sim.finished_at,
+    )
 
 
 class Unfoldable(Exception):
@@ -227,6 +248,10 @@ def _applier(e: ev.AnyEvent) -> Apply:
             return _run_created
         case ev.RunCancelRequested():
             return _cancel_requested
+        case ev.RunRetryRequested():
+            return _retry_requested
+        case ev.RunEntriesAdded():
+            return _entries_added
         case ev.TraceEvent():
             return _apply_trace
         case _:
@@ -382,6 +407,38 @@ def _cancel_requested(b: _Batch, seq: int, e: ev.RunCancelRequested) -> None:
             b.update_sim(seq, sim, {**_lifecycle(after), "finished_at": e.at})
 
 
+def _retry_requested(b: _Batch, seq: int, e: ev.RunRetryRequested) -> None:
+    """Each sim still failed or cancelled waits for the attempt the retry asked for, its
+    earlier attempt's rows forgotten (as a new attempt's claim forgets them), in the order
+    the event lists them (the run's)."""
+    for retried in e.sims:
+        sim = b.sims.get(retried.sim_id)
+        if sim is None or sim.run_id != e.run_id or sim.split is not None:
+            continue
+        before = _life(sim)
+        after = life.retried(before, retried.attempt)
+        if after is before:
+            continue
+        b.purge_sim(sim.id, after.attempt)
+        b.update_sim(seq, sim, {**_lifecycle(after), **_NO_PROGRESS, "error": None, "exit_code": None, "finished_at": None})
+
+
+def _entries_added(b: _Batch, seq: int, e: ev.RunEntriesAdded) -> None:
+    """The run's new sims, pending, and its entries and counts with them; a second time,
+    nothing (its sims are there)."""
+    run = b.runs.get(e.run_id)
+    if run is None or any(spec.sim_id in b.sims for spec in e.sims):
+        return
+    counts = _counts_decoder.decode(run.sim_counts)
+    counts["pending"] = counts.get("pending", 0) + len(e.sims)
+    run = b.count(seq, run, counts, entries=_json.encode([*_entries.decode(run.entries), *e.entries]).decode())
+    for spec in e.sims:
+        sim = _new_sim(seq, e, spec)
+        b.keep_sim(sim)
+        b.show(seq, e.run_id, "sim", sim)
+    b.show(seq, e.run_id, "run", run)
+
+
 def listed(sims: Iterable[SimRow], configs: Sequence[str]) -> list[SimRow]:
     """Sims in the order their run lists them: by config, in the order of the run's
     entries (`configs`, a config's first entry counting), then by replica."""
@@ -410,7 +467,7 @@ _NO_PROGRESS: dict[str, Any] = {
 }
 
 
-def _new_sim(seq: int, e: ev.RunCreated, spec: ev.SimSpec) -> SimRow:
+def _new_sim(seq: int, e: ev.RunCreated | ev.RunEntriesAdded, spec: ev.SimSpec) -> SimRow:
     return SimRow(
         id=spec.sim_id,
         run_id=e.run_id,
@@ -429,6 +486,7 @@ def _new_sim(seq: int, e: ev.RunCreated, spec: ev.SimSpec) -> SimRow:
         accel_sim_build=None,
         gpgpu_sim_build=None,
         split=None if spec.split is None else _new_split(e.kernels_total, spec.split),
+        attempts="[]",
         seq=seq,
         **_NO_PROGRESS,
     )
@@ -715,6 +773,8 @@ def _toucher(e: ev.AnyEvent) -> Touch:
             return _touch_cancel
         case ev.RunCreated():
             return _touch_run
+        case ev.RunRetryRequested() | ev.RunEntriesAdded():
+            return _touch_listed
         case ev.TraceEvent():
             return _touch_trace
         case _:
@@ -733,6 +793,11 @@ def _touch_cancel(e: ev.RunCancelRequested, found: _Touched) -> None:
 
 def _touch_run(e: ev.RunCreated, found: _Touched) -> None:
     found.runs.add(e.run_id)
+
+
+def _touch_listed(e: ev.RunRetryRequested | ev.RunEntriesAdded, found: _Touched) -> None:
+    found.runs.add(e.run_id)
+    found.sims.update(s.sim_id for s in e.sims)
 
 
 def _touch_trace(e: ev.TraceEvent, found: _Touched) -> None:

@@ -106,6 +106,7 @@ class SimRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     accel_sim_build: str | None
     gpgpu_sim_build: str | None
     split: str | None  # JSON SplitRow of a split sim: how, and each chunk's life; None for a sim whole
+    attempts: str  # JSON list of models.SimAttempt: the attempts before the current one, as the API shows them
     seq: int
 
     @property

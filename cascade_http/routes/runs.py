@@ -23,6 +23,7 @@ from cascade_core.models import (
     KernelStat,
     RunCreate,
     RunDetail,
+    RunEntries,
     RunFile,
     RunResults,
     RunSummary,
@@ -114,6 +115,47 @@ async def cancel_run(request: Request) -> Response:
     c = cascade(request)
     run_id = request.path_params["run_id"]
     await runs.cancel_run(c, run_id)
+    return MsgspecResponse(await _detail(c, run_id, attention=True))
+
+
+@operation(
+    summary="Retry a run",
+    description="Starts a new attempt of every failed or cancelled sim (a split sim excepted): each is pending again, "
+    "for the attempt after its last, and the run is active again; the attempts before stay in the sim's `attempts`, "
+    "with how they ended. Calling it again while those sims wait or run changes nothing, so it is safe to retry; "
+    "on a run with no failed or cancelled sim (a sample's) it changes nothing either.",
+    response=RunDetail,
+    errors=NO_RUN,
+)
+async def retry_run(request: Request) -> Response:
+    c = cascade(request)
+    run_id = request.path_params["run_id"]
+    await runs.retry_run(c, run_id)
+    return MsgspecResponse(await _detail(c, run_id, attention=True))
+
+
+@operation(
+    summary="Add sims to a run",
+    description="A top-up: each entry fans out to `count` more sims, as in Create a run, their replicas numbered on "
+    "from those the config has in the run. A run that ended is active again while they run. With an "
+    "Idempotency-Key, the same request again adds nothing, so it is safe to retry.",
+    body=RunEntries,
+    response=RunDetail,
+    headers={"Idempotency-Key": "Any text naming this request: a request with a key the run has already taken adds nothing."},
+    errors={
+        400: "The body is not parsable.",
+        404: "No run has this id.",
+        409: "The run is a sample, or its trace is no longer ready.",
+        413: "The body is over CASCADE_MAX_BODY_BYTES, or the sims would be too many to record.",
+        422: "An entry names an unknown gpu_config or one of another arch than the trace's, the run would have more "
+        "sims than CASCADE_MAX_SIMS_PER_RUN, or the body fails validation.",
+    },
+)
+async def add_run_entries(request: Request) -> Response:
+    c = cascade(request)
+    run_id = request.path_params["run_id"]
+    body = await json_body(request, RunEntries)
+    await runs.add_entries(c, run_id, body, request.headers.get("idempotency-key"))
     return MsgspecResponse(await _detail(c, run_id, attention=True))
 
 
@@ -260,6 +302,8 @@ routes = [
     Route("/api/runs", list_runs, methods=["GET"]),
     Route("/api/runs/{run_id}", get_run, methods=["GET"]),
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+    Route("/api/runs/{run_id}/retry", retry_run, methods=["POST"]),
+    Route("/api/runs/{run_id}/entries", add_run_entries, methods=["POST"]),
     Route("/api/runs/{run_id}/comparison", get_comparison, methods=["GET"]),
     Route("/api/runs/{run_id}/kernels", list_kernels, methods=["GET"]),
     Route("/api/runs/{run_id}/stats", list_stats, methods=["GET"]),

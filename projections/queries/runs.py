@@ -37,6 +37,7 @@ from cascade_core.models import (
     RunResults,
     RunSummary,
     Sim,
+    SimAttempt,
     SimFile,
     SimMetrics,
     SimResults,
@@ -61,6 +62,7 @@ Place = tuple[str, int]  # a sim's (gpu_config, replica)
 
 _entries = msgspec.json.Decoder(list[ev.ConfigCount])
 _splits = msgspec.json.Decoder(SplitRow)
+_attempts = msgspec.json.Decoder(list[SimAttempt])
 _counts = msgspec.json.Decoder(dict[str, int])
 _encoder = msgspec.json.Encoder()
 # Stands in for a list while a Struct is encoded and is then split out: msgspec never writes
@@ -121,6 +123,8 @@ def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
         log_tail=list(row.log_tail),
         split=None if row.split is None else split_view(row.kernels_total, _splits.decode(row.split)),
         attention=None if watch is None else attention.attention(seen(row), watch),
+        attempt=row.attempt if row.attempt > 1 else None,
+        attempts=_attempts.decode(row.attempts),
     )
 
 

@@ -288,11 +288,11 @@ def test_a_failed_sim_exits_1_and_run_show_tells_why(live: LiveServer) -> None:
         "entries  SM61_TITANX x1, SM61_BROKEN x1",
     ]
     table = {line.split()[0]: line.split() for line in text[5:8]}
-    assert table["config"] == ["config", "replica", "sim", "state", "kernels", "cycles", "instructions", "IPC", "rate", "exit"]
+    assert table["config"] == ["config", "replica", "sim", "state", "attempt", "kernels", "cycles", "instructions", "IPC", "rate", "exit"]
     good = next(s for s in detail["sims"] if s["gpu_config"] == "SM61_TITANX")
     cycles, insn = (f"{good['latest'][k]:,.0f}" for k in ("gpu_tot_sim_cycle", "gpu_tot_sim_insn"))
-    assert table["SM61_TITANX"][:7] == ["SM61_TITANX", "0", good["id"], "succeeded", "3/3", cycles, insn]
-    assert table["SM61_TITANX"][-1] == "0" and table["SM61_BROKEN"][3:5] == ["failed", "0/3"] and table["SM61_BROKEN"][-1] == "1"
+    assert table["SM61_TITANX"][:8] == ["SM61_TITANX", "0", good["id"], "succeeded", "1", "3/3", cycles, insn]
+    assert table["SM61_TITANX"][-1] == "0" and table["SM61_BROKEN"][3:6] == ["failed", "1", "0/3"] and table["SM61_BROKEN"][-1] == "1"
     failed_block = text[text.index(f"{broken['id']} (SM61_BROKEN r0) failed: {broken['error']}") + 1 :]
     assert failed_block == [f"  last {len(broken['log_tail'])} log lines:", *(f"  | {line}" for line in broken["log_tail"])]
     assert broken["log_tail"]
