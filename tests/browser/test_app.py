@@ -291,6 +291,45 @@ def test_cancel_a_running_run(page: Any, cascade: LiveServer, api: httpx.Client)
     shoot(page, "run-cancelled", "#sims-table")
 
 
+def test_retry_a_cancelled_run_then_add_sims_to_it(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    ensure_trace(api, "combo-vec-mm-xz")
+    with environment(CASCADE_FAKE_ACCELSIM_PACE="30"):
+        run = create_run(api, "combo-vec-mm-xz", count=2)
+        sign_in(page, cascade.url, f"#/runs/{run['id']}")
+        page.wait_for_selector("#sims-table tbody[data-sim] > tr[data-state=running]", timeout=30_000)
+    assert page.is_hidden("#retry-run")
+    api.post(f"/api/runs/{run['id']}/cancel")
+    page.wait_for_selector(".title-badges [data-state=cancelled]")
+    page.wait_for_selector("#retry-run:not([hidden])")
+    page.click("#retry-run")
+    page.wait_for_selector(".title-badges [data-state=succeeded]", timeout=60_000)
+    assert sim_states(page) == ["succeeded", "succeeded"] and page.is_hidden("#retry-run")
+    detail = api.get(f"/api/runs/{run['id']}").json()
+    for sim in detail["sims"]:
+        row = f"#sims-table tbody[data-sim='{sim['id']}']"
+        assert page.inner_text(f"{row} .sim-attempt").strip() == f"attempt {sim['attempt']}"
+        assert page.inner_text(f"{row} .sim-attempts summary") == "1 earlier attempt"
+    page.click(f"#sims-table tbody[data-sim='{detail['sims'][0]['id']}'] .sim-attempts summary")
+    assert page.inner_text(f"#sims-table tbody[data-sim='{detail['sims'][0]['id']}'] .sim-attempts li").startswith("attempt 1 cancelled")
+    assert len(api.get(f"/api/runs/{run['id']}/kernels").json()) == 6, "the new attempts' kernels, once each"
+    page.wait_for_function("() => document.querySelector('.progress-text')?.textContent.startsWith('6 / 6')")
+    shoot(page, "run-retried", "#sims-table")
+
+    page.click("#add-sims")
+    page.wait_for_selector("#add-sims-dialog[open] #add-config option[value=SM61_TITANX]", state="attached")
+    page.fill("#add-count", "0")
+    page.click("#add-submit")
+    page.wait_for_selector("#add-error:has-text('greater than or equal to 1')")
+    shoot(page, "add-sims-refused", "#add-sims-dialog[open]")
+    page.fill("#add-count", "2")
+    page.click("#add-submit")
+    page.wait_for_selector("#add-sims-dialog", state="detached")
+    page.wait_for_function("() => document.querySelectorAll('#sims-table tbody[data-sim]').length === 4")
+    page.wait_for_selector(".title-badges [data-state=succeeded]", timeout=60_000)
+    assert sim_states(page) == ["succeeded"] * 4
+    assert api.get(f"/api/runs/{run['id']}").json()["entries"] == [{"gpu_config": "SM61_TITANX", "count": 2}] * 2
+
+
 def test_a_dropped_stream_resumes_from_the_last_event(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
     ensure_trace(api, "combo-vec-mm-xz")
     streams: list[dict[str, str]] = []

@@ -8,17 +8,23 @@ import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, RunCreate, RunEntry, RunSummary, SplitSpec, Trace
+from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, RunSummary, SplitSpec, Trace
 from cascade_core.runs import (
+    AddEntries,
     BadEntry,
     CancelRun,
     CreateRun,
+    RetryRun,
+    SampleRun,
     TraceNotFound,
     TooManySims,
     TraceNotUsable,
+    check_add,
     check_create,
+    decide_add,
     decide_cancel,
     decide_create,
+    decide_retry,
     run_state,
 )
 
@@ -173,3 +179,63 @@ def test_an_entry_split_gives_its_sims_the_split_as_decided() -> None:
     assert isinstance(created, ev.RunCreated)
     assert [e.split for e in created.entries] == [ev.Split(5, 2), ev.Split(20, 0), "auto", "auto"]
     assert [s.split for s in created.sims] == [ev.Split(5, 2), ev.Split(5, 2), None, ev.Split(10, 2), None]
+
+
+# --- retry and top-up --------------------------------------------------------------------
+
+
+class SimFacts(msgspec.Struct, frozen=True):
+    """A sim as the read model's row gives a retry or a top-up its facts."""
+
+    id: str
+    gpu_config: str
+    replica: int
+    state: str
+    attempt: int
+    kernels_total: int = 20
+    split: object = None
+
+
+def test_retry_asks_for_the_next_attempt_of_each_failed_or_cancelled_sim() -> None:
+    sims = [
+        SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1),
+        SimFacts("sim-1", "SM86_RTX3070", 1, "failed", 2),
+        SimFacts("sim-2", "SM86_RTX3080", 0, "cancelled", 0),  # cancelled before any runner took it
+        SimFacts("sim-3", "SM86_RTX3080", 1, "cancelled", 1, split={"chunks": []}),  # split: not retried
+        SimFacts("sim-4", "SM86_RTX3080", 2, "running", 1),
+    ]
+    (retry,) = decide_retry(summary("cancelled", {}), sims, RetryRun(event_id="e3", at=AT))
+    assert retry == ev.RunRetryRequested(
+        id="e3", at=AT, run_id="run-1", trace_id="demo", kernels_total=20,
+        sims=[ev.RetriedSim("sim-1", "SM86_RTX3070", 3), ev.RetriedSim("sim-2", "SM86_RTX3080", 1)],
+    )
+    # Nothing to retry (they wait or run again, or succeeded), or a sample: nothing.
+    assert decide_retry(summary("active", {}), sims[:1] + sims[4:], RetryRun(event_id="e4", at=AT)) == []
+    assert decide_retry(summary("failed", {}, sample=True), sims, RetryRun(event_id="e4", at=AT)) == []
+
+
+def add(*entries: tuple[str, int], key: str | None = None) -> AddEntries:
+    total = sum(count for _, count in entries)
+    body = RunEntries([RunEntry(name, count) for name, count in entries])
+    return AddEntries(event_id="e5", at=AT, sim_ids=[f"new-{i}" for i in range(total)], body=body, key=key)
+
+
+def test_a_top_up_numbers_replicas_on_from_the_runs_and_is_added_once_per_key() -> None:
+    sims = [SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1), SimFacts("sim-1", "SM86_RTX3070", 1, "failed", 1)]
+    (added,) = decide_add(summary("failed", {}), sims, add(("SM86_RTX3070", 2), ("SM86_RTX3080", 1), key="k"), TRACE, CONFIGS, max_sims=8, keys=set())
+    assert isinstance(added, ev.RunEntriesAdded) and (added.run_id, added.trace_id, added.kernels_total, added.key) == ("run-1", "demo", 20, "k")
+    assert added.entries == [ev.ConfigCount("SM86_RTX3070", 2), ev.ConfigCount("SM86_RTX3080", 1)]
+    assert added.sims == [ev.SimSpec("new-0", "SM86_RTX3070", 2), ev.SimSpec("new-1", "SM86_RTX3070", 3), ev.SimSpec("new-2", "SM86_RTX3080", 0)]
+    assert decide_add(summary("failed", {}), sims, add(("SM86_RTX3070", 2), key="k"), TRACE, CONFIGS, max_sims=8, keys={"k"}) == []
+
+
+def test_a_top_up_refuses_as_create_does_and_past_the_runs_limit() -> None:
+    sims = [SimFacts(f"sim-{i}", "SM86_RTX3070", i, "succeeded", 1) for i in range(7)]
+    with pytest.raises(BadEntry, match="^SM7_QV100 is sm_70 but trace demo is sm_86$"):
+        check_add(summary("succeeded", {}), sims, add(("SM7_QV100", 1)).body, TRACE, CONFIGS, max_sims=8)
+    with pytest.raises(TooManySims, match="^the run would have 9 sims with these entries, more than this server's limit of 8"):
+        check_add(summary("succeeded", {}), sims, add(("SM86_RTX3070", 2)).body, TRACE, CONFIGS, max_sims=8)
+    with pytest.raises(SampleRun, match="^run run-1 is a sample"):
+        check_add(summary("succeeded", {}, sample=True), sims, add(("SM86_RTX3070", 1)).body, TRACE, CONFIGS, max_sims=8)
+    with pytest.raises(TraceNotUsable, match="^trace demo is failed, not ready$"):
+        check_add(summary("succeeded", {}), sims, add(("SM86_RTX3070", 1)).body, msgspec.structs.replace(TRACE, state="failed"), CONFIGS, max_sims=8)

@@ -226,3 +226,40 @@ def test_a_chunks_claims_and_failures_name_the_chunk() -> None:
     (lost,) = decide(Claim(at=T0, runner_id="r2", host="h", max_attempts=1), evolve(chunk, claim))
     assert isinstance(lost, ev.SimFinished) and (lost.id, lost.chunk, lost.outcome) == ("sim-1.c2.lost", 2, "failed")
     assert sims.latest("run-1", "sim-1", claim, 2) == evolve(chunk, claim)
+
+
+def test_a_retry_makes_a_failed_or_cancelled_sim_wait_for_its_next_attempt() -> None:
+    (claim,) = decide(Claim(at=T0, runner_id="r1", host="h", max_attempts=MAX_ATTEMPTS), START)
+    running = evolve(evolve(START, claim), fact("launch", 1, 1))
+    failed = evolve(running, fact("fail", 1, 2))
+    cancelled = evolve(running, ev.RunCancelRequested(id="c", at=T0, run_id="run-1"))
+    for ended in (failed, cancelled):
+        waiting = sims.retried(ended, 2)
+        assert (waiting.state, waiting.attempt, waiting.runner_id, waiting.under_way) == ("pending", 2, None, False)
+        assert sims.retried(waiting, 2) is waiting, "the same retry again changes nothing"
+        # The attempt before says nothing any more, however late it comes.
+        for kind in FACTS:
+            assert evolve(waiting, fact(kind, 1, 3)) is waiting
+        (again,) = decide(Claim(at=T0, runner_id="r2", host="h", max_attempts=MAX_ATTEMPTS, first_attempt=2), waiting)
+        assert isinstance(again, ev.SimClaimed) and (again.id, again.attempt) == ("sim-1.2.claim", 2)
+        assert evolve(waiting, again).state == "launching"
+    assert sims.retried(running, 2) is running and sims.retried(evolve(running, fact("succeed", 1, 2)), 2).state == "succeeded"
+
+
+def test_a_runner_takes_a_retrys_request_for_the_attempt_it_asks_for() -> None:
+    # The life subject holds the first attempt's claim: the sim was cancelled while it ran.
+    claimed = sims.latest("run-1", "sim-1", ev.SimClaimed(id="x", at=T0, run_id="run-1", sim_id="sim-1", attempt=1, runner_id="r1", host="h"))
+    waiting = sims.awaiting(claimed, 2)
+    assert (waiting.state, waiting.attempt) == ("pending", 2)
+    assert sims.awaiting(claimed, 0) is claimed and sims.awaiting(claimed, 1) is claimed
+    # The retried attempt's runner is lost: the limit counts from the attempt the retry began.
+    sim = waiting
+    for attempt in range(2, 2 + MAX_ATTEMPTS):
+        (claim,) = decide(Claim(at=T0, runner_id=f"r{attempt}", host="h", max_attempts=MAX_ATTEMPTS, first_attempt=2), sim)
+        assert isinstance(claim, ev.SimClaimed) and claim.attempt == attempt
+        sim = evolve(sim, claim)
+    (lost,) = decide(Claim(at=T0, runner_id="r9", host="h", max_attempts=MAX_ATTEMPTS, first_attempt=2), sim)
+    assert isinstance(lost, ev.SimFinished) and lost.id == "sim-1.r2.lost" and lost.error.endswith(f"gave up after {MAX_ATTEMPTS} attempts")
+    (unrunnable,) = decide(GiveUp(at=T0, reason="unrunnable", error="no runner has GPU config X", first_attempt=2), waiting)
+    assert isinstance(unrunnable, ev.SimFinished) and (unrunnable.id, unrunnable.attempt) == ("sim-1.r2.unrunnable", 2)
+    assert evolve(waiting, unrunnable).state == "failed"

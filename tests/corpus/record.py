@@ -13,7 +13,8 @@ fold rule): the test fails until the dumps are made again, and the diff of the
 The live service runs the fake simulator (which replays recorded Accel-Sim output) through
 the real runner on an embedded nats-server: the LLM-serving sample, an upload with real
 timing and a `cascade.json`, real timing attached to a ready trace and replaced, a run that
-succeeds, one that fails in the simulator, one cancelled mid-kernel, split sims (one
+succeeds and is topped up (another config and a replica, with an idempotency key), one that
+fails in the simulator and is retried (failing again), one cancelled mid-kernel, split sims (one
 stitched from its chunks, one failed in a chunk, one split "auto" that runs whole), an upload
 that fails, and a deleted trace.
 """
@@ -64,8 +65,16 @@ def live(tmp: Path, nats_url: str) -> None:
             "cascade.json": b'{"model": "vector add", "layers": ["add", 1], "source_gpu": "TITAN X (Pascal)"}',
         }
         _ready(client, tar_of(vectoradd), "vectoradd")
-        assert wait_run(client, create_run(client, "vectoradd", "SM61_TITANX")["id"])["state"] == "succeeded"
-        assert wait_run(client, create_run(client, "vectoradd", BAD_CONFIG)["id"])["state"] == "failed"
+        topped_up = create_run(client, "vectoradd", "SM61_TITANX")["id"]
+        assert wait_run(client, topped_up)["state"] == "succeeded"
+        entries = {"entries": [{"gpu_config": BAD_CONFIG, "count": 1}, {"gpu_config": "SM61_TITANX", "count": 1}]}
+        added = client.post(f"/api/runs/{topped_up}/entries", json=entries, headers={"Idempotency-Key": "corpus-top-up"})
+        assert added.status_code == 200, added.text
+        assert wait_run(client, topped_up)["state"] == "failed"
+        failed = create_run(client, "vectoradd", BAD_CONFIG)["id"]
+        assert wait_run(client, failed)["state"] == "failed"
+        assert client.post(f"/api/runs/{failed}/retry").json()["state"] == "active"
+        assert wait_run(client, failed)["state"] == "failed"
 
         _ready(client, tar_of(files_of("combo-vec-mm-xz")), "combo")
         # Real timing attached later: durations and cycles, then only cycles over two passes in its place.

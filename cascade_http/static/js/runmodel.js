@@ -60,6 +60,16 @@ export class RunModel extends EventTarget {
     this.stopped = true;
   }
 
+  /** Takes what a retry or a top-up answered, and follows the run again from a fresh
+   * snapshot: its stream ended with the run, which is active again. */
+  resume(detail) {
+    this.replace(detail);
+    if (this.status !== "ended") return;
+    this.stream?.close();
+    this.attentionPoll?.stop();
+    this.start();
+  }
+
   get active() {
     return this.run?.state === "active";
   }
@@ -72,7 +82,7 @@ export class RunModel extends EventTarget {
         this.attentionPoll.now();
         break;
       case "sim":
-        this.sims.set(data.id, data);
+        this.setSim(data);
         if (this.attention.delete(data.id)) this.changed("attention");
         this.changed("sims");
         break;
@@ -169,8 +179,21 @@ export class RunModel extends EventTarget {
   /** Takes the run and sims of a RunDetail: the snapshot's, or what a cancel answered. */
   replace(detail) {
     this.run = runPart(detail);
-    for (const sim of detail.sims) this.sims.set(sim.id, sim);
+    for (const sim of detail.sims) this.setSim(sim);
     this.changed("run", "sims");
+  }
+
+  /** A sim as it is now. A new attempt starts over: the kernels and files of the one before go. */
+  setSim(sim) {
+    const known = this.sims.get(sim.id);
+    this.sims.set(sim.id, sim);
+    if (!known || (known.attempt ?? 1) === (sim.attempt ?? 1)) return;
+    const rows = this.kernels.get(sim.id) ?? [];
+    this.kernelCount -= rows.filter((k) => k !== undefined).length;
+    this.kernels.delete(sim.id);
+    for (const key of [...this.files.keys()]) if (key.startsWith(`${sim.id}/`)) this.files.delete(key);
+    this.kernelVersion += 1;
+    this.changed("kernels", "files");
   }
 
   /** Listeners get one "change" event per frame with the set of what changed. */

@@ -1,4 +1,5 @@
-// A run's page: its header (state, sim counts, progress, downloads, cancel) and four tabs,
+// A run's page: its header (state, sim counts, progress, downloads, cancel, retry, add sims)
+// and four tabs,
 // Sims, Timeline, Compare and Stats, that share one live RunModel fed by the run's event
 // stream. Switching tabs keeps the stream; leaving the run closes it. A tab may read the
 // page's query (Stats: ?name=), and is told when it changes.
@@ -11,6 +12,7 @@ import { mountSims } from "./sims.js";
 import { mountTimeline } from "./timeline.js";
 import { mountCompare } from "./compare.js";
 import { mountStats } from "./stats.js";
+import { addSimsDialog } from "./topup.js";
 
 const TABS = [
   { id: "sims", title: "Sims", mount: mountSims, path: "" },
@@ -18,6 +20,8 @@ const TABS = [
   { id: "compare", title: "Compare", mount: mountCompare, path: "/compare" },
   { id: "stats", title: "Stats", mount: mountStats, path: "/stats" },
 ];
+
+const RETRIABLE = new Set(["failed", "cancelled"]);
 
 const LINK_TEXT = {
   connecting: "Connecting…",
@@ -43,11 +47,15 @@ export function mountRun(el, params, query) {
   const overall = progressBar(0, 0, "Kernels finished over all sims");
   const overallText = h("span", { class: "progress-text" });
   const cancel = h("button", { class: "btn btn-danger", type: "button", id: "cancel-run", hidden: true }, "Cancel run");
+  const retry = h("button", { class: "btn", type: "button", id: "retry-run", hidden: true, title: "A new attempt of every failed or cancelled sim" }, "Retry failed");
+  const addSims = h("button", { class: "btn", type: "button", id: "add-sims", hidden: true, title: "More replicas, or another config" }, "Add sims");
   const actions = h(
     "div",
     { class: "run-actions" },
     downloadButton("Results JSON", `/api/runs/${enc(params.id)}/results`, `${params.id}-results.json`, { small: false, title: "Everything about the run: sims, kernels with full stats, comparison" }),
     downloadButton("Perfetto", `/api/runs/${enc(params.id)}/perfetto`, `${params.id}-perfetto.json`, { small: false, title: "A Chrome trace JSON for ui.perfetto.dev" }),
+    retry,
+    addSims,
     cancel,
   );
   const summary = h("div", { class: "run-summary" }, counts, h("div", { class: "run-progress" }, overall, overallText), actions);
@@ -97,6 +105,8 @@ export function mountRun(el, params, query) {
     setProgress(overall, done, total);
     overallText.textContent = `${integer(done)} / ${integer(total)} kernels`;
     cancel.hidden = run.state !== "active";
+    retry.hidden = run.sample || !model.orderedSims().some((s) => RETRIABLE.has(s.state) && !s.split);
+    addSims.hidden = run.sample;
     summary.dataset.state = run.state; // colours the progress bar
     if (lastState && lastState !== run.state) announce(`Run ${run.id} is ${run.state}`);
     lastState = run.state;
@@ -150,6 +160,23 @@ export function mountRun(el, params, query) {
     } finally {
       cancel.disabled = false;
     }
+  });
+
+  retry.addEventListener("click", async () => {
+    retry.disabled = true;
+    try {
+      model.resume(await api(`/api/runs/${enc(params.id)}/retry`, { method: "POST" }));
+      announce(`Run ${params.id}: failed and cancelled sims start again`);
+    } catch (err) {
+      announce(`Retry failed: ${err.message}`);
+    } finally {
+      retry.disabled = false;
+    }
+  });
+
+  addSims.addEventListener("click", async () => {
+    const detail = await addSimsDialog({ ...model.run, sims: [] });
+    if (detail) model.resume(detail);
   });
 
   return {

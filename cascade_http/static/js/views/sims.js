@@ -1,6 +1,7 @@
 // The Sims tab: one row per sim, updated in place from the run's live model: state, progress
 // (kernels_done / kernels_total), current kernel, latest IPC and simulation rate, elapsed
-// time (ticking while it runs); on demand its last log lines, its files and its downloads.
+// time (ticking while it runs); which attempt it is on, and how the ones before it ended; on
+// demand its last log lines, its files and its downloads.
 
 import { enc } from "../api.js";
 import { bytes, dateTime, elapsed, integer, ipc, NONE, rate } from "../format.js";
@@ -14,6 +15,16 @@ function elapsedMs(sim, now) {
   if (!sim.started_at) return null;
   const end = sim.finished_at ? Date.parse(sim.finished_at) : FINISHED.has(sim.state) ? Date.parse(sim.last_heartbeat_at ?? sim.started_at) : now;
   return end - Date.parse(sim.started_at);
+}
+
+/** How each attempt before the current one ended, and why. */
+function earlier(attempts) {
+  return h(
+    "details",
+    { class: "sim-attempts small" },
+    h("summary", {}, attempts.length === 1 ? "1 earlier attempt" : `${attempts.length} earlier attempts`),
+    h("ol", {}, attempts.map((a) => h("li", { value: String(a.attempt) }, `attempt ${a.attempt} ${a.state}${a.error ? `: ${a.error}` : ""}`))),
+  );
 }
 
 export function mountSims(el, model) {
@@ -70,7 +81,9 @@ export function mountSims(el, model) {
         "td",
         { "data-label": "State" },
         stateBadge(sim.state),
+        sim.attempt ? h("span", { class: "muted small sim-attempt" }, ` attempt ${sim.attempt}`) : null,
         sim.error ? h("p", { class: "row-error" }, sim.error) : null,
+        sim.attempts?.length ? earlier(sim.attempts) : null,
         model.attention.has(sim.id) ? h("p", { class: "caveat row-attention" }, model.attention.get(sim.id)) : null,
         sim.exit_code !== null && sim.exit_code !== 0 ? h("div", { class: "muted small" }, `exit ${sim.exit_code}`) : null,
       ),
