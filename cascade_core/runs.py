@@ -41,7 +41,7 @@ class TraceNotUsable(Conflict):
 
 
 class BadEntry(Invalid):
-    """An entry names an unknown config, or one of another arch than the trace."""
+    """An entry names an unknown config, or one of another arch than the trace, or asks for both split and reuse."""
 
 
 class TooManySims(Invalid):
@@ -86,6 +86,8 @@ def check_create(body: RunCreate, trace: Trace | None, configs: Sequence[GpuConf
             raise BadEntry(f"unknown GPU config {entry.gpu_config}")
         if config.arch != trace.trace_gpu_arch:
             raise BadEntry(f"{config.name} is {config.arch} but trace {trace_id} is {trace.trace_gpu_arch}")
+        if entry.reuse and entry.split is not None:
+            raise BadEntry(f"the entry for {entry.gpu_config} asks for both split and reuse; a sim does one or the other")
     sims = sim_count(body)
     if sims > max_sims:
         raise TooManySims(
@@ -107,7 +109,7 @@ def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConf
     for entry in cmd.body.entries:
         first = replicas.get(entry.gpu_config, 0)
         split = _split(entry.split, trace.kernel_count, cmd.free_slots.get(entry.gpu_config, 1))
-        sims += [ev.SimSpec(next(ids), entry.gpu_config, first + i, split) for i in range(entry.count)]
+        sims += [ev.SimSpec(next(ids), entry.gpu_config, first + i, split, entry.reuse) for i in range(entry.count)]
         replicas[entry.gpu_config] = first + entry.count
     created = ev.RunCreated(
         id=cmd.event_id,

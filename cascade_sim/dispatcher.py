@@ -46,6 +46,7 @@ def launch_requests(run: ev.RunCreated) -> list[ev.SimQueued]:
             gpu_config=spec.gpu_config,
             kernels_total=run.kernels_total,
             split=spec.split,
+            reuse=spec.reuse,
         )
         for spec in run.sims
         for chunk in _chunks(spec, run.kernels_total)

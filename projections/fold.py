@@ -429,6 +429,7 @@ def _new_sim(seq: int, e: ev.RunCreated, spec: ev.SimSpec) -> SimRow:
         accel_sim_build=None,
         gpgpu_sim_build=None,
         split=None if spec.split is None else _new_split(e.kernels_total, spec.split),
+        reuse=spec.reuse,
         seq=seq,
         **_NO_PROGRESS,
     )
@@ -495,6 +496,7 @@ def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> 
         gpu_ipc=e.gpu_ipc,
         sim_time_ns=e.sim_time_ns,
         stats=bytes(e.stats).decode(),
+        reused_from=e.reused_from,
         seq=seq,
     )
     b.show(seq, sim.run_id, "kernel", row)

@@ -106,6 +106,7 @@ class SimRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     accel_sim_build: str | None
     gpgpu_sim_build: str | None
     split: str | None  # JSON SplitRow of a split sim: how, and each chunk's life; None for a sim whole
+    reuse: bool  # it reuses repeated kernels' results (`cascade_core/reuse.py`)
     seq: int
 
     @property
@@ -155,6 +156,7 @@ class KernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # The stats map (JSON, every stat of the kernel's block), stored as its rows of
     # kernel_stats: a map read back is built from them (`projections/queries/stats_maps.py`).
     stats: Annotated[str, NOT_STORED]
+    reused_from: int | None = None  # the launch whose result this is, in a sim that reuses them
     seq: int
 
 
