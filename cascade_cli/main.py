@@ -90,6 +90,10 @@ cancel, put -- before it: cascade run -- show SM61_TITANX.
 with the config and stitched into one sim; each chunk first simulates the W launches before
 it (--warmup, default 2) and discards them, which keeps the caches as warm as in sequence.
 
+--reuse simulates each kernel (the same kernel file) only the first two times the trace
+launches it, cold then warm; every later launch takes the warm one's result, marked
+reused_from in the results. Not with --split.
+
 --watch shows a progress line per sim until the run ends and exits 0 only if every sim
 succeeded (1 otherwise); Ctrl-C stops watching (exit 130) and leaves the run running.
 With --json, stdout holds only the RunDetail: as created, or with --watch as it ended
@@ -179,6 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
         "trace's launches and the free slots)",
     )
     run.add_argument("--warmup", type=int, metavar="W", help="with --split K: launches simulated before each chunk and discarded (default 2)")
+    run.add_argument(
+        "--reuse", action="store_true",
+        help="simulate each kernel only the first two times the trace launches it; later launches take the second's result",
+    )
     _json(run, "the RunDetail")
     locate.add_arguments(run)
 
