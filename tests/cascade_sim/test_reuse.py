@@ -25,6 +25,8 @@ from cascade_app.config import Settings
 from cascade_process.service import starlette_app
 from tests.cascade_http.trace_archives import files_of, upload_ready
 from tests.cascade_sim.world import accelsim_tree, wait_run
+from tests.cascade_sim.world import run_kernels as kernels
+from tests.cascade_sim.world import start_run as run
 
 TOKEN = "reuse"
 CONFIG = "SM61_TITANX"
@@ -44,18 +46,6 @@ def client(tmp_path: Path, nats_url: str) -> Iterator[TestClient]:
         combo = files_of("combo-vec-mm-xz")
         upload_ready(client, {**combo, "kernelslist.g": combo["kernelslist.g"] * 3}, "repeat")
         yield client
-
-
-def run(client: TestClient, trace: str, **asked: object) -> str:
-    entry = {"gpu_config": CONFIG, "count": 1, **asked}
-    response = client.post("/api/runs", json={"trace_id": trace, "entries": [entry]})
-    assert response.status_code == 201, response.text
-    assert response.json()["entries"] == [entry]
-    return response.json()["id"]  # type: ignore[no-any-return]
-
-
-def kernels(client: TestClient, run_id: str) -> list[dict[str, Any]]:
-    return client.get(f"/api/runs/{run_id}/kernels").json()  # type: ignore[no-any-return]
 
 
 def results(client: TestClient, sim_id: str) -> dict[str, Any]:

@@ -29,7 +29,8 @@ from starlette.testclient import TestClient
 from cascade_app.config import Settings
 from cascade_process.service import starlette_app
 from tests.cascade_http.trace_archives import files_of, upload_ready
-from tests.cascade_sim.world import accelsim_tree, wait_run
+from tests.cascade_sim.world import accelsim_tree, start_run, wait_run
+from tests.cascade_sim.world import run_kernels as kernels
 
 TOKEN = "split"
 CONFIG = "SM61_TITANX"
@@ -49,17 +50,7 @@ def client(tmp_path: Path, nats_url: str) -> Iterator[TestClient]:
 
 
 def run(client: TestClient, split: object = None, trace: str = "combo") -> str:
-    entry: dict[str, Any] = {"gpu_config": CONFIG, "count": 1}
-    if split is not None:
-        entry["split"] = split
-    response = client.post("/api/runs", json={"trace_id": trace, "entries": [entry]})
-    assert response.status_code == 201, response.text
-    assert response.json()["entries"] == [entry]
-    return response.json()["id"]  # type: ignore[no-any-return]
-
-
-def kernels(client: TestClient, run_id: str) -> list[dict[str, Any]]:
-    return client.get(f"/api/runs/{run_id}/kernels").json()  # type: ignore[no-any-return]
+    return start_run(client, trace, CONFIG, **({} if split is None else {"split": split}))
 
 
 SEQUENTIAL_SAME = ("gpu_config", "replica", "state", "error", "exit_code", "kernels_done", "kernels_total", "latest")
