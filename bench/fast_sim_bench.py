@@ -1,6 +1,6 @@
-"""Split sims on the real simulator: wall time and accuracy against the sim run whole.
+"""Split and reusing sims on the real simulator: wall time and accuracy against the sim run whole.
 
-    CASCADE_ACCELSIM_DIR=/work/accelsim/accel-sim-framework .venv/bin/python bench/fast_sim_bench.py [--slots 2]
+    CASCADE_ACCELSIM_DIR=/work/accelsim/accel-sim-framework .venv/bin/python bench/fast_sim_bench.py [--slots 2] [--only split|reuse]
 
 A service with a runner of `--slots` slots (in this process, on an embedded nats-server)
 uploads matrixmul-x40 and the combo trace, then runs each split (matrixmul-x40 at K = 5, 10,
@@ -12,16 +12,18 @@ before it, the issue's aim ratio (wall ÷ (sequential wall ÷ min(slots, chunks)
 total-cycle error and the worst per-kernel cycle error against the sequential sim's kernels,
 and the load average when each started: on a shared machine the wall times are only as good
 as the load lets them be.
+
+Then reuse (`"reuse": true`): matrixmul-x40, the combo trace, and combo-repeat (the combo
+trace's kernelslist three times over, its own kernel files), each right after a sequential
+run, with the same columns but for chunks: how many of the launches were simulated.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import resource
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -35,7 +37,7 @@ from starlette.testclient import TestClient  # noqa: E402
 from cascade_app.config import Settings  # noqa: E402
 from cascade_nats import server  # noqa: E402
 from cascade_process.service import starlette_app  # noqa: E402
-from tests.support import TRACES  # noqa: E402
+from tests.cascade_http.trace_archives import files_of, tar_of  # noqa: E402
 
 TOKEN = "bench"
 CONFIG = "SM61_TITANX"
@@ -45,11 +47,17 @@ SPLITS: dict[str, list[dict[str, int]]] = {
 }
 
 
-def upload(client: TestClient, name: str) -> None:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        tar.add(TRACES / name, arcname=name)
-    response = client.post(f"/api/traces?id={name}", content=out.getvalue(), headers={"Content-Type": "application/x-tar"})
+def repeated(name: str, times: int) -> dict[str, bytes]:
+    """A shared trace's files, its kernelslist.g `times` over."""
+    files = files_of(name)
+    return {**files, "kernelslist.g": files["kernelslist.g"] * times}
+
+
+REUSES = {"matrixmul-x40": files_of("matrixmul-x40"), "combo-vec-mm-xz": files_of("combo-vec-mm-xz"), "combo-repeat": repeated("combo-vec-mm-xz", 3)}
+
+
+def upload(client: TestClient, name: str, files: dict[str, bytes]) -> None:
+    response = client.post(f"/api/traces?id={name}", content=tar_of(files, top=name), headers={"Content-Type": "application/x-tar"})
     assert response.status_code == 202 and response.json()["state"] == "ready", response.text
 
 
@@ -58,8 +66,8 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(client: TestClient, trace: str, split: dict[str, int] | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"gpu_config": CONFIG, "count": 1} | ({"split": split} if split else {})
+def run(client: TestClient, trace: str, **asked: object) -> dict[str, Any]:
+    entry: dict[str, Any] = {"gpu_config": CONFIG, "count": 1, **asked}
     load = os.getloadavg()[0]
     cpu = children_cpu()
     started = time.perf_counter()
@@ -74,40 +82,65 @@ def run(client: TestClient, trace: str, split: dict[str, int] | None) -> dict[st
     kernels = client.get(f"/api/runs/{run_id}/kernels").json()
     chunks = len(sim["split"]["chunks"]) if sim.get("split") else 1
     return {"wall": wall, "cpu": children_cpu() - cpu, "load": load, "chunks": chunks, "cycles": [k["gpu_sim_cycle"] for k in kernels],
-            "total": sim["latest"]["gpu_tot_sim_cycle"]}
+            "total": sim["latest"]["gpu_tot_sim_cycle"], "simulated": sum("reused_from" not in k for k in kernels)}
+
+
+def errors(r: dict[str, Any], whole: dict[str, Any]) -> str:
+    """The total-cycle error and the worst kernel's, of run `r` against the sequential one."""
+    worst = max(((s - q) / q for s, q in zip(r["cycles"], whole["cycles"], strict=True)), key=abs)
+    return f"{r['total']:,.0f} | {(r['total'] - whole['total']) / whole['total']:+.3%} | {worst:+.2%}"
+
+
+def splits(client: TestClient, slots: int) -> None:
+    print("| trace | K | W | chunks | sequential wall s | split wall s | speed-up | aim ratio | sequential CPU s | split CPU s "
+          "| total cycles | total err | worst kernel err | load1 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for trace, asked in SPLITS.items():
+        upload(client, trace, files_of(trace))
+        for split in asked:
+            # The sequential run just before each split one, so both see about the same load.
+            whole, r = run(client, trace), run(client, trace, split=split)
+            ideal = whole["wall"] / min(slots, r["chunks"])
+            print(
+                f"| {trace} | {split['kernels_per_chunk']} | {split['warmup']} | {r['chunks']} | {whole['wall']:.1f} | {r['wall']:.1f} "
+                f"| {whole['wall'] / r['wall']:.2f}× | {r['wall'] / ideal:.2f} | {whole['cpu']:.1f} | {r['cpu']:.1f} "
+                f"| {errors(r, whole)} | {whole['load']:.1f}, {r['load']:.1f} |",
+                flush=True,
+            )
+
+
+def reuses(client: TestClient) -> None:
+    print("| trace | launches | simulated | sequential wall s | reuse wall s | speed-up | sequential CPU s | reuse CPU s "
+          "| total cycles | total err | worst kernel err | load1 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for trace, files in REUSES.items():
+        upload(client, f"{trace}-r", files)  # an id of its own: the split runs may have uploaded it
+        whole, r = run(client, f"{trace}-r"), run(client, f"{trace}-r", reuse=True)
+        print(
+            f"| {trace} | {len(r['cycles'])} | {r['simulated']} | {whole['wall']:.1f} | {r['wall']:.1f} | {whole['wall'] / r['wall']:.2f}× "
+            f"| {whole['cpu']:.1f} | {r['cpu']:.1f} | {errors(r, whole)} | {whole['load']:.1f}, {r['load']:.1f} |",
+            flush=True,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--slots", type=int, default=2)
+    parser.add_argument("--only", choices=("split", "reuse"), help="run only these (default: both)")
     args = parser.parse_args()
     accelsim = os.environ.get("CASCADE_ACCELSIM_DIR")
     if not accelsim:
         sys.exit("set CASCADE_ACCELSIM_DIR to a built Accel-Sim (see README.md)")
     print(f"{os.cpu_count()} cores, {args.slots} slots, config {CONFIG}, Accel-Sim at {accelsim}")
-    print("| trace | K | W | chunks | sequential wall s | split wall s | speed-up | aim ratio | sequential CPU s | split CPU s "
-          "| total cycles | total err | worst kernel err | load1 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="cascade-fast-sim-") as tmp, server.running(Path(tmp) / "js") as nats:
         settings = Settings(
             token=TOKEN, data_dir=Path(tmp) / "data", nats_url=nats.url, accelsim_dir=Path(accelsim), runner_slots=args.slots, samples=False
         )
         with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
-            for trace, splits in SPLITS.items():
-                upload(client, trace)
-                for split in splits:
-                    # The sequential run just before each split one, so both see about the same load.
-                    whole, r = run(client, trace, None), run(client, trace, split)
-                    errors = [(s - q) / q for s, q in zip(r["cycles"], whole["cycles"], strict=True)]
-                    worst = max(errors, key=abs)
-                    total_err = (r["total"] - whole["total"]) / whole["total"]
-                    ideal = whole["wall"] / min(args.slots, r["chunks"])
-                    print(
-                        f"| {trace} | {split['kernels_per_chunk']} | {split['warmup']} | {r['chunks']} | {whole['wall']:.1f} | {r['wall']:.1f} "
-                        f"| {whole['wall'] / r['wall']:.2f}× | {r['wall'] / ideal:.2f} | {whole['cpu']:.1f} | {r['cpu']:.1f} "
-                        f"| {r['total']:,.0f} | {total_err:+.3%} | {worst:+.2%} | {whole['load']:.1f}, {r['load']:.1f} |",
-                        flush=True,
-                    )
+            if args.only in (None, "split"):
+                splits(client, args.slots)
+            if args.only in (None, "reuse"):
+                reuses(client)
 
 
 if __name__ == "__main__":

@@ -78,13 +78,17 @@ def _watch(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--watch", action="store_true", help="show each sim's progress until the run ends")
 
 
-def _split_arguments(parser: argparse.ArgumentParser) -> None:
+def _fast_sim_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--split", type=runs_cli.split_arg, metavar="K|auto",
         help="cut each sim into chunks of K kernel launches run concurrently on any runners (auto: chosen from the "
         "trace's launches and the free slots)",
     )
     parser.add_argument("--warmup", type=int, metavar="W", help="with --split K: launches simulated before each chunk and discarded (default 2)")
+    parser.add_argument(
+        "--reuse", action="store_true",
+        help="simulate each kernel only the first two times the trace launches it; later launches take the second's result",
+    )
 
 
 # `cascade run show|cancel|retry|add RUN` are commands of their own; any other word after
@@ -106,6 +110,10 @@ of one of those names, put -- before it: cascade run -- show SM61_TITANX.
 --split K cuts each sim's kernel launches into chunks of K, simulated at once on any runners
 with the config and stitched into one sim; each chunk first simulates the W launches before
 it (--warmup, default 2) and discards them, which keeps the caches as warm as in sequence.
+
+--reuse simulates each kernel (the same kernel file) only the first two times the trace
+launches it, cold then warm; every later launch takes the warm one's result, marked
+reused_from in the results. Not with --split.
 
 --watch shows a progress line per sim until the run ends and exits 0 only if every sim
 succeeded (1 otherwise); Ctrl-C stops watching (exit 130) and leaves the run running.
@@ -190,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("trace", metavar="TRACE", help="a ready trace's id")
     run.add_argument("configs", nargs="+", metavar="CONFIG[xN]", help="GPU configs, each with an optional replica count")
     _watch(run)
-    _split_arguments(run)
+    _fast_sim_arguments(run)
     _json(run, "the RunDetail")
     locate.add_arguments(run)
 
@@ -200,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     _watch(retry)
     add = _on_a_run(sub, "run add", "add sims to a run: more replicas, or other configs", "the RunDetail with them")
     add.add_argument("configs", nargs="+", metavar="CONFIG[xN]", help="GPU configs, each with an optional replica count")
-    _split_arguments(add)
+    _fast_sim_arguments(add)
     _watch(add)
     _on_a_run(sub, "compare", "a run's kernels: simulated time per config (median of replicas) and real time", "the Comparison")
 

@@ -32,16 +32,18 @@ T = TypeVar("T")
 REPLICAS = re.compile(r"(?P<config>.+)x(?P<count>[0-9]{1,9})")
 
 
-def parse_entries(tokens: Sequence[str], known: set[str], split: SplitSpec | Literal["auto"] | None = None) -> list[RunEntry]:
+def parse_entries(
+    tokens: Sequence[str], known: set[str], split: SplitSpec | Literal["auto"] | None = None, reuse: bool = False
+) -> list[RunEntry]:
     """Each token as a run entry: a known config's name is that config once (`SM61_TITANX`),
     else a trailing `xN` asks for N replicas (`SM61_TITANXx3`). Tokens naming one config
     stay separate entries, as the API allows; unknown configs are for the API to refuse.
-    Every entry is split as `split` says."""
+    Every entry is split as `split` says, and reuses repeated kernels if `reuse`."""
     entries = []
     for token in tokens:
         replicas = None if token in known else REPLICAS.fullmatch(token)
         config, count = (replicas["config"], int(replicas["count"])) if replicas else (token, 1)
-        entries.append(RunEntry(config, count, split))
+        entries.append(RunEntry(config, count, split, reuse))
     return entries
 
 
@@ -82,7 +84,7 @@ def quoted_id(value: str) -> str:
 
 def _entries(client: ApiClient, args: argparse.Namespace) -> list[RunEntry]:
     configs = msgspec.json.decode(client.get("/api/gpu-configs"), type=list[GpuConfig])
-    return parse_entries(args.configs, {c.name for c in configs}, _split(args))
+    return parse_entries(args.configs, {c.name for c in configs}, _split(args), args.reuse)
 
 
 def create(args: argparse.Namespace) -> int:

@@ -145,12 +145,14 @@ class Split(msgspec.Struct, frozen=True, gc=False):
 
 
 class ConfigCount(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
-    """One entry of a run as it was requested: a GPU config, how many sims run it, and how
-    they are split ("auto": as `split.auto` chose, in the sims' `split`)."""
+    """One entry of a run as it was requested: a GPU config, how many sims run it, how
+    they are split ("auto": as `split.auto` chose, in the sims' `split`), and whether they
+    reuse repeated kernels' results (`cascade_core/reuse.py`)."""
 
     gpu_config: str
     count: int
     split: Split | Literal["auto"] | None = None
+    reuse: bool = False
 
 
 class SimSpec(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -158,6 +160,7 @@ class SimSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     gpu_config: str
     replica: int
     split: Split | None = None  # None: simulated whole
+    reuse: bool = False  # a kernel simulated twice in the sim is not simulated again
 
 
 class RunCreated(Event, frozen=True, tag="run.created.v1"):
@@ -181,6 +184,7 @@ class RetriedSim(msgspec.Struct, frozen=True, gc=False):
     sim_id: str
     gpu_config: str
     attempt: int
+    reuse: bool = False  # as the sim was created: its new attempt reuses repeated kernels too
 
 
 class RunRetryRequested(Event, frozen=True, tag="run.retry_requested.v1"):
@@ -237,6 +241,7 @@ class SimQueued(SimEvent, frozen=True, tag="sim.queued.v1"):
     # The attempt a retry asked for (`run.retry_requested.v1`); 0 for a sim's first request,
     # whose claim is attempt 1 or, after a lost runner, the next.
     attempt: int = 0
+    reuse: bool = False
 
 
 class SimClaimed(SimEvent, frozen=True, tag="sim.claimed.v1"):
@@ -287,6 +292,9 @@ class KernelFinished(SimEvent, frozen=True, tag="sim.kernel_finished.v1"):
     # for events written before the rule had a number (`Access#2`, lines without "=" left
     # out), 2 for the current one.
     stats_naming: int = 1
+    # The launch (uid) whose result this is, for a kernel not simulated in a sim that reuses
+    # repeated kernels (`cascade_core/reuse.py`); None for a kernel simulated.
+    reused_from: int | None = None
 
 
 class SimFileStored(SimEvent, frozen=True, tag="sim.file_stored.v1"):

@@ -47,6 +47,13 @@ class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True):
             "warm-up 2; a trace too short for two such chunks runs whole. Absent: each sim runs whole."
         ),
     ] = None
+    reuse: Annotated[
+        bool,
+        msgspec.Meta(
+            description="Simulate each kernel (the same kernel file) only the first two times the trace launches it, cold "
+            "then warm; every later launch takes the second one's result, marked with `reused_from`. Not with `split`."
+        ),
+    ] = False
 
 
 class RunCreate(msgspec.Struct, frozen=True):
@@ -167,6 +174,10 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         SplitView | None,
         msgspec.Meta(description="How a split sim was cut, with what warm-up, and each chunk's state; absent for a sim run whole."),
     ] = None
+    reuse: Annotated[
+        bool,
+        msgspec.Meta(description="The sim reuses repeated kernels' results (its entry's `reuse`); absent when it simulates every launch."),
+    ] = False
     attention: Annotated[
         str | None,
         msgspec.Meta(
@@ -203,7 +214,7 @@ class RunDetail(RunSummary, frozen=True, kw_only=True):
     sims: list[Sim]
 
 
-class KernelStat(msgspec.Struct, frozen=True):
+class KernelStat(msgspec.Struct, frozen=True, omit_defaults=True):
     sim_id: str
     kernel_index: int
     kernel_name: str
@@ -213,6 +224,13 @@ class KernelStat(msgspec.Struct, frozen=True):
     gpu_ipc: float
     sim_time_ns: float
     stats: dict[str, StatValue]
+    reused_from: Annotated[
+        int | None,
+        msgspec.Meta(
+            description="In a sim that reuses repeated kernels, the kernel_launch_uid whose result this launch took "
+            "instead of being simulated (its stats map says so too, as `reused_from`); absent for a launch simulated."
+        ),
+    ] = None
 
 
 class Spread(msgspec.Struct, frozen=True):

@@ -43,7 +43,7 @@ class TraceNotUsable(Conflict):
 
 
 class BadEntry(Invalid):
-    """An entry names an unknown config, or one of another arch than the trace."""
+    """An entry names an unknown config, or one of another arch than the trace, or asks for both split and reuse."""
 
 
 class TooManySims(Invalid):
@@ -117,6 +117,8 @@ def _check_trace(trace_id: str, trace: Trace | None, configs: Sequence[GpuConfig
             raise BadEntry(f"unknown GPU config {entry.gpu_config}")
         if config.arch != trace.trace_gpu_arch:
             raise BadEntry(f"{config.name} is {config.arch} but trace {trace_id} is {trace.trace_gpu_arch}")
+        if entry.reuse and entry.split is not None:
+            raise BadEntry(f"the entry for {entry.gpu_config} asks for both split and reuse; a sim does one or the other")
     return trace
 
 
@@ -153,7 +155,10 @@ def _fanned_out(
     for entry in entries:
         first = replicas.get(entry.gpu_config, 0)
         split = _split(entry.split, kernels_total, free_slots.get(entry.gpu_config, 1))
-        sims += [ev.SimSpec(next(ids), entry.gpu_config, first + i, split) for i in range(entry.count)]
+        sims += [
+            ev.SimSpec(sim_id=next(ids), gpu_config=entry.gpu_config, replica=first + i, split=split, reuse=entry.reuse)
+            for i in range(entry.count)
+        ]
         replicas[entry.gpu_config] = first + entry.count
     return sims
 
@@ -186,6 +191,8 @@ class SimFacts(Protocol):
     def kernels_total(self) -> int: ...
     @property
     def split(self) -> object: ...
+    @property
+    def reuse(self) -> bool: ...
 
 
 def decide_retry(run: RunSummary, sims: Sequence[SimFacts], cmd: RetryRun) -> list[ev.Event]:
@@ -197,7 +204,7 @@ def decide_retry(run: RunSummary, sims: Sequence[SimFacts], cmd: RetryRun) -> li
         return []
     retry = ev.RunRetryRequested(
         id=cmd.event_id, at=cmd.at, run_id=run.id, trace_id=run.trace_id, kernels_total=again[0].kernels_total,
-        sims=[ev.RetriedSim(s.id, s.gpu_config, s.attempt + 1) for s in again],
+        sims=[ev.RetriedSim(sim_id=s.id, gpu_config=s.gpu_config, attempt=s.attempt + 1, reuse=s.reuse) for s in again],
     )
     return [retry]
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 import msgspec
 
@@ -58,6 +59,10 @@ class Chunk(msgspec.Struct, frozen=True, gc=False):
     def label(self) -> str:
         warm = f", after warm-up launches {self.first - self.warmup}-{self.first - 1}" if self.warmup else ""
         return f"chunk {self.index + 1} of {self.count}: launches {self.first}-{self.last}{warm}"
+
+    def simulates(self, uid: int) -> bool:
+        """Whether global launch `uid` is one of the chunk's, warm-up included."""
+        return self.first - self.warmup <= uid <= self.last
 
     def global_uid(self, local_uid: int) -> int:
         return self.first - self.warmup + local_uid - 1
@@ -96,24 +101,36 @@ def auto(kernels_total: int, free_slots: int) -> Split | None:
     return Split(kernels_per_chunk=k, warmup=DEFAULT_WARMUP)
 
 
-def _is_kernel(line: str) -> bool:
+def is_kernel(line: str) -> bool:
     # The simulator takes a line for a kernel only if it starts so (trace_parser::parse_commandlist_file).
     return line.strip().startswith("kernel")
 
 
-def chunk_kernelslist(lines: Iterable[str], chunk: Chunk) -> list[str]:
-    """The lines of the trace's kernelslist that make `chunk`'s: every line after launch
-    `first - warmup - 1` up to launch `last`."""
-    start = chunk.first - chunk.warmup
-    before = 0  # launches on the lines before this one
+class Launches(Protocol):
+    """Which of a trace's launches (uids from 1) one simulator run simulates, and the name of
+    the kernelslist that holds them (beside the trace's own)."""
+
+    @property
+    def kernelslist(self) -> str: ...
+
+    def simulates(self, uid: int) -> bool: ...
+
+
+def kernelslist_of(lines: Iterable[str], launches: Launches) -> list[str]:
+    """The lines of the trace's kernelslist that simulate `launches`: each of them with the
+    memcpys before it (since the launch before it), in order."""
+    uid = 0  # launches on the lines before this one
+    waiting: list[str] = []  # the commands since the last launch, which go with the next
     kept: list[str] = []
     for line in lines:
-        if before >= chunk.last:
-            break
-        if before >= start - 1:
+        if not is_kernel(line):
+            waiting.append(line)
+            continue
+        uid += 1
+        if launches.simulates(uid):
+            kept += waiting
             kept.append(line)
-        if _is_kernel(line):
-            before += 1
+        waiting = []
     return kept
 
 

@@ -74,6 +74,8 @@ _MESSAGES = {
     "string_unicode": "Input should be a valid string, unable to parse raw data as a unicode string",
     "string_too_short": "String should have at least {min_length} character{s}",
     "string_too_long": "String should have at most {max_length} character{s}",
+    "bool_type": "Input should be a valid boolean",
+    "bool_parsing": "Input should be a valid boolean, unable to interpret input",
     "int_type": "Input should be a valid integer",
     "int_parsing": "Input should be a valid integer, unable to parse string as an integer",
     "int_parsing_size": "Unable to parse input string as an integer, exceeded maximum size",
@@ -128,6 +130,8 @@ def _build(node: inspect.Type) -> Validator:
         return _union_validator(node)
     if isinstance(node, inspect.LiteralType) and all(isinstance(v, str) for v in node.values):
         return _literal_validator(node)
+    if isinstance(node, inspect.BoolType):
+        return _lax_bool
     raise TypeError(f"request validation does not support {node!r}")
 
 
@@ -268,6 +272,28 @@ def _int_validator(node: inspect.IntType) -> Validator:
         return number
 
     return validate
+
+
+# pydantic-core's lax bool (input_python.rs validate_bool, input/shared.rs str_as_bool), for JSON's values.
+_BOOL_WORDS = {"0": False, "off": False, "f": False, "false": False, "n": False, "no": False,
+               "1": True, "on": True, "t": True, "true": True, "y": True, "yes": True}  # fmt: skip
+_I64 = range(-(2**63), 2**63)
+
+
+def _lax_bool(value: object, loc: Loc) -> object:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        word = _BOOL_WORDS.get(value.lower())
+        if word is None:
+            raise _issue("bool_parsing", loc, value)
+        return word
+    number = value if isinstance(value, int) else int(value) if isinstance(value, float) and value.is_integer() else None
+    if number is None or number not in _I64:  # a fraction, or past an i64: not a number it reads
+        raise _issue("bool_type", loc, value)
+    if number not in (0, 1):
+        raise _issue("bool_parsing", loc, value)
+    return number == 1
 
 
 def _is_unicode(text: str) -> bool:

@@ -108,7 +108,7 @@ class Attempt:
         self.workdir.mkdir(parents=True)
         config = self.job.gpu_config
         self.inputs = self.simulator.prepare(config, self.workdir)
-        command = self.simulator.command(config, self.workdir, self.trace_dir, self._environment(), chunk=self.job.chunk)
+        command = self.simulator.command(config, self.workdir, self.trace_dir, self._environment(), launches=self.job.launches)
         log_path = self.workdir.parent / f"{self.workdir.name}.{self.simulator.log_name}"
         self.process = await asyncio.create_subprocess_exec(
             *command.argv,

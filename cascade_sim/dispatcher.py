@@ -47,6 +47,7 @@ def launch_requests(run: ev.RunCreated | ev.RunEntriesAdded | ev.RunRetryRequest
                 gpu_config=sim.gpu_config,
                 kernels_total=run.kernels_total,
                 attempt=sim.attempt,
+                reuse=sim.reuse,
             )
             for sim in run.sims
         ]
@@ -65,6 +66,7 @@ def launch_requests(run: ev.RunCreated | ev.RunEntriesAdded | ev.RunRetryRequest
             gpu_config=spec.gpu_config,
             kernels_total=run.kernels_total,
             split=spec.split,
+            reuse=spec.reuse,
         )
         for spec in run.sims
         for chunk in _chunks(spec, run.kernels_total)

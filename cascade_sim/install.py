@@ -27,7 +27,7 @@ from cascade_core import split
 from cascade_core.gpu_configs import arch_from_config_name, core_clock_from_config
 from cascade_core.models import GpuConfig
 from cascade_core.sims import Outcome
-from cascade_core.split import Chunk
+from cascade_core.split import Launches
 from cascade_sim import logparse
 from cascade_sim.simulator import Command, Output, Versions
 
@@ -89,9 +89,9 @@ class AccelSimInstall:
         return digests
 
     def command(
-        self, config: GpuConfig, workdir: Path, trace_dir: Path, env: Mapping[str, str], *, chunk: Chunk | None = None
+        self, config: GpuConfig, workdir: Path, trace_dir: Path, env: Mapping[str, str], *, launches: Launches | None = None
     ) -> Command:
-        kernelslist = trace_dir / "kernelslist.g" if chunk is None else chunk_kernelslist(trace_dir, chunk)
+        kernelslist = trace_dir / "kernelslist.g" if launches is None else launches_kernelslist(trace_dir, launches)
         argv = [str(self.binary), "-trace", str(kernelslist), "-config", "./gpgpusim.config"]
         if (workdir / "trace.config").exists():
             argv += ["-config", "./trace.config"]
@@ -107,15 +107,16 @@ class AccelSimInstall:
         return AccelSimOutput()
 
 
-def chunk_kernelslist(trace_dir: Path, chunk: Chunk) -> Path:
-    """A chunk's kernelslist, written beside the trace's: the simulator reads the kernel files
-    a list names relative to the list's own folder, and takes no other path for one."""
-    path = trace_dir / chunk.kernelslist
+def launches_kernelslist(trace_dir: Path, launches: Launches) -> Path:
+    """The kernelslist of some of the trace's launches (a chunk's, a reusing sim's), written
+    beside the trace's: the simulator reads the kernel files a list names relative to the
+    list's own folder, and takes no other path for one."""
+    path = trace_dir / launches.kernelslist
     if not path.is_file():
-        lines = split.chunk_kernelslist((trace_dir / "kernelslist.g").read_text().splitlines(), chunk)
+        lines = split.kernelslist_of((trace_dir / "kernelslist.g").read_text().splitlines(), launches)
         partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(3)}")
         partial.write_text("".join(f"{line}\n" for line in lines))
-        partial.replace(path)  # chunks of one trace running at once write the same list: whole, once or twice
+        partial.replace(path)  # sims of one trace running at once write the same list: whole, once or twice
     return path
 
 

@@ -35,15 +35,17 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
+import msgspec
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
 from cascade_core import events as ev
-from cascade_core import sims, split, subjects
+from cascade_core import reuse, sims, split, subjects
 from cascade_core.heap import settle_heap
 from cascade_core.models import Runner as RunnerInfo
+from cascade_core.reuse import Reuse
 from cascade_nats.objects import Objects
 from cascade_nats.store import ConcurrencyError, EventStore
 from cascade_nats.supervise import Supervision, supervise
@@ -264,6 +266,9 @@ class Runner:
             return "done"
         try:
             trace_dir = await self.cache.fetch(job.trace_id)
+            if request.reuse:
+                job = slot.job = msgspec.structs.replace(job, reuse=await self._reuse(job.trace_id, trace_dir))
+                report = SimReport(job, sender.emit, sender.next_id, sender.now, reader=self.simulator.reader(), sim=report.sim)
         except TraceUnavailable as err:
             report.finished(sims.Outcome(False, None, str(err)))
             await sender.flush()
@@ -290,6 +295,12 @@ class Runner:
         ended = "succeeded" if succeeded else finished.error if finished is not None else f"ended, the sim being {report.sim.state}"
         log.info("sim %s attempt %d: %s", job.name, job.attempt, ended)
         return "done"
+
+    async def _reuse(self, trace_id: str, trace_dir: Path) -> Reuse | None:
+        """What a sim of the trace reusing repeated kernels simulates: by the digests the
+        trace's files were stored with."""
+        digests = {f.path: f.digest for f in await self.cache.files(trace_id)}
+        return reuse.plan((trace_dir / "kernelslist.g").read_text().splitlines(), digests)
 
     async def _claim(self, request: ev.SimQueued) -> sims.SimState | None | object:
         """Append this runner's claim of the next attempt: the sim as claimed, None if the

@@ -16,7 +16,8 @@ import msgspec
 from cascade_core import events as ev
 from cascade_core import nonfinite, sims
 from cascade_core.models import GpuConfig
-from cascade_core.split import Chunk
+from cascade_core.reuse import Reuse
+from cascade_core.split import Chunk, Launches
 from cascade_sim import simulator
 
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
@@ -41,6 +42,12 @@ class Job(msgspec.Struct, frozen=True):
     gpu_config: GpuConfig
     kernels_total: int
     chunk: Chunk | None = None  # the chunk of a split sim this attempt simulates
+    reuse: Reuse | None = None  # what a sim reusing repeated kernels simulates, and whose result the others take
+
+    @property
+    def launches(self) -> Launches | None:
+        """The launches the simulator runs, when not all of the trace's."""
+        return self.chunk if self.chunk is not None else self.reuse
 
     @property
     def name(self) -> str:
@@ -91,6 +98,12 @@ def stats_json(stats: dict[str, simulator.StatValue]) -> bytes:
     return raw
 
 
+def _marked(stats: bytes, source: int) -> bytes:
+    """A reused kernel's stats map: its source's, saying which launch it is from."""
+    mark = b'"reused_from":%d}' % source
+    return b"{" + mark if stats == b"{}" else stats[:-1] + b"," + mark
+
+
 class _Common(TypedDict):
     """The fields every event of the attempt has."""
 
@@ -131,9 +144,16 @@ class SimReport:
         self.versions = simulator.Versions(None, None)
         self.launch: Launch | None = None  # set once the process runs
         self.launched = False
-        self._measured = ev.SimTotals(0.0, 0.0)  # a chunk's own kernels' totals, warm-up left out
+        # The sim's kernels' totals when the simulator runs only some of its launches: a chunk's
+        # own (warm-up left out), or a reusing sim's, reused kernels included.
+        self._measured = ev.SimTotals(0.0, 0.0)
+        # A reusing sim's results that later launches take: by uid, the kernel and its stats map.
+        self._reusable: dict[int, tuple[simulator.KernelBlock, bytes]] = {}
+        self._sources = set() if job.reuse is None else job.reuse.sources_reused()
         if job.chunk is not None:
             self.add_lines(f"==== cascade: {job.chunk.label} (attempt {job.attempt}) ====")
+        if job.reuse is not None:
+            self.add_lines(f"==== cascade: {job.reuse.label} ====")
 
     @property
     def current(self) -> bool:
@@ -220,8 +240,9 @@ class SimReport:
                 case simulator.KernelLaunched():
                     self.launched_once()
                     self.current_kernel = out.name
-                case simulator.Totals() if self.job.chunk is not None:
-                    # A chunk's own running sums include its warm-up: its kernels' are the ones that count.
+                case simulator.Totals() if self.job.launches is not None:
+                    # The simulator's running sums are over what it ran (a chunk's warm-up, none
+                    # of a reusing sim's reused launches): the sim's kernels' are the ones that count.
                     self.latest = msgspec.structs.replace(self._measured, sim_rate_ips=float(out.sim_rate_ips))
                 case simulator.Totals():
                     self.latest = ev.SimTotals(
@@ -235,32 +256,49 @@ class SimReport:
 
     def _kernel_finished(self, k: simulator.KernelBlock) -> None:
         self.launched_once()
-        chunk = self.job.chunk
+        chunk, reuse = self.job.chunk, self.job.reuse
         if chunk is not None:
             if not chunk.measures(k.uid):
                 return  # warm-up: simulated for the caches' sake, and discarded
             k = msgspec.structs.replace(k, uid=chunk.global_uid(k.uid))
+        elif reuse is not None:
+            k = msgspec.structs.replace(k, uid=reuse.global_uid(k.uid))
+        stats = stats_json(k.stats)
+        self._kernel(k, stats)
+        if reuse is not None:
+            if k.uid in self._sources:
+                self._reusable[k.uid] = (self.kernels[-1], stats)
+            for uid in reuse.reused_after(k.uid):
+                source, source_stats = self._reusable[reuse.sources[uid - 1]]
+                self.add_lines(f"==== cascade: launch {uid}: the result of launch {source.uid} reused ====")
+                self._kernel(msgspec.structs.replace(source, uid=uid), _marked(source_stats, source.uid), reused_from=source.uid)
+        self.heartbeat()
+
+    def _kernel(self, k: simulator.KernelBlock, stats: bytes, reused_from: int | None = None) -> None:
+        """Record a kernel result of the sim (uid global), its stats map encoded."""
+        if self.job.launches is not None:
             cycles, insn = self._measured.gpu_tot_sim_cycle or 0.0, self._measured.gpu_tot_sim_insn or 0.0
             cycles, insn = cycles + k.gpu_sim_cycle, insn + k.gpu_sim_insn
-            self._measured = ev.SimTotals(cycles, insn, insn / cycles if cycles else None)
+            # gpu_tot_ipc as the simulator prints it (`%12.4f`)
+            self._measured = ev.SimTotals(cycles, insn, round(insn / cycles, 4) if cycles else None)
             self.latest = msgspec.structs.replace(self._measured, sim_rate_ips=self.latest.sim_rate_ips)
         self._record(
             ev.KernelFinished(
                 **self._common(),
-                kernel_index=len(self.kernels) if chunk is None else k.uid - 1,
+                kernel_index=len(self.kernels) if self.job.launches is None else k.uid - 1,
                 uid=k.uid,
                 name=k.name,
                 gpu_sim_cycle=k.gpu_sim_cycle,
                 gpu_sim_insn=k.gpu_sim_insn,
                 gpu_ipc=k.gpu_ipc,
                 sim_time_ns=k.gpu_sim_cycle / self.job.gpu_config.core_clock_mhz * 1000,
-                stats=msgspec.Raw(stats_json(k.stats)),
+                stats=msgspec.Raw(stats),
                 stats_naming=self.reader.stats_naming,
+                reused_from=reused_from,
             )
         )
         # Only the summary is kept for kernel-stats.csv: the full maps are in the events.
         self.kernels.append(msgspec.structs.replace(k, stats={}))
-        self.heartbeat()
 
     def end_of_output(self) -> None:
         if self._partial:

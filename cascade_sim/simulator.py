@@ -18,7 +18,7 @@ import msgspec
 
 from cascade_core.models import GpuConfig
 from cascade_core.sims import Outcome
-from cascade_core.split import Chunk
+from cascade_core.split import Launches
 
 StatValue = float | str
 
@@ -121,11 +121,12 @@ class Simulator(Protocol):
         ...
 
     def command(
-        self, config: GpuConfig, workdir: Path, trace_dir: Path, env: Mapping[str, str], *, chunk: Chunk | None = None
+        self, config: GpuConfig, workdir: Path, trace_dir: Path, env: Mapping[str, str], *, launches: Launches | None = None
     ) -> Command:
         """How to run a sim of the trace in `trace_dir` in its prepared `workdir`, given the
-        runner's environment (without Cascade's secrets): all its launches, or only `chunk`'s
-        (`cascade_core/split.py`), whose list of launches it may write beside the trace's."""
+        runner's environment (without Cascade's secrets): all its launches, or only those of
+        `launches` (a chunk, `cascade_core/split.py`, or the launches a reusing sim simulates,
+        `cascade_core/reuse.py`), whose list it may write beside the trace's."""
         ...
 
     def reader(self) -> OutputReader:

@@ -486,6 +486,7 @@ def _new_sim(seq: int, e: ev.RunCreated | ev.RunEntriesAdded, spec: ev.SimSpec) 
         accel_sim_build=None,
         gpgpu_sim_build=None,
         split=None if spec.split is None else _new_split(e.kernels_total, spec.split),
+        reuse=spec.reuse,
         attempts="[]",
         seq=seq,
         **_NO_PROGRESS,
@@ -553,6 +554,7 @@ def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> 
         gpu_ipc=e.gpu_ipc,
         sim_time_ns=e.sim_time_ns,
         stats=bytes(e.stats).decode(),
+        reused_from=e.reused_from,
         seq=seq,
     )
     b.show(seq, sim.run_id, "kernel", row)

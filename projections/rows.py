@@ -106,6 +106,7 @@ class SimRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     accel_sim_build: str | None
     gpgpu_sim_build: str | None
     split: str | None  # JSON SplitRow of a split sim: how, and each chunk's life; None for a sim whole
+    reuse: bool  # it reuses repeated kernels' results (`cascade_core/reuse.py`)
     attempts: str  # JSON list of models.SimAttempt: the attempts before the current one, as the API shows them
     seq: int
 
@@ -156,6 +157,7 @@ class KernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # The stats map (JSON, every stat of the kernel's block), stored as its rows of
     # kernel_stats: a map read back is built from them (`projections/queries/stats_maps.py`).
     stats: Annotated[str, NOT_STORED]
+    reused_from: int | None = None  # the launch whose result this is, in a sim that reuses them
     seq: int
 
 

@@ -75,8 +75,7 @@ CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.at
 # field but the last, stats, in the Struct's own order, and a row is matched to them by name,
 # then given its map (made again from its rows, or left empty).
 _KERNEL_STAT_COLUMN = {"kernel_name": "name", "kernel_launch_uid": "uid"}
-*_KERNEL_FIELDS, _STATS = KernelStat.__struct_fields__
-assert _STATS == "stats"
+_KERNEL_FIELDS = tuple(field for field in KernelStat.__struct_fields__ if field != "stats")
 _KERNEL_COLUMNS = ", ".join(f"k.{_KERNEL_STAT_COLUMN.get(field, field)}" for field in _KERNEL_FIELDS)
 
 
@@ -226,21 +225,22 @@ def unfinished_sims(con: Con) -> list[attention.Seen]:
 
 _RUNNING = "OVER (PARTITION BY k.sim_id ORDER BY k.kernel_index)"
 # A split sim's kernels come from chunks that each summed `gpu_tot_*` over their own launches,
-# warm-up included: the sim's running totals are its kernels' sums in launch order, which its
-# maps answer with in place of the chunks'.
+# warm-up included, and a reusing sim's from a run of its simulated launches only (a reused
+# one's map is its source's): the sim's running totals are its kernels' sums in launch order,
+# which its maps answer with in place of the simulator's.
 _RUNNING_TOTALS = {
     "gpu_tot_sim_cycle": f"sum(k.gpu_sim_cycle) {_RUNNING}",
     "gpu_tot_sim_insn": f"sum(k.gpu_sim_insn) {_RUNNING}",
     # as the simulator prints it (`gpu_tot_ipc = %12.4f`)
     "gpu_tot_ipc": f"round(sum(k.gpu_sim_insn) {_RUNNING} / sum(k.gpu_sim_cycle) {_RUNNING}, 4)",
 }
-_TOTALS_COLUMNS = "".join(f", CASE WHEN s.split IS NOT NULL THEN ({total})::DOUBLE END" for total in _RUNNING_TOTALS.values())
+_TOTALS_COLUMNS = "".join(f", CASE WHEN s.split IS NOT NULL OR s.reuse THEN ({total})::DOUBLE END" for total in _RUNNING_TOTALS.values())
 _SEQ = len(_KERNEL_FIELDS)  # where a record of `_kernels` has its kernel's seq
 
 
 def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, totals: bool = False) -> duckdb.DuckDBPyConnection:
     """The given sims' kernels' columns of `_KERNEL_COLUMNS`, then each one's seq, then if
-    `totals` its `_RUNNING_TOTALS` (null but in a split sim)."""
+    `totals` its `_RUNNING_TOTALS` (null but in a split or reusing sim)."""
     return con.execute(
         f"SELECT {_KERNEL_COLUMNS}, k.seq{_TOTALS_COLUMNS if totals else ''} FROM {CURRENT_KERNELS} "
         "WHERE k.sim_id IN (SELECT unnest(?)) ORDER BY list_position(?, s.gpu_config), s.replica, k.kernel_index",
@@ -283,7 +283,7 @@ def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats
 
 
 def _totals(record: tuple[Any, ...]) -> dict[str, float]:
-    """A split sim's kernel's running totals, from its record of `_kernels`, those it has."""
+    """A split or reusing sim's kernel's running totals, from its record of `_kernels`, those it has."""
     return {name: total for name, total in zip(_RUNNING_TOTALS, record[_SEQ + 1 :]) if total is not None}
 
 

@@ -606,3 +606,23 @@ def test_the_timeline_marks_a_split_sims_chunks(page: Any, cascade: LiveServer, 
     page.wait_for_selector("#tooltip:not([hidden]) .tip-title")
     assert "3 of 3: launches 3–3, after 2 warm-up launches (succeeded, attempt 1)" in page.inner_text("#tooltip")
     shoot(page, "timeline-split", "#timeline-canvas")
+
+
+def test_a_run_reusing_repeated_kernels_from_the_form(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    """The new-run form's reuse box makes every entry reuse repeated kernels: matrixmul-x40's
+    launches 3-40 take launch 2's result, which the timeline's tooltip says."""
+    ensure_trace(api, "matrixmul-x40")
+    sign_in(page, cascade.url, "#/runs/new?trace=matrixmul-x40")
+    page.wait_for_selector("#new-run")
+    page.check("#run-reuse")
+    shoot(page, "new-run-reuse", "#new-run")
+    page.click("#new-run button[type=submit]")
+    page.wait_for_url("**/#/runs/run-*")
+    run_id = page.url.rsplit("/", 1)[1]
+    assert api.get(f"/api/runs/{run_id}").json()["entries"] == [{"gpu_config": "SM61_TITANX", "count": 1, "reuse": True}]
+    page.goto(f"{cascade.url}/#/runs/{run_id}/timeline")
+    page.wait_for_selector("#timeline-canvas[data-kernels='40']", timeout=60_000)
+    box = page.query_selector("#timeline-canvas").bounding_box()
+    page.mouse.move(box["x"] + box["width"] - 40, box["y"] + 28 + 12)  # the last bar: launch 40
+    page.wait_for_selector("#tooltip:not([hidden]) .tip-title")
+    assert "not simulated: the result of launch 2" in page.inner_text("#tooltip")

@@ -46,7 +46,7 @@ def test_a_chunks_kernelslist_holds_its_launches_after_its_warm_up_with_the_memc
     for c in split.plan(len(launches), Split(k, w)):
         before_the_stray_line = kernelslist(launches[: c.last])[:-1]
         expected = [line for line in before_the_stray_line if _launch(line) >= c.first - c.warmup]
-        assert split.chunk_kernelslist(lines, c) == expected
+        assert split.kernelslist_of(lines, c) == expected
 
 
 def _launch(line: str) -> int:
@@ -63,7 +63,7 @@ def test_the_chunks_are_the_kernelslists_the_real_simulator_was_measured_on(trac
         for c in split.plan(kernels, Split(k, w)):
             recorded = KERNELSLISTS / trace / c.kernelslist
             if recorded.is_file():
-                assert split.chunk_kernelslist(lines, c) == recorded.read_text().splitlines(), c.name
+                assert split.kernelslist_of(lines, c) == recorded.read_text().splitlines(), c.name
             else:
                 assert (trace, w) == ("matrixmul-x40", 2), c.name  # the only ones not recorded
 

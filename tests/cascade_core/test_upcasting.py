@@ -90,6 +90,7 @@ class KernelFinishedV2(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v2"):
     sim_time_ns: float
     stats: msgspec.Raw = msgspec.Raw(b"{}")
     stats_naming: int = 1
+    reused_from: int | None = None
 
 
 class KernelFinishedV3(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v3"):
@@ -103,6 +104,7 @@ class KernelFinishedV3(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v3"):
     sim_time_ns: float
     stats: msgspec.Raw = msgspec.Raw(b"{}")
     stats_naming: int = 1
+    reused_from: int | None = None
 
 
 def renamed(new_type: type[ev.Event], old_name: str, new_name: str) -> Callable[[Any], ev.Event]:

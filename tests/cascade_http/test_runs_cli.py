@@ -498,3 +498,23 @@ def test_run_split_cuts_each_sim_into_chunks_stitched_into_one(live: LiveServer)
     }.items():
         out = cascade(live, "run", "combo", "SM61_TITANX", *args)
         assert out.returncode == 2 and out.stderr.endswith(error), (args, out.stderr)
+
+
+def test_run_reuse_simulates_each_kernel_twice_and_reuses_the_warm_result(live: LiveServer) -> None:
+    body = tar_of(files_of("matrixmul-x40"), top="matrixmul-x40")
+    response = httpx.post(f"{live.url}/api/traces?id=x40", content=body, headers={**AUTH, "Content-Type": "application/x-tar"})
+    assert response.status_code == 202 and response.json()["state"] == "ready", response.text
+    watched = cascade(live, "run", "x40", "SM61_TITANX", "--reuse", "--watch")
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    run_id = watched.stdout.splitlines()[0]
+    detail = api(live, f"/api/runs/{run_id}").json()
+    assert detail["entries"] == [{"gpu_config": "SM61_TITANX", "count": 1, "reuse": True}]
+    (sim,) = detail["sims"]
+    assert sim["state"] == "succeeded" and sim["reuse"] is True and sim["kernels_done"] == 40
+    assert sim["latest"]["gpu_tot_sim_cycle"] == 297142  # launch 1 cold, launch 2 warm, reused 38 times
+    reused = [k.get("reused_from") for k in api(live, f"/api/runs/{run_id}/kernels").json()]
+    assert reused == [None, None] + [2] * 38
+
+    both = cascade(live, "run", "x40", "SM61_TITANX", "--reuse", "--split", "10")
+    assert both.returncode != 0
+    assert both.stderr.endswith("the entry for SM61_TITANX asks for both split and reuse; a sim does one or the other\n"), both.stderr

@@ -62,7 +62,21 @@ class PydanticSqlQuery(BaseModel):
     format: Literal["arrow", "csv", "json", "parquet"] = "json"
 
 
-ADAPTERS = {RunCreate: TypeAdapter(PydanticRunCreate), Tree: TypeAdapter(PydanticTree), SqlQuery: TypeAdapter(PydanticSqlQuery)}
+# A run entry's `reuse`: a flag, read as pydantic's lax bool reads one.
+class Flag(msgspec.Struct):
+    on: bool
+
+
+class PydanticFlag(BaseModel):
+    on: bool
+
+
+ADAPTERS = {
+    RunCreate: TypeAdapter(PydanticRunCreate),
+    Tree: TypeAdapter(PydanticTree),
+    SqlQuery: TypeAdapter(PydanticSqlQuery),
+    Flag: TypeAdapter(PydanticFlag),
+}
 
 
 def fastapi_outcome(raw: bytes, schema: type) -> str:
@@ -189,6 +203,19 @@ TREES = [
 def test_string_and_length_constraints_and_defaults_answer_as_fastapi_does(tree: object) -> None:
     raw = json.dumps(tree).encode()
     assert cascade_outcome(raw, Tree) == fastapi_outcome(raw, Tree)
+
+
+FLAGS = [
+    *[True, False, 0, 1, 2, -1, 10**30, 2**63 - 1, 2**63, -(2**63), 0.0, -0.0, 1.0, 1.5, 2.0, 1e19, float("nan"), float("inf")],
+    *["true", "True", "TRUE", "false", "yes", "YES", "no", "on", "off", "t", "f", "y", "n", "1", "0", "2", "", " yes"],
+    *["1.0", "tru", "İ", "\u212a", None, [], {}, [True], {"on": True}],
+]
+
+
+@pytest.mark.parametrize("flag", FLAGS, ids=repr)
+def test_a_flag_answers_as_fastapi_does(flag: object) -> None:
+    raw = json.dumps({"on": flag}).encode()
+    assert cascade_outcome(raw, Flag) == fastapi_outcome(raw, Flag)
 
 
 def test_the_references_example_body() -> None:

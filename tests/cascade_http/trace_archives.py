@@ -6,6 +6,7 @@ import gzip
 import io
 import lzma
 import tarfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -103,3 +104,12 @@ def history(client: TestClient, trace_id: str) -> list[str]:
         return [event_type(s.event) async for s in service(client).store.read(subjects.trace(trace_id))]
 
     return client.portal.call(read)  # type: ignore[union-attr]
+
+
+def upload_ready(client: TestClient, files: Mapping[str, bytes], trace_id: str) -> None:
+    """Upload a trace of these files, and wait until it is ready."""
+    assert upload(client, tar_of(files), trace_id).status_code == 202
+    deadline = time.monotonic() + 60
+    while client.get(f"/api/traces/{trace_id}").json()["state"] != "ready":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)

@@ -28,8 +28,9 @@ from starlette.testclient import TestClient
 
 from cascade_app.config import Settings
 from cascade_process.service import starlette_app
-from tests.cascade_http.trace_archives import files_of, tar_of, upload
-from tests.cascade_sim.world import accelsim_tree, wait_run
+from tests.cascade_http.trace_archives import files_of, upload_ready
+from tests.cascade_sim.world import accelsim_tree, start_run, wait_run
+from tests.cascade_sim.world import run_kernels as kernels
 
 TOKEN = "split"
 CONFIG = "SM61_TITANX"
@@ -44,26 +45,12 @@ def client(tmp_path: Path, nats_url: str) -> Iterator[TestClient]:
     tree = accelsim_tree(tmp_path / "accel-sim")
     settings = Settings(token=TOKEN, data_dir=tmp_path / "data", nats_url=nats_url, accelsim_dir=tree, runner_slots=3, samples=False)
     with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
-        assert upload(client, tar_of(files_of("combo-vec-mm-xz")), "combo").status_code == 202
-        deadline = time.monotonic() + 60
-        while client.get("/api/traces/combo").json()["state"] != "ready":
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        upload_ready(client, files_of("combo-vec-mm-xz"), "combo")
         yield client
 
 
 def run(client: TestClient, split: object = None, trace: str = "combo") -> str:
-    entry: dict[str, Any] = {"gpu_config": CONFIG, "count": 1}
-    if split is not None:
-        entry["split"] = split
-    response = client.post("/api/runs", json={"trace_id": trace, "entries": [entry]})
-    assert response.status_code == 201, response.text
-    assert response.json()["entries"] == [entry]
-    return response.json()["id"]  # type: ignore[no-any-return]
-
-
-def kernels(client: TestClient, run_id: str) -> list[dict[str, Any]]:
-    return client.get(f"/api/runs/{run_id}/kernels").json()  # type: ignore[no-any-return]
+    return start_run(client, trace, CONFIG, **({} if split is None else {"split": split}))
 
 
 SEQUENTIAL_SAME = ("gpu_config", "replica", "state", "error", "exit_code", "kernels_done", "kernels_total", "latest")
@@ -198,11 +185,7 @@ def test_matrixmul_x40_in_chunks_of_10_with_a_warm_up_is_off_where_the_real_simu
     # REPORT.md, section 2: with W=1 every chunk's first kernel is warm; what is left is that
     # from its 30th launch on a long run's kernels take 18 cycles more (7,444 against 7,426),
     # which no chunk shorter than 30 launches reaches: −0.067 % in total, 29 of 40 exact.
-    assert upload(client, tar_of(files_of("matrixmul-x40")), "x40").status_code == 202
-    deadline = time.monotonic() + 60
-    while client.get("/api/traces/x40").json()["state"] != "ready":
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    upload_ready(client, files_of("matrixmul-x40"), "x40")
     whole = wait_run(client, run(client, trace="x40"))
     split = wait_run(client, run(client, {"kernels_per_chunk": 10, "warmup": 1}, trace="x40"))
     ws, ss = kernels(client, whole["id"]), kernels(client, split["id"])

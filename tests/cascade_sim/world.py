@@ -86,6 +86,20 @@ def create_run(client: TestClient, trace_id: str, config: str, count: int = 1) -
     return response.json()  # type: ignore[no-any-return]
 
 
+def start_run(client: TestClient, trace_id: str, config: str = "SM61_TITANX", **asked: object) -> str:
+    """The id of a new run of one sim of the trace on `config`, its entry asking for what
+    else is `asked` (split, reuse), as the run echoes it."""
+    entry = {"gpu_config": config, "count": 1, **asked}
+    response = client.post("/api/runs", json={"trace_id": trace_id, "entries": [entry]})
+    assert response.status_code == 201, response.text
+    assert response.json()["entries"] == [entry]
+    return response.json()["id"]  # type: ignore[no-any-return]
+
+
+def run_kernels(client: TestClient, run_id: str) -> list[dict]:  # type: ignore[type-arg]
+    return client.get(f"/api/runs/{run_id}/kernels").json()  # type: ignore[no-any-return]
+
+
 def wait_run(client: TestClient, run_id: str, timeout: float = 60, until: str = "finished") -> dict:  # type: ignore[type-arg]
     """The run once it is finished (or, with `until="running"`, once a sim runs a kernel)."""
     deadline = time.monotonic() + timeout

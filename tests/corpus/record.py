@@ -15,8 +15,8 @@ the real runner on an embedded nats-server: the LLM-serving sample, an upload wi
 timing and a `cascade.json`, real timing attached to a ready trace and replaced, a run that
 succeeds and is topped up (another config and a replica, with an idempotency key), one that
 fails in the simulator and is retried (failing again), one cancelled mid-kernel, split sims (one
-stitched from its chunks, one failed in a chunk, one split "auto" that runs whole), an upload
-that fails, and a deleted trace.
+stitched from its chunks, one failed in a chunk, one split "auto" that runs whole), a sim
+reusing repeated kernels, an upload that fails, and a deleted trace.
 """
 
 from __future__ import annotations
@@ -97,6 +97,14 @@ def live(tmp: Path, nats_url: str) -> None:
             assert response.status_code == 201, response.text
             assert wait_run(client, response.json()["id"])["state"] == state
             time.sleep(2)  # a chunk stopped by the other's failure stores its files
+
+        # Reuse: the combo trace three times over, each kernel's third and later launches reused.
+        combo = files_of("combo-vec-mm-xz")
+        _ready(client, tar_of({**combo, "kernelslist.g": combo["kernelslist.g"] * 3}), "repeat")
+        entry = {"gpu_config": "SM61_TITANX", "count": 1, "reuse": True}
+        response = client.post("/api/runs", json={"trace_id": "repeat", "entries": [entry]})
+        assert response.status_code == 201, response.text
+        assert wait_run(client, response.json()["id"])["state"] == "succeeded"
 
         assert upload(client, tar_of({"README": b"no kernelslist.g here\n"}), "broken").status_code == 202
         _state(client, "broken", "failed")

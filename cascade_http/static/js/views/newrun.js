@@ -1,5 +1,6 @@
 // The create-run form: a trace the API can run (ready, not a sample), the GPU configs of its
-// arch (the suggested one first), a sim count per config. What the API refuses is shown next
+// arch (the suggested one first), a sim count per config, and whether the sims reuse repeated
+// kernels' results (an entry's `reuse`, for every config). What the API refuses is shown next
 // to the field it concerns, in the API's own words (so the form does no validation of its own).
 
 import { api, runnable } from "../api.js";
@@ -48,6 +49,7 @@ function form(body, traces, configs, wanted) {
   const configList = h("div", { class: "cfg-list", id: "run-configs" });
   const configsError = h("p", { id: "run-configs-error", class: "field-error", role: "alert" });
   const formError = h("p", { class: "field-error", role: "alert" });
+  const reuse = h("input", { type: "checkbox", id: "run-reuse", name: "reuse", "aria-describedby": "run-reuse-info" });
   const submit = h("button", { class: "btn btn-primary", type: "submit" }, "Create run");
   let rows = []; // { config, check, count, error }
 
@@ -117,7 +119,8 @@ function form(body, traces, configs, wanted) {
     e.preventDefault();
     for (const p of [traceError, configsError, formError, ...rows.map((r) => r.error)]) p.textContent = "";
     const chosen = rows.filter((r) => r.check.checked);
-    const body = { trace_id: traceSelect.value, entries: chosen.map((r) => ({ gpu_config: r.config.name, count: countValue(r.count) })) };
+    const entry = (r) => ({ gpu_config: r.config.name, count: countValue(r.count), ...(reuse.checked ? { reuse: true } : {}) });
+    const body = { trace_id: traceSelect.value, entries: chosen.map(entry) };
     submit.disabled = true;
     submit.textContent = "Creating…";
     try {
@@ -144,6 +147,12 @@ function form(body, traces, configs, wanted) {
         h("legend", {}, "GPU configs ", h("span", { class: "muted" }, "(those of the trace's arch; 1 to 64 sims each)")),
         configList,
         configsError,
+      ),
+      h(
+        "div",
+        { class: "field" },
+        h("label", { for: "run-reuse", class: "check" }, reuse, " Reuse repeated kernels"),
+        h("p", { id: "run-reuse-info", class: "hint" }, "Simulate each kernel only the first two times the trace launches it, cold then warm; every later launch takes the warm one's result, marked as reused."),
       ),
       h("div", { class: "form-actions" }, submit, h("a", { class: "btn btn-ghost", href: "#/runs" }, "Cancel"), formError),
     ),

@@ -211,6 +211,7 @@ export function mountTimeline(el, model) {
         ["Lane", hit.lane.label],
         ...chunkFacts(hit.lane, k),
         ["uid", k.kernel_launch_uid],
+        ...(k.reused_from ? [["Reused", `not simulated: the result of launch ${k.reused_from}`]] : []),
         ["Name", h("span", { class: "mono wrap" }, k.kernel_name)],
         ["Cycles", integer(k.gpu_sim_cycle)],
         ["Instructions", integer(k.gpu_sim_insn)],
