@@ -197,12 +197,16 @@ class SimTotals(msgspec.Struct, frozen=True, gc=False):
 
 
 class SimQueued(SimEvent, frozen=True, tag="sim.queued.v1"):
-    """A launch request, one per sim (per chunk of a split sim), taken by exactly one runner."""
+    """A launch request, one per sim (per chunk of a split sim), taken by exactly one runner.
+    `by_config`: placed on its config's launch subject, which only runners that have the
+    config consume (`subjects.of`), as every request is since placement by config; an older
+    one is on the subject every runner consumed."""
 
     trace_id: str
     gpu_config: str
     kernels_total: int
     split: Split | None = None
+    by_config: bool = False
 
 
 class SimClaimed(SimEvent, frozen=True, tag="sim.claimed.v1"):
