@@ -11,10 +11,14 @@ from cascade_app.reads import read
 from cascade_app.service import Cascade
 from cascade_core import runs as decide
 from cascade_core import subjects
-from cascade_core.models import RunCreate
-from cascade_core.refusals import NotFound
+from cascade_core.gpu_configs import offered
+from cascade_core.models import OfferedConfig, RunCreate
+from cascade_core.refusals import NotFound, Unavailable
 from projections.queries import runs as q
 from projections.queries.traces import trace_summary
+
+
+NATS_RETRY_AFTER_S = 5  # what a run refused while NATS does not answer is told to wait
 
 
 async def create_run(c: Cascade, body: RunCreate) -> str:
@@ -23,7 +27,8 @@ async def create_run(c: Cascade, body: RunCreate) -> str:
 
     async def create() -> Decision[str]:
         trace = await read(c, trace_summary, body.trace_id)
-        decide.check_create(body, trace, c.gpu_configs, max_sims=max_sims)  # before drawing an id per sim
+        configs = await _configs(c, body)
+        decide.check_create(body, trace, configs, max_sims=max_sims)  # before drawing an id per sim
         command = decide.CreateRun(
             event_id=clock.event_id(),
             at=clock.now(),
@@ -33,9 +38,20 @@ async def create_run(c: Cascade, body: RunCreate) -> str:
             free_slots=await _free_slots(c, body),
         )
         # A fresh run id has no events: one that has is taken, and the rule draws another.
-        return Decision(decide.decide_create(command, trace, c.gpu_configs, max_sims=max_sims), 0, command.run_id)
+        return Decision(decide.decide_create(command, trace, configs, max_sims=max_sims), 0, command.run_id)
 
     return await decided(c, create)
+
+
+async def _configs(c: Cascade, body: RunCreate) -> list[OfferedConfig]:
+    """The configs the run may name; refused when one it names is not here and the live
+    runners cannot be asked (NATS not answering), rather than called unknown."""
+    runners = await c.runners()
+    configs = offered(c.local_configs, runners or [])
+    if runners is None and not {e.gpu_config for e in body.entries} <= {g.name for g in configs}:
+        detail = "the live runners, whose GPU configs a run may name, are in NATS, which does not answer now; see /api/health"
+        raise Unavailable(detail, retry_after_s=NATS_RETRY_AFTER_S)
+    return configs
 
 
 async def _free_slots(c: Cascade, body: RunCreate) -> dict[str, int]:

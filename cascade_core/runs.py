@@ -41,7 +41,8 @@ class TraceNotUsable(Conflict):
 
 
 class BadEntry(Invalid):
-    """An entry names an unknown config, or one of another arch than the trace."""
+    """An entry names an unknown config (one neither this server nor a live runner has), or
+    one of another arch than the trace."""
 
 
 class TooManySims(Invalid):
@@ -83,7 +84,7 @@ def check_create(body: RunCreate, trace: Trace | None, configs: Sequence[GpuConf
     for entry in body.entries:
         config = by_name.get(entry.gpu_config)
         if config is None:
-            raise BadEntry(f"unknown GPU config {entry.gpu_config}")
+            raise BadEntry(f"unknown GPU config {entry.gpu_config}: no live runner has it, nor this server's Accel-Sim install")
         if config.arch != trace.trace_gpu_arch:
             raise BadEntry(f"{config.name} is {config.arch} but trace {trace_id} is {trace.trace_gpu_arch}")
     sims = sim_count(body)
