@@ -15,10 +15,14 @@ from cascade_app.service import Cascade
 from cascade_core import runs as decide
 from cascade_core import subjects
 from cascade_core import events as ev
-from cascade_core.models import RunCreate, RunEntries, RunSummary
-from cascade_core.refusals import NotFound
+from cascade_core.gpu_configs import offered
+from cascade_core.models import OfferedConfig, RunCreate, RunEntries, RunSummary
+from cascade_core.refusals import NotFound, Unavailable
 from projections.queries import runs as q
 from projections.queries.traces import trace_summary
+
+
+NATS_RETRY_AFTER_S = 5  # what a run refused while NATS does not answer is told to wait
 
 
 async def create_run(c: Cascade, body: RunCreate) -> str:
@@ -27,7 +31,8 @@ async def create_run(c: Cascade, body: RunCreate) -> str:
 
     async def create() -> Decision[str]:
         trace = await read(c, trace_summary, body.trace_id)
-        decide.check_create(body, trace, c.gpu_configs, max_sims=max_sims)  # before drawing an id per sim
+        configs = await _configs(c, body)
+        decide.check_create(body, trace, configs, max_sims=max_sims)  # before drawing an id per sim
         command = decide.CreateRun(
             event_id=clock.event_id(),
             at=clock.now(),
@@ -37,9 +42,20 @@ async def create_run(c: Cascade, body: RunCreate) -> str:
             free_slots=await _free_slots(c, body),
         )
         # A fresh run id has no events: one that has is taken, and the rule draws another.
-        return Decision(decide.decide_create(command, trace, c.gpu_configs, max_sims=max_sims), 0, command.run_id)
+        return Decision(decide.decide_create(command, trace, configs, max_sims=max_sims), 0, command.run_id)
 
     return await decided(c, create)
+
+
+async def _configs(c: Cascade, body: RunCreate | RunEntries) -> list[OfferedConfig]:
+    """The configs the run may name; refused when one it names is not here and the live
+    runners cannot be asked (NATS not answering), rather than called unknown."""
+    runners = await c.runners()
+    configs = offered(c.local_configs, runners or [])
+    if runners is None and not {e.gpu_config for e in body.entries} <= {g.name for g in configs}:
+        detail = "the live runners, whose GPU configs a run may name, are in NATS, which does not answer now; see /api/health"
+        raise Unavailable(detail, retry_after_s=NATS_RETRY_AFTER_S)
+    return configs
 
 
 async def _free_slots(c: Cascade, body: RunCreate | RunEntries) -> dict[str, int]:
@@ -98,8 +114,9 @@ async def add_entries(c: Cascade, run_id: str, body: RunEntries, key: str | None
         sims = await read(c, q.sim_rows, run)
         trace = await read(c, trace_summary, run.trace_id)
         keys = {e.key async for e in _events(c, run_id) if isinstance(e, ev.RunEntriesAdded) and e.key is not None}
+        configs = await _configs(c, body)
         if key not in keys:
-            decide.check_add(run, sims, body, trace, c.gpu_configs, max_sims=max_sims)  # before drawing an id per sim
+            decide.check_add(run, sims, body, trace, configs, max_sims=max_sims)  # before drawing an id per sim
         command = decide.AddEntries(
             event_id=clock.event_id(),
             at=clock.now(),
@@ -108,7 +125,7 @@ async def add_entries(c: Cascade, run_id: str, body: RunEntries, key: str | None
             key=key,
             free_slots=await _free_slots(c, body),
         )
-        decision = decide.decide_add(run, sims, command, trace, c.gpu_configs, max_sims=max_sims, keys=keys)
+        decision = decide.decide_add(run, sims, command, trace, configs, max_sims=max_sims, keys=keys)
         return Decision(decision, seq, None)
 
     await decided(c, add)

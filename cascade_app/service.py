@@ -1,5 +1,6 @@
 """The running service as commands and reads see it: NATS connection, event store, object
-store, read model and projector, the GPU configs, the live runners. `cascade_process.service`
+store, read model and projector, the GPU configs (this server's and the live runners'), the
+live runners. `cascade_process.service`
 starts it and keeps its long-lived tasks going."""
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from cascade_app.lru import Lru
 from cascade_app.step_timelines import StepTimelines
 from cascade_core import events as ev
 from cascade_core.attention import Watch
-from cascade_core.models import Comparison, GpuConfig, Runner
+from cascade_core.gpu_configs import offered
+from cascade_core.models import Comparison, GpuConfig, OfferedConfig, Runner
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision
@@ -55,7 +57,7 @@ class Cascade:
         self.read_model = read_model
         self.projector = read_model.projector
         self.install = install
-        self.gpu_configs: list[GpuConfig] = install.configs() if install is not None else []
+        self.local_configs: list[GpuConfig] = install.configs() if install is not None else []
         self.step_timelines = StepTimelines(objects)
         self.comparisons: Lru[Hashable, Comparison] = Lru(64)
         self.stat_names = stats_maps.Names()
@@ -72,8 +74,18 @@ class Cascade:
         self.comparisons = Lru(64)
         self.stat_names = stats_maps.Names()
 
-    def gpu_config(self, name: str) -> GpuConfig | None:
-        return next((c for c in self.gpu_configs if c.name == name), None)
+    async def gpu_configs(self) -> list[OfferedConfig]:
+        """The configs a run may name: this server's install's and the live runners' (only
+        the former while NATS does not answer)."""
+        return offered(self.local_configs, await self.runners() or [])
+
+    async def configs_by_name(self) -> dict[str, GpuConfig]:
+        """A config of each name a run may name, this server's own first, as results show it:
+        without a digest, which would be of the files there now (a sim's own are its launch's)."""
+        by_name: dict[str, GpuConfig] = {}
+        for config in sorted(await self.gpu_configs(), key=lambda c: not c.local):
+            by_name.setdefault(config.name, GpuConfig(name=config.name, arch=config.arch, core_clock_mhz=config.core_clock_mhz))
+        return by_name
 
     def reader(self) -> contextlib.AbstractContextManager[duckdb.DuckDBPyConnection]:
         """A cursor of the read model for one reading thread, closed on leaving

@@ -232,7 +232,10 @@ class SimTotals(msgspec.Struct, frozen=True, gc=False):
 
 
 class SimQueued(SimEvent, frozen=True, tag="sim.queued.v1"):
-    """A launch request, one per sim (per chunk of a split sim), taken by exactly one runner."""
+    """A launch request, one per sim (per chunk of a split sim), taken by exactly one runner.
+    `by_config`: placed on its config's launch subject, which only runners that have the
+    config consume (`subjects.of`), as every request is since placement by config; an older
+    one is on the subject every runner consumed."""
 
     trace_id: str
     gpu_config: str
@@ -242,6 +245,7 @@ class SimQueued(SimEvent, frozen=True, tag="sim.queued.v1"):
     # whose claim is attempt 1 or, after a lost runner, the next.
     attempt: int = 0
     reuse: bool = False
+    by_config: bool = False
 
 
 class SimClaimed(SimEvent, frozen=True, tag="sim.claimed.v1"):

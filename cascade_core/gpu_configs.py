@@ -1,14 +1,18 @@
-"""What Cascade reads from an Accel-Sim config directory: the arch its name implies and
-the core clock its `gpgpusim.config` sets. Both come in as text; finding the directories
-is the caller's job."""
+"""What Cascade reads from an Accel-Sim config directory: the arch its name implies, the
+core clock its `gpgpusim.config` sets and the digest of its files; and which configs a run
+may name, from the local install's and the live runners'. Everything comes in as text or
+values; finding the directories is the caller's job."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
-from cascade_core.models import GpuConfig
+import msgspec
+
+from cascade_core.models import GpuConfig, OfferedConfig, Runner
 
 # SM90_H100 -> 90, SM7_QV100 -> 7. Accel-Sim names its tested configs this way.
 _CONFIG_NAME = re.compile(r"SM([1-9][0-9]*)_.+")
@@ -48,3 +52,27 @@ def suggested_config(arch: str, configs: Iterable[GpuConfig]) -> str | None:
     same arch, so the suggestion does not depend on discovery order."""
     names = sorted(config.name for config in configs if config.arch == arch)
     return names[0] if names else None
+
+
+def config_digest(file_digests: Mapping[str, str]) -> str:
+    """The digest of a config: sha256 over its files' names and sha256s (`sha256sum`'s lines,
+    `<sha256>  <name>`, sorted by name), the same per-file digests a sim's launch records
+    (`SimLaunched.config_digests`), so a sim's config digest follows from its launch."""
+    lines = "".join(f"{file_digests[name]}  {name}\n" for name in sorted(file_digests))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def offered(local: Sequence[GpuConfig], runners: Sequence[Runner]) -> list[OfferedConfig]:
+    """The configs a run may name: the local install's and those the live runners announce,
+    one per name and digest, sorted by name, then digest. A runner of an older version
+    announces names only; it takes no request placed by config, so its names offer nothing."""
+    where: dict[tuple[str, str], tuple[GpuConfig, bool, list[str]]] = {}
+    for config in local:
+        where[(config.name, config.digest or "")] = (config, True, [])
+    for runner in runners:
+        for config in runner.gpu_configs:
+            where.setdefault((config.name, config.digest or ""), (config, False, []))[2].append(runner.id)
+    return [
+        OfferedConfig(**msgspec.structs.asdict(config), local=is_local, runners=sorted(ids))
+        for config, is_local, ids in (where[key] for key in sorted(where))
+    ]

@@ -22,10 +22,25 @@ StatValue = float | str
 Count = Annotated[int, msgspec.Meta(ge=1, le=64, description="How many sims run this config.")]
 
 
-class GpuConfig(msgspec.Struct, frozen=True):
+class GpuConfig(msgspec.Struct, frozen=True, omit_defaults=True):
     name: str
     arch: str
     core_clock_mhz: float
+    digest: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="sha256 over the config's files (`gpu_configs.config_digest`), so two configs of one name "
+            "that differ are told apart; null where it is not known."
+        ),
+    ] = None
+
+
+class OfferedConfig(GpuConfig, frozen=True, kw_only=True):
+    """A GPU config a run may name: one of this server's Accel-Sim install, or one a live
+    runner announces, once per name and digest."""
+
+    local: Annotated[bool, msgspec.Meta(description="Whether this server's own Accel-Sim install has it.")]
+    runners: Annotated[list[str], msgspec.Meta(description="The live runners that have it, by id, sorted.")]
 
 
 class SplitSpec(msgspec.Struct, frozen=True):
@@ -374,14 +389,28 @@ class RunFile(SimFile, frozen=True, kw_only=True):
     replica: int
 
 
+class SimulatorBuild(msgspec.Struct, frozen=True, kw_only=True):
+    """Which simulator a runner runs: its binary as found at the runner's start, and the builds
+    it prints, as the last sim launched there printed them (null before one has)."""
+
+    binary_digest: Annotated[str | None, msgspec.Meta(description="sha256 of the simulator's binary; null if unreadable.")]
+    accel_sim_build: str | None = None
+    gpgpu_sim_build: str | None = None
+
+
 class Runner(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     host: str
     slots: int
     running: list[str]
+    # The names of `gpu_configs`, which runners of older versions announce alone, and older
+    # services read.
     configs: list[str]
     started_at: datetime
     last_seen_at: datetime
+    gpu_configs: Annotated[list[GpuConfig], msgspec.Meta(description="The GPU configs it runs, with their digests.")] = []
+    simulator: SimulatorBuild | None = None
+    load: Annotated[float | None, msgspec.Meta(description="Its host's load average over the last minute.")] = None
 
 
 class Problem(msgspec.Struct, frozen=True, kw_only=True):

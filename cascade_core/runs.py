@@ -43,7 +43,8 @@ class TraceNotUsable(Conflict):
 
 
 class BadEntry(Invalid):
-    """An entry names an unknown config, or one of another arch than the trace, or asks for both split and reuse."""
+    """An entry names an unknown config (one neither this server nor a live runner has), or
+    one of another arch than the trace, or asks for both split and reuse."""
 
 
 class TooManySims(Invalid):
@@ -114,7 +115,7 @@ def _check_trace(trace_id: str, trace: Trace | None, configs: Sequence[GpuConfig
     for entry in entries:
         config = by_name.get(entry.gpu_config)
         if config is None:
-            raise BadEntry(f"unknown GPU config {entry.gpu_config}")
+            raise BadEntry(f"unknown GPU config {entry.gpu_config}: no live runner has it, nor this server's Accel-Sim install")
         if config.arch != trace.trace_gpu_arch:
             raise BadEntry(f"{config.name} is {config.arch} but trace {trace_id} is {trace.trace_gpu_arch}")
         if entry.reuse and entry.split is not None:

@@ -1,15 +1,17 @@
 """Where each event lives in the one `CASCADE` stream.
 
-    cascade.ev.trace.<trace>                  a trace's history
-    cascade.ev.run.<run>.run                  a run's own events (created, cancel and retry requested, entries added)
-    cascade.ev.run.<run>.sim.<sim>.queued     the launch request runners consume
-    cascade.ev.run.<run>.sim.<sim>.life       claimed, launched, finished
-    cascade.ev.run.<run>.sim.<sim>.data       heartbeats, kernel results, stored files
-    cascade.ev.run.<run>.sim.<sim>.life.<c>   the same of chunk c of a split sim (its
-    cascade.ev.run.<run>.sim.<sim>.data.<c>   launch requests are all on `queued`)
+    cascade.ev.trace.<trace>                        a trace's history
+    cascade.ev.run.<run>.run                        a run's own events (created, cancel and retry requested, entries added)
+    cascade.ev.run.<run>.sim.<sim>.queued.<config>  the launch request runners with the config consume
+    cascade.ev.run.<run>.sim.<sim>.life             claimed, launched, finished
+    cascade.ev.run.<run>.sim.<sim>.data             heartbeats, kernel results, stored files
+    cascade.ev.run.<run>.sim.<sim>.life.<c>         the same of chunk c of a split sim (its
+    cascade.ev.run.<run>.sim.<sim>.data.<c>         launch requests are all on `queued.<config>`)
 
 so a run's whole history is `cascade.ev.run.<run>.>` and a sim's is
-`cascade.ev.run.*.sim.<sim>.>`: one subject filter each.
+`cascade.ev.run.*.sim.<sim>.>`: one subject filter each. Launch requests from before
+placement by config are on `cascade.ev.run.<run>.sim.<sim>.queued`, which the `launch`
+consumer every runner took from delivers (`SimQueued.by_config`).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ STREAM = "CASCADE"
 PREFIX = "cascade.ev"
 ALL = f"{PREFIX}.>"
 RUN_EVENTS = f"{PREFIX}.run.*.run"
-LAUNCH_REQUESTS = f"{PREFIX}.run.*.sim.*.queued"
-LAUNCH_CONSUMER = "launch"  # the durable consumer all runners share
+# Launch requests from before placement by config, and the durable consumer every runner took
+# them from; runners drain it, and delete it once nothing is left (`runner.py`).
+LEGACY_LAUNCH_REQUESTS = f"{PREFIX}.run.*.sim.*.queued"
+LEGACY_LAUNCH_CONSUMER = "launch"
 RUNNERS_BUCKET = "cascade_runners"  # key-value bucket where runners announce themselves
 
 
@@ -50,6 +54,16 @@ def chunk(run_id: str, sim_id: str, kind: str, chunk: int | None) -> str:
     return sim(run_id, sim_id, kind if chunk is None else f"{kind}.{chunk}")
 
 
+def launch_requests(gpu_config: str) -> str:
+    """Where the launch requests of `gpu_config` are, of every run."""
+    return f"{PREFIX}.run.*.sim.*.queued.{subject_token(gpu_config)}"
+
+
+def launch_consumer(gpu_config: str) -> str:
+    """The durable consumer of `gpu_config`'s launch requests, shared by the runners that have it."""
+    return f"launch-{subject_token(gpu_config)}"
+
+
 def sim_history(sim_id: str) -> str:
     return f"{PREFIX}.run.*.sim.{subject_token(sim_id)}.>"
 
@@ -63,7 +77,7 @@ def of(event: ev.Event) -> str:
     known = cast(ev.AnyEvent, event)
     match known:
         case ev.SimQueued():
-            return sim(known.run_id, known.sim_id, "queued")
+            return sim(known.run_id, known.sim_id, f"queued.{subject_token(known.gpu_config)}" if known.by_config else "queued")
         case ev.SimClaimed() | ev.SimLaunched() | ev.SimFinished():
             return chunk(known.run_id, known.sim_id, "life", known.chunk)
         case ev.SimHeartbeat() | ev.KernelFinished() | ev.SimFileStored():
@@ -97,10 +111,11 @@ def belongs(event: ev.Event, subject: bytes) -> bool:
 
 def all_belong(events: Sequence[ev.Event], stored_on: Sequence[bytes]) -> bool:
     """Whether each event was stored on the subject it is appended to. The projector asks
-    this of every event, so a sim event's subject is remembered by its type, run, sim and chunk."""
+    this of every event, so a sim event's subject is remembered by its type, run, sim and chunk
+    (but a launch request's, which its config and placement decide too: there is one a sim)."""
     remembered = _sim_subjects
     for event, subject in zip(events, stored_on):
-        if isinstance(event, ev.SimEvent):
+        if isinstance(event, ev.SimEvent) and not isinstance(event, ev.SimQueued):
             key = (type(event), event.run_id, event.sim_id, event.chunk)
             home = remembered.get(key)
             if home is None:

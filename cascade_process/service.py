@@ -25,7 +25,7 @@ from cascade_nats.supervise import Supervision, supervise
 from cascade_process.connection import connect_nats
 from cascade_process.worker import runner
 from cascade_sim import registry, samples
-from cascade_sim.dispatcher import dispatch, ensure_consumers
+from cascade_sim.dispatcher import dispatch, ensure_consumer
 from cascade_sim.install import AccelSimInstall
 from projections.rebuild import ReadModel
 
@@ -59,15 +59,15 @@ async def running(settings: Settings, embedded: EmbeddedNats | None = None) -> A
         install = AccelSimInstall(settings.accelsim_dir) if settings.accelsim_dir is not None else None
         cascade = Cascade(settings, nc, store, objects, read_model, install, supervision)
         if install is None:
-            log.warning("no Accel-Sim dir (CASCADE_ACCELSIM_DIR): the GPU config list is empty and no sim runs here")
+            log.warning("no Accel-Sim dir (CASCADE_ACCELSIM_DIR): no sim runs here; runs may name the configs of live runners")
         else:
-            log.info("GPU configs in %s: %s", install.root, ", ".join(c.name for c in cascade.gpu_configs) or "none")
-        await ensure_consumers(store.js, ack_wait_s=settings.runner_lease_s)
+            log.info("GPU configs in %s: %s", install.root, ", ".join(c.name for c in cascade.local_configs) or "none")
+        await ensure_consumer(store.js)
         async with anyio.create_task_group() as tg:
             if embedded is not None:
                 tg.start_soon(supervise, "nats-server", embedded.keep_running, supervision)
             tg.start_soon(supervise, "projector", read_model.run, supervision)
-            tg.start_soon(supervise, "dispatcher", lambda: dispatch(store), supervision)
+            tg.start_soon(supervise, "dispatcher", lambda: dispatch(store, ack_wait_s=settings.runner_lease_s), supervision)
             if settings.runner and install is not None:
                 local = runner(nc, install, settings.data_dir / "runner", settings, supervision)
                 tg.start_soon(supervise, "runner", local.run, supervision)

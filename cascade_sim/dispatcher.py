@@ -4,7 +4,9 @@ retried sim naming the attempt it asked for).
 
 It reads run events with a durable consumer shared by every `cascade serve` on the cluster,
 so each run is dispatched once, and acknowledges a run only after all its launch requests are
-stored. A crash in between redelivers the run; the requests' ids are derived from the sims',
+stored. A request goes on its config's launch subject, which one durable consumer per config
+delivers to the runners that have the config (`ensure_launch_consumer`): the dispatcher
+makes it before the config's first request, so it delivers every one. A crash in between redelivers the run; the requests' ids are derived from the sims',
 so sending them again stores nothing new. A message that is no run event is terminated, never
 to come back (the projector parks it), and a run that cannot be dispatched likewise. Any other
 error (NATS gone, a JetStream leader election) ends `dispatch`, which its supervisor starts
@@ -48,6 +50,7 @@ def launch_requests(run: ev.RunCreated | ev.RunEntriesAdded | ev.RunRetryRequest
                 kernels_total=run.kernels_total,
                 attempt=sim.attempt,
                 reuse=sim.reuse,
+                by_config=True,
             )
             for sim in run.sims
         ]
@@ -67,6 +70,7 @@ def launch_requests(run: ev.RunCreated | ev.RunEntriesAdded | ev.RunRetryRequest
             kernels_total=run.kernels_total,
             split=spec.split,
             reuse=spec.reuse,
+            by_config=True,
         )
         for spec in run.sims
         for chunk in _chunks(spec, run.kernels_total)
@@ -79,8 +83,8 @@ def _chunks(spec: ev.SimSpec, kernels_total: int) -> list[int | None]:
     return list(range(chunk_count(kernels_total, spec.split)))
 
 
-async def ensure_consumers(js: JetStreamContext, *, ack_wait_s: float) -> None:
-    """The two durable consumers work distribution rests on; creating them again is harmless."""
+async def ensure_consumer(js: JetStreamContext) -> None:
+    """The dispatcher's durable consumer; creating it again is harmless."""
     await js.add_consumer(
         subjects.STREAM,
         api.ConsumerConfig(
@@ -91,11 +95,17 @@ async def ensure_consumers(js: JetStreamContext, *, ack_wait_s: float) -> None:
             ack_wait=30,
         ),
     )
+
+
+async def ensure_launch_consumer(js: JetStreamContext, gpu_config: str, *, ack_wait_s: float) -> str:
+    """The durable consumer of `gpu_config`'s launch requests, by name; creating it again is
+    harmless. A request's lease is `ack_wait_s`: its runner keeps it in progress meanwhile."""
+    name = subjects.launch_consumer(gpu_config)
     await js.add_consumer(
         subjects.STREAM,
         api.ConsumerConfig(
-            durable_name=subjects.LAUNCH_CONSUMER,
-            filter_subject=subjects.LAUNCH_REQUESTS,
+            durable_name=name,
+            filter_subject=subjects.launch_requests(gpu_config),
             ack_policy=api.AckPolicy.EXPLICIT,
             deliver_policy=api.DeliverPolicy.ALL,
             ack_wait=ack_wait_s,
@@ -103,19 +113,21 @@ async def ensure_consumers(js: JetStreamContext, *, ack_wait_s: float) -> None:
             max_ack_pending=10_000,
         ),
     )
+    return name
 
 
-async def dispatch(store: EventStore) -> None:
+async def dispatch(store: EventStore, *, ack_wait_s: float) -> None:
     """Dispatch created runs until something fails."""
     sub = await store.js.pull_subscribe_bind(CONSUMER, subjects.STREAM)
     try:
-        await _dispatch(store, sub)
+        await _dispatch(store, sub, ack_wait_s)
     finally:
         with contextlib.suppress(Exception):  # gone with its connection, if that is why it stops
             await sub.unsubscribe()
 
 
-async def _dispatch(store: EventStore, sub: JetStreamContext.PullSubscription) -> None:
+async def _dispatch(store: EventStore, sub: JetStreamContext.PullSubscription, ack_wait_s: float) -> None:
+    consumed: set[str] = set()  # the configs whose launch consumer is known to be there
     while True:
         try:
             messages = await sub.fetch(16, timeout=5)
@@ -126,6 +138,9 @@ async def _dispatch(store: EventStore, sub: JetStreamContext.PullSubscription) -
             if isinstance(event, ev.RunCreated | ev.RunEntriesAdded | ev.RunRetryRequested):
                 try:
                     requests = launch_requests(event)
+                    for config in sorted({r.gpu_config for r in requests} - consumed):
+                        await ensure_launch_consumer(store.js, config, ack_wait_s=ack_wait_s)
+                        consumed.add(config)
                     if requests:
                         await store.append_facts(requests)
                         log.info("run %s: %d sims queued", event.run_id, len(requests))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import assert_never
 
 from cascade_core import split
-from cascade_core.gpu_configs import arch_from_config_name, core_clock_from_config
+from cascade_core.gpu_configs import arch_from_config_name, config_digest, core_clock_from_config
 from cascade_core.models import GpuConfig
 from cascade_core.sims import Outcome
 from cascade_core.split import Launches
@@ -49,14 +49,15 @@ class AccelSimInstall:
         return self.root / "gpu-simulator" / "gpgpu-sim" / "configs" / "tested-cfgs"
 
     def configs(self) -> list[GpuConfig]:
-        """Every config whose arch and clock can be read, sorted by name; the others are
-        skipped with a warning."""
+        """Every config whose arch and clock can be read, sorted by name, with the digest of
+        the files a sim of it copies; the others are skipped with a warning."""
         found = []
         for path in sorted(self.tested_configs.glob("*/gpgpusim.config")):
             name = path.parent.name
             arch = arch_from_config_name(name)
             try:
                 clock = core_clock_from_config(path.read_text(errors="replace"))
+                digest = config_digest(self.file_digests(name))
             except OSError as err:
                 log.warning("skipping GPU config %s: cannot read %s (%s)", name, path, err.strerror)
                 continue
@@ -65,7 +66,7 @@ class AccelSimInstall:
             elif clock is None:
                 log.warning("skipping GPU config %s: no readable -gpgpu_clock_domains in %s", name, path)
             else:
-                found.append(GpuConfig(name=name, arch=arch, core_clock_mhz=clock))
+                found.append(GpuConfig(name=name, arch=arch, core_clock_mhz=clock, digest=digest))
         return found
 
     def config_files(self, name: str) -> list[Path]:
@@ -77,16 +78,26 @@ class AccelSimInstall:
             files.append(trace_config)
         return [f for f in files if f.is_file()]
 
+    def file_digests(self, name: str) -> dict[str, str]:
+        """The sha256 of each file a sim of config `name` copies, by its name there."""
+        return {source.name: _sha256(source) for source in self.config_files(name)}
+
+    def build(self) -> str | None:
+        """The sha256 of the simulator's binary, or None when it cannot be read."""
+        try:
+            return _sha256(self.binary)
+        except OSError:
+            return None
+
     def library_dirs(self) -> list[Path]:
         """GPGPU-Sim's libcudart.so folders, for LD_LIBRARY_PATH."""
         return sorted(p for p in (self.root / "gpu-simulator" / "gpgpu-sim" / "lib").glob("*/*/release") if p.is_dir())
 
     def prepare(self, config: GpuConfig, workdir: Path) -> dict[str, str]:
-        digests = {}
-        for source in self.config_files(config.name):
+        sources = self.config_files(config.name)
+        for source in sources:
             shutil.copyfile(source, workdir / source.name)
-            digests[source.name] = hashlib.sha256(source.read_bytes()).hexdigest()
-        return digests
+        return {source.name: _sha256(workdir / source.name) for source in sources}  # what the sim reads
 
     def command(
         self, config: GpuConfig, workdir: Path, trace_dir: Path, env: Mapping[str, str], *, launches: Launches | None = None
@@ -105,6 +116,11 @@ class AccelSimInstall:
 
     def reader(self) -> AccelSimOutput:
         return AccelSimOutput()
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def launches_kernelslist(trace_dir: Path, launches: Launches) -> Path:

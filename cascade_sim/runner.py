@@ -1,6 +1,10 @@
-"""The simulator runner: takes launch requests from the shared durable consumer, one per free
-slot, and runs each as an attempt of its simulator backend (`simulator.Simulator`), which
-alone knows how the simulator runs and what its output says.
+"""The simulator runner: takes launch requests, one per free slot, from the durable consumers
+of its configs' requests (one per config, shared by every runner that has it: it never sees a
+request it cannot run), and runs each as an attempt of its simulator backend
+(`simulator.Simulator`), which alone knows how the simulator runs and what its output says.
+It asks each consumer in turn, for a share of a 2 s round. Requests from before placement by
+config are on the `launch` consumer every runner took from: a runner drains it too, handing
+back what it lacks the config for, and deletes it once nothing is left there.
 
 What to append is decided by `cascade_core/sims.py`, given commands with the time in them;
 the runner does the I/O around it. Claiming: the runner reads the sim's last lifecycle
@@ -26,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 import shutil
 import socket
@@ -37,6 +42,7 @@ from typing import Literal
 import anyio
 import msgspec
 from nats.aio.client import Client
+import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
@@ -45,16 +51,17 @@ from cascade_core import events as ev
 from cascade_core import reuse, sims, split, subjects
 from cascade_core.heap import settle_heap
 from cascade_core.models import Runner as RunnerInfo
+from cascade_core.models import SimulatorBuild
 from cascade_core.reuse import Reuse
 from cascade_nats.objects import Objects
 from cascade_nats.store import ConcurrencyError, EventStore
 from cascade_nats.supervise import Supervision, supervise
 from cascade_sim import registry
 from cascade_sim.attempt import HEARTBEAT_S, Attempt, Stop
-from cascade_sim.dispatcher import consumed_event, ensure_consumers
+from cascade_sim.dispatcher import consumed_event, ensure_launch_consumer
 from cascade_sim.event_sender import EventSender
 from cascade_sim.sim_report import Job, SimReport
-from cascade_sim.simulator import Simulator
+from cascade_sim.simulator import Simulator, Versions
 from cascade_sim.trace_cache import TraceCache, TraceUnavailable
 
 log = logging.getLogger("cascade.runner")
@@ -64,6 +71,8 @@ LifeEvent = ev.SimClaimed | ev.SimLaunched | ev.SimFinished  # what a sim's life
 # What becomes of a request once handled: acknowledged, handed back for another runner, or
 # left to the runner that holds its sim now (whose lease keeps it).
 Handled = Literal["done", "hand back", "leave"]
+ROUND_S = 2.0  # a round of asking each consumer for requests, when none has any
+MIN_ASK_S = 0.25  # the least a consumer is waited on in a round
 
 
 def held_name(request: ev.SimQueued) -> str:
@@ -78,6 +87,18 @@ class Slot:
         self.msg = msg
         self.job: Job | None = None
         self.stop = Stop()
+
+
+class Source:
+    """A consumer this runner takes requests from: one of its configs', or the legacy one."""
+
+    def __init__(self, name: str, sub: JetStreamContext.PullSubscription) -> None:
+        self.name = name
+        self.sub = sub
+
+    @property
+    def legacy(self) -> bool:
+        return self.name == subjects.LEGACY_LAUNCH_CONSUMER
 
 
 class Runner:
@@ -115,6 +136,8 @@ class Runner:
         self.id = f"{self.host}-{secrets.token_hex(3)}"
         self.started_at = datetime.now(UTC)
         self.configs = {c.name: c for c in simulator.configs()}
+        self.build: str | None = None  # found at the start of `run`: reading a binary takes a while
+        self.versions = Versions(None, None)  # as the last sim launched here printed them
         self.running: dict[str, Slot] = {}
         self._slot_freed = asyncio.Event()
         self._kv: KeyValue | None = None
@@ -125,8 +148,8 @@ class Runner:
         """Take and run sims until cancelled; running sims are then stopped and handed back."""
         await self.store.ensure_stream()
         await self.objects.ensure()
-        await ensure_consumers(self.store.js, ack_wait_s=self.ack_wait_s)
         kv = self._kv = await registry.bucket(self.store.js)
+        self.build = await anyio.to_thread.run_sync(self.simulator.build)
         settle_heap()
         log.info("runner %s: %d slots, configs %s", self.id, self.slots, ", ".join(self.configs) or "none")
         try:
@@ -146,23 +169,38 @@ class Runner:
 
     async def _take_requests(self, tg: anyio.abc.TaskGroup) -> None:
         """Take requests as slots free up, until something fails; the sims taken run in `tg`."""
-        sub = await self.store.js.pull_subscribe_bind(subjects.LAUNCH_CONSUMER, subjects.STREAM)
+        js = self.store.js
+        sources = []
         try:
-            await self._take(sub, tg)
+            for config in self.configs:
+                name = await ensure_launch_consumer(js, config, ack_wait_s=self.ack_wait_s)
+                sources.append(Source(name, await js.pull_subscribe_bind(name, subjects.STREAM)))
+            with contextlib.suppress(nats.js.errors.NotFoundError):  # drained and deleted, or never there
+                await js.consumer_info(subjects.STREAM, subjects.LEGACY_LAUNCH_CONSUMER)
+                sources.append(Source(subjects.LEGACY_LAUNCH_CONSUMER, await js.pull_subscribe_bind(subjects.LEGACY_LAUNCH_CONSUMER, subjects.STREAM)))
+            await self._take(sources, tg)
         finally:
-            with contextlib.suppress(Exception):  # gone with its connection, if that is why it stops
-                await sub.unsubscribe()
+            for source in sources:
+                with contextlib.suppress(Exception):  # gone with its connection, if that is why it stops
+                    await source.sub.unsubscribe()
 
-    async def _take(self, sub: JetStreamContext.PullSubscription, tg: anyio.abc.TaskGroup) -> None:
+    async def _take(self, sources: list[Source], tg: anyio.abc.TaskGroup) -> None:
+        turn = 0
         while True:
             free = self.slots - len(self.running)
             if free <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 continue
+            if not sources:  # no config: nothing is ever for this runner
+                await asyncio.Event().wait()
+            source = sources[turn % len(sources)]
+            turn += 1
             try:
-                messages = await sub.fetch(free, timeout=2)
+                messages = await source.sub.fetch(free, timeout=max(MIN_ASK_S, ROUND_S / len(sources)))
             except TimeoutError:  # nothing to take (nats-py raises its own or asyncio's)
+                if source.legacy and await self._retired(source):
+                    sources.remove(source)
                 continue
             for msg in messages:
                 request = consumed_event(msg)
@@ -179,6 +217,22 @@ class Runner:
                 self.running[held_name(request)] = Slot(msg)
                 tg.start_soon(self._serve, request)
 
+    async def _retired(self, source: Source) -> bool:
+        """Whether the legacy consumer is gone: deleted here once nothing waits there and no
+        runner holds a request of it, or by another runner."""
+        js = self.store.js
+        try:
+            info = await js.consumer_info(subjects.STREAM, source.name)
+            if info.num_pending or info.num_ack_pending:
+                return False
+            await js.delete_consumer(subjects.STREAM, source.name)
+            log.info("runner %s: the %s consumer of launch requests from before placement by config is drained: deleted", self.id, source.name)
+        except nats.js.errors.NotFoundError:
+            pass
+        with contextlib.suppress(Exception):
+            await source.sub.unsubscribe()
+        return True
+
     async def _announce(self) -> None:
         assert self._kv is not None
         while True:
@@ -190,6 +244,11 @@ class Runner:
                 configs=sorted(self.configs),
                 started_at=self.started_at,
                 last_seen_at=datetime.now(UTC),
+                gpu_configs=[self.configs[name] for name in sorted(self.configs)],
+                simulator=SimulatorBuild(
+                    binary_digest=self.build, accel_sim_build=self.versions.accel_sim_build, gpgpu_sim_build=self.versions.gpgpu_sim_build
+                ),
+                load=os.getloadavg()[0],
             )
             await registry.announce(self._kv, info)
             await asyncio.sleep(registry.ANNOUNCE_EVERY_S)
@@ -283,6 +342,8 @@ class Runner:
             result = await attempt.run()
         finally:
             watch.cancel()
+            if report.versions.accel_sim_build or report.versions.gpgpu_sim_build:
+                self.versions = report.versions
         if result is None:  # another attempt owns the sim now, and its runner the request
             await sender.flush()
             shutil.rmtree(workdir, ignore_errors=True)
@@ -328,6 +389,8 @@ class Runner:
             return claimed if isinstance(event, ev.SimClaimed) else None
 
     async def _lacking_config(self, request: ev.SimQueued) -> bool:
+        """For a request from before placement by config (no other comes to a runner that lacks
+        its config): hand it back when a live runner has the config, else fail its sim."""
         assert self._kv is not None
         others = [r for r in await registry.live(self._kv) if r.id != self.id and request.gpu_config in r.configs]
         if others:

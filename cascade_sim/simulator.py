@@ -111,7 +111,13 @@ class Simulator(Protocol):
         ...
 
     def configs(self) -> list[GpuConfig]:
-        """The GPU configs it can simulate."""
+        """The GPU configs it can simulate, each with its digest
+        (`gpu_configs.config_digest` of the files `prepare` would put there)."""
+        ...
+
+    def build(self) -> str | None:
+        """Which build of the simulator this is, as far as is known before it runs (for
+        Accel-Sim, the sha256 of its binary); None when it cannot be told."""
         ...
 
     def prepare(self, config: GpuConfig, workdir: Path) -> dict[str, str]:

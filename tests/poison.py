@@ -10,6 +10,7 @@ from nats.aio.client import Client
 
 from cascade_core import events as ev
 from cascade_core import subjects
+from cascade_core.ids import subject_token
 
 
 
@@ -79,13 +80,19 @@ def foreign_sim(run_id: str, sim_id: str) -> Poison:
     )
 
 
+LAUNCHED_CONFIG = "SM61_TITANX"  # the config whose runners' consumer meets the launch requests below
+
+
 def launch_request_not_json(run_id: str, sim_id: str) -> Poison:
-    return Poison("a launch request that is not JSON", subjects.sim(run_id, sim_id, "queued"), b"{oops", "not an event", None)
+    where = subjects.sim(run_id, sim_id, f"queued.{subject_token(LAUNCHED_CONFIG)}")
+    return Poison("a launch request that is not JSON", where, b"{oops", "not an event", None)
 
 
 def misplaced_launch_request(run_id: str, sim_id: str, other_sim: str) -> Poison:
-    queued = ev.SimQueued(id="p-queued", at=datetime.now(UTC), run_id=run_id, sim_id=other_sim, trace_id="t", gpu_config="SM61_TITANX", kernels_total=1)
-    where = subjects.sim(run_id, sim_id, "queued")
+    queued = ev.SimQueued(
+        id="p-queued", at=datetime.now(UTC), run_id=run_id, sim_id=other_sim, trace_id="t", gpu_config=LAUNCHED_CONFIG, kernels_total=1, by_config=True
+    )
+    where = subjects.sim(run_id, sim_id, f"queued.{subject_token(LAUNCHED_CONFIG)}")
     return Poison("a launch request of another sim", where, ev.encode(queued), "belongs on", "sim.queued.v1")
 
 

@@ -110,7 +110,7 @@ async def _receive(c: Cascade, upload: Upload, compression: Compression, body: L
         await _shielded(_next(c, upload, [failed(upload, f"the server could not store the upload ({error}); upload it again", now())]))
         raise
     await _next(c, upload, files_stored(upload, received.files, now()), wait=False)
-    outcome = await anyio.to_thread.run_sync(decide_outcome, upload, received, c.gpu_configs, now())
+    outcome = await anyio.to_thread.run_sync(decide_outcome, upload, received, await c.gpu_configs(), now())
     if isinstance(outcome[-1], ev.TraceFailed):
         await _shielded(remove(c.objects, upload.trace_id, received.files))
     await _next(c, upload, outcome)

@@ -19,8 +19,8 @@ from cascade_app.reads import read
 from cascade_app.service import Cascade
 from cascade_core.models import (
     Comparison,
-    GpuConfig,
     KernelStat,
+    OfferedConfig,
     RunCreate,
     RunDetail,
     RunEntries,
@@ -61,9 +61,14 @@ async def _detail(c: Cascade, run_id: str, *, attention: bool = False) -> RunDet
     return detail
 
 
-@operation(summary="List GPU configs", response=list[GpuConfig])
+@operation(
+    summary="List GPU configs",
+    description="This server's Accel-Sim install's, and those the live runners announce: one per name and digest, "
+    "sorted by name, then digest, each saying where it is (`local`, `runners`).",
+    response=list[OfferedConfig],
+)
 async def list_gpu_configs(request: Request) -> Response:
-    return MsgspecResponse(cascade(request).gpu_configs)
+    return MsgspecResponse(await cascade(request).gpu_configs())
 
 
 @operation(
@@ -229,7 +234,7 @@ async def list_step_timelines(request: Request) -> Response:
 async def run_results(request: Request) -> Response:
     c = cascade(request)
     run = await _run(c, request.path_params["run_id"])
-    configs = {g.name: g for g in c.gpu_configs}
+    configs = await c.configs_by_name()
     return streamed(c, q.run_results_chunks, run, configs, c.stat_names, media_type="application/json", filename=f"{run.id}-results.json")
 
 

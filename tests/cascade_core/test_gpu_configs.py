@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import hashlib
+from datetime import UTC, datetime
 
 import pytest
 
-from cascade_core.gpu_configs import arch_from_config_name, core_clock_from_config, suggested_config
-from cascade_core.models import GpuConfig
+from cascade_core.gpu_configs import arch_from_config_name, config_digest, core_clock_from_config, offered, suggested_config
+from cascade_core.models import GpuConfig, Runner
 from tests.support import TREE
 
 CONFIGS = TREE / "gpu-simulator/gpgpu-sim/configs/tested-cfgs"
@@ -68,3 +70,30 @@ def test_suggested_config_is_the_first_by_name_of_the_arch() -> None:
     assert suggested_config("sm_90", configs) == "SM90_H100"
     assert suggested_config("sm_61", configs) == "SM61_TITANX"
     assert suggested_config("sm_86", configs) is None
+
+
+def test_offered_configs_are_the_local_ones_and_the_runners_once_per_name_and_digest() -> None:
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+
+    def runner(id: str, *configs: GpuConfig) -> Runner:
+        names = [c.name for c in configs]
+        return Runner(id=id, host="h", slots=1, running=[], configs=names, started_at=at, last_seen_at=at, gpu_configs=list(configs))
+
+    titanx = GpuConfig("SM61_TITANX", "sm_61", 1417.0, digest="b" * 64)
+    changed = GpuConfig("SM61_TITANX", "sm_61", 1417.0, digest="a" * 64)
+    volta = GpuConfig("SM7_QV100", "sm_70", 1132.0, digest="c" * 64)
+    older = Runner(id="r-old", host="h", slots=1, running=[], configs=["SM90_H100"], started_at=at, last_seen_at=at)  # names only
+    shown = offered([titanx], [runner("r2", titanx, volta), runner("r1", changed, titanx), older])
+    assert [(c.name, c.digest, c.local, c.runners) for c in shown] == [
+        ("SM61_TITANX", "a" * 64, False, ["r1"]),
+        ("SM61_TITANX", "b" * 64, True, ["r1", "r2"]),
+        ("SM7_QV100", "c" * 64, False, ["r2"]),
+    ]
+    assert (shown[1].arch, shown[1].core_clock_mhz) == ("sm_61", 1417.0)
+
+
+def test_a_configs_digest_is_sha256_over_its_files_sha256sum_lines() -> None:
+    files = {"trace.config": "1" * 64, "gpgpusim.config": "2" * 64}
+    lines = f"{'2' * 64}  gpgpusim.config\n{'1' * 64}  trace.config\n"
+    assert config_digest(files) == hashlib.sha256(lines.encode()).hexdigest()
+    assert config_digest(files | {"gpgpusim.config": "3" * 64}) != config_digest(files)

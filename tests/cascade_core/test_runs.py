@@ -113,7 +113,7 @@ def test_create_needs_a_ready_trace_that_is_not_a_sample(trace: Trace | None, er
     ("config", "detail"),
     [
         ("SM90_H100", "SM90_H100 is sm_90 but trace demo is sm_86"),
-        ("SM99_NOPE", "unknown GPU config SM99_NOPE"),
+        ("SM99_NOPE", "unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install"),
     ],
 )
 def test_every_entry_needs_a_known_config_of_the_traces_arch(config: str, detail: str) -> None:

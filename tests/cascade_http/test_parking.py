@@ -41,7 +41,8 @@ async def consumers_done(nats_url: str) -> bool:
     nc = await nats.connect(nats_url)
     try:
         js = nc.jetstream()
-        infos = [await js.consumer_info(subjects.STREAM, name) for name in (CONSUMER, subjects.LAUNCH_CONSUMER)]
+        launch = subjects.launch_consumer(poison.LAUNCHED_CONFIG)
+        infos = [await js.consumer_info(subjects.STREAM, name) for name in (CONSUMER, launch)]
         return all(i.num_pending == 0 and i.num_ack_pending == 0 for i in infos)
     finally:
         await nc.close()
@@ -123,7 +124,7 @@ def test_bad_messages_are_parked_and_the_service_goes_on(tmp_path: Path, nats_ur
 
     skipped = [r.getMessage() for r in caplog.records if "skipped the message" in r.getMessage()]
     on_run_subjects = [seq for seq, p in bad.items() if p.subject == subjects.run("x")]
-    on_queued = [seq for seq, p in bad.items() if p.subject.endswith(".queued")]
+    on_queued = [seq for seq, p in bad.items() if ".queued." in p.subject]
     assert sorted(int(m.split("sequence ")[1].split()[0]) for m in skipped) == sorted(on_run_subjects + on_queued), "logged once each"
 
     with duckdb.connect(str(replayed), read_only=True) as con:

@@ -7,6 +7,7 @@ Read-only routes share one world built once (`world`); commands get a fresh serv
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -70,13 +71,24 @@ def create(client: TestClient, *entries: tuple[str, int], trace_id: str = "demo"
 # --- GPU configs ----------------------------------------------------------------------------
 
 
-def test_gpu_configs_are_listed_sorted_by_name(client: TestClient) -> None:
+ADDED_TO_GPU_CONFIG = ("digest", "local", "runners")  # Cascade's fields after the reference's
+
+
+def test_gpu_configs_are_listed_sorted_by_name(client: TestClient, accelsim_dir: Path) -> None:
     response = client.get("/api/gpu-configs")
     assert response.status_code == 200
     configs = response.json()
     assert [c["name"] for c in configs] == ["SM61_TITANX", "SM7_QV100", "SM80_A100", "SM86_RTX3070", "SM90_H100", "SM90_H200"]
-    assert configs[0] == {"name": "SM61_TITANX", "arch": "sm_61", "core_clock_mhz": 1417.0}
-    assert_shows(configs[1:], example("List GPU configs"))
+    as_referenced = [{k: v for k, v in c.items() if k not in ADDED_TO_GPU_CONFIG} for c in configs]
+    assert as_referenced[0] == {"name": "SM61_TITANX", "arch": "sm_61", "core_clock_mhz": 1417.0}
+    assert_shows(as_referenced[1:], example("List GPU configs"))
+    assert [list(c)[3:] for c in configs] == [list(ADDED_TO_GPU_CONFIG)] * len(configs)
+    assert all(c["local"] and c["runners"] == [] for c in configs), "no runner is up"
+    # sha256 over `sha256sum`'s lines for the files a sim of it copies
+    files = [accelsim_dir / "gpu-simulator/gpgpu-sim/configs/tested-cfgs/SM61_TITANX" / f for f in ("gpgpusim.config", "config_pascal_islip.icnt")]
+    files.append(accelsim_dir / "gpu-simulator/configs/tested-cfgs/SM61_TITANX/trace.config")
+    lines = "".join(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.name}\n" for f in sorted(files, key=lambda f: f.name))
+    assert configs[0]["digest"] == hashlib.sha256(lines.encode()).hexdigest()
 
 
 def test_without_an_accelsim_dir_there_are_no_gpu_configs(settings: Settings) -> None:
@@ -131,7 +143,7 @@ def test_create_rejects_configs_the_trace_cannot_run_on(client: TestClient) -> N
     assert (response.status_code, response.json()) == (422, example("Create a run", "422 response, arch mismatch"))
     entries[1] = {"gpu_config": "SM99_NOPE", "count": 1}
     response = client.post("/api/runs", json={"trace_id": "demo", "entries": entries})
-    assert (response.status_code, response.json()) == (422, {"detail": "unknown GPU config SM99_NOPE"})
+    assert (response.status_code, response.json()) == (422, {"detail": "unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install"})
     assert client.get("/api/runs").json() == []
 
 

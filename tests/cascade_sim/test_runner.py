@@ -233,20 +233,6 @@ def test_two_runners_share_twelve_sims_each_run_exactly_once(tmp_path: Path, nat
         assert len({c.runner_id for c in claims}) == 2, "both runners busy"
 
 
-def test_a_config_no_runner_has_fails_the_sim_saying_so(tmp_path: Path, nats_url: str, tree: Path) -> None:
-    import shutil
-
-    lacking = tmp_path / "lacking"
-    shutil.copytree(tree, lacking)
-    shutil.rmtree(lacking / "gpu-simulator/gpgpu-sim/configs/tested-cfgs/SM7_QV100")
-    with serve(tmp_path, nats_url, tree, runner=False) as client:
-        store_trace(service(client), client, "v", relabel(TRACES / "vectoradd-100-32", tmp_path / "volta", 70), "sm_70")
-        with worker(nats_url, lacking, tmp_path / "w"):
-            run = wait_run(client, create_run(client, "v", "SM7_QV100")["id"], timeout=30)
-    (sim,) = run["sims"]
-    assert (sim["state"], sim["error"]) == ("failed", "no runner has GPU config SM7_QV100")
-
-
 async def _claims(service: Cascade, sim_id: str) -> list:  # type: ignore[type-arg]
     from cascade_core import events as ev
     from cascade_core import subjects

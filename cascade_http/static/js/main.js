@@ -7,6 +7,7 @@ import { mountRuns } from "./views/runs.js";
 import { mountNewRun } from "./views/newrun.js";
 import { mountRun } from "./views/run.js";
 import { mountTraces } from "./views/traces.js";
+import { mountRunners } from "./views/runners.js";
 import { mountSignIn } from "./views/signin.js";
 
 // A view is mount(element, params, query) -> { update?(params, query), destroy?() }.
@@ -23,6 +24,7 @@ const ROUTES = [
     key: (p) => `run:${p.id}`,
   },
   { re: /^\/traces$/, nav: "traces", mount: mountTraces },
+  { re: /^\/runners$/, nav: "runners", mount: mountRunners },
 ];
 
 const main = document.getElementById("main");

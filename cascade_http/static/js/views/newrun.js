@@ -21,10 +21,18 @@ export function mountNewRun(el, _params, query) {
   );
   const load = () =>
     Promise.all([api("/api/traces"), api("/api/gpu-configs")])
-      .then(([traces, configs]) => form(body, traces, configs, query.get("trace")))
+      .then(([traces, configs]) => form(body, traces, oneByName(configs), query.get("trace")))
       .catch((err) => clear(body, failure(err, load)));
   load();
   return {};
+}
+
+/** One config of each name: an entry names a config by name, so two of one name that differ
+ * (by digest: the server's and a runner's, say) are one choice. */
+function oneByName(configs) {
+  const byName = new Map();
+  for (const c of configs) if (!byName.has(c.name)) byName.set(c.name, c);
+  return [...byName.values()];
 }
 
 /** Why `trace` (asked for by id) is not offered, or null when it is. */
@@ -65,7 +73,7 @@ function form(body, traces, configs, wanted) {
       .sort((a, b) => (b.name === trace.suggested_sim_config) - (a.name === trace.suggested_sim_config) || a.name.localeCompare(b.name));
     rows = matching.map((config, i) => configRow(config, config.name === trace.suggested_sim_config || (i === 0 && !trace.suggested_sim_config)));
     if (!rows.length) {
-      const known = configs.length ? `The server has ${configs.map((c) => `${c.name} (${c.arch})`).join(", ")}.` : "The server has no GPU configs: start it with --accelsim-dir.";
+      const known = configs.length ? `The server has ${configs.map((c) => `${c.name} (${c.arch})`).join(", ")}.` : "No GPU config is offered: start the server with --accelsim-dir, or a cascade worker.";
       clear(configList, state("empty", `No GPU config matches ${trace.trace_gpu_arch ?? "this trace's arch"}.`, known));
     } else clear(configList, rows.map((r) => r.el));
     for (const p of [traceError, configsError, formError]) p.textContent = "";
