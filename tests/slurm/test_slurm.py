@@ -1,6 +1,7 @@
 """`cascade slurm` against a real single-node Slurm: sims run in worker jobs it submits, each
 sim's launcher_ref is its job's id, a job Slurm ends at its time limit fails the sim it held
-with Slurm's reason, and cancelling a run cancels the job that ran only its sims."""
+with Slurm's reason, one scancelled by someone else loses its sim to another job, and
+cancelling a run cancels the job that ran its sim."""
 
 from __future__ import annotations
 
@@ -111,6 +112,15 @@ def test_sims_run_in_slurm_jobs_that_end_at_their_limit_or_with_their_run(client
     until("the cancelled run's job scancelled", lambda: cancelled_job not in cluster.queued(), 20, launcher)
     assert cluster.job(cancelled_job)["JobState"] == "CANCELLED"
     assert wait_run(client, doomed, timeout=10)["state"] == "cancelled"
+
+    # Someone scancels a job that runs a sim: the sim is lost, and runs again in another job.
+    store_trace(service(client), client, "combo", TRACES / "combo-vec-mm-xz", "sm_61")
+    again = create_run(client, "combo", "SM61_TITANX")["id"]
+    lost_job = wait_run(client, again, timeout=60, until="running")["sims"][0]["launcher_ref"]
+    cluster.run("scancel", lost_job)
+    rerun = wait_run(client, again, timeout=60)
+    assert rerun["state"] == "succeeded" and rerun["sims"][0]["launcher_ref"] not in {lost_job, cancelled_job}, rerun
+    assert {e.launcher_ref: e.state for e in runners_ended(client)}.get(lost_job) == "CANCELLED"
 
     # The slow sim's job reaches its time limit: the sim fails with what Slurm said.
     timed_out = wait_run(client, slow, timeout=150)
