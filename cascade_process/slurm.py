@@ -33,7 +33,7 @@ import msgspec
 from nats.aio.client import Client
 from nats.js.kv import KeyValue
 
-from cascade_app.config import ENV, Settings
+from cascade_app.config import ENV, ConfigError, Settings
 from cascade_core import events as ev
 from cascade_core import slurm, subjects
 from cascade_core.models import Runner
@@ -74,9 +74,12 @@ class Commands:
         self.environ = dict(environ)
 
     async def run(self, *argv: str) -> str:
-        process = await asyncio.create_subprocess_exec(
-            *argv, env=self.environ, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv, env=self.environ, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            )
+        except FileNotFoundError as missing:
+            raise SlurmError(f"{argv[0]}: not found (are Slurm's commands on PATH?)") from missing
         out, err = await process.communicate()
         if process.returncode:
             said = err.decode(errors="replace").strip().splitlines()
@@ -132,13 +135,13 @@ class Commands:
 
 
 class Launcher:
-    def __init__(self, nc: Client, options: Options, commands: Commands, supervision: Supervision | None = None) -> None:
+    def __init__(self, nc: Client, options: Options, commands: Commands, cluster: str, supervision: Supervision | None = None) -> None:
         self.nc = nc
         self.store = EventStore(nc)
         self.options = options
         self.commands = commands
         self.supervision = supervision or Supervision()
-        self.cluster = ""
+        self.cluster = cluster
         self.jobs: dict[str, str] = {}  # ours, queued or running: job id to state
         self.cancelled: set[str] = set()  # jobs this launcher cancelled: their end is no news
         self._kv: KeyValue | None = None
@@ -149,7 +152,6 @@ class Launcher:
     async def run(self) -> None:
         """Scale and watch jobs until cancelled; jobs are left running (idle ones end by themselves)."""
         self.options.work_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster = await self.commands.cluster()
         await self.store.ensure_stream()
         self._kv = await registry.bucket(self.store.js)
         log.info("slurm launcher: cluster %s, up to %d jobs of %d slots, named %s", self.cluster, self.options.workers, self.options.slots, self.options.job_name)
@@ -169,7 +171,7 @@ class Launcher:
         """Look at the jobs and the queue once, and act."""
         assert self._kv is not None
         present = await self.commands.jobs(self.options.job_name)
-        for job_id in sorted(set(self.jobs) - set(present), key=int):
+        for job_id in sorted(set(self.jobs) - set(present), key=_in_order):
             await self._ended(job_id)
         self.jobs = present
         runners = {r.id: r for r in await registry.live(self._kv)}
@@ -184,7 +186,7 @@ class Launcher:
             slots_per_job=self.options.slots,
             max_jobs=self.options.workers,
         )
-        waiting = sorted((j for j in coming if present[j] not in STARTED), key=int, reverse=True)[: decided.cancel_waiting]
+        waiting = sorted((j for j in coming if present[j] not in STARTED), key=_in_order, reverse=True)[: decided.cancel_waiting]
         if waiting:
             log.info("slurm launcher: the queue no longer needs jobs %s; cancelling them", ", ".join(waiting))
             await self._cancel(waiting)
@@ -211,11 +213,12 @@ class Launcher:
     async def _listen_for_cancels(self) -> None:
         sub = await self.nc.subscribe(subjects.RUN_EVENTS)
         try:
-            async for msg in sub.messages:
-                with contextlib.suppress(ev.Unreadable):  # the projector parks it; it cancels nothing
-                    event = subjects.decode(msg.subject.encode(), msg.data)
-                    if isinstance(event, ev.RunCancelRequested):
-                        await self._run_cancelled(event.run_id)
+            async with asyncio.TaskGroup() as tg:  # each cancel waits for an announcement: none holds up the next
+                async for msg in sub.messages:
+                    with contextlib.suppress(ev.Unreadable):  # the projector parks it; it cancels nothing
+                        event = subjects.decode(msg.subject.encode(), msg.data)
+                        if isinstance(event, ev.RunCancelRequested):
+                            tg.create_task(self._run_cancelled(event.run_id))
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
@@ -237,6 +240,10 @@ class Launcher:
             await self._cancel(idle)
 
 
+def _in_order(job_id: str) -> tuple[int, str]:
+    return len(job_id), job_id  # job ids are numbers: a longer one is newer
+
+
 def _running(runners: Mapping[str, Runner], runner_id: str) -> list[str]:
     runner = runners.get(runner_id)
     return [] if runner is None else runner.running
@@ -252,11 +259,18 @@ async def launch(settings: Settings, options: Options) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, task.cancel)
     assert settings.nats_url is not None
+    commands = Commands({**os.environ})
+    try:
+        cluster = await commands.cluster()
+        if options.partition:
+            await commands.run("scontrol", "show", "partition", options.partition)
+    except SlurmError as err:
+        raise ConfigError(f"Slurm: {err}") from err
     nats = {ENV["nats_url"]: settings.nats_url, **{ENV[field]: str(path) for field, path in settings.nats_files.items()}}
     supervision = Supervision()
     nc = await connect_nats(settings.nats_access(), name="cascade-slurm", supervision=supervision)
     try:
         with contextlib.suppress(asyncio.CancelledError):
-            await Launcher(nc, options, Commands({**os.environ, **nats}), supervision).run()
+            await Launcher(nc, options, Commands({**os.environ, **nats}), cluster, supervision).run()
     finally:
         await nc.close()

@@ -5,6 +5,7 @@ cancelling a run cancels the job that ran its sim."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -132,3 +133,14 @@ def test_sims_run_in_slurm_jobs_that_end_at_their_limit_or_with_their_run(client
     ended = {e.launcher_ref: e for e in runners_ended(client)}
     assert ended[job].state == "TIMEOUT" and ended[job].runner_id == slurm.runner_id(cluster.name, job)
     assert cancelled_job not in ended  # the launcher's own cancel is no news
+
+
+def test_a_launcher_without_slurm_says_so_in_one_line(tmp_path: Path, nats_url: str) -> None:
+    tree = accelsim_tree(tmp_path / "accel-sim")
+    done = subprocess.run(
+        [sys.executable, "-m", "cascade_cli", "slurm", "--accelsim-dir", str(tree), "--workers", "1"],
+        env={**os.environ, "CASCADE_NATS_URL": nats_url, "PATH": str(tmp_path)},  # no Slurm command on it
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr == "cascade: error: Slurm: scontrol: not found (are Slurm's commands on PATH?)\n"
