@@ -263,15 +263,22 @@ def serve(args: argparse.Namespace) -> int:
 # --- worker -------------------------------------------------------------------------------
 
 
+def _runners(args: argparse.Namespace, command: str) -> tuple[Settings, Path]:
+    """The settings of a command that runs sims away from `serve` (a worker, Slurm's), which
+    needs the cluster's NATS and an Accel-Sim install; and that install."""
+    settings = _settings(args)
+    if settings.nats_url is None:
+        raise ConfigError(f"cascade {command} needs --nats-url (or CASCADE_NATS_URL): the cluster's NATS")
+    if settings.accelsim_dir is None:
+        raise ConfigError(f"cascade {command} needs --accelsim-dir (or CASCADE_ACCELSIM_DIR): a local Accel-Sim install")
+    check_accelsim_dir(settings.accelsim_dir)
+    return settings, settings.accelsim_dir
+
+
 def worker(args: argparse.Namespace) -> int:
     from cascade_process.worker import work
 
-    settings = _settings(args)
-    if settings.nats_url is None:
-        raise ConfigError("cascade worker needs --nats-url (or CASCADE_NATS_URL): the cluster's NATS")
-    if settings.accelsim_dir is None:
-        raise ConfigError("cascade worker needs --accelsim-dir (or CASCADE_ACCELSIM_DIR): a local Accel-Sim install")
-    check_accelsim_dir(settings.accelsim_dir)
+    settings, _ = _runners(args, "worker")
     # The simulator runs in a directory of its own: the paths it gets must be absolute.
     work_dir = absolute(Path(args.work_dir))
     with datadir.lock(work_dir, "work dir"):
@@ -283,16 +290,11 @@ def worker(args: argparse.Namespace) -> int:
 def slurm(args: argparse.Namespace) -> int:
     from cascade_process.slurm import Options, launch
 
-    settings = _settings(args)
-    if settings.nats_url is None:
-        raise ConfigError("cascade slurm needs --nats-url (or CASCADE_NATS_URL): the NATS its workers pull sims from")
-    if settings.accelsim_dir is None:
-        raise ConfigError("cascade slurm needs --accelsim-dir (or CASCADE_ACCELSIM_DIR): the Accel-Sim install on the nodes")
+    settings, accelsim_dir = _runners(args, "slurm")
     if args.workers < 1 or args.slots < 1:
         raise ConfigError("cascade slurm: --workers and --slots must be at least 1")
-    check_accelsim_dir(settings.accelsim_dir)
     options = Options(
-        accelsim_dir=settings.accelsim_dir, work_dir=absolute(Path(args.work_dir)), workers=args.workers, slots=args.slots,
+        accelsim_dir=accelsim_dir, work_dir=absolute(Path(args.work_dir)), workers=args.workers, slots=args.slots,
         partition=args.partition, time=args.time, idle_exit_s=args.idle_exit, job_name=args.job_name, sbatch_args=args.sbatch_arg,
     )
     asyncio.run(event_log.check_nats(settings.nats_access()))

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import stop
+
 COMMANDS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo")
 PARTITION = "cascade"
 
@@ -130,10 +132,5 @@ def slurm_cluster() -> Iterator[Cluster]:
                 _wait("the jobs' end", lambda: not cluster.queued(), 30, logs)
         finally:
             for daemon in reversed(daemons):
-                daemon.terminate()
-                try:
-                    daemon.wait(15)
-                except subprocess.TimeoutExpired:
-                    daemon.kill()
-                    daemon.wait()
+                stop(daemon)
             shutil.rmtree(root, ignore_errors=True)

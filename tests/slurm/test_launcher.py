@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from cascade_process.service import starlette_app
 from tests.cascade_http.conftest import service
 from tests.cascade_sim.world import accelsim_tree, create_run, store_trace, wait_run
 from tests.slurm.cluster import PARTITION, Cluster, slurm_cluster
-from tests.support import TRACES
+from tests.support import TRACES, stop, wait_until
 
 TOKEN = "t"
 LEASE_S = 8  # a stopped job's sims come back this long after it ended
@@ -64,23 +63,11 @@ def launcher(tmp_path: Path, nats_url: str, cluster: Cluster, client: TestClient
     try:
         yield log
     finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 def submitted(log: Path) -> list[str]:
     return re.findall(r"submitted job (\d+)", log.read_text())
-
-
-def until(what: str, check: object, timeout: float, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"{what}, after {timeout} s; the launcher said:\n{log.read_text()[-4000:]}"
-        time.sleep(0.5)
 
 
 def runners_ended(client: TestClient) -> list[ev.RunnerEnded]:
@@ -110,7 +97,7 @@ def test_sims_run_in_slurm_jobs_that_end_at_their_limit_or_with_their_run(client
     wait_run(client, slow, timeout=60, until="running")
     cancelled_job = wait_run(client, doomed, timeout=60, until="running")["sims"][0]["launcher_ref"]
     assert client.post(f"/api/runs/{doomed}/cancel").status_code == 200
-    until("the cancelled run's job scancelled", lambda: cancelled_job not in cluster.queued(), 20, launcher)
+    wait_until(lambda: cancelled_job not in cluster.queued(), 20, f"job {cancelled_job} was not cancelled (the launcher's log: {launcher})")
     assert cluster.job(cancelled_job)["JobState"] == "CANCELLED"
     assert wait_run(client, doomed, timeout=10)["state"] == "cancelled"
 
