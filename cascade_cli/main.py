@@ -2,6 +2,7 @@
 
     cascade serve      start the service (embedded nats-server unless --nats-url): `cascade_process.serve`
     cascade worker     run sims for a cluster, needing only its NATS: `cascade_process.worker`
+    cascade slurm      workers as Slurm jobs, as many as the queue needs: `cascade_process.slurm`
     cascade replay     rebuild a read model from the log, or verify the live one
     cascade events     print an aggregate's history
     cascade timeline   a serving step timeline from files, offline (`timeline_cli`)
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 # Commands that write a data dir (or a worker's work dir, or a replayed read model): what they
 # make is their user's alone, and so is what the embedded nats-server they start makes.
-PRIVATE = {"serve", "worker", "replay", "events"}
+PRIVATE = {"serve", "worker", "slurm", "replay", "events"}
 
 
 def _common(parser: argparse.ArgumentParser, *, api: bool = False) -> None:
@@ -161,6 +162,19 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--accelsim-dir", help="the local Accel-Sim install (CASCADE_ACCELSIM_DIR)")
     worker.add_argument("--slots", dest="runner_slots", type=int, help="sims at once (default: CPU cores)")
     worker.add_argument("--work-dir", default=".cascade-worker", help="working directories and the trace cache")
+    worker.add_argument("--idle-exit", type=float, metavar="SECONDS", help="end once nothing has run for this long")
+
+    slurm = sub.add_parser("slurm", help="run workers as Slurm jobs, as many as the queue needs (needs only NATS)")
+    _nats(slurm, "the cluster's NATS")
+    slurm.add_argument("--accelsim-dir", help="the Accel-Sim install, at the same path on every node (CASCADE_ACCELSIM_DIR)")
+    slurm.add_argument("--workers", type=int, required=True, metavar="N", help="jobs at most")
+    slurm.add_argument("--partition", help="the partition to submit to (default: the cluster's)")
+    slurm.add_argument("--slots", type=int, default=1, help="sims per job, and its --cpus-per-task (default 1)")
+    slurm.add_argument("--time", help="each job's time limit, as sbatch --time takes it (a sim it ends fails)")
+    slurm.add_argument("--idle-exit", type=float, default=60.0, metavar="SECONDS", help="a job ends once it has run nothing this long (default 60)")
+    slurm.add_argument("--job-name", default="cascade-worker", help="the jobs' name: a launcher takes over the queued jobs of its name")
+    slurm.add_argument("--work-dir", default=".cascade-slurm", help="jobs' working directories and logs, on a filesystem the nodes share")
+    slurm.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG", help="one more sbatch argument, such as --mem=8G (repeatable)")
 
     timeline = sub.add_parser("timeline", help="a serving step timeline from a measured timeline and kernel times")
     timeline.add_argument("--timeline", required=True, help="the measured step_timeline.json")
@@ -275,20 +289,42 @@ def serve(args: argparse.Namespace) -> int:
 # --- worker -------------------------------------------------------------------------------
 
 
+def _runners(args: argparse.Namespace, command: str) -> tuple[Settings, Path]:
+    """The settings of a command that runs sims away from `serve` (a worker, Slurm's), which
+    needs the cluster's NATS and an Accel-Sim install; and that install."""
+    settings = _settings(args)
+    if settings.nats_url is None:
+        raise ConfigError(f"cascade {command} needs --nats-url (or CASCADE_NATS_URL): the cluster's NATS")
+    if settings.accelsim_dir is None:
+        raise ConfigError(f"cascade {command} needs --accelsim-dir (or CASCADE_ACCELSIM_DIR): a local Accel-Sim install")
+    check_accelsim_dir(settings.accelsim_dir)
+    return settings, settings.accelsim_dir
+
+
 def worker(args: argparse.Namespace) -> int:
     from cascade_process.worker import work
 
-    settings = _settings(args)
-    if settings.nats_url is None:
-        raise ConfigError("cascade worker needs --nats-url (or CASCADE_NATS_URL): the cluster's NATS")
-    if settings.accelsim_dir is None:
-        raise ConfigError("cascade worker needs --accelsim-dir (or CASCADE_ACCELSIM_DIR): a local Accel-Sim install")
-    check_accelsim_dir(settings.accelsim_dir)
+    settings, _ = _runners(args, "worker")
     # The simulator runs in a directory of its own: the paths it gets must be absolute.
     work_dir = absolute(Path(args.work_dir))
     with datadir.lock(work_dir, "work dir"):
         asyncio.run(event_log.check_nats(settings.nats_access()))
-        asyncio.run(work(settings, work_dir))
+        asyncio.run(work(settings, work_dir, args.idle_exit))
+    return 0
+
+
+def slurm(args: argparse.Namespace) -> int:
+    from cascade_process.slurm import Options, launch
+
+    settings, accelsim_dir = _runners(args, "slurm")
+    if args.workers < 1 or args.slots < 1:
+        raise ConfigError("cascade slurm: --workers and --slots must be at least 1")
+    options = Options(
+        accelsim_dir=accelsim_dir, work_dir=absolute(Path(args.work_dir)), workers=args.workers, slots=args.slots,
+        partition=args.partition, time=args.time, idle_exit_s=args.idle_exit, job_name=args.job_name, sbatch_args=args.sbatch_arg,
+    )
+    asyncio.run(event_log.check_nats(settings.nats_access()))
+    asyncio.run(launch(settings, options))
     return 0
 
 
@@ -430,6 +466,7 @@ def trace(args: argparse.Namespace) -> int:
 COMMANDS = {
     "serve": serve,
     "worker": worker,
+    "slurm": slurm,
     "replay": replay,
     "events": events,
     "timeline": timeline,

@@ -255,12 +255,17 @@ class SimClaimed(SimEvent, frozen=True, tag="sim.claimed.v1"):
 
 
 class SimLaunched(SimEvent, frozen=True, tag="sim.launched.v1"):
+    """`launcher_ref`: what the simulator runs as, the simulator's pid for a runner on its own,
+    the Slurm job's id for one in a Slurm job; `runner_id`: the runner that claimed the
+    attempt (absent in older events), so the newest life event always names it."""
+
     attempt: int
     launcher_ref: str
     host: str
     config_digests: dict[str, str]
     accel_sim_build: str | None = None
     gpgpu_sim_build: str | None = None
+    runner_id: str | None = None
 
 
 class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
@@ -317,6 +322,22 @@ class SimFinished(SimEvent, frozen=True, tag="sim.finished.v1"):
     error: str | None = None
 
 
+# --- runners ------------------------------------------------------------------------------
+
+
+class RunnerEnded(Event, frozen=True, tag="runner.ended.v1"):
+    """The scheduler a runner ran under ended it (`launcher` "slurm": the job `launcher_ref`),
+    as that scheduler accounts for it: `state` in its words (Slurm's TIMEOUT, OUT_OF_MEMORY,
+    PREEMPTED, NODE_FAIL, CANCELLED, ...), `reason` a line for people. Sims whose attempt the
+    runner held are decided from it when their requests come back (`sims.decide`)."""
+
+    runner_id: str
+    launcher: str
+    launcher_ref: str
+    state: str
+    reason: str
+
+
 AnyEvent = (
     TraceUploadStarted
     | TraceFilesStored
@@ -337,6 +358,7 @@ AnyEvent = (
     | KernelFinished
     | SimFileStored
     | SimFinished
+    | RunnerEnded
 )
 
 # Old event type -> the function giving its next form: the current type, or a newer old one

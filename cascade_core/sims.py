@@ -10,7 +10,9 @@ The runner decides through it, and the read model's sim rows change only as `evo
   than the current one change nothing (a file of the current attempt counts even once the
   sim finished: a cancelled sim's log is still worth reading);
 - a sim whose runner was lost is claimed again for the next attempt, up to the limit, and
-  then fails saying the runner was lost;
+  then fails saying the runner was lost, and why when its scheduler said (`RunnerEnded`);
+  one whose runner's job reached a limit of its own (Slurm's time limit, its memory) fails
+  at once with the scheduler's words (`cascade_core/slurm.py`);
 - a run's cancel cancels each of its sims not finished by then;
 - a sim stopped for running past the wall-time limit fails saying so;
 - a retry (`run.retry_requested.v1`) makes a failed or cancelled sim wait for a runner again
@@ -35,6 +37,7 @@ from typing import Protocol, assert_never
 import msgspec
 
 from cascade_core import events as ev
+from cascade_core import slurm
 
 SIM_STATES = ("pending", "launching", "running", "succeeded", "failed", "cancelled")
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
@@ -108,7 +111,8 @@ class Outcome(msgspec.Struct, frozen=True):
 class Claim(msgspec.Struct, frozen=True, kw_only=True):
     """A runner takes the sim's launch request (`causation_id`, `correlation_id`) and would
     run its next attempt. `held_elsewhere`: a live runner other than this one says it runs
-    the sim (only asked while an attempt is under way)."""
+    the sim; `ended`: what ended the runner of the current attempt, if its scheduler said
+    (both only asked while an attempt is under way)."""
 
     at: datetime
     runner_id: str
@@ -116,6 +120,7 @@ class Claim(msgspec.Struct, frozen=True, kw_only=True):
     max_attempts: int
     held_elsewhere: bool = False
     first_attempt: int = 1  # the attempt the request began with: the limit counts from it
+    ended: ev.RunnerEnded | None = None
     causation_id: str | None = None
     correlation_id: str | None = None
 
@@ -180,10 +185,15 @@ def _claim(cmd: Claim, sim: SimState) -> list[Decided]:
         # runner still says it runs the sim (it was only slow), it is lost.
         if cmd.held_elsewhere:
             return []
+        ended = cmd.ended if cmd.ended is not None and cmd.ended.runner_id == sim.runner_id else None
+        if ended is not None and slurm.limit_reached(ended):
+            error = f"{ended.reason} during attempt {sim.attempt}"
+            return [_failed(sim, f"{sim.name}.{sim.attempt}.ended", cmd.at, error, cmd.causation_id)]
         tried = sim.attempt - cmd.first_attempt + 1
         if tried >= cmd.max_attempts:
             owner = f"{sim.runner_id} on {sim.host}" if sim.runner_id else f"the runner on {sim.host}"
-            error = f"runner lost: {owner} stopped responding during attempt {sim.attempt}; gave up after {tried} attempts"
+            why = ended.reason if ended is not None else f"{owner} stopped responding"
+            error = f"runner lost: {why} during attempt {sim.attempt}; gave up after {tried} attempts"
             return [_failed(sim, _failure_id(sim, "lost", cmd.first_attempt), cmd.at, error, cmd.causation_id)]
     attempt = sim.next_attempt
     claim = ev.SimClaimed(
@@ -266,7 +276,7 @@ def evolve(sim: SimState, event: SimLife) -> SimState:
         case ev.SimLaunched():
             if not counts(sim, event):
                 return sim
-            return msgspec.structs.replace(sim, state="running", host=event.host)
+            return msgspec.structs.replace(sim, state="running", host=event.host, runner_id=event.runner_id or sim.runner_id)
         case ev.SimFinished():
             # Also before any claim (attempt 0): a sim no runner could take fails without one.
             if sim.state in FINISHED or event.attempt != sim.attempt:

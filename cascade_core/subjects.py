@@ -7,6 +7,7 @@
     cascade.ev.run.<run>.sim.<sim>.data             heartbeats, kernel results, stored files
     cascade.ev.run.<run>.sim.<sim>.life.<c>         the same of chunk c of a split sim (its
     cascade.ev.run.<run>.sim.<sim>.data.<c>         launch requests are all on `queued.<config>`)
+    cascade.ev.runner.<runner>                      what ended a runner (its Slurm job's end)
 
 so a run's whole history is `cascade.ev.run.<run>.>` and a sim's is
 `cascade.ev.run.*.sim.<sim>.>`: one subject filter each. Launch requests from before
@@ -62,6 +63,14 @@ def launch_requests(gpu_config: str) -> str:
 def launch_consumer(gpu_config: str) -> str:
     """The durable consumer of `gpu_config`'s launch requests, shared by the runners that have it."""
     return f"launch-{subject_token(gpu_config)}"
+def runner(runner_id: str) -> str:
+    return f"{PREFIX}.runner.{subject_token(runner_id)}"
+
+
+def run_lives(run_id: str) -> list[str]:
+    """Filters for the life subjects of a run's sims and of their chunks."""
+    lives = f"{PREFIX}.run.{subject_token(run_id)}.sim.*.life"
+    return [lives, f"{lives}.*"]
 
 
 def sim_history(sim_id: str) -> str:
@@ -86,6 +95,8 @@ def of(event: ev.Event) -> str:
             return run(known.run_id)
         case ev.TraceEvent():
             return trace(known.trace_id)
+        case ev.RunnerEnded():
+            return runner(known.runner_id)
         case _:
             assert_never(known)
 

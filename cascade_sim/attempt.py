@@ -82,6 +82,7 @@ class Attempt:
         *,
         grace_s: float = 5.0,
         timeout_s: float | None = None,
+        launcher_ref: str | None = None,
     ) -> None:
         self.job = report.job
         self.simulator = simulator
@@ -93,6 +94,7 @@ class Attempt:
         self.stop = stop
         self.grace_s = grace_s
         self.timeout_s = timeout_s
+        self.launcher_ref = launcher_ref  # what the sim runs under, when not its own pid (a Slurm job)
         self.report = report
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
         self.inputs: dict[str, str] = {}  # what the backend put in the working directory, by name: sha256
@@ -121,7 +123,7 @@ class Attempt:
             preexec_fn=_die_with_parent,
             limit=1 << 20,
         )
-        self.report.launch = Launch(str(self.process.pid), self.host, self.inputs)
+        self.report.launch = Launch(self.launcher_ref or str(self.process.pid), self.host, self.inputs)
         log.info("sim %s attempt %d: pid %d runs %s", self.job.sim_id, self.job.attempt, self.process.pid, " ".join(command.argv))
         with gzip.open(log_path, "wb", compresslevel=1) as gz:
             ticker = asyncio.create_task(self._tick())

@@ -101,6 +101,16 @@ class Source:
         return self.name == subjects.LEGACY_LAUNCH_CONSUMER
 
 
+class Launcher(msgspec.Struct, frozen=True):
+    """The scheduler job a runner runs in (a Slurm job), which may end it: its runner id and
+    `launcher_ref` (the job's id) come from it, and when the runner is stopped it leaves its
+    sims' requests to their lease rather than handing them back, so that whoever records
+    why the job ended (`cascade slurm`) has done so when the next attempt is decided."""
+
+    runner_id: str
+    launcher_ref: str
+
+
 class Runner:
     def __init__(
         self,
@@ -115,6 +125,7 @@ class Runner:
         grace_s: float = 5.0,
         keep_failed: bool = False,
         supervision: Supervision | None = None,
+        launcher: Launcher | None = None,
     ) -> None:
         if not work_dir.is_absolute():
             # The simulator runs in a directory of its own, where a relative path means another place.
@@ -133,7 +144,8 @@ class Runner:
         self.keep_failed = keep_failed
         self.supervision = supervision or Supervision()
         self.host = socket.gethostname()
-        self.id = f"{self.host}-{secrets.token_hex(3)}"
+        self.launcher = launcher
+        self.id = launcher.runner_id if launcher is not None else f"{self.host}-{secrets.token_hex(3)}"
         self.started_at = datetime.now(UTC)
         self.configs = {c.name: c for c in simulator.configs()}
         self.build: str | None = None  # found at the start of `run`: reading a binary takes a while
@@ -285,6 +297,10 @@ class Runner:
         handled: Handled = "hand back"
         try:
             handled = await self._handle(request, slot)
+        except asyncio.CancelledError:
+            if self.launcher is not None:
+                handled = "leave"  # its job is ending: the lease brings the request back once that is recorded
+            raise
         except Exception:
             log.exception("sim %s: the runner failed running it", held_name(request))
         finally:
@@ -336,6 +352,7 @@ class Runner:
         attempt = Attempt(
             report, self.simulator, self.objects, sender, workdir, trace_dir, self.host, slot.stop,
             grace_s=self.grace_s, timeout_s=self.sim_timeout_s,
+            launcher_ref=None if self.launcher is None else self.launcher.launcher_ref,
         )
         watch = asyncio.create_task(self._supervised(f"watching {job.sim_id}", lambda: self._watch(report, slot.stop)))
         try:
@@ -372,9 +389,10 @@ class Runner:
             sim = sims.awaiting(sims.latest(request.run_id, request.sim_id, last, request.chunk), request.attempt)
             name = held_name(request)
             held = sim.under_way and any(name in r.running for r in await registry.live(self._kv) if r.id != self.id)
+            ended = await self._ended(sim.runner_id) if sim.under_way and not held else None
             command = sims.Claim(
                 at=datetime.now(UTC), runner_id=self.id, host=self.host, max_attempts=self.max_attempts,
-                held_elsewhere=held, first_attempt=max(request.attempt, 1), causation_id=request.id,
+                held_elsewhere=held, ended=ended, first_attempt=max(request.attempt, 1), causation_id=request.id,
                 correlation_id=request.correlation_id,
             )
             decided = sims.decide(command, sim)
@@ -387,6 +405,11 @@ class Runner:
                 continue  # someone moved the sim on meanwhile: look again
             claimed = sims.evolve(sim, event)
             return claimed if isinstance(event, ev.SimClaimed) else None
+
+    async def _ended(self, runner_id: str | None) -> ev.RunnerEnded | None:
+        """What ended a runner, if its scheduler's launcher recorded it."""
+        last = None if runner_id is None else await self.store.last_on(subjects.runner(runner_id))
+        return last.event if last is not None and isinstance(last.event, ev.RunnerEnded) else None
 
     async def _lacking_config(self, request: ev.SimQueued) -> bool:
         """For a request from before placement by config (no other comes to a runner that lacks

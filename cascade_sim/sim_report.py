@@ -194,6 +194,7 @@ class SimReport:
                 config_digests=self.launch.config_digests,
                 accel_sim_build=self.versions.accel_sim_build,
                 gpgpu_sim_build=self.versions.gpgpu_sim_build,
+                runner_id=self.sim.runner_id,
             )
         )
 

@@ -242,8 +242,8 @@ def _applier(e: ev.AnyEvent) -> Apply:
             return _to_sim(_file_stored)
         case ev.SimFinished():
             return _to_sim(_finished)
-        case ev.SimQueued():
-            return _queued
+        case ev.SimQueued() | ev.RunnerEnded():
+            return _for_runners
         case ev.RunCreated():
             return _run_created
         case ev.RunCancelRequested():
@@ -279,8 +279,10 @@ def _to_sim(handler: Callable[[_Batch, int, SimRow, E], None]) -> Callable[[_Bat
     return apply
 
 
-def _queued(b: _Batch, seq: int, e: ev.SimQueued) -> None:
-    pass  # for runners: a queued sim stays pending until one claims it
+def _for_runners(b: _Batch, seq: int, e: ev.SimQueued | ev.RunnerEnded) -> None:
+    # A queued sim stays pending until a runner claims it; a runner's end is read by the
+    # runner that claims its sims again, and the read model shows what that decides.
+    pass
 
 
 def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
@@ -779,6 +781,8 @@ def _toucher(e: ev.AnyEvent) -> Touch:
             return _touch_listed
         case ev.TraceEvent():
             return _touch_trace
+        case ev.RunnerEnded():
+            return _touch_nothing
         case _:
             assert_never(e)
 
@@ -800,6 +804,10 @@ def _touch_run(e: ev.RunCreated, found: _Touched) -> None:
 def _touch_listed(e: ev.RunRetryRequested | ev.RunEntriesAdded, found: _Touched) -> None:
     found.runs.add(e.run_id)
     found.sims.update(s.sim_id for s in e.sims)
+
+
+def _touch_nothing(e: ev.RunnerEnded, found: _Touched) -> None:
+    pass  # it changes no row
 
 
 def _touch_trace(e: ev.TraceEvent, found: _Touched) -> None:

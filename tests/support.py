@@ -4,9 +4,11 @@ for something that happens in another process or thread."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def _shared() -> Path:
@@ -24,6 +26,17 @@ ACCELSIM = SHARED / "accelsim"
 TRACES = ACCELSIM / "traces"
 LOGS = ACCELSIM / "logs"
 TREE = ACCELSIM / "tree"
+
+
+def stop(process: subprocess.Popen[Any], timeout: float = 15) -> None:
+    """End a process a test started: SIGTERM, and SIGKILL if it is still there after `timeout` s."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def wait_until(condition: Callable[[], object], timeout: float, message: str = "timed out") -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
 from cascade_core import events as ev
-from cascade_core import sims, split
+from cascade_core import sims, slurm, split
 from cascade_core.sims import Claim, Finish, GiveUp, Outcome, Record, SimState, decide, evolve
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -263,3 +264,31 @@ def test_a_runner_takes_a_retrys_request_for_the_attempt_it_asks_for() -> None:
     (unrunnable,) = decide(GiveUp(at=T0, reason="unrunnable", error="no runner has GPU config X", first_attempt=2), waiting)
     assert isinstance(unrunnable, ev.SimFinished) and (unrunnable.id, unrunnable.attempt) == ("sim-1.r2.unrunnable", 2)
     assert evolve(waiting, unrunnable).state == "failed"
+
+
+def ended(state: str, runner_id: str = "slurm-c-12") -> ev.RunnerEnded:
+    return slurm.ended(runner_id, slurm.JobEnd("12", state, "0:15", "TimeLimit" if state == "TIMEOUT" else None), event_id="e", at=T0)
+
+
+def test_a_runner_its_job_ended_at_a_limit_fails_its_sim_at_once_with_slurms_words() -> None:
+    launched = ev.SimLaunched(
+        id="l", at=T0, run_id="run-1", sim_id="sim-1", attempt=1, launcher_ref="12", host="n1", config_digests={}, runner_id="slurm-c-12"
+    )
+    sim = sims.latest("run-1", "sim-1", launched)
+    assert sim.runner_id == "slurm-c-12"
+    (failed,) = decide(Claim(at=T0, runner_id="r", host="h", max_attempts=MAX_ATTEMPTS, ended=ended("TIMEOUT")), sim)
+    assert isinstance(failed, ev.SimFinished) and failed.id == "sim-1.1.ended" and failed.outcome == "failed"
+    assert failed.error == "Slurm job 12 ended: TIMEOUT (reason TimeLimit, exit code 0:15) during attempt 1"
+    # Another runner's end says nothing of this sim: it is lost as any other, and claimed again.
+    (claim,) = decide(Claim(at=T0, runner_id="r", host="h", max_attempts=MAX_ATTEMPTS, ended=ended("TIMEOUT", "slurm-c-13")), sim)
+    assert isinstance(claim, ev.SimClaimed) and claim.attempt == 2
+
+
+def test_a_runner_its_job_ended_otherwise_is_lost_and_the_last_failure_says_why() -> None:
+    sim = SimState(run_id="run-1", sim_id="sim-1", state="running", attempt=1, runner_id="slurm-c-12", host="n1")
+    (claim,) = decide(Claim(at=T0, runner_id="r", host="h", max_attempts=2, ended=ended("PREEMPTED")), sim)
+    assert isinstance(claim, ev.SimClaimed) and claim.attempt == 2
+    sim = msgspec.structs.replace(sim, attempt=2)
+    (lost,) = decide(Claim(at=T0, runner_id="r", host="h", max_attempts=2, ended=ended("NODE_FAIL")), sim)
+    assert isinstance(lost, ev.SimFinished) and lost.id == "sim-1.lost"
+    assert lost.error == "runner lost: Slurm job 12 ended: NODE_FAIL (exit code 0:15) during attempt 2; gave up after 2 attempts"

@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from cascade_app.service import Cascade
 from cascade_core import events as ev
 from cascade_core.tracefiles import KernelLaunch, parse_kernelslist
-from tests.support import TREE
+from tests.support import TREE, stop
 
 FAKE_SIMULATOR = Path(__file__).resolve().parents[1] / "fake_accelsim" / "accel-sim.out"
 TITANX = Path("gpu-simulator/gpgpu-sim/configs/tested-cfgs/SM61_TITANX")
@@ -129,12 +129,7 @@ def worker(nats_url: str, accelsim_dir: Path, work_dir: Path, *, slots: int = 1,
     try:
         yield process
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop(process)
         process.communicate()
 
 

@@ -16,7 +16,8 @@ timing and a `cascade.json`, real timing attached to a ready trace and replaced,
 succeeds and is topped up (another config and a replica, with an idempotency key), one that
 fails in the simulator and is retried (failing again), one cancelled mid-kernel, split sims (one
 stitched from its chunks, one failed in a chunk, one split "auto" that runs whole), a sim
-reusing repeated kernels, an upload that fails, and a deleted trace.
+reusing repeated kernels, an upload that fails, a deleted trace, and a Slurm job's end as
+`cascade slurm` records it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import shutil
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
@@ -34,6 +36,7 @@ import nats
 from starlette.testclient import TestClient
 
 from cascade_app.config import Settings
+from cascade_core import slurm
 from cascade_nats import server
 from cascade_nats.store import EventStore
 from cascade_process.service import starlette_app
@@ -46,7 +49,8 @@ from tests.support import LOGS
 
 TOKEN = "corpus"
 TIMING_FILES = Path(__file__).parents[1] / "cascade_core" / "timing"  # real timing files of the combo trace
-BAD_CONFIG = "SM61_TITANX_BAD"  # a copy of SM61_TITANX with an option no simulator knows
+BAD_CONFIG = "SM61_TITANX_BAD"
+SCONTROL_TIMEOUT = "JobId=7 JobName=cascade-worker JobState=TIMEOUT Reason=TimeLimit Dependency=(null) ExitCode=0:15 RunTime=00:01:20"  # a copy of SM61_TITANX with an option no simulator knows
 
 
 def live(tmp: Path, nats_url: str) -> None:
@@ -109,6 +113,12 @@ def live(tmp: Path, nats_url: str) -> None:
         assert upload(client, tar_of({"README": b"no kernelslist.g here\n"}), "broken").status_code == 202
         _state(client, "broken", "failed")
         assert client.delete("/api/traces/broken").status_code == 204
+
+        # A worker's Slurm job ended at its time limit, as scontrol said it (tests/slurm).
+        end = slurm.parse_scontrol(SCONTROL_TIMEOUT, "7")
+        assert end is not None
+        runner = slurm.runner_id("cascade", "7")
+        client.portal.call(store.append, slurm.ended(runner, end, event_id=f"{runner}.ended", at=datetime.now(UTC)))  # type: ignore[union-attr]
 
 
 def _ready(client: TestClient, body: bytes, trace_id: str) -> None:
