@@ -14,23 +14,15 @@ from typing import TypedDict, assert_never
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core import nonfinite, sims
+from cascade_core import packed_stats, sims
 from cascade_core.models import GpuConfig
+from cascade_core.packed_stats import PackedStats
 from cascade_core.split import Chunk
-from cascade_sim import simulator
+from cascade_sim import _tokenizer, simulator
 
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
 # output more it stays well under the event size limit.
 MAX_LINES_BYTES = 192 * 1024
-
-
-def _nonfinite(value: object) -> str:
-    if isinstance(value, simulator.NonFinite):
-        return nonfinite.text(value)
-    raise NotImplementedError(type(value))
-
-
-_stats_encoder = msgspec.json.Encoder(enc_hook=_nonfinite)
 
 
 class Job(msgspec.Struct, frozen=True):
@@ -78,17 +70,10 @@ def content_type(name: str) -> str:
     )
 
 
-def stats_json(stats: dict[str, simulator.StatValue]) -> bytes:
-    """A stats map as the JSON object events and answers carry. JSON has no nan or infinity
-    and msgspec would write `null`, which the API's `float | str` does not allow, so they are
-    the strings "NaN", "Infinity" and "-Infinity": what JavaScript's Number(), Python's
-    float() and DuckDB's CAST(... AS DOUBLE) read back as the same float."""
-    raw = _stats_encoder.encode(stats)
-    if b"null" in raw:  # a plain float nan or inf, not made by the parser: make it one
-        raw = _stats_encoder.encode(
-            {k: simulator.NonFinite(v) if isinstance(v, float) and v - v != 0 else v for k, v in stats.items()}
-        )
-    return raw
+def packed(stats: dict[str, simulator.StatValue]) -> PackedStats:
+    """A stats map as its event carries it: its values packed in C, its names once per set."""
+    floats, texts = _tokenizer.pack(stats)
+    return packed_stats.pack(tuple(stats), floats, texts)
 
 
 class _Common(TypedDict):
@@ -254,7 +239,7 @@ class SimReport:
                 gpu_sim_insn=k.gpu_sim_insn,
                 gpu_ipc=k.gpu_ipc,
                 sim_time_ns=k.gpu_sim_cycle / self.job.gpu_config.core_clock_mhz * 1000,
-                stats=msgspec.Raw(stats_json(k.stats)),
+                stats=packed(k.stats),
                 stats_naming=self.reader.stats_naming,
             )
         )

@@ -494,7 +494,7 @@ def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> 
         gpu_sim_insn=e.gpu_sim_insn,
         gpu_ipc=e.gpu_ipc,
         sim_time_ns=e.sim_time_ns,
-        stats=bytes(e.stats).decode(),
+        stats=e.stats,
         seq=seq,
     )
     b.show(seq, sim.run_id, "kernel", row)
