@@ -38,10 +38,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
-import msgspec
 import nats
 
 from cascade_core import events as ev
+from cascade_core import packed_stats
 from cascade_nats import server
 from cascade_nats.store import EventStore
 
@@ -72,7 +72,7 @@ def kernel(sim_id: str, index: int, at: datetime, *, stats: bool) -> ev.KernelFi
     return ev.KernelFinished(
         id=_id(), at=at, run_id=RUN, sim_id=sim_id, attempt=1, kernel_index=index, uid=index + 1,
         name=f"_Z6kernelILi{index % 50}EEvPf", gpu_sim_cycle=cycles, gpu_sim_insn=cycles * 3, gpu_ipc=3.0,
-        sim_time_ns=cycles / CLOCK_MHZ * 1000, stats=msgspec.Raw(msgspec.json.encode(stats_map(index + 1)) if stats else b"{}"),
+        sim_time_ns=cycles / CLOCK_MHZ * 1000, stats=packed_stats.from_mapping(stats_map(index + 1)) if stats else None,
     )
 
 

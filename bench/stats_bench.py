@@ -35,21 +35,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
-import msgspec
 import pyarrow as pa
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cascade_core import events as ev  # noqa: E402
+from cascade_core import packed_stats  # noqa: E402
 from cascade_sim import logparse  # noqa: E402
-from cascade_sim.sim_report import stats_json  # noqa: E402
 from projections import projector, stats_rows  # noqa: E402
 from projections.database import incoming  # noqa: E402
 from projections.queries import stats, stats_maps  # noqa: E402
 from projections.queries.runs import run_summary  # noqa: E402
 from projections.rows import KernelRow  # noqa: E402
-from tests.support import LOGS  # noqa: E402
+from tests.support import LOGS, stats_json  # noqa: E402
 
 CONFIGS = ["SM61_TITANX", "SM7_QV100", "SM86_RTX3070", "SM61_TITANX_B"]
 SIMS_PER_CONFIG = 10
@@ -78,7 +77,10 @@ def real_names(count: int) -> list[str]:
     return ["kernel_name", *L2, *names[: count - 3]]
 
 
-def random_maps(names: list[str], kernels: int) -> list[bytes]:
+Map = dict[str, float | str]
+
+
+def random_maps(names: list[str], kernels: int) -> list[Map]:
     """Maps of these names, numbers at random (a few non-finite, as real maps have)."""
     rng = random.Random(13)
     maps = []
@@ -88,11 +90,11 @@ def random_maps(names: list[str], kernels: int) -> list[bytes]:
         stats[L2[0]], stats[L2[1]] = accesses, float(rng.randrange(0, int(accesses) + 1))
         for name in names[3:]:
             stats[name] = math.nan if rng.random() < 0.02 else float(rng.randrange(0, 10_000))
-        maps.append(stats_json(stats))
+        maps.append(stats)
     return maps
 
 
-def events(maps: list[bytes]) -> list[ev.AnyEvent]:
+def events(maps: list[Map]) -> list[ev.AnyEvent]:
     at = datetime.now(UTC)
     sims = [ev.SimSpec(f"sim-{c}-{r}", config, r) for c, config in enumerate(CONFIGS) for r in range(SIMS_PER_CONFIG)]
     entries = [ev.ConfigCount(config, SIMS_PER_CONFIG) for config in CONFIGS]
@@ -102,13 +104,13 @@ def events(maps: list[bytes]) -> list[ev.AnyEvent]:
         out.append(
             ev.SimLaunched(id=f"launch-{s.sim_id}", at=at, run_id="run-1", sim_id=s.sim_id, attempt=1, launcher_ref="1", host="h", config_digests={})
         )
-    for k, raw in enumerate(maps):
+    for k, stats in enumerate(maps):
         sim = sims[k % len(sims)]
         out.append(
             ev.KernelFinished(
                 id=f"k-{k}", at=at, run_id="run-1", sim_id=sim.sim_id, attempt=1, kernel_index=k // len(sims), uid=k // len(sims) + 1,
                 name=KERNEL_NAMES[k % len(KERNEL_NAMES)], gpu_sim_cycle=1000, gpu_sim_insn=2000, gpu_ipc=2.0, sim_time_ns=1000.0,
-                stats=msgspec.Raw(raw), stats_naming=2,
+                stats=packed_stats.from_mapping(stats), stats_naming=2,
             )
         )  # fmt: skip
     return out
@@ -147,14 +149,14 @@ def timed(run: Callable[[], object], repeat: int) -> tuple[float, float]:
     return statistics.median(times), min(times)
 
 
-def maps_as_text(db: Path, maps: list[bytes], seqs: list[int]) -> float:
+def maps_as_text(db: Path, maps: list[Map], seqs: list[int]) -> float:
     """The other way to keep the maps: as their JSON text, a row per kernel, as the read model
     did before kernel_stats. Writes them in batches, as the projector would; returns seconds."""
     con = projector.connect(db)
     con.execute("CREATE TABLE IF NOT EXISTS kernel_maps (seq BIGINT, stats VARCHAR)")
     started = time.perf_counter()
     for i in range(0, len(maps), BATCH):
-        batch = pa.table({"seq": pa.array(seqs[i : i + BATCH], pa.int64()), "stats": pa.array([m.decode() for m in maps[i : i + BATCH]])})
+        batch = pa.table({"seq": pa.array(seqs[i : i + BATCH], pa.int64()), "stats": pa.array([stats_json(m).decode() for m in maps[i : i + BATCH]])})
         con.execute("BEGIN TRANSACTION")
         with incoming(con, batch):
             con.execute("INSERT INTO kernel_maps SELECT * FROM incoming")
@@ -171,7 +173,7 @@ def main(kernels: int, stat_count: int, repeat: int) -> None:
         maps = random_maps(real_names(stat_count), kernels)
         history = events(maps)
         rows = kernels * stat_count
-        print(f"{kernels:,} kernels x {stat_count:,} stats = {rows:,} rows; maps of {sum(map(len, maps)) / kernels / 1e3:.0f} KB")
+        print(f"{kernels:,} kernels x {stat_count:,} stats = {rows:,} rows; maps of {sum(len(stats_json(m)) for m in maps) / kernels / 1e3:.0f} KB as JSON")
 
         without = build(tmp / "without.duckdb", history, stats=False)
         with_rows = build(tmp / "readmodel.duckdb", history, stats=True)
@@ -257,13 +259,13 @@ def stats_routes(cursor: duckdb.DuckDBPyConnection, repeat: int) -> None:
               f"median {median:.0f} ms, best {best:.0f} ms")
 
 
-def long_table_rate(tmp: Path, maps: list[bytes]) -> None:
+def long_table_rate(tmp: Path, maps: list[Map]) -> None:
     """`stats_rows.rows` and the insert, on their own, over a batch at a time."""
     con = projector.connect(tmp / "rate.duckdb")
     names = stats_rows.StatNames()
     kernels = [
-        KernelRow(sim_id="sim", attempt=1, kernel_index=i, uid=i + 1, name="k", gpu_sim_cycle=1, gpu_sim_insn=1, gpu_ipc=1.0, sim_time_ns=1.0, stats=raw.decode(), seq=i + 1)
-        for i, raw in enumerate(maps[: BATCH * 20])
+        KernelRow(sim_id="sim", attempt=1, kernel_index=i, uid=i + 1, name="k", gpu_sim_cycle=1, gpu_sim_insn=1, gpu_ipc=1.0, sim_time_ns=1.0, stats=packed_stats.from_mapping(m), seq=i + 1)
+        for i, m in enumerate(maps[: BATCH * 20])
     ]
     made = inserted = 0.0
     count = 0

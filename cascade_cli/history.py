@@ -6,6 +6,8 @@ from __future__ import annotations
 import msgspec
 
 from cascade_core import events as ev
+from cascade_core import packed_stats
+from cascade_core.packed_stats import PackedStats
 from cascade_core.models import ParkedEvent
 from cascade_nats.store import Unread
 
@@ -17,8 +19,8 @@ def _short(value: object) -> str:
         return f"[{len(value)} items]"
     if isinstance(value, dict):
         return f"{{{len(value)} keys}}"
-    if isinstance(value, msgspec.Raw):  # a kernel's stats map, kept as the JSON it came as
-        return _short(msgspec.json.decode(value))
+    if isinstance(value, PackedStats):  # a kernel's stats map
+        return f"{{{len(packed_stats.names_of(value))} keys}}"
     if isinstance(value, msgspec.Struct):
         return "{" + ", ".join(f"{k}={_short(v)}" for k, v in msgspec.structs.asdict(value).items() if v is not None) + "}"
     text = str(value)

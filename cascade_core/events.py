@@ -21,6 +21,8 @@ from typing import Any, Literal, cast, get_args
 
 import msgspec
 
+from cascade_core import packed_stats
+from cascade_core.packed_stats import PackedStats
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False):
     id: str
@@ -285,7 +287,7 @@ class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
         return self.log.count("\n") + 1 if self.log else 0
 
 
-class KernelFinished(SimEvent, frozen=True, tag="sim.kernel_finished.v1"):
+class KernelFinished(SimEvent, frozen=True, tag="sim.kernel_finished.v2"):
     attempt: int
     kernel_index: int
     uid: int
@@ -294,12 +296,12 @@ class KernelFinished(SimEvent, frozen=True, tag="sim.kernel_finished.v1"):
     gpu_sim_insn: int
     gpu_ipc: float
     sim_time_ns: float
-    # The stats map as the JSON object it is stored as: every value of the block, ~30 to
-    # 400 KB for a real kernel. Kept raw, so the read model stores it without decoding it again.
-    stats: msgspec.Raw = msgspec.Raw(b"{}")
-    # Which naming rule made the stats map's keys (docs/stats-naming.md): 1, the default,
-    # for events written before the rule had a number (`Access#2`, lines without "=" left
-    # out), 2 for the current one.
+    # The stats map, every value of the block, packed (`cascade_core/packed_stats.py`): 30 to
+    # 60 KB for a real kernel, where its JSON was 100 to 430 KB. None: the result has no map.
+    stats: PackedStats | None = None
+    # Which naming rule made the stats map's keys (docs/stats-naming.md): 1 for events
+    # written before the rule had a number (`Access#2`, lines without "=" left out), 2 for
+    # the current one.
     stats_naming: int = 1
     # The launch (uid) whose result this is, for a kernel not simulated in a sim that reuses
     # repeated kernels (`cascade_core/reuse.py`); None for a kernel simulated.
@@ -361,11 +363,35 @@ AnyEvent = (
     | RunnerEnded
 )
 
+# --- old versions -------------------------------------------------------------------------
+
+
+class KernelFinishedV1(SimEvent, frozen=True, tag="sim.kernel_finished.v1"):
+    """A kernel result with its stats map as the JSON object the read model stored: ~30 to
+    430 KB for a real kernel, near the event size limit. Read as `KernelFinished`."""
+
+    attempt: int
+    kernel_index: int
+    uid: int
+    name: str
+    gpu_sim_cycle: int
+    gpu_sim_insn: int
+    gpu_ipc: float
+    sim_time_ns: float
+    stats: msgspec.Raw = msgspec.Raw(b"{}")
+    stats_naming: int = 1
+
+
+def _kernel_finished_v2(old: KernelFinishedV1) -> KernelFinished:
+    fields = msgspec.structs.asdict(old)
+    return KernelFinished(**{**fields, "stats": packed_stats.from_json(bytes(old.stats))})
+
+
 # Old event type -> the function giving its next form: the current type, or a newer old one
 # that is upcast in turn. An old type stays defined in this module, out of `AnyEvent`, for as
 # long as the log may hold it; decoding keeps every stored version readable, and folds only
 # ever see current types.
-UPCASTERS: dict[type[Event], Callable[[Any], Event]] = {}
+UPCASTERS: dict[type[Event], Callable[[Any], Event]] = {KernelFinishedV1: _kernel_finished_v2}
 
 
 class Unreadable(ValueError):

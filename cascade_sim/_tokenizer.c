@@ -1,5 +1,5 @@
 /* The stats block tokenizer: cuts every value out of a stats block and builds the block's
- * stats map, for cascade_sim.logparse.parse_stats.
+ * stats map, for cascade_sim.logparse.parse_stats; and packs a map's values for its event.
  *
  * What a value is, is docs/stats-naming.md ("Values"); its definition as one regex is
  * REFERENCE in tests/cascade_sim/test_tokenizer.py, which checks this file against it on
@@ -384,6 +384,51 @@ done:
     return map;
 }
 
+/* --- pack ------------------------------------------------------------------------------- */
+
+static const char pack_doc[] =
+    "pack(stats, /)\n--\n\n"
+    "A stats map's values as the compact form events carry them (cascade_core.packed_stats):\n"
+    "(float64s in the machine's byte order, one per value, {position: text}). A text, or None,\n"
+    "is a nan in the floats and named by its position; a float (NonFinite too) is itself.";
+
+static PyObject *pack(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "pack(stats: dict)");
+        return NULL;
+    }
+    PyObject *map = args[0], *texts = PyDict_New();
+    if (texts == NULL) return NULL;
+    PyObject *floats = PyBytes_FromStringAndSize(NULL, PyDict_GET_SIZE(map) * (Py_ssize_t)sizeof(double));
+    if (floats == NULL) {
+        Py_DECREF(texts);
+        return NULL;
+    }
+    double *out = (double *)PyBytes_AS_STRING(floats);
+    PyObject *key, *value;
+    Py_ssize_t pos = 0, k = 0;
+    for (; PyDict_Next(map, &pos, &key, &value); k++) {
+        if (PyFloat_Check(value)) {
+            out[k] = PyFloat_AS_DOUBLE(value);
+            continue;
+        }
+        out[k] = Py_NAN;
+        PyObject *at;
+        if ((!PyUnicode_Check(value) && value != Py_None) || (at = PyLong_FromSsize_t(k)) == NULL) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "pack: a value must be a float, a str or None, not %.100s", Py_TYPE(value)->tp_name);
+            goto fail;
+        }
+        int failed = PyDict_SetItem(texts, at, value) < 0;
+        Py_DECREF(at);
+        if (failed) goto fail;
+    }
+    return Py_BuildValue("(NN)", floats, texts);
+fail:
+    Py_DECREF(floats);
+    Py_DECREF(texts);
+    return NULL;
+}
+
 /* --- find ------------------------------------------------------------------------------- */
 
 static const char find_doc[] =
@@ -414,6 +459,7 @@ static PyObject *find(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
 static PyMethodDef methods[] = {
     {"stats", (PyCFunction)(void (*)(void))stats, METH_FASTCALL, stats_doc},
     {"find", (PyCFunction)(void (*)(void))find, METH_FASTCALL, find_doc},
+    {"pack", (PyCFunction)(void (*)(void))pack, METH_FASTCALL, pack_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -27,7 +27,7 @@ MAX_QUEUED_BYTES = 2 << 20
 def _size(event: ev.Event) -> int:
     """What makes an event big: a kernel's stats map, a heartbeat's log lines."""
     if isinstance(event, ev.KernelFinished):
-        return len(event.stats)
+        return 0 if event.stats is None else len(event.stats.names) + len(event.stats.values)
     return len(event.log) if isinstance(event, ev.SimHeartbeat) else 0
 
 

@@ -14,24 +14,16 @@ from typing import TypedDict, assert_never
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core import nonfinite, sims
+from cascade_core import packed_stats, sims
 from cascade_core.models import GpuConfig
+from cascade_core.packed_stats import PackedStats
 from cascade_core.reuse import Reuse
 from cascade_core.split import Chunk, Launches
-from cascade_sim import simulator
+from cascade_sim import _tokenizer, simulator
 
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
 # output more it stays well under the event size limit.
 MAX_LINES_BYTES = 192 * 1024
-
-
-def _nonfinite(value: object) -> str:
-    if isinstance(value, simulator.NonFinite):
-        return nonfinite.text(value)
-    raise NotImplementedError(type(value))
-
-
-_stats_encoder = msgspec.json.Encoder(enc_hook=_nonfinite)
 
 
 class Job(msgspec.Struct, frozen=True):
@@ -85,23 +77,15 @@ def content_type(name: str) -> str:
     )
 
 
-def stats_json(stats: dict[str, simulator.StatValue]) -> bytes:
-    """A stats map as the JSON object events and answers carry. JSON has no nan or infinity
-    and msgspec would write `null`, which the API's `float | str` does not allow, so they are
-    the strings "NaN", "Infinity" and "-Infinity": what JavaScript's Number(), Python's
-    float() and DuckDB's CAST(... AS DOUBLE) read back as the same float."""
-    raw = _stats_encoder.encode(stats)
-    if b"null" in raw:  # a plain float nan or inf, not made by the parser: make it one
-        raw = _stats_encoder.encode(
-            {k: simulator.NonFinite(v) if isinstance(v, float) and v - v != 0 else v for k, v in stats.items()}
-        )
-    return raw
+def packed(stats: dict[str, simulator.StatValue]) -> PackedStats:
+    """A stats map as its event carries it: its values packed in C, its names once per set."""
+    floats, texts = _tokenizer.pack(stats)
+    return packed_stats.pack(tuple(stats), floats, texts)
 
 
-def _marked(stats: bytes, source: int) -> bytes:
+def _marked(stats: dict[str, simulator.StatValue], source: int) -> dict[str, simulator.StatValue]:
     """A reused kernel's stats map: its source's, saying which launch it is from."""
-    mark = b'"reused_from":%d}' % source
-    return b"{" + mark if stats == b"{}" else stats[:-1] + b"," + mark
+    return {**stats, "reused_from": float(source)}
 
 
 class _Common(TypedDict):
@@ -148,7 +132,7 @@ class SimReport:
         # own (warm-up left out), or a reusing sim's, reused kernels included.
         self._measured = ev.SimTotals(0.0, 0.0)
         # A reusing sim's results that later launches take: by uid, the kernel and its stats map.
-        self._reusable: dict[int, tuple[simulator.KernelBlock, bytes]] = {}
+        self._reusable: dict[int, tuple[simulator.KernelBlock, dict[str, simulator.StatValue]]] = {}
         self._sources = set() if job.reuse is None else job.reuse.sources_reused()
         if job.chunk is not None:
             self.add_lines(f"==== cascade: {job.chunk.label} (attempt {job.attempt}) ====")
@@ -264,7 +248,7 @@ class SimReport:
             k = msgspec.structs.replace(k, uid=chunk.global_uid(k.uid))
         elif reuse is not None:
             k = msgspec.structs.replace(k, uid=reuse.global_uid(k.uid))
-        stats = stats_json(k.stats)
+        stats = k.stats
         self._kernel(k, stats)
         if reuse is not None:
             if k.uid in self._sources:
@@ -275,8 +259,8 @@ class SimReport:
                 self._kernel(msgspec.structs.replace(source, uid=uid), _marked(source_stats, source.uid), reused_from=source.uid)
         self.heartbeat()
 
-    def _kernel(self, k: simulator.KernelBlock, stats: bytes, reused_from: int | None = None) -> None:
-        """Record a kernel result of the sim (uid global), its stats map encoded."""
+    def _kernel(self, k: simulator.KernelBlock, stats: dict[str, simulator.StatValue], reused_from: int | None = None) -> None:
+        """Record a kernel result of the sim (uid global), its stats map packed."""
         if self.job.launches is not None:
             cycles, insn = self._measured.gpu_tot_sim_cycle or 0.0, self._measured.gpu_tot_sim_insn or 0.0
             cycles, insn = cycles + k.gpu_sim_cycle, insn + k.gpu_sim_insn
@@ -293,7 +277,7 @@ class SimReport:
                 gpu_sim_insn=k.gpu_sim_insn,
                 gpu_ipc=k.gpu_ipc,
                 sim_time_ns=k.gpu_sim_cycle / self.job.gpu_config.core_clock_mhz * 1000,
-                stats=msgspec.Raw(stats),
+                stats=packed(stats),
                 stats_naming=self.reader.stats_naming,
                 reused_from=reused_from,
             )

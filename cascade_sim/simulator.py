@@ -25,8 +25,8 @@ StatValue = float | str
 
 class NonFinite(float):
     """A value the simulator printed as `nan`, `-nan` or `inf`: a float like any other here,
-    which the stats JSON writes as the string "NaN", "Infinity" or "-Infinity" (JSON has no
-    such numbers; see `sim_report.stats_json`)."""
+    which stats maps in JSON write as the string "NaN", "Infinity" or "-Infinity" (JSON has
+    no such numbers; see `cascade_core/nonfinite.py`)."""
 
     __slots__ = ()
 

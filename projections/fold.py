@@ -555,7 +555,7 @@ def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> 
         gpu_sim_insn=e.gpu_sim_insn,
         gpu_ipc=e.gpu_ipc,
         sim_time_ns=e.sim_time_ns,
-        stats=bytes(e.stats).decode(),
+        stats=e.stats,
         reused_from=e.reused_from,
         seq=seq,
     )

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 import msgspec
 
+from cascade_core.packed_stats import PackedStats
 from projections.fold import Change
 
 MAX_BEHIND_BYTES = 16 << 20
@@ -33,6 +34,8 @@ def weight(changes: list[Change]) -> int:
         for value in msgspec.structs.astuple(change.row):
             if isinstance(value, str):
                 total += len(value)
+            elif isinstance(value, PackedStats):
+                total += len(value.names) + len(value.values)
             elif isinstance(value, list):
                 total += sum(map(len, value))
     return total

@@ -10,6 +10,8 @@ from typing import Annotated
 
 import msgspec
 
+from cascade_core.packed_stats import PackedStats
+
 
 class TraceRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     id: str
@@ -154,9 +156,10 @@ class KernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     gpu_sim_insn: int
     gpu_ipc: float
     sim_time_ns: float
-    # The stats map (JSON, every stat of the kernel's block), stored as its rows of
-    # kernel_stats: a map read back is built from them (`projections/queries/stats_maps.py`).
-    stats: Annotated[str, NOT_STORED]
+    # The stats map (every stat of the kernel's block, packed as its event carried it; None:
+    # none), stored as its rows of kernel_stats: a map read back is built from them
+    # (`projections/queries/stats_maps.py`).
+    stats: Annotated[PackedStats | None, NOT_STORED]
     reused_from: int | None = None  # the launch whose result this is, in a sim that reuses them
     seq: int
 

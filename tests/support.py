@@ -3,12 +3,17 @@ for something that happens in another process or thread."""
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+import msgspec
+
+from cascade_core import nonfinite
 
 
 def _shared() -> Path:
@@ -61,3 +66,18 @@ def stats_blocks(text: str) -> list[str]:
                 blocks.append("\n".join(lines))
                 lines = None
     return blocks
+
+
+def stats_json(stats: Mapping[str, float | str]) -> bytes:
+    """A stats map as the API answers it: nan and the infinities as "NaN", "Infinity" and
+    "-Infinity" (JSON has no such numbers)."""
+    return msgspec.json.encode({name: nonfinite.json_value(v) if isinstance(v, float) else v for name, v in stats.items()})
+
+
+def same_map(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
+    """The same names in the same order with the same values, a nan equal to a nan."""
+    return list(a) == list(b) and all(x == y or (_nan(x) and _nan(y)) for x, y in zip(a.values(), b.values(), strict=True))
+
+
+def _nan(value: object) -> bool:
+    return isinstance(value, float) and math.isnan(value)

@@ -1,9 +1,9 @@
 """Old versions of stored events decode as the current ones (`events.Codec`), and no stored
 event type carries a limit of the API's.
 
-Each test pretends a newer Cascade: it defines a v2 (a field renamed, merged or split) of a
-v1 type of one aggregate, makes the real v1 type the old one with an upcaster, and decodes
-the recorded v1 events of the corpora (tests/corpus) through it."""
+Each test pretends a newer Cascade: it defines a next version (a field renamed, merged or
+split) of a current type of one aggregate, makes the real type the old one with an upcaster,
+and decodes the recorded events of the corpora (tests/corpus) through it."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 
 from cascade_core import events as ev
 from cascade_core.models import RunEntry
+from cascade_core.packed_stats import PackedStats
 from projections.fold import Rows, fold
 from projections.queries.runs import run_from_row
 from tests.corpus import corpus
@@ -78,8 +79,9 @@ def sim_heartbeat_v2(old: ev.SimHeartbeat) -> SimHeartbeatV2:
     return SimHeartbeatV2(lines=text.split("\n") if text else [], **fields)
 
 
-# Two steps: v1 -> v2 renames `uid`, v2 -> v3 renames `gpu_sim_cycle`; only v3 is current.
-class KernelFinishedV2(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v2"):
+# Two steps past the real v2 (itself upcast from the recorded v1s): v2 -> v3 renames `uid`,
+# v3 -> v4 renames `gpu_sim_cycle`; only v4 is current.
+class KernelFinishedV3(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v3"):
     attempt: int
     kernel_index: int
     launch_uid: int
@@ -88,12 +90,12 @@ class KernelFinishedV2(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v2"):
     gpu_sim_insn: int
     gpu_ipc: float
     sim_time_ns: float
-    stats: msgspec.Raw = msgspec.Raw(b"{}")
+    stats: PackedStats | None = None
     stats_naming: int = 1
     reused_from: int | None = None
 
 
-class KernelFinishedV3(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v3"):
+class KernelFinishedV4(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v4"):
     attempt: int
     kernel_index: int
     launch_uid: int
@@ -102,7 +104,7 @@ class KernelFinishedV3(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v3"):
     gpu_sim_insn: int
     gpu_ipc: float
     sim_time_ns: float
-    stats: msgspec.Raw = msgspec.Raw(b"{}")
+    stats: PackedStats | None = None
     stats_naming: int = 1
     reused_from: int | None = None
 
@@ -119,8 +121,8 @@ Upcasters = dict[type[ev.Event], Callable[[Any], ev.Event]]
 
 
 def codec(replaced: type[ev.Event], current: type[ev.Event], upcasters: Upcasters) -> ev.Codec:
-    """The real codec, but with `current` in place of the type `replaced`."""
-    return ev.Codec([current if t is replaced else t for t in get_args(ev.AnyEvent)], upcasters)
+    """The real codec, with its upcasters, but with `current` in place of the type `replaced`."""
+    return ev.Codec([current if t is replaced else t for t in get_args(ev.AnyEvent)], {**ev.UPCASTERS, **upcasters})
 
 
 def recorded(event_type: type[ev.Event]) -> list[bytes]:
@@ -151,8 +153,8 @@ CASES = {
     ),
     "sim, in two steps": Case(
         ev.KernelFinished,
-        KernelFinishedV3,
-        {ev.KernelFinished: renamed(KernelFinishedV2, "uid", "launch_uid"), KernelFinishedV2: renamed(KernelFinishedV3, "gpu_sim_cycle", "cycles")},
+        KernelFinishedV4,
+        {ev.KernelFinished: renamed(KernelFinishedV3, "uid", "launch_uid"), KernelFinishedV3: renamed(KernelFinishedV4, "gpu_sim_cycle", "cycles")},
         lambda v1, now: (now.launch_uid, now.cycles, now.stats, now.stats_naming) == (v1.uid, v1.gpu_sim_cycle, v1.stats, v1.stats_naming),
     ),
 }

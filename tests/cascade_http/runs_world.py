@@ -22,6 +22,7 @@ from starlette.testclient import TestClient
 
 from cascade_app.config import Settings
 from cascade_core import events as ev
+from cascade_core import packed_stats
 from tests.cascade_core import timeline_fixture
 from tests.cascade_http.conftest import TOKEN, service
 from tests.cascade_http.reference import text_example
@@ -202,7 +203,7 @@ def kernel_finished(run_id: str, sim_id: str, index: int, when: datetime, *, att
         gpu_sim_insn=insn,
         gpu_ipc=ipc,
         sim_time_ns=sim_time_ns(cycles),
-        stats=msgspec.Raw(msgspec.json.encode(stats_map(uid, name, cycles, insn, STATS_KEYS.get(uid, 950)))) if stats else msgspec.Raw(b"{}"),
+        stats=packed_stats.from_mapping(stats_map(uid, name, cycles, insn, STATS_KEYS.get(uid, 950))) if stats else None,
     )
 
 
@@ -313,7 +314,7 @@ def finished_sim(
             ev.KernelFinished(
                 id=event_id(), at=when + timedelta(milliseconds=i), kernel_index=i, uid=i + 1, name=name, gpu_sim_cycle=cycles,
                 gpu_sim_insn=cycles * 3, gpu_ipc=3.0, sim_time_ns=cycles / clock_mhz * 1000,
-                stats=msgspec.Raw(stats[i] if stats else b"{}"), **common,
+                stats=packed_stats.from_json(stats[i]) if stats else None, **common,
             )
         )
     done = when + timedelta(milliseconds=len(kernels) + 1)

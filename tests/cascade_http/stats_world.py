@@ -13,9 +13,8 @@ import msgspec
 
 from cascade_core import events as ev
 from cascade_sim.logparse import parse_stats
-from cascade_sim.sim_report import stats_json
 from tests.cascade_http import runs_world as w
-from tests.support import LOGS, stats_blocks
+from tests.support import LOGS, stats_blocks, stats_json
 
 TRACE = "stats-demo"
 SIMS = [("sim-stats-titanx0", "SM61_TITANX", 0), ("sim-stats-titanx1", "SM61_TITANX", 1), ("sim-stats-qv100", "SM7_QV100", 0)]

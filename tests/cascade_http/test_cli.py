@@ -172,16 +172,16 @@ def test_replay_builds_a_fresh_read_model_and_events_prints_history(tmp_path: Pa
     assert history.returncode == 0, history.stderr
     lines = history.stdout.splitlines()
     assert [line.split()[2] for line in lines] == [
-        "sim.claimed.v1", "sim.launched.v1", "sim.kernel_finished.v1", "sim.heartbeat.v1", "sim.file_stored.v1", "sim.finished.v1"
+        "sim.claimed.v1", "sim.launched.v1", "sim.kernel_finished.v2", "sim.heartbeat.v1", "sim.file_stored.v1", "sim.finished.v1"
     ]
     assert "stats={5 keys}" in lines[2], "a kernel's stats map is summed up, not shown as an object's repr"
     as_json = run_cli("events", "run-a", "--json", CASCADE_NATS_URL=nats_url)
     records = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert records[0]["event"]["type"] == "run.created.v1"
     assert [r["seq"] for r in records] == sorted(r["seq"] for r in records)
-    kernel = next(r["event"] for r in records if r["event"]["type"] == "sim.kernel_finished.v1")
+    kernel = next(r["event"] for r in records if r["event"]["type"] == "sim.kernel_finished.v2")
     appended = next(e for e in lifecycle() if isinstance(e, ev.KernelFinished))
-    assert kernel["stats"] == json.loads(bytes(appended.stats)), "the map as it was appended"
+    assert kernel["stats"] == json.loads(msgspec.json.encode(appended.stats)), "the map as it was appended"
     assert run_cli("events", "nope", CASCADE_NATS_URL=nats_url).returncode == 1
 
 

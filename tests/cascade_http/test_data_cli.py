@@ -28,12 +28,11 @@ from cascade_cli import main as cli
 from cascade_app.config import Settings
 from cascade_nats import server
 from cascade_sim import logparse
-from cascade_sim.sim_report import stats_json
 from projections import tables, version
 from tests.cascade_http.live import LiveServer, live_server
 from tests.cascade_http.trace_archives import files_of, tar_of
 from tests.cascade_sim.world import TITANX, accelsim_tree
-from tests.support import LOGS, wait_until
+from tests.support import LOGS, stats_json, wait_until
 
 TOKEN = "t"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -21,11 +21,10 @@ import pytest
 
 from cascade_app.config import Settings
 from cascade_sim.logparse import KernelBlock, LogParser
-from cascade_sim.sim_report import stats_json
 from tests.cascade_http.live import LiveServer, live_server, sse_events
 from tests.cascade_http.trace_archives import files_of, tar_of
 from tests.cascade_sim.world import accelsim_tree
-from tests.support import LOGS
+from tests.support import LOGS, stats_json
 
 TOKEN = "t"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

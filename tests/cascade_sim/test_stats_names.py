@@ -4,7 +4,6 @@ against the log, the doc's examples, stability across kernels and runs, and the 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from datetime import UTC, datetime
@@ -14,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from cascade_core import events as ev
+from cascade_core import packed_stats
 from cascade_core.models import GpuConfig
 from cascade_nats.store import MAX_EVENT_BYTES
 from cascade_sim import sim_report
 from cascade_sim.install import AccelSimOutput
 from cascade_sim.logparse import STATS_NAMING, NonFinite, StatValue, parse_stats
-from tests.support import LOGS, stats_blocks
+from tests.support import LOGS, same_map, stats_blocks
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "stats-naming.md"
 
@@ -307,23 +307,22 @@ def test_a_name_the_rule_gives_twice_is_numbered() -> None:
     assert (stats["x"], stats["x#2"]) == (1, 2)
 
 
-# --- JSON ---------------------------------------------------------------------------------
+# --- as events carry them --------------------------------------------------------------
 
 
-def test_stats_json_writes_non_finite_values_as_strings() -> None:
+def test_a_packed_map_gives_back_every_value_as_parsed() -> None:
     stats = stats_of("vectoradd-100-32__SM61_TITANX.log", 0)
-    decoded = json.loads(sim_report.stats_json(stats))
-    assert list(decoded) == list(stats)
-    assert decoded["gpu_occupancy"] == "NaN" and decoded["gpu_sim_cycle"] == 5534.0
-    assert decoded["average mf latency per bank.dram[0][0]"] == "none"
-    for name, value in stats.items():
-        if isnan(value):
-            assert decoded[name] == "NaN" and math.isnan(float(decoded[name]))
-        else:
-            assert decoded[name] == value
-    infinite: dict[str, StatValue] = {"a": NonFinite("inf"), "b": NonFinite("-inf"), "c": float("nan"), "d": float("-inf"), "e": 1.5}
-    assert json.loads(sim_report.stats_json(infinite)) == {"a": "Infinity", "b": "-Infinity", "c": "NaN", "d": "-Infinity", "e": 1.5}
-    assert float("Infinity") == math.inf and float("-Infinity") == -math.inf
+    packed = sim_report.packed(stats)
+    assert same_map(packed_stats.to_mapping(packed), dict(stats))
+    assert isnan(stats["gpu_occupancy"]) and packed.texts[0] == stats["kernel_name"]
+    assert "none" in packed.texts.values() and stats["average mf latency per bank.dram[0][0]"] == "none"
+    infinite: dict[str, StatValue] = {"a": NonFinite("inf"), "b": NonFinite("-inf"), "c": float("nan"), "d": float("-inf"), "e": 1.5, "f": "x"}
+    back = packed_stats.to_mapping(sim_report.packed(infinite))
+    assert same_map(back, dict(infinite)) and math.copysign(1, back["b"]) == -1  # type: ignore[arg-type]  # b is a float
+    assert ev.decode(ev.encode(reported_kernel("vectoradd-100-32__SM61_TITANX.log", TITANX))) == reported_kernel("vectoradd-100-32__SM61_TITANX.log", TITANX)
+
+
+TITANX = GpuConfig(name="SM61_TITANX", arch="sm_61", core_clock_mhz=1417.0)
 
 
 def reported_kernel(log: str, config: GpuConfig) -> ev.KernelFinished:
@@ -338,11 +337,11 @@ def reported_kernel(log: str, config: GpuConfig) -> ev.KernelFinished:
 
 
 def test_kernel_finished_events_carry_the_naming() -> None:
-    kernel = reported_kernel("vectoradd-100-32__SM61_TITANX.log", GpuConfig(name="SM61_TITANX", arch="sm_61", core_clock_mhz=1417.0))
-    assert kernel.stats_naming == STATS_NAMING == 2
+    kernel = reported_kernel("vectoradd-100-32__SM61_TITANX.log", TITANX)
+    assert kernel.stats_naming == STATS_NAMING == 2 and kernel.stats is not None
     data = ev.encode(kernel)
-    assert b'"stats_naming":2' in data and b'"gpu_occupancy":"NaN"' in data
-    assert json.loads(bytes(kernel.stats)) == json.loads(sim_report.stats_json(stats_of("vectoradd-100-32__SM61_TITANX.log", 0)))
+    assert b'"stats_naming":2' in data
+    assert same_map(packed_stats.to_mapping(kernel.stats), dict(stats_of("vectoradd-100-32__SM61_TITANX.log", 0)))
     # An event written before the field existed reads as naming 1.
     old = ev.decode(data.replace(b',"stats_naming":2', b""))
     assert isinstance(old, ev.KernelFinished) and old.stats_naming == 1
@@ -350,6 +349,8 @@ def test_kernel_finished_events_carry_the_naming() -> None:
 
 def test_the_largest_tested_config_fits_in_an_event() -> None:
     # SM7_QV100 (80 cores, 32 DRAM channels) is the largest of Accel-Sim's tested configs;
-    # its map is about 420 KB, and events are refused past MAX_EVENT_BYTES (512 KB).
+    # its map is about 420 KB as JSON, and events are refused past MAX_EVENT_BYTES (512 KB):
+    # packed, its event is an eighth of that.
     kernel = reported_kernel("vectoradd-100-32__SM7_QV100.log", GpuConfig(name="SM7_QV100", arch="sm_70", core_clock_mhz=1132.0))
-    assert 400_000 < len(ev.encode(kernel)) < MAX_EVENT_BYTES
+    assert kernel.stats is not None and len(packed_stats.names_of(kernel.stats)) > 9_000
+    assert 30_000 < len(ev.encode(kernel)) < MAX_EVENT_BYTES // 8

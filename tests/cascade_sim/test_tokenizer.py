@@ -219,3 +219,23 @@ def test_nothing_is_kept_from_a_call() -> None:
         assert tracemalloc.get_traced_memory()[0] - before < 10_000
     finally:
         tracemalloc.stop()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=5), st.floats() | st.text(max_size=5) | st.none(), max_size=30))
+def test_pack_gives_each_float_as_it_is_and_the_rest_by_position(stats: dict[str, float | str | None]) -> None:
+    floats, texts = _tokenizer.pack(stats)  # type: ignore[arg-type]  # the C side takes None too, which the runner's maps never hold
+    unpacked = struct.unpack(f"={len(stats)}d", floats)
+    for i, value in enumerate(stats.values()):
+        if isinstance(value, float):
+            assert identical(unpacked[i], value) and i not in texts
+        else:
+            assert math.isnan(unpacked[i]) and texts[i] == value
+    assert len(texts) == sum(not isinstance(v, float) for v in stats.values())
+
+
+def test_pack_refuses_what_is_no_value() -> None:
+    with pytest.raises(TypeError, match="not int"):
+        _tokenizer.pack({"a": 1.0, "b": 1})
+    with pytest.raises(TypeError):
+        _tokenizer.pack([1.0])  # type: ignore[arg-type]  # a map it must be

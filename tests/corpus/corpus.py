@@ -5,7 +5,9 @@ A corpus is recorded whenever what stored events hold changes, by a new version 
 a new field (`events-v2.jsonl`: kernel results with `stats_naming` 2, the stats names of
 docs/stats-naming.md; real timing attached to a ready trace, with cycles and passes; a
 trace's `layers`; `events-v3.jsonl`: split sims, their entries' and sims' `split`, launch
-requests and facts per `chunk`; `events-v4.jsonl`: TO BE WRITTEN). `events-v<n>.jsonl` holds one stored message a line,
+requests and facts per `chunk`; `events-v4.jsonl`: `sim.kernel_finished.v2`, stats maps
+packed; retry and top-up; reuse of repeated kernels; launch requests placed by config,
+`by_config`, on `queued.<config>`; `runner.ended.v1`, a launch's `runner_id`). `events-v<n>.jsonl` holds one stored message a line,
 `{"subject": ..., "event": ...}`, the event exactly as its bytes were stored (recorded from a live service by
 `record.py`, never edited). `tables-v<n>.json` is the read model those events replay to,
 table by table; strings longer than `LONG` characters are kept as their length and digest.

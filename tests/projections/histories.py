@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import msgspec
 from hypothesis import strategies as st
 
 from cascade_core import events as ev
+from cascade_core import packed_stats
+from cascade_core.packed_stats import PackedStats
 
 T0 = datetime(2026, 11, 8, 8, 0, tzinfo=UTC)
 CONFIGS = ("SM7_QV100", "SM61_TITANX")
@@ -158,13 +159,13 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
             return ev.SimFinished(**common, attempt=attempt, outcome=outcome, exit_code=0 if outcome == "succeeded" else 1)
 
 
-def _stats(sim_id: str, attempt: int, kernel: int) -> msgspec.Raw:
+def _stats(sim_id: str, attempt: int, kernel: int) -> PackedStats | None:
     """A kernel's stats map as stored, with a name only this attempt's maps have (whose ids
     must not depend on where batches begin, whether or not the attempt's rows are kept),
     and the layout changing with the kernel."""
     stats: dict[str, float | str] = {"kernel_name": "_Z1kv", "gpu_sim_cycle": 1417.0, "note": "-nan%", f"only.{sim_id}.{attempt}": float(kernel)}
     stats["L2_cache_bank[0].Miss_rate" if kernel % 2 else "dram[0][1]"] = "NaN" if kernel % 3 else "none"
-    return msgspec.Raw(msgspec.json.encode(stats))
+    return packed_stats.from_mapping(stats)
 
 
 def trace_history(trace_id: str, steps: list[str]) -> list[ev.Event]:

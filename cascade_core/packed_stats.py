@@ -1,0 +1,132 @@
+"""A kernel's stats map in the compact form its event carries (`events.KernelFinished.stats`),
+from the runner to the rows of `kernel_stats` without being written out or read back as
+JSON text.
+
+A map is its names and its values. The names of maps of one config and kernel are the same
+and most of a map's bytes (an SM7_QV100 map has 9,235 names, 363 KB as text), so they travel
+as one text per set of names: base64 of the zlib of the names joined by newlines (36 KB),
+made once per set by the runner and read once per set by the projector, which knows a set
+again by that text. The values are float64s, compressed with zlib (74 KB, 3 KB compressed:
+most are small whole numbers). A value that is text (`kernel_name`, `none`) or null is a nan
+there, and its text, or None, is in `texts` by position. bench/README.md has the numbers: an
+SM7_QV100 kernel result is 56 KB instead of 426 KB of JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import sys
+import zlib
+from array import array
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from cascade_core import nonfinite
+
+Value = float | str | None
+
+# zlib's fastest level: for an SM7_QV100 map's values 0.4 ms and 3.2 KB, its names 2.9 ms
+# (once per set) and 36 KB; level 6 took 5 times as long for 13 % less.
+_LEVEL = 1
+_MAX_SETS = 64  # sets of names kept, each way: a few MB for SM7_QV100 maps
+
+
+class PackedStats(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """A stats map: `names` (base64 of the zlib of the names joined by newlines), `values`
+    (zlib of a float64 per name, little-endian), and the values that are no number, by
+    position (the float there is a nan)."""
+
+    names: str
+    values: bytes
+    texts: dict[int, str | None] = {}
+
+
+_texts_of_names: dict[tuple[str, ...], str] = {}
+_names_of_texts: dict[str, tuple[str, ...]] = {}
+
+
+def _kept(cache: dict[Any, Any], key: Any, value: Any) -> Any:
+    if len(cache) >= _MAX_SETS:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def names_text(names: tuple[str, ...]) -> str:
+    """The names as `PackedStats.names` holds them."""
+    known = _texts_of_names.get(names)
+    if known is None:
+        packed = base64.b64encode(zlib.compress("\n".join(names).encode(), _LEVEL)).decode("ascii")
+        known = _kept(_texts_of_names, names, packed)
+    return known
+
+
+def names_of(stats: PackedStats) -> tuple[str, ...]:
+    """The map's names, in its order."""
+    known = _names_of_texts.get(stats.names)
+    if known is None:
+        text = zlib.decompress(base64.b64decode(stats.names)).decode()
+        known = _kept(_names_of_texts, stats.names, tuple(text.split("\n")) if text else ())
+    return known
+
+
+def pack(names: tuple[str, ...], floats: bytes, texts: dict[int, str | None]) -> PackedStats:
+    """A map of `names` whose values are `floats` (a float64 each, in the machine's byte
+    order) but where `texts` says."""
+    if sys.byteorder == "big":
+        swapped = array("d", floats)
+        swapped.byteswap()
+        floats = swapped.tobytes()
+    return PackedStats(names=names_text(names), values=zlib.compress(floats, _LEVEL), texts=texts)
+
+
+def from_mapping(stats: Mapping[str, Any]) -> PackedStats | None:
+    """A map of the values JSON has, as the read model has always stored them: numbers as
+    floats, "NaN", "Infinity" and "-Infinity" as those floats, texts, null, and anything else
+    as its JSON text. None for an empty map: a kernel result without one."""
+    if not stats:
+        return None
+    values = [_value(v) for v in stats.values()]
+    texts = {i: v for i, v in enumerate(values) if not isinstance(v, float)}
+    floats = array("d", [v if isinstance(v, float) else math.nan for v in values])
+    return pack(tuple(stats), floats.tobytes(), texts)
+
+
+def floats_of(stats: PackedStats) -> bytes:
+    """The values as float64s, little-endian, a nan where `texts` has the value."""
+    return zlib.decompress(stats.values)
+
+
+def to_mapping(stats: PackedStats) -> dict[str, Value]:
+    """The map as names to floats, texts or None."""
+    floats = array("d", floats_of(stats))
+    if sys.byteorder == "big":
+        floats.byteswap()
+    values: list[Value] = list(floats)
+    for i, text in stats.texts.items():
+        values[i] = text
+    return dict(zip(names_of(stats), values))
+
+
+_any_map = msgspec.json.Decoder(dict[str, Any])
+_json = msgspec.json.Encoder()
+
+
+def from_json(raw: bytes) -> PackedStats | None:
+    """A map as `sim.kernel_finished.v1` carried it, a JSON object (`from_mapping`); None for
+    `{}`, and for what is no JSON object (stored then as a kernel without rows)."""
+    try:
+        return from_mapping(_any_map.decode(raw))
+    except msgspec.DecodeError:
+        return None
+
+
+def _value(value: Any) -> Value:
+    if isinstance(value, str):
+        return nonfinite.VALUES.get(value, value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None if value is None else _json.encode(value).decode()
