@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
+import nats.js.errors
 from nats.aio.client import Client
 from nats.js.kv import KeyValue
 
@@ -41,6 +42,7 @@ from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision, supervise
 from cascade_process.connection import connect_nats
 from cascade_sim import registry
+from cascade_sim.install import AccelSimInstall
 
 log = logging.getLogger("cascade.slurm")
 
@@ -145,6 +147,8 @@ class Launcher:
         self.jobs: dict[str, str] = {}  # ours, queued or running: job id to state
         self.cancelled: set[str] = set()  # jobs this launcher cancelled: their end is no news
         self._kv: KeyValue | None = None
+        # The configs its jobs' workers run: whose launch requests they pull.
+        self.configs = [config.name for config in AccelSimInstall(options.accelsim_dir).configs()]
 
     def runner_of(self, job_id: str) -> str:
         return slurm.runner_id(self.cluster, job_id)
@@ -176,10 +180,9 @@ class Launcher:
         self.jobs = present
         runners = {r.id: r for r in await registry.live(self._kv)}
         coming = [j for j in present if self.runner_of(j) not in runners]
-        info = await self.store.js.consumer_info(subjects.STREAM, subjects.LAUNCH_CONSUMER)
         held = sum(len(r.running) for r in runners.values())
         decided = slurm.plan(
-            demand=max(0, (info.num_pending or 0) + (info.num_ack_pending or 0) - held),
+            demand=max(0, await self._requests() - held),
             free_slots=sum(max(0, r.slots - len(r.running)) for r in runners.values()),
             waiting_jobs=len(coming),
             jobs=len(present),
@@ -194,6 +197,18 @@ class Launcher:
             job_id = await self.commands.submit(self.options, sys.executable)
             self.jobs[job_id] = "PENDING"
             log.info("slurm launcher: submitted job %s", job_id)
+
+    async def _requests(self) -> int:
+        """The launch requests waiting or in progress for the configs the jobs' workers have
+        (a config's consumer appears with its first request)."""
+        total = 0
+        for config in self.configs:
+            try:
+                info = await self.store.js.consumer_info(subjects.STREAM, subjects.launch_consumer(config))
+            except nats.js.errors.NotFoundError:
+                continue
+            total += (info.num_pending or 0) + (info.num_ack_pending or 0)
+        return total
 
     async def _cancel(self, job_ids: Sequence[str]) -> None:
         self.cancelled.update(job_ids)
