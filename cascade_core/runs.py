@@ -41,7 +41,7 @@ class TraceNotUsable(Conflict):
 
 
 class BadEntry(Invalid):
-    """An entry names an unknown config, or one of another arch than the trace, or asks for both split and reuse."""
+    """An entry names an unknown config, or one of another arch than the trace."""
 
 
 class TooManySims(Invalid):
@@ -86,8 +86,6 @@ def check_create(body: RunCreate, trace: Trace | None, configs: Sequence[GpuConf
             raise BadEntry(f"unknown GPU config {entry.gpu_config}")
         if config.arch != trace.trace_gpu_arch:
             raise BadEntry(f"{config.name} is {config.arch} but trace {trace_id} is {trace.trace_gpu_arch}")
-        if entry.reuse and entry.split is not None:
-            raise BadEntry(f"the entry for {entry.gpu_config} asks for both split and reuse; a sim does one or the other")
     sims = sim_count(body)
     if sims > max_sims:
         raise TooManySims(
