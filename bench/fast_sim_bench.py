@@ -15,7 +15,9 @@ as the load lets them be.
 
 Then reuse (`"reuse": true`): matrixmul-x40, the combo trace, and combo-repeat (the combo
 trace's kernelslist three times over, its own kernel files), each right after a sequential
-run, with the same columns but for chunks: how many of the launches were simulated.
+run, with the same columns but for chunks: how many of the launches were simulated (kernels
+without `reused_from`; a chunk's warm-up not counted); and matrixmul-x40 and combo-repeat
+split too (K = 20 and 5, warm-up 2), each chunk reusing within its own launches.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ def repeated(name: str, times: int) -> dict[str, bytes]:
 
 
 REUSES = {"matrixmul-x40": files_of("matrixmul-x40"), "combo-vec-mm-xz": files_of("combo-vec-mm-xz"), "combo-repeat": repeated("combo-vec-mm-xz", 3)}
+# Reuse in split sims too (each chunk within its own launches), K launches a chunk and the default warm-up.
+REUSE_SPLITS = {"matrixmul-x40": [None, 20], "combo-vec-mm-xz": [None], "combo-repeat": [None, 5]}
 
 
 def upload(client: TestClient, name: str, files: dict[str, bytes]) -> None:
@@ -110,17 +114,20 @@ def splits(client: TestClient, slots: int) -> None:
 
 
 def reuses(client: TestClient) -> None:
-    print("| trace | launches | simulated | sequential wall s | reuse wall s | speed-up | sequential CPU s | reuse CPU s "
+    print("| trace | K | launches | simulated | sequential wall s | reuse wall s | speed-up | sequential CPU s | reuse CPU s "
           "| total cycles | total err | worst kernel err | load1 |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for trace, files in REUSES.items():
         upload(client, f"{trace}-r", files)  # an id of its own: the split runs may have uploaded it
-        whole, r = run(client, f"{trace}-r"), run(client, f"{trace}-r", reuse=True)
-        print(
-            f"| {trace} | {len(r['cycles'])} | {r['simulated']} | {whole['wall']:.1f} | {r['wall']:.1f} | {whole['wall'] / r['wall']:.2f}× "
-            f"| {whole['cpu']:.1f} | {r['cpu']:.1f} | {errors(r, whole)} | {whole['load']:.1f}, {r['load']:.1f} |",
-            flush=True,
-        )
+        for k in REUSE_SPLITS[trace]:
+            split = {} if k is None else {"split": {"kernels_per_chunk": k, "warmup": 2}}
+            whole, r = run(client, f"{trace}-r"), run(client, f"{trace}-r", reuse=True, **split)
+            print(
+                f"| {trace} | {k or '-'} | {len(r['cycles'])} | {r['simulated']} | {whole['wall']:.1f} | {r['wall']:.1f} "
+                f"| {whole['wall'] / r['wall']:.2f}× | {whole['cpu']:.1f} | {r['cpu']:.1f} | {errors(r, whole)} "
+                f"| {whole['load']:.1f}, {r['load']:.1f} |",
+                flush=True,
+            )
 
 
 def main() -> None:

@@ -114,7 +114,7 @@ it (--warmup, default 2) and discards them, which keeps the caches as warm as in
 
 --reuse simulates each kernel (the same kernel file) only the first two times the trace
 launches it, cold then warm; every later launch takes the warm one's result, marked
-reused_from in the results. Not with --split.
+reused_from in the results; with --split, each chunk so within its own launches.
 
 --watch shows a progress line per sim until the run ends and exits 0 only if every sim
 succeeded (1 otherwise); Ctrl-C stops watching (exit 130) and leaves the run running.

@@ -66,7 +66,8 @@ class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True):
         bool,
         msgspec.Meta(
             description="Simulate each kernel (the same kernel file) only the first two times the trace launches it, cold "
-            "then warm; every later launch takes the second one's result, marked with `reused_from`. Not with `split`."
+            "then warm; every later launch takes the second one's result, marked with `reused_from`. With `split`, "
+            "each chunk so, within its own launches."
         ),
     ] = False
 

@@ -17,7 +17,9 @@ bench/README.md):
   simulator build are fixed, so the file's digest alone tells.
 
 The simulator runs a kernelslist of the simulated launches, each with the memcpys before it
-(`split.kernelslist_of`, as a chunk's); the memcpys before a reused launch go with it.
+(`split.kernelslist_of`, as a chunk's); the memcpys before a reused launch go with it. In a
+split sim, each chunk reuses within its own launches (its warm-up all simulated, as without
+reuse), so chunks never wait for each other's results.
 """
 
 from __future__ import annotations
@@ -26,37 +28,39 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from cascade_core.split import is_kernel
+from cascade_core.split import Chunk, is_kernel
 
 SIMULATED_OCCURRENCES = 2  # cold, then warm: the warm one is reused
 KERNELSLIST = "kernelslist.reuse.g"
 
 
 class Reuse(msgspec.Struct, frozen=True, gc=False):
-    """Which launches (uids from 1) a sim simulates, and whose result each other one takes."""
+    """Which launches (uids from 1) a simulator run of a sim, or of a chunk of it, simulates,
+    and whose result each other one takes."""
 
-    sources: tuple[int, ...]  # per launch, at uid - 1: the uid whose result it is (its own when simulated)
+    kernelslist: str  # the name of the list of the launches it simulates, beside the trace's
+    first: int  # the first launch it covers: 1, or a chunk's first simulated (its warm-up's)
+    sources: tuple[int, ...]  # per launch from `first`, at uid - first: whose result it is (its own uid when simulated)
     simulated: tuple[int, ...]  # the simulated launches in order: the simulator's local uid u is simulated[u - 1]
 
-    @property
-    def kernelslist(self) -> str:
-        return KERNELSLIST
-
     def simulates(self, uid: int) -> bool:
-        return self.sources[uid - 1] == uid
+        return 0 <= uid - self.first < len(self.sources) and self.sources[uid - self.first] == uid
+
+    def source(self, uid: int) -> int:
+        return self.sources[uid - self.first]
 
     def global_uid(self, local_uid: int) -> int:
         return self.simulated[local_uid - 1]
 
     def sources_reused(self) -> set[int]:
         """The simulated launches whose results later ones take."""
-        return {source for uid, source in enumerate(self.sources, 1) if source != uid}
+        return {source for uid, source in enumerate(self.sources, self.first) if source != uid}
 
     def reused_after(self, uid: int) -> list[int]:
         """The reused launches right after launch `uid`, up to the next simulated one: their
         results are known once `uid`'s is, the sources all coming before them."""
         after = []
-        for later in range(uid + 1, len(self.sources) + 1):
+        for later in range(uid + 1, self.first + len(self.sources)):
             if self.simulates(later):
                 break
             after.append(later)
@@ -66,31 +70,40 @@ class Reuse(msgspec.Struct, frozen=True, gc=False):
     def label(self) -> str:
         reused = len(self.sources) - len(self.simulated)
         return (
-            f"reuse: launches {ranges(self.simulated)} simulated; {reused} of {len(self.sources)} reused, each taking the "
-            "result of its kernel's second (warm) occurrence"
+            f"reuse: launches {ranges(self.simulated)} simulated, {reused} more reused, each taking the result of its "
+            "kernel's second (warm) occurrence"
         )
 
 
-def plan(kernelslist: Iterable[str], digests: Mapping[str, str]) -> Reuse | None:
+def plan(kernelslist: Iterable[str], digests: Mapping[str, str], chunk: Chunk | None = None) -> Reuse | None:
     """The reuse of a trace whose `kernelslist.g` has these lines, its files having these
-    digests by path; None when no launch repeats a kernel often enough to be reused."""
+    digests by path, in a sim run whole or in `chunk` of it (whose warm-up launches are all
+    simulated, and whose own launches reuse only each other's results); None when no launch
+    repeats a kernel often enough to be reused."""
+    first, last, measured = (1, None, 1) if chunk is None else (chunk.first - chunk.warmup, chunk.last, chunk.first)
     seen: dict[str, list[int]] = {}  # a kernel file's digest: the launches of it simulated
     sources: list[int] = []
+    uid = 0
     for line in kernelslist:
         if not is_kernel(line):
             continue
-        uid = len(sources) + 1
+        uid += 1
+        if uid < first:
+            continue
+        if last is not None and uid > last:
+            break
         path = line.strip()
         simulated = seen.setdefault(digests.get(path, f"path:{path}"), [])
-        if len(simulated) < SIMULATED_OCCURRENCES:
-            simulated.append(uid)
+        if uid < measured or len(simulated) < SIMULATED_OCCURRENCES:
+            simulated += [uid] if uid >= measured else []
             sources.append(uid)
         else:
             sources.append(simulated[-1])
-    simulated_uids = tuple(uid for i, uid in enumerate(sources, 1) if uid == i)
+    simulated_uids = tuple(uid for uid, source in enumerate(sources, first) if uid == source)
     if len(simulated_uids) == len(sources):
         return None
-    return Reuse(sources=tuple(sources), simulated=simulated_uids)
+    name = KERNELSLIST if chunk is None else f"kernelslist.{chunk.name}.reuse.g"
+    return Reuse(kernelslist=name, first=first, sources=tuple(sources), simulated=simulated_uids)
 
 
 def ranges(uids: Iterable[int]) -> str:

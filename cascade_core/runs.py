@@ -44,7 +44,7 @@ class TraceNotUsable(Conflict):
 
 class BadEntry(Invalid):
     """An entry names an unknown config (one neither this server nor a live runner has), or
-    one of another arch than the trace, or asks for both split and reuse."""
+    one of another arch than the trace."""
 
 
 class TooManySims(Invalid):
@@ -118,8 +118,6 @@ def _check_trace(trace_id: str, trace: Trace | None, configs: Sequence[GpuConfig
             raise BadEntry(f"unknown GPU config {entry.gpu_config}: no live runner has it, nor this server's Accel-Sim install")
         if config.arch != trace.trace_gpu_arch:
             raise BadEntry(f"{config.name} is {config.arch} but trace {trace_id} is {trace.trace_gpu_arch}")
-        if entry.reuse and entry.split is not None:
-            raise BadEntry(f"the entry for {entry.gpu_config} asks for both split and reuse; a sim does one or the other")
     return trace
 
 

@@ -107,13 +107,17 @@ def is_kernel(line: str) -> bool:
 
 
 class Launches(Protocol):
-    """Which of a trace's launches (uids from 1) one simulator run simulates, and the name of
-    the kernelslist that holds them (beside the trace's own)."""
+    """Which of a trace's launches (uids from 1) one simulator run simulates, in order, and
+    the name of the kernelslist that holds them (beside the trace's own)."""
 
     @property
     def kernelslist(self) -> str: ...
 
     def simulates(self, uid: int) -> bool: ...
+
+    def global_uid(self, local_uid: int) -> int:
+        """The launch whose result is the simulator's `local_uid`-th."""
+        ...
 
 
 def kernelslist_of(lines: Iterable[str], launches: Launches) -> list[str]:

@@ -342,7 +342,7 @@ class Runner:
         try:
             trace_dir = await self.cache.fetch(job.trace_id)
             if request.reuse:
-                job = slot.job = msgspec.structs.replace(job, reuse=await self._reuse(job.trace_id, trace_dir))
+                job = slot.job = msgspec.structs.replace(job, reuse=await self._reuse(job.trace_id, trace_dir, job.chunk))
                 report = SimReport(job, sender.emit, sender.next_id, sender.now, reader=self.simulator.reader(), sim=report.sim)
         except TraceUnavailable as err:
             report.finished(sims.Outcome(False, None, str(err)))
@@ -374,11 +374,11 @@ class Runner:
         log.info("sim %s attempt %d: %s", job.name, job.attempt, ended)
         return "done"
 
-    async def _reuse(self, trace_id: str, trace_dir: Path) -> Reuse | None:
-        """What a sim of the trace reusing repeated kernels simulates: by the digests the
-        trace's files were stored with."""
+    async def _reuse(self, trace_id: str, trace_dir: Path, chunk: split.Chunk | None) -> Reuse | None:
+        """What a sim of the trace (or its chunk) reusing repeated kernels simulates: by the
+        digests the trace's files were stored with."""
         digests = {f.path: f.digest for f in await self.cache.files(trace_id)}
-        return reuse.plan((trace_dir / "kernelslist.g").read_text().splitlines(), digests)
+        return reuse.plan((trace_dir / "kernelslist.g").read_text().splitlines(), digests, chunk)
 
     async def _claim(self, request: ev.SimQueued) -> sims.SimState | None | object:
         """Append this runner's claim of the next attempt: the sim as claimed, None if the

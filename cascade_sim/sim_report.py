@@ -34,12 +34,13 @@ class Job(msgspec.Struct, frozen=True):
     gpu_config: GpuConfig
     kernels_total: int
     chunk: Chunk | None = None  # the chunk of a split sim this attempt simulates
-    reuse: Reuse | None = None  # what a sim reusing repeated kernels simulates, and whose result the others take
+    # What a sim (or its chunk) reusing repeated kernels simulates, and whose result the others take.
+    reuse: Reuse | None = None
 
     @property
     def launches(self) -> Launches | None:
         """The launches the simulator runs, when not all of the trace's."""
-        return self.chunk if self.chunk is not None else self.reuse
+        return self.reuse if self.reuse is not None else self.chunk
 
     @property
     def name(self) -> str:
@@ -241,20 +242,18 @@ class SimReport:
 
     def _kernel_finished(self, k: simulator.KernelBlock) -> None:
         self.launched_once()
-        chunk, reuse = self.job.chunk, self.job.reuse
-        if chunk is not None:
-            if not chunk.measures(k.uid):
-                return  # warm-up: simulated for the caches' sake, and discarded
-            k = msgspec.structs.replace(k, uid=chunk.global_uid(k.uid))
-        elif reuse is not None:
-            k = msgspec.structs.replace(k, uid=reuse.global_uid(k.uid))
+        chunk, reuse, launches = self.job.chunk, self.job.reuse, self.job.launches
+        if chunk is not None and not chunk.measures(k.uid):
+            return  # warm-up: simulated for the caches' sake, and discarded
+        if launches is not None:
+            k = msgspec.structs.replace(k, uid=launches.global_uid(k.uid))
         stats = k.stats
         self._kernel(k, stats)
         if reuse is not None:
             if k.uid in self._sources:
                 self._reusable[k.uid] = (self.kernels[-1], stats)
             for uid in reuse.reused_after(k.uid):
-                source, source_stats = self._reusable[reuse.sources[uid - 1]]
+                source, source_stats = self._reusable[reuse.source(uid)]
                 self.add_lines(f"==== cascade: launch {uid}: the result of launch {source.uid} reused ====")
                 self._kernel(msgspec.structs.replace(source, uid=uid), _marked(source_stats, source.uid), reused_from=source.uid)
         self.heartbeat()

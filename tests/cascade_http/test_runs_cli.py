@@ -515,6 +515,8 @@ def test_run_reuse_simulates_each_kernel_twice_and_reuses_the_warm_result(live: 
     reused = [k.get("reused_from") for k in api(live, f"/api/runs/{run_id}/kernels").json()]
     assert reused == [None, None] + [2] * 38
 
-    both = cascade(live, "run", "x40", "SM61_TITANX", "--reuse", "--split", "10")
-    assert both.returncode != 0
-    assert both.stderr.endswith("the entry for SM61_TITANX asks for both split and reuse; a sim does one or the other\n"), both.stderr
+    both = cascade(live, "run", "x40", "SM61_TITANX", "--reuse", "--split", "20", "--watch")
+    assert both.returncode == 0, both.stdout + both.stderr
+    detail = api(live, f"/api/runs/{both.stdout.splitlines()[0]}").json()
+    assert detail["entries"] == [{"gpu_config": "SM61_TITANX", "count": 1, "split": {"kernels_per_chunk": 20, "warmup": 2}, "reuse": True}]
+    assert detail["sims"][0]["latest"]["gpu_tot_sim_cycle"] == 297142  # each chunk reuses its own launches' warm result

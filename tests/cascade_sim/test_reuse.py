@@ -90,7 +90,7 @@ def test_a_reusing_sim_answers_every_route_as_the_sim_run_whole_with_its_reused_
     assert simulated(log) == [1, 2, 3, 4] and simulated(client.get(f"/api/sims/{w['id']}/log").text) == list(range(1, 10))
     marks = [line for line in log.splitlines() if line.startswith("==== cascade:")]
     assert marks == [
-        "==== cascade: reuse: launches 1-3, 5 simulated; 5 of 9 reused, each taking the result of its kernel's second (warm) occurrence ====",
+        "==== cascade: reuse: launches 1-3, 5 simulated, 5 more reused, each taking the result of its kernel's second (warm) occurrence ====",
         "==== cascade: launch 4: the result of launch 3 reused ====",
         "==== cascade: launch 6: the result of launch 3 reused ====",
         "==== cascade: launch 7: the result of launch 3 reused ====",
@@ -145,15 +145,36 @@ def test_a_trace_with_nothing_to_reuse_runs_whole(client: TestClient) -> None:
 
 
 @pytest.mark.parametrize(
-    ("entry", "detail"),
+    ("trace", "kernels_per_chunk", "per_chunk", "measured"),
     [
-        ({"reuse": True, "split": {"kernels_per_chunk": 10}}, "the entry for SM61_TITANX asks for both split and reuse; a sim does one or the other"),
-        ({"reuse": True, "split": "auto"}, "the entry for SM61_TITANX asks for both split and reuse; a sim does one or the other"),
+        # REPORT.md's split with W=2, each chunk reusing within its own launches: launch 1 cold, all else 7,426 (-0.067 %).
+        ("x40", 20, [2, 4], {1, 2, 21, 22}),
+        # Exact: chunk 2 warms up with launches 4 and 5, so its own first vecAdd (6) is warm.
+        ("repeat", 5, [4, 5], {1, 2, 3, 5, 6, 7, 8}),
     ],
 )
-def test_reuse_with_split_is_refused(client: TestClient, entry: dict[str, object], detail: str) -> None:
-    response = client.post("/api/runs", json={"trace_id": "repeat", "entries": [{"gpu_config": CONFIG, "count": 1, **entry}]})
-    assert (response.status_code, response.json()) == (422, {"detail": detail})
+def test_a_split_sim_reuses_within_each_chunk(
+    client: TestClient, trace: str, kernels_per_chunk: int, per_chunk: list[int], measured: set[int]
+) -> None:
+    if trace == "x40":
+        upload_ready(client, files_of("matrixmul-x40"), "x40")
+    whole = wait_run(client, run(client, trace))
+    both = wait_run(client, run(client, trace, split={"kernels_per_chunk": kernels_per_chunk, "warmup": 2}, reuse=True))
+    assert both["state"] == "succeeded", both["sims"][0]["error"]
+    (w,), (s,) = whole["sims"], both["sims"]
+    assert s["reuse"] is True and [c["state"] for c in s["split"]["chunks"]] == ["succeeded", "succeeded"]
+    ws, ss = kernels(client, whole["id"]), kernels(client, both["id"])
+    assert [k["kernel_launch_uid"] for k in ss] == [k["kernel_launch_uid"] for k in ws]
+    assert {k["kernel_launch_uid"] for k in ss if "reused_from" not in k} == measured
+    total = s["latest"]["gpu_tot_sim_cycle"]
+    if trace == "x40":
+        assert [k["gpu_sim_cycle"] for k in ss] == [7528] + [7426] * 39 and total == 297142
+    else:
+        assert [k["gpu_sim_cycle"] for k in ss] == [k["gpu_sim_cycle"] for k in ws] and total == w["latest"]["gpu_tot_sim_cycle"] == 54932
+    # Each chunk's simulator ran its warm-up and the first two launches of each kernel among its own.
+    log = client.get(f"/api/sims/{s['id']}/log").text
+    assert [len(simulated(chunk)) for chunk in log.split("==== cascade: chunk ")[1:]] == per_chunk
+    assert results(client, s["id"])["kernels"][-1]["stats"]["gpu_tot_sim_cycle"] == total
 
 
 def test_a_reuse_that_is_no_flag_is_refused_as_fastapi_would(client: TestClient) -> None:

@@ -1,0 +1,15 @@
+MemcpyHtoD,0x00007f2b2d500000,400
+MemcpyHtoD,0x00007f2b2d500200,400
+MemcpyHtoD,0x00007f2b2d500400,400
+kernel-1.traceg
+MemcpyHtoD,0x00007fb02d700000,4096
+MemcpyHtoD,0x00007fb02d701000,4096
+kernel-2.traceg.xz
+kernel-1.traceg
+MemcpyHtoD,0x00007f2b2d500000,400
+MemcpyHtoD,0x00007f2b2d500200,400
+MemcpyHtoD,0x00007f2b2d500400,400
+kernel-1.traceg
+MemcpyHtoD,0x00007fb02d700000,4096
+MemcpyHtoD,0x00007fb02d701000,4096
+kernel-2.traceg.xz
