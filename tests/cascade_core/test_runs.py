@@ -194,6 +194,7 @@ class SimFacts(msgspec.Struct, frozen=True):
     attempt: int
     kernels_total: int = 20
     split: object = None
+    reuse: bool = False
 
 
 def test_retry_asks_for_the_next_attempt_of_each_failed_or_cancelled_sim() -> None:
