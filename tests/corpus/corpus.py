@@ -5,7 +5,9 @@ A corpus is recorded whenever what stored events hold changes, by a new version 
 a new field (`events-v2.jsonl`: kernel results with `stats_naming` 2, the stats names of
 docs/stats-naming.md; real timing attached to a ready trace, with cycles and passes; a
 trace's `layers`; `events-v3.jsonl`: split sims, their entries' and sims' `split`, launch
-requests and facts per `chunk`). `events-v<n>.jsonl` holds one stored message a line,
+requests and facts per `chunk`; `events-v5.jsonl`: a retry, `run.retry_requested.v1` and its
+launch requests' `attempt`, and a top-up, `run.entries_added.v1` with its key; v4 belongs to
+another branch). `events-v<n>.jsonl` holds one stored message a line,
 `{"subject": ..., "event": ...}`, the event exactly as its bytes were stored (recorded from a live service by
 `record.py`, never edited). `tables-v<n>.json` is the read model those events replay to,
 table by table; strings longer than `LONG` characters are kept as their length and digest.
@@ -28,7 +30,7 @@ from projections.replay import replay
 from projections.rows import KernelRow
 
 HERE = Path(__file__).parent
-VERSIONS = (1, 2, 3)  # the recorded corpora, oldest first; the newest is what this version stores
+VERSIONS = (1, 2, 3, 5)  # the recorded corpora, oldest first; the newest is what this version stores
 RECORD = "python -m tests.corpus.record"  # run from the checkout, with its venv
 LONG = 200
 
