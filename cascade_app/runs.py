@@ -94,13 +94,24 @@ async def _events(c: Cascade, run_id: str) -> AsyncIterator[ev.AnyEvent]:
             yield item.event
 
 
+async def _life_attempt(c: Cascade, run_id: str, sim_id: str) -> int:
+    """The attempt the newest event on the sim's life subject names (0: none yet)."""
+    last = await c.store.last_on(subjects.sim(run_id, sim_id, "life"))
+    if last is None:
+        return 0
+    assert isinstance(last.event, ev.SimClaimed | ev.SimLaunched | ev.SimFinished)  # all a life subject holds
+    return last.event.attempt
+
+
 async def retry_run(c: Cascade, run_id: str) -> None:
     """Run every failed or cancelled sim of the run again; nothing changes when none is."""
 
     async def retry() -> Decision[None]:
         seq, run = await _run_as_last_shown(c, run_id)
         sims = await read(c, q.sim_rows, run)
-        return Decision(decide.decide_retry(run, sims, decide.RetryRun(event_id=clock.event_id(), at=clock.now())), seq, None)
+        claimed = {s.id: await _life_attempt(c, run_id, s.id) for s in decide.retried(sims)}
+        command = decide.RetryRun(event_id=clock.event_id(), at=clock.now())
+        return Decision(decide.decide_retry(run, sims, command, claimed), seq, None)
 
     await decided(c, retry)
 

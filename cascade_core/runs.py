@@ -194,16 +194,27 @@ class SimFacts(Protocol):
     def reuse(self) -> bool: ...
 
 
-def decide_retry(run: RunSummary, sims: Sequence[SimFacts], cmd: RetryRun) -> list[ev.Event]:
+def retried(sims: Sequence[SimFacts]) -> list[SimFacts]:
+    """The sims a retry runs again: failed or cancelled, not split (a split sim's chunks have
+    attempts of their own)."""
+    return [s for s in sims if s.state in RETRIABLE and s.split is None]
+
+
+def decide_retry(run: RunSummary, sims: Sequence[SimFacts], cmd: RetryRun, claimed: Mapping[str, int] = {}) -> list[ev.Event]:
     """Run every failed or cancelled sim again, as the attempt after its last; nothing when
     none is (a sample's sims all succeeded), so retrying again while they wait or run changes
-    nothing. A split sim is not retried (its chunks have attempts of their own)."""
-    again = [s for s in sims if s.state in RETRIABLE and s.split is None]
+    nothing. `claimed`: the newest attempt each sim's life subject names, which is past the
+    read model's when a runner claimed the sim after it was cancelled (its claim changed
+    nothing there)."""
+    again = retried(sims)
     if run.sample or not again:
         return []
     retry = ev.RunRetryRequested(
         id=cmd.event_id, at=cmd.at, run_id=run.id, trace_id=run.trace_id, kernels_total=again[0].kernels_total,
-        sims=[ev.RetriedSim(sim_id=s.id, gpu_config=s.gpu_config, attempt=s.attempt + 1, reuse=s.reuse) for s in again],
+        sims=[
+            ev.RetriedSim(sim_id=s.id, gpu_config=s.gpu_config, attempt=max(s.attempt, claimed.get(s.id, 0)) + 1, reuse=s.reuse)
+            for s in again
+        ],
     )
     return [retry]
 

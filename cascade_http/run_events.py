@@ -20,7 +20,8 @@ back, and an EventSource would stop reconnecting on a 400.
   numbered it. It sends those past the cut, then the live changes past S.
 - The stream ends with the run's final `run` event: at once after the snapshot of a run
   that has already ended (the snapshot shows it), after the catch-up that holds it, or when
-  it is committed. A resume from at or past it has nothing to send: the route answers 204
+  it is committed. A retry or a top-up makes an ended run active again, shown as a `run`
+  event too: the stream then goes on to the next end. A resume from at or past it has nothing to send: the route answers 204
   No Content, which tells an EventSource to stop reconnecting. Files a sim stores after its
   run ended are in the file lists, not in the stream.
 - A client that falls too far behind (it stopped reading) has its stream ended
@@ -143,13 +144,15 @@ def messages(
     encoder: Callable[[Change, dict[str, q.Place]], bytes] = _encoded,
 ) -> tuple[bytes, bool]:
     """The messages of the changes past `after` up to the run's end, and whether the end was
-    among the changes (sent or not: nothing after it is)."""
+    among them. The end is a `run` change past `after` that is not active: an earlier one was
+    an end the run came back from (a retry or a top-up made it active again, which a `run`
+    change shows too), and the route answers a stream resumed at its last end with 204."""
     parts = []
     for change in changes:
         if (change.seq, change.k) > after:
             parts.append(encoder(change, places))
-        if change.kind == "run":
-            return b"".join(parts), True
+            if isinstance(change.row, RunRow) and change.row.state != "active":
+                return b"".join(parts), True
     return b"".join(parts), False
 
 

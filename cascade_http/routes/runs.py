@@ -6,7 +6,7 @@ Commands are `cascade_app.runs`; reads come from the read model through
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
@@ -117,9 +117,14 @@ async def get_run(request: Request) -> Response:
     errors=NO_RUN,
 )
 async def cancel_run(request: Request) -> Response:
+    return await _on_run(request, runs.cancel_run)
+
+
+async def _on_run(request: Request, command: Callable[[Cascade, str], Awaitable[None]]) -> Response:
+    """A command on the path's run, answered with the run after it."""
     c = cascade(request)
     run_id = request.path_params["run_id"]
-    await runs.cancel_run(c, run_id)
+    await command(c, run_id)
     return MsgspecResponse(await _detail(c, run_id, attention=True))
 
 
@@ -133,10 +138,7 @@ async def cancel_run(request: Request) -> Response:
     errors=NO_RUN,
 )
 async def retry_run(request: Request) -> Response:
-    c = cascade(request)
-    run_id = request.path_params["run_id"]
-    await runs.retry_run(c, run_id)
-    return MsgspecResponse(await _detail(c, run_id, attention=True))
+    return await _on_run(request, runs.retry_run)
 
 
 @operation(
@@ -157,11 +159,9 @@ async def retry_run(request: Request) -> Response:
     },
 )
 async def add_run_entries(request: Request) -> Response:
-    c = cascade(request)
-    run_id = request.path_params["run_id"]
     body = await json_body(request, RunEntries)
-    await runs.add_entries(c, run_id, body, request.headers.get("idempotency-key"))
-    return MsgspecResponse(await _detail(c, run_id, attention=True))
+    key = request.headers.get("idempotency-key")
+    return await _on_run(request, lambda c, run_id: runs.add_entries(c, run_id, body, key))
 
 
 @operation(summary="Compare real and simulated time", response=Comparison, errors=NO_RUN)

@@ -273,13 +273,19 @@ def test_archive_upload_and_a_failed_trace(page: Any, cascade: LiveServer, api: 
     shoot(page, "traces-failed", "#traces-table")
 
 
-def test_cancel_a_running_run(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+def running_run(page: Any, cascade: LiveServer, api: httpx.Client, pace: str) -> dict[str, Any]:
+    """A run of two sims on the combo trace, shown once a sim runs (a kernel every `pace` s)."""
     ensure_trace(api, "combo-vec-mm-xz")
-    with environment(CASCADE_FAKE_ACCELSIM_PACE="3"):
+    with environment(CASCADE_FAKE_ACCELSIM_PACE=pace):
         run = create_run(api, "combo-vec-mm-xz", count=2)
         sign_in(page, cascade.url, f"#/runs/{run['id']}")
         page.wait_for_selector("#sims-table tbody[data-sim] > tr[data-state=running]", timeout=30_000)
-        shoot(page, "run-live", "#sims-table")
+    return run
+
+
+def test_cancel_a_running_run(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    run = running_run(page, cascade, api, "3")
+    shoot(page, "run-live", "#sims-table")
     page.click("#cancel-run")
     page.wait_for_selector("dialog[open]")
     shoot(page, "cancel-confirm", "dialog[open]")
@@ -292,11 +298,7 @@ def test_cancel_a_running_run(page: Any, cascade: LiveServer, api: httpx.Client)
 
 
 def test_retry_a_cancelled_run_then_add_sims_to_it(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
-    ensure_trace(api, "combo-vec-mm-xz")
-    with environment(CASCADE_FAKE_ACCELSIM_PACE="30"):
-        run = create_run(api, "combo-vec-mm-xz", count=2)
-        sign_in(page, cascade.url, f"#/runs/{run['id']}")
-        page.wait_for_selector("#sims-table tbody[data-sim] > tr[data-state=running]", timeout=30_000)
+    run = running_run(page, cascade, api, "30")  # retried at the usual pace
     assert page.is_hidden("#retry-run")
     api.post(f"/api/runs/{run['id']}/cancel")
     page.wait_for_selector(".title-badges [data-state=cancelled]")

@@ -240,3 +240,10 @@ def test_a_top_up_refuses_as_create_does_and_past_the_runs_limit() -> None:
         check_add(summary("succeeded", {}, sample=True), sims, add(("SM86_RTX3070", 1)).body, TRACE, CONFIGS, max_sims=8)
     with pytest.raises(TraceNotUsable, match="^trace demo is failed, not ready$"):
         check_add(summary("succeeded", {}), sims, add(("SM86_RTX3070", 1)).body, msgspec.structs.replace(TRACE, state="failed"), CONFIGS, max_sims=8)
+
+
+def test_retry_asks_past_an_attempt_a_runner_claimed_after_the_cancel() -> None:
+    # Cancelled while pending; a runner took its request later, and its claim changed nothing.
+    sims = [SimFacts("sim-0", "SM86_RTX3070", 0, "cancelled", 0)]
+    (retry,) = decide_retry(summary("cancelled", {}), sims, RetryRun(event_id="e6", at=AT), {"sim-0": 1})
+    assert isinstance(retry, ev.RunRetryRequested) and retry.sims == [ev.RetriedSim("sim-0", "SM86_RTX3070", 2)]

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from cascade_cli.client import ApiClient
 from cascade_core import subjects
 from tests.cascade_http.live import LiveServer
 from tests.cascade_http.test_runs_cli import AUTH, api, cascade, live, tree, upload_combo
@@ -64,6 +65,10 @@ def test_retry_starts_a_new_attempt_of_each_failed_sim_and_keeps_the_attempts_be
     run_id = create(combo, ("SM61_TITANX", 1), ("SM61_BROKEN", 1))
     first = ended(combo, run_id)
     assert first["state"] == "failed"
+    client = ApiClient(combo.url, "t")
+    stream = f"/api/runs/{run_id}/events"
+    end = [e.id for e in client.events(stream)][0]  # a stream opened on an ended run is its snapshot
+    assert list(client.events(stream, end)) == [], "204: nothing more to come"
     broken = by_config(first)[("SM61_BROKEN", 0)]
     assert broken["state"] == "failed" and "attempt" not in broken and "attempts" not in broken  # the reference's shape
 
@@ -87,6 +92,12 @@ def test_retry_starts_a_new_attempt_of_each_failed_sim_and_keeps_the_attempts_be
 
     second = ended(combo, run_id)
     assert second["state"] == "failed" and second["sim_counts"] == {"succeeded": 1, "failed": 1}
+    # Resumed from the first end, the stream shows the retry and ends with the run's new end.
+    resumed = [(e.event, json.loads(e.data)) for e in client.events(stream, end)]
+    runs = [data["state"] for kind, data in resumed if kind == "run"]
+    assert runs == ["active", "failed"] and resumed[-1][0] == "run"
+    retried_sim = [data for kind, data in resumed if kind == "sim" and data["id"] == broken["id"]]
+    assert retried_sim[0]["state"] == "pending" and retried_sim[-1]["state"] == "failed" and retried_sim[-1]["attempt"] == 2
     broken_again = by_config(second)[("SM61_BROKEN", 0)]
     assert broken_again["attempt"] == 2 and broken_again["error"] == broken["error"]
     assert [a["attempt"] for a in broken_again["attempts"]] == [1]

@@ -23,7 +23,7 @@ function earlier(attempts) {
     "details",
     { class: "sim-attempts small" },
     h("summary", {}, attempts.length === 1 ? "1 earlier attempt" : `${attempts.length} earlier attempts`),
-    h("ol", {}, attempts.map((a) => h("li", { value: String(a.attempt) }, `attempt ${a.attempt} ${a.state}${a.error ? `: ${a.error}` : ""}`))),
+    h("ul", {}, attempts.map((a) => h("li", {}, `attempt ${a.attempt} ${a.state}${a.error ? `: ${a.error}` : ""}`))),
   );
 }
 

@@ -22,13 +22,11 @@ export function addSimsDialog(run) {
     let answered = null;
     const form = h(
       "form",
-      { method: "dialog" },
+      { method: "dialog", novalidate: true }, // the API's words say what is wrong
       h("h2", { id: "add-title" }, `Add sims to ${run.id}`),
       h("p", { class: "hint" }, "More replicas of a config, or another config of the trace's arch. A run that ended runs again while they do."),
-      h("label", { for: "add-config" }, "GPU config"),
-      config,
-      h("label", { for: "add-count" }, "Sims"),
-      count,
+      h("div", { class: "dialog-field" }, h("label", { for: "add-config" }, "GPU config"), config),
+      h("div", { class: "dialog-field" }, h("label", { for: "add-count" }, "Sims"), count),
       error,
       h("div", { class: "form-actions" }, close, add),
     );
