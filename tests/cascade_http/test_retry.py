@@ -163,7 +163,7 @@ def test_retry_and_entries_refuse_as_create_does(combo: LiveServer) -> None:
         missing = post(combo, path, {"entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})
         assert (missing.status_code, missing.json()) == (404, {"detail": "run run-nope not found"})
     unknown = post(combo, f"/api/runs/{run_id}/entries", {"entries": [{"gpu_config": "SM99_NOPE", "count": 1}]})
-    assert (unknown.status_code, unknown.json()) == (422, {"detail": "unknown GPU config SM99_NOPE"})
+    assert (unknown.status_code, unknown.json()) == (422, {"detail": "unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install"})
     invalid = post(combo, f"/api/runs/{run_id}/entries", {"entries": [{"gpu_config": "SM61_TITANX", "count": 0}]})
     assert invalid.status_code == 422 and invalid.json()["detail"][0]["loc"] == ["body", "entries", 0, "count"]
     empty = post(combo, f"/api/runs/{run_id}/entries", {"entries": []})
