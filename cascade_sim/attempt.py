@@ -24,6 +24,8 @@ from collections import deque
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
+
 from cascade_core.kernel_stats import kernel_stats_csv
 from cascade_core.object_names import sim_file
 from cascade_core.sims import Outcome
@@ -132,8 +134,11 @@ class Attempt:
                 await asyncio.gather(self._read_stdout(gz), self._read_stderr())
                 returncode = await self.process.wait()
             except asyncio.CancelledError:
-                # The runner is stopping: the simulator must not outlive this attempt.
+                # The runner is stopping: the simulator must not outlive this attempt, and is
+                # reaped before the loop closes (a Slurm job's end stops every worker so).
                 self._signal(signal.SIGKILL)
+                with anyio.CancelScope(shield=True):
+                    await self.process.wait()
                 raise
             finally:
                 ticker.cancel()

@@ -25,7 +25,7 @@ from tests.slurm.cluster import PARTITION, Cluster, slurm_cluster
 from tests.support import TRACES, stop, wait_until
 
 TOKEN = "t"
-LEASE_S = 8  # a stopped job's sims come back this long after it ended
+LEASE_S = 15  # a stopped job's sims come back this long after it ended: the launcher records why well before
 PACE_S = 3  # per kernel: matrixmul-x40's 40 take 120 s, past a job's 1-minute limit
 
 
