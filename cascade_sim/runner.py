@@ -3,8 +3,8 @@ of its configs' requests (one per config, shared by every runner that has it: it
 request it cannot run), and runs each as an attempt of its simulator backend
 (`simulator.Simulator`), which alone knows how the simulator runs and what its output says.
 It listens to its configs' launch subjects, and at each request published asks that config's
-consumer first, then the others in turn; it asks them all at least every 2 s for what comes
-back unannounced (a request whose lease ran out). Requests from before placement by config are
+consumer at once; it asks them all every 2 s, for what comes back unannounced (a request whose
+lease ran out). Requests from before placement by config are
 on the `launch` consumer every runner took from: a runner drains it too, handing back what it
 lacks the config for, and deletes it once nothing is left there.
 
@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
-from nats.aio.client import Client
 import nats.js.errors
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.client import JetStreamContext
