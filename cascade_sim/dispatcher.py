@@ -4,10 +4,11 @@ retried sim naming the attempt it asked for).
 
 It reads run events with a durable consumer shared by every `cascade serve` on the cluster,
 so each run is dispatched once, and acknowledges a run only after all its launch requests are
-stored. A request goes on its config's launch subject, which one durable consumer per config
-delivers to the runners that have the config (`ensure_launch_consumer`): the dispatcher
-makes it before the config's first request, so it delivers every one. A crash in between redelivers the run; the requests' ids are derived from the sims',
-so sending them again stores nothing new. A message that is no run event is terminated, never
+stored: a crash before that redelivers the run; the requests' ids are derived from the sims',
+so sending them again stores nothing new. A request goes on its config's launch subject,
+which one durable consumer per config delivers to the runners that have the config
+(`ensure_launch_consumer`): the dispatcher makes it before the config's first request, so it
+delivers every one. A message that is no run event is terminated, never
 to come back (the projector parks it), and a run that cannot be dispatched likewise. Any other
 error (NATS gone, a JetStream leader election) ends `dispatch`, which its supervisor starts
 again: the runs it had not acknowledged come back to it.

@@ -59,7 +59,7 @@ class AccelSimInstall:
                 clock = core_clock_from_config(path.read_text(errors="replace"))
                 digest = config_digest(self.file_digests(name))
             except OSError as err:
-                log.warning("skipping GPU config %s: cannot read %s (%s)", name, path, err.strerror)
+                log.warning("skipping GPU config %s: cannot read %s (%s)", name, err.filename or path, err.strerror)
                 continue
             if arch is None:
                 log.warning("skipping GPU config %s: its name says no arch (expected SM<nn>_<GPU>)", name)

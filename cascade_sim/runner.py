@@ -2,9 +2,11 @@
 of its configs' requests (one per config, shared by every runner that has it: it never sees a
 request it cannot run), and runs each as an attempt of its simulator backend
 (`simulator.Simulator`), which alone knows how the simulator runs and what its output says.
-It asks each consumer in turn, for a share of a 2 s round. Requests from before placement by
-config are on the `launch` consumer every runner took from: a runner drains it too, handing
-back what it lacks the config for, and deletes it once nothing is left there.
+It listens to its configs' launch subjects, and at each request published asks that config's
+consumer at once; it asks them all every 2 s, for what comes back unannounced (a request whose
+lease ran out). Requests from before placement by config are
+on the `launch` consumer every runner took from: a runner drains it too, handing back what it
+lacks the config for, and deletes it once nothing is left there.
 
 What to append is decided by `cascade_core/sims.py`, given commands with the time in them;
 the runner does the I/O around it. Claiming: the runner reads the sim's last lifecycle
@@ -34,6 +36,7 @@ import os
 import secrets
 import shutil
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,9 +44,10 @@ from typing import Literal
 
 import anyio
 import msgspec
-from nats.aio.client import Client
 import nats.js.errors
+from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
@@ -71,8 +75,8 @@ LifeEvent = ev.SimClaimed | ev.SimLaunched | ev.SimFinished  # what a sim's life
 # What becomes of a request once handled: acknowledged, handed back for another runner, or
 # left to the runner that holds its sim now (whose lease keeps it).
 Handled = Literal["done", "hand back", "leave"]
-ROUND_S = 2.0  # a round of asking each consumer for requests, when none has any
-MIN_ASK_S = 0.25  # the least a consumer is waited on in a round
+ASK_S = 0.1  # how long a consumer is waited on for requests when asked
+SWEEP_S = 2.0  # how often every consumer is asked, for what comes back unannounced (a lease run out)
 
 
 def held_name(request: ev.SimQueued) -> str:
@@ -95,10 +99,21 @@ class Source:
     def __init__(self, name: str, sub: JetStreamContext.PullSubscription) -> None:
         self.name = name
         self.sub = sub
+        self.rung = False  # a request was published for it since it was last asked
 
     @property
     def legacy(self) -> bool:
         return self.name == subjects.LEGACY_LAUNCH_CONSUMER
+
+
+def _ringing(source: Source, bell: asyncio.Event) -> Callable[[Msg], Awaitable[None]]:
+    """What hears a request published for `source`'s config: it is asked first, at once."""
+
+    async def ring(_: Msg) -> None:
+        source.rung = True
+        bell.set()
+
+    return ring
 
 
 class Launcher(msgspec.Struct, frozen=True):
@@ -182,52 +197,70 @@ class Runner:
     async def _take_requests(self, tg: anyio.abc.TaskGroup) -> None:
         """Take requests as slots free up, until something fails; the sims taken run in `tg`."""
         js = self.store.js
-        sources = []
+        sources: list[Source] = []
+        bell = asyncio.Event()  # rung by each request published for one of this runner's configs
+        listening: list[Subscription] = []
         try:
             for config in self.configs:
                 name = await ensure_launch_consumer(js, config, ack_wait_s=self.ack_wait_s)
-                sources.append(Source(name, await js.pull_subscribe_bind(name, subjects.STREAM)))
+                source = Source(name, await js.pull_subscribe_bind(name, subjects.STREAM))
+                sources.append(source)
+                listening.append(await self.nc.subscribe(subjects.launch_requests(config), cb=_ringing(source, bell)))
             with contextlib.suppress(nats.js.errors.NotFoundError):  # drained and deleted, or never there
                 await js.consumer_info(subjects.STREAM, subjects.LEGACY_LAUNCH_CONSUMER)
                 sources.append(Source(subjects.LEGACY_LAUNCH_CONSUMER, await js.pull_subscribe_bind(subjects.LEGACY_LAUNCH_CONSUMER, subjects.STREAM)))
-            await self._take(sources, tg)
+            await self._take(sources, bell, tg)
         finally:
-            for source in sources:
+            for stop in [*(source.sub.unsubscribe for source in sources), *(sub.unsubscribe for sub in listening)]:
                 with contextlib.suppress(Exception):  # gone with its connection, if that is why it stops
-                    await source.sub.unsubscribe()
+                    await stop()
 
-    async def _take(self, sources: list[Source], tg: anyio.abc.TaskGroup) -> None:
-        turn = 0
+    async def _take(self, sources: list[Source], bell: asyncio.Event, tg: anyio.abc.TaskGroup) -> None:
+        """Ask the consumers rung for, and every `SWEEP_S` all of them, for as many requests
+        as there are free slots."""
+        swept = -SWEEP_S  # when every consumer was last asked
         while True:
-            free = self.slots - len(self.running)
-            if free <= 0:
+            if self.slots - len(self.running) <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 continue
-            if not sources:  # no config: nothing is ever for this runner
-                await asyncio.Event().wait()
-            source = sources[turn % len(sources)]
-            turn += 1
-            try:
-                messages = await source.sub.fetch(free, timeout=max(MIN_ASK_S, ROUND_S / len(sources)))
-            except TimeoutError:  # nothing to take (nats-py raises its own or asyncio's)
-                if source.legacy and await self._retired(source):
-                    sources.remove(source)
+            bell.clear()  # what is published from now on rings again
+            sweep = time.monotonic() - swept >= SWEEP_S
+            for source in sorted((s for s in sources if sweep or s.rung), key=lambda s: not s.rung):  # those rung for first
+                free = self.slots - len(self.running)
+                if free <= 0:
+                    break
+                source.rung = False
+                try:
+                    messages = await source.sub.fetch(free, timeout=ASK_S)
+                except TimeoutError:  # nothing to take (nats-py raises its own or asyncio's)
+                    if source.legacy and await self._retired(source):
+                        sources.remove(source)
+                    continue
+                await self._took(messages, tg)
+                source.rung = source.rung or len(messages) == free  # as many as asked for: there may be more
+            if sweep:
+                swept = time.monotonic()
+            if not any(s.rung for s in sources):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(bell.wait(), max(0.0, swept + SWEEP_S - time.monotonic()))
+
+    async def _took(self, messages: list[Msg], tg: anyio.abc.TaskGroup) -> None:
+        """Start each request taken in `tg`; terminate what is no request."""
+        for msg in messages:
+            request = consumed_event(msg)
+            if request is None:
+                await msg.term()
                 continue
-            for msg in messages:
-                request = consumed_event(msg)
-                if request is None:
-                    await msg.term()
-                    continue
-                assert isinstance(request, ev.SimQueued)  # nothing else belongs on a queued subject
-                slot = self.running.get(held_name(request))
-                if slot is not None:
-                    # Our own, back after its lease ran out while NATS was away: still ours.
-                    slot.msg = msg
-                    continue
-                # The slot is taken now, before the task starts, so the next fetch asks for less.
-                self.running[held_name(request)] = Slot(msg)
-                tg.start_soon(self._serve, request)
+            assert isinstance(request, ev.SimQueued)  # nothing else belongs on a queued subject
+            slot = self.running.get(held_name(request))
+            if slot is not None:
+                # Our own, back after its lease ran out while NATS was away: still ours.
+                slot.msg = msg
+                continue
+            # The slot is taken now, before the task starts, so the next fetch asks for less.
+            self.running[held_name(request)] = Slot(msg)
+            tg.start_soon(self._serve, request)
 
     async def _retired(self, source: Source) -> bool:
         """Whether the legacy consumer is gone: deleted here once nothing waits there and no
