@@ -171,5 +171,5 @@ def test_retry_and_entries_refuse_as_create_does(combo: LiveServer) -> None:
     assert len(api(combo, f"/api/runs/{run_id}").json()["sims"]) == 1, "a refused top-up adds nothing"
 
     failed = cascade(combo, "run", "add", run_id, "SM99_NOPE")
-    detail = f"POST /api/runs/{run_id}/entries: 422 unknown GPU config SM99_NOPE"
+    detail = f"POST /api/runs/{run_id}/entries: 422 unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install"
     assert (failed.returncode, failed.stdout, failed.stderr) == (2, "", f"cascade: error: {detail}\n")
