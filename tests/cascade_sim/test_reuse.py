@@ -137,6 +137,9 @@ def test_reuse_on_matrixmul_x40_simulates_2_of_its_40_kernels_and_is_off_where_t
 def test_launches_each_in_a_file_of_its_own_as_nvbit_writes_them_are_one_kernel(client: TestClient) -> None:
     # matrixmul-x40 as a real tracer would have written it: kernel-1.traceg ... kernel-40.traceg.xz,
     # each file with its own `-kernel id`, plain and xz by turns; the same kernel all the same.
+    # The fake replays matrixmul-x40's `__reuse` log: on the real simulator (73f9fac, SM61_TITANX)
+    # this layout's kernelslist.reuse.g (kernel-1.traceg, kernel-2.traceg.xz) prints the same
+    # stats blocks but for the paths, the `-kernel id` echoed and the wall-clock rates.
     files = one_file_per_launch("matrixmul-x40")
     assert len({files[f"kernel-{uid}.traceg"] for uid in range(1, 41, 2)}) == 20  # no two files alike, as stored
     upload_ready(client, files, "x40-files")
