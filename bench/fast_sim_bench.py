@@ -13,11 +13,13 @@ total-cycle error and the worst per-kernel cycle error against the sequential si
 and the load average when each started: on a shared machine the wall times are only as good
 as the load lets them be.
 
-Then reuse (`"reuse": true`): matrixmul-x40, the combo trace, and combo-repeat (the combo
-trace's kernelslist three times over, its own kernel files), each right after a sequential
-run, with the same columns but for chunks: how many of the launches were simulated (kernels
-without `reused_from`; a chunk's warm-up not counted); and matrixmul-x40 and combo-repeat
-split too (K = 20 and 5, warm-up 2), each chunk reusing within its own launches.
+Then reuse (`"reuse": true`): matrixmul-x40, matrixmul-x40-files (the same launches as NVBit
+writes them, a kernel file per launch with its own `-kernel id`), the combo trace, and
+combo-repeat (the combo trace's kernelslist three times over, its own kernel files), each
+right after a sequential run, with the same columns but for chunks: how many of the launches
+were simulated (kernels without `reused_from`; a chunk's warm-up not counted); and
+matrixmul-x40 and combo-repeat split too (K = 20 and 5, warm-up 2), each chunk reusing
+within its own launches.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from starlette.testclient import TestClient  # noqa: E402
 from cascade_app.config import Settings  # noqa: E402
 from cascade_nats import server  # noqa: E402
 from cascade_process.service import starlette_app  # noqa: E402
-from tests.cascade_http.trace_archives import files_of, tar_of  # noqa: E402
+from tests.cascade_http.trace_archives import files_of, one_file_per_launch, tar_of  # noqa: E402
 
 TOKEN = "bench"
 CONFIG = "SM61_TITANX"
@@ -55,9 +57,14 @@ def repeated(name: str, times: int) -> dict[str, bytes]:
     return {**files, "kernelslist.g": files["kernelslist.g"] * times}
 
 
-REUSES = {"matrixmul-x40": files_of("matrixmul-x40"), "combo-vec-mm-xz": files_of("combo-vec-mm-xz"), "combo-repeat": repeated("combo-vec-mm-xz", 3)}
+REUSES = {
+    "matrixmul-x40": files_of("matrixmul-x40"),
+    "matrixmul-x40-files": one_file_per_launch("matrixmul-x40"),  # as NVBit writes it: a file per launch, each its own -kernel id
+    "combo-vec-mm-xz": files_of("combo-vec-mm-xz"),
+    "combo-repeat": repeated("combo-vec-mm-xz", 3),
+}
 # Reuse in split sims too (each chunk within its own launches), K launches a chunk and the default warm-up.
-REUSE_SPLITS = {"matrixmul-x40": [None, 20], "combo-vec-mm-xz": [None], "combo-repeat": [None, 5]}
+REUSE_SPLITS = {"matrixmul-x40": [None, 20], "matrixmul-x40-files": [None], "combo-vec-mm-xz": [None], "combo-repeat": [None, 5]}
 
 
 def upload(client: TestClient, name: str, files: dict[str, bytes]) -> None:

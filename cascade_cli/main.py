@@ -112,8 +112,8 @@ of one of those names, put -- before it: cascade run -- show SM61_TITANX.
 with the config and stitched into one sim; each chunk first simulates the W launches before
 it (--warmup, default 2) and discards them, which keeps the caches as warm as in sequence.
 
---reuse simulates each kernel (the same kernel file) only the first two times the trace
-launches it, cold then warm; every later launch takes the warm one's result, marked
+--reuse simulates each kernel (a kernel file's content, its -kernel id line aside) only the
+first two times the trace launches it, cold then warm; every later launch takes the warm one's result, marked
 reused_from in the results; with --split, each chunk so within its own launches.
 
 --watch shows a progress line per sim until the run ends and exits 0 only if every sim

@@ -65,9 +65,9 @@ class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True):
     reuse: Annotated[
         bool,
         msgspec.Meta(
-            description="Simulate each kernel (the same kernel file) only the first two times the trace launches it, cold "
-            "then warm; every later launch takes the second one's result, marked with `reused_from`. With `split`, "
-            "each chunk so, within its own launches."
+            description="Simulate each kernel (a kernel file's content, its `-kernel id` line aside) only the first two "
+            "times the trace launches it, cold then warm; every later launch takes the second one's result, marked with "
+            "`reused_from`. With `split`, each chunk so, within its own launches."
         ),
     ] = False
 

@@ -64,6 +64,7 @@ from cascade_sim import registry
 from cascade_sim.attempt import HEARTBEAT_S, Attempt, Stop
 from cascade_sim.dispatcher import consumed_event, ensure_launch_consumer
 from cascade_sim.event_sender import EventSender
+from cascade_sim.launch_digests import LaunchDigests
 from cascade_sim.sim_report import Job, SimReport
 from cascade_sim.simulator import Simulator, Versions
 from cascade_sim.trace_cache import TraceCache, TraceUnavailable
@@ -151,6 +152,7 @@ class Runner:
         self.objects = Objects(nc)
         self.work_dir = work_dir
         self.cache = TraceCache(work_dir / "traces", self.store, self.objects)
+        self.launch_digests = LaunchDigests()
         self.slots = slots
         self.sim_timeout_s = sim_timeout_s
         self.max_attempts = max_attempts
@@ -375,7 +377,7 @@ class Runner:
         try:
             trace_dir = await self.cache.fetch(job.trace_id)
             if request.reuse:
-                job = slot.job = msgspec.structs.replace(job, reuse=await self._reuse(job.trace_id, trace_dir, job.chunk))
+                job = slot.job = msgspec.structs.replace(job, reuse=await self._reuse(trace_dir, job.chunk))
                 report = SimReport(job, sender.emit, sender.next_id, sender.now, reader=self.simulator.reader(), sim=report.sim)
         except TraceUnavailable as err:
             report.finished(sims.Outcome(False, None, str(err)))
@@ -407,11 +409,13 @@ class Runner:
         log.info("sim %s attempt %d: %s", job.name, job.attempt, ended)
         return "done"
 
-    async def _reuse(self, trace_id: str, trace_dir: Path, chunk: split.Chunk | None) -> Reuse | None:
+    async def _reuse(self, trace_dir: Path, chunk: split.Chunk | None) -> Reuse | None:
         """What a sim of the trace (or its chunk) reusing repeated kernels simulates: by the
-        digests the trace's files were stored with."""
-        digests = {f.path: f.digest for f in await self.cache.files(trace_id)}
-        return reuse.plan((trace_dir / "kernelslist.g").read_text().splitlines(), digests, chunk)
+        launch digests of the kernel files it launches, read off the disk in a thread."""
+        kernelslist = (trace_dir / "kernelslist.g").read_text().splitlines()
+        paths = [path for _, path in reuse.launches(kernelslist, chunk)]
+        digests = await asyncio.to_thread(self.launch_digests.of, trace_dir, paths)
+        return reuse.plan(kernelslist, digests, chunk)
 
     async def _claim(self, request: ev.SimQueued) -> sims.SimState | None | object:
         """Append this runner's claim of the next attempt: the sim as claimed, None if the

@@ -1,9 +1,11 @@
-"""Reuse of repeated kernels, pure: each kernel file's first two launches are simulated and
-every later one takes the second's result; a launch is told by its file's stored digest; the
-kernelslist simulated is the one the real simulator was recorded on."""
+"""Reuse of repeated kernels, pure: each kernel's first two launches are simulated and every
+later one takes the second's result; a launch is told by its file's launch digest (its
+content but its `-kernel id` line); the kernelslist simulated is the one the real simulator
+was recorded on."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -12,8 +14,11 @@ from hypothesis import strategies as st
 
 from cascade_core import reuse, split
 from cascade_core.events import Split
+from tests.support import TRACES
 
 KERNELSLISTS = Path(__file__).parents[1] / "fake_accelsim" / "recorded" / "kernelslists"
+# A real kernel file (the tracer's header, then its instructions), launch 1 of its trace.
+MATMUL = (TRACES / "matrixmul-32-32" / "kernel-1.traceg").read_bytes()
 
 
 def kernelslist(files: list[int]) -> list[str]:
@@ -63,33 +68,59 @@ def test_in_a_chunk_its_warm_up_is_simulated_and_its_own_launches_reuse_each_oth
         assert not plan.simulates(chunk.first - chunk.warmup - 1) and not plan.simulates(chunk.last + 1)
 
 
-def test_launches_of_different_files_stored_with_the_same_digest_are_one_kernel() -> None:
+def test_launches_of_different_files_with_the_same_launch_digest_are_one_kernel() -> None:
     lines = ["kernel-1.traceg", "kernel-2.traceg", "kernel-3.traceg", "kernel-4.traceg"]
-    plan = reuse.plan(lines, {"kernel-1.traceg": "SHA-256=a", "kernel-2.traceg": "SHA-256=a", "kernel-3.traceg": "SHA-256=a"})
+    plan = reuse.plan(lines, {"kernel-1.traceg": "a", "kernel-2.traceg": "a", "kernel-3.traceg": "a"})
     assert plan is not None and plan.sources == (1, 2, 2, 4)
     assert reuse.plan(lines, {}) is None  # by path alone, no file repeats
 
 
+def test_the_launches_a_plan_looks_at_are_a_chunks_warm_up_and_its_own() -> None:
+    lines = kernelslist([1, 2, 3, 1, 2, 3])
+    assert list(reuse.launches(lines)) == [(uid, f"kernel-{f}.traceg") for uid, f in enumerate([1, 2, 3, 1, 2, 3], 1)]
+    chunk = split.plan(6, Split(2, 1))[1]  # launches 3-4, warmed up by 2
+    assert list(reuse.launches(lines, chunk)) == [(2, "kernel-2.traceg"), (3, "kernel-3.traceg"), (4, "kernel-1.traceg")]
+
+
+def digest(content: bytes) -> str:
+    return reuse.launch_digest([content])
+
+
+@given(st.lists(st.integers(0, len(MATMUL)), max_size=8))
+def test_a_launch_digest_is_its_files_content_but_its_kernel_id_line_however_it_is_read(cuts: list[int]) -> None:
+    relabelled = MATMUL.replace(b"-kernel id = 1\n", b"-kernel id = 7\n", 1)
+    ends = [0, *sorted(cuts), len(relabelled)]
+    pieces = [relabelled[a:b] for a, b in zip(ends, ends[1:])]
+    assert reuse.launch_digest(pieces) == digest(MATMUL) == hashlib.sha256(MATMUL.replace(b"-kernel id = 1\n", b"", 1)).hexdigest()
+
+
+@pytest.mark.parametrize("line", [line for line in MATMUL.split(b"\n\n")[0].split(b"\n") if not line.startswith(b"-kernel id")])
+def test_a_launch_digest_tells_apart_files_that_differ_in_any_other_header_line(line: bytes) -> None:
+    # The simulator reads each of them (name, grid, block, shmem, nregs, stream, memory bases, ...).
+    assert digest(MATMUL.replace(line + b"\n", line + b"0\n", 1)) != digest(MATMUL)
+
+
 @pytest.mark.parametrize(
-    ("trace", "chunking", "simulated"),
+    ("text", "other"),
     [
-        ("matrixmul-x40", None, [[1, 2]]),
-        ("combo-repeat", None, [[1, 2, 3, 5]]),
-        ("matrixmul-x40", Split(20, 2), [[1, 2], [19, 20, 21, 22]]),
-        ("combo-repeat", Split(5, 2), [[1, 2, 3, 5], [4, 5, 6, 7, 8]]),
+        (b"0x7fb02d700000", b"0x7fb02d900000"),  # an instruction's address
+        (b"#BEGIN_TB\n-kernel id = 1\n", b"#BEGIN_TB\n-kernel id = 2\n"),  # a line after the header that looks like one of it
+        (b"-kernel id = 1\n", b"-kernel id = 1 \n"),  # a kernel id not as the tracer writes it: only its numbering is ignored
     ],
 )
-def test_the_kernelslist_simulated_is_the_one_the_real_simulator_was_recorded_on(
-    trace: str, chunking: Split | None, simulated: list[list[int]]
-) -> None:
-    lines = (KERNELSLISTS / trace / "kernelslist.g").read_text().splitlines()
-    chunks = [None] if chunking is None else split.plan(sum(map(split.is_kernel, lines)), chunking)
-    for chunk, uids in zip(chunks, simulated, strict=True):
-        plan = reuse.plan(lines, {}, chunk)
-        assert plan is not None and list(plan.simulated) == uids
-        assert split.kernelslist_of(lines, plan) == (KERNELSLISTS / trace / plan.kernelslist).read_text().splitlines()
+def test_a_launch_digest_tells_apart_files_that_differ_in_anything_else(text: bytes, other: bytes) -> None:
+    matmul = MATMUL.replace(b"#BEGIN_TB\n", text, 1) if text.startswith(b"#BEGIN_TB") else MATMUL
+    assert text in matmul
+    assert digest(matmul.replace(text, other, 1)) != digest(matmul)
 
 
-def test_launches_are_written_as_runs() -> None:
-    assert reuse.ranges([1, 2, 3, 5, 7, 8]) == "1-3, 5, 7-8"
-    assert reuse.ranges([4]) == "4"
+def test_a_launch_digest_of_a_file_that_is_all_header_leaves_out_its_kernel_id_line_too() -> None:
+    header = b"-kernel name = k\n-grid dim = (1,1,1)\n"
+    assert digest(header + b"-kernel id = 3") == digest(header + b"-kernel id = 4\n") == hashlib.sha256(header).hexdigest()
+
+
+@pytest.mark.parametrize("piece", [1000, 4096, reuse.LONGEST_HEADER_LINE, reuse.LONGEST_HEADER_LINE + 20, 1 << 20])
+def test_a_header_line_longer_than_any_tracers_ends_the_header_however_the_file_is_read(piece: int) -> None:
+    long = b"-kernel name = " + b"k" * reuse.LONGEST_HEADER_LINE + b"\n-kernel id = 3\n"
+    content = long + MATMUL
+    assert reuse.launch_digest(content[i : i + piece] for i in range(0, len(content), piece)) == hashlib.sha256(content).hexdigest()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import lzma
+import re
 import tarfile
 import time
 from collections.abc import Mapping
@@ -27,6 +28,25 @@ MEDIA = {"tar": "application/x-tar", "gzip": "application/gzip", "xz": "applicat
 def files_of(name: str) -> dict[str, bytes]:
     """The files of a shared trace, by name."""
     return {p.name: p.read_bytes() for p in sorted((TRACES / name).iterdir())}
+
+
+def one_file_per_launch(name: str) -> dict[str, bytes]:
+    """A shared trace laid out as NVBit writes one: each launch's kernel file a file of its
+    own, `kernel-<uid>.traceg` with `-kernel id = <uid>` (every even one xz-compressed,
+    `.traceg.xz`), holding what the file it launched holds but for that line."""
+    files = files_of(name)
+    kernelslist: list[str] = []
+    kernels: dict[str, bytes] = {}
+    for line in files.pop("kernelslist.g").decode().splitlines():
+        if line.endswith((".traceg", ".traceg.xz")):
+            uid = len(kernels) + 1
+            content = files[line] if line.endswith(".traceg") else lzma.decompress(files[line])
+            content = re.sub(rb"^-kernel id = [0-9]+$", b"-kernel id = %d" % uid, content, count=1, flags=re.MULTILINE)
+            line = f"kernel-{uid}.traceg" + (".xz" if uid % 2 == 0 else "")
+            kernels[line] = lzma.compress(content, preset=0) if uid % 2 == 0 else content
+        kernelslist.append(line)
+    others = {path: data for path, data in files.items() if not path.endswith((".traceg", ".traceg.xz"))}
+    return {**others, **kernels, "kernelslist.g": "\n".join(kernelslist).encode() + b"\n"}
 
 
 def tar_of(files: Mapping[str, bytes], *, top: str | None = None, compression: str = "tar") -> bytes:

@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 
 from cascade_app.config import Settings
 from cascade_process.service import starlette_app
-from tests.cascade_http.trace_archives import files_of, upload_ready
+from tests.cascade_http.trace_archives import files_of, one_file_per_launch, upload_ready
 from tests.cascade_sim.world import accelsim_tree, wait_run
 from tests.cascade_sim.world import run_kernels as kernels
 from tests.cascade_sim.world import start_run as run
@@ -132,6 +132,28 @@ def test_reuse_on_matrixmul_x40_simulates_2_of_its_40_kernels_and_is_off_where_t
     assert simulated(client.get(f"/api/sims/{reused['sims'][0]['id']}/log").text) == [1, 2]
     csv = client.get(f"/api/sims/{reused['sims'][0]['id']}/files/kernel-stats.csv").text
     assert len(csv.splitlines()) == 41, csv[:300]
+
+
+def test_launches_each_in_a_file_of_its_own_as_nvbit_writes_them_are_one_kernel(client: TestClient) -> None:
+    # matrixmul-x40 as a real tracer would have written it: kernel-1.traceg ... kernel-40.traceg.xz,
+    # each file with its own `-kernel id`, plain and xz by turns; the same kernel all the same.
+    # The fake replays matrixmul-x40's `__reuse` log: on the real simulator (73f9fac, SM61_TITANX)
+    # this layout's kernelslist.reuse.g (kernel-1.traceg, kernel-2.traceg.xz) prints the same
+    # stats blocks but for the paths, the `-kernel id` echoed and the wall-clock rates.
+    files = one_file_per_launch("matrixmul-x40")
+    assert len({files[f"kernel-{uid}.traceg"] for uid in range(1, 41, 2)}) == 20  # no two files alike, as stored
+    upload_ready(client, files, "x40-files")
+    reused = wait_run(client, run(client, "x40-files", reuse=True))
+    assert reused["state"] == "succeeded", reused["sims"][0]["error"]
+    rs = kernels(client, reused["id"])
+    assert [k["kernel_launch_uid"] for k in rs] == list(range(1, 41))
+    assert [k.get("reused_from") for k in rs] == [None, None] + [2] * 38
+    assert [k["gpu_sim_cycle"] for k in rs] == [7528] + [7426] * 39
+    log = client.get(f"/api/sims/{reused['sims'][0]['id']}/log").text
+    assert simulated(log) == [1, 2]
+    assert log.splitlines()[0] == (
+        "==== cascade: reuse: launches 1-2 simulated, 38 more reused, each taking the result of its kernel's second (warm) occurrence ===="
+    )
 
 
 def test_a_trace_with_nothing_to_reuse_runs_whole(client: TestClient) -> None:
