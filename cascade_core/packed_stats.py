@@ -79,13 +79,14 @@ def pack(names: tuple[str, ...], floats: bytes, texts: dict[int, str | None]) ->
     return packed(names_text(names), floats, texts)
 
 
-def packed(names: str, floats: bytes, texts: dict[int, str | None]) -> PackedStats:
-    """`pack`, with the names as `names_text` made them."""
+def packed(names: str, floats: bytes, texts: dict[int, str | None], *, level: int = _LEVEL) -> PackedStats:
+    """`pack`, with the names as `names_text` made them, and the floats compressed at zlib's
+    `level` (0: stored as they are, for a map that is never sent or stored)."""
     if sys.byteorder == "big":
         swapped = array("d", floats)
         swapped.byteswap()
         floats = swapped.tobytes()
-    return PackedStats(names=names, values=zlib.compress(floats, _LEVEL), texts=texts)
+    return PackedStats(names=names, values=zlib.compress(floats, level), texts=texts)
 
 
 def from_mapping(stats: Mapping[str, Any]) -> PackedStats | None:

@@ -72,7 +72,9 @@ def packed(raw: bytes, kernel: str) -> PackedStats | None:
     except TypeError:  # a null, which only a map no layout read has
         texts.update((i, v) for i, v in enumerate(values) if not isinstance(v, float))
         floats = array("d", [v if isinstance(v, float) else math.nan for v in values])
-    return packed_stats.packed(layout.names_text, floats.tobytes(), texts)
+    # Packed on its way from the log to the read model, never sent or stored: compressing it
+    # would cost the replay of an old log for nothing.
+    return packed_stats.packed(layout.names_text, floats.tobytes(), texts, level=0)
 
 
 def decode(raw: bytes, kernel: str) -> tuple[Layout, list[Value]]:
