@@ -21,7 +21,7 @@ from typing import Any, Literal, cast, get_args
 
 import msgspec
 
-from cascade_core import packed_stats
+from cascade_core import stats_v1
 from cascade_core.packed_stats import PackedStats
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False):
@@ -384,7 +384,7 @@ class KernelFinishedV1(SimEvent, frozen=True, tag="sim.kernel_finished.v1"):
 
 def _kernel_finished_v2(old: KernelFinishedV1) -> KernelFinished:
     fields = msgspec.structs.asdict(old)
-    return KernelFinished(**{**fields, "stats": packed_stats.from_json(bytes(old.stats))})
+    return KernelFinished(**{**fields, "stats": stats_v1.packed(old.stats, old.name)})
 
 
 # Old event type -> the function giving its next form: the current type, or a newer old one

@@ -76,11 +76,17 @@ def names_of(stats: PackedStats) -> tuple[str, ...]:
 def pack(names: tuple[str, ...], floats: bytes, texts: dict[int, str | None]) -> PackedStats:
     """A map of `names` whose values are `floats` (a float64 each, in the machine's byte
     order) but where `texts` says."""
+    return packed(names_text(names), floats, texts)
+
+
+def packed(names: str, floats: bytes, texts: dict[int, str | None], *, level: int = _LEVEL) -> PackedStats:
+    """`pack`, with the names as `names_text` made them, and the floats compressed at zlib's
+    `level` (0: stored as they are, for a map that is never sent or stored)."""
     if sys.byteorder == "big":
         swapped = array("d", floats)
         swapped.byteswap()
         floats = swapped.tobytes()
-    return PackedStats(names=names_text(names), values=zlib.compress(floats, _LEVEL), texts=texts)
+    return PackedStats(names=names, values=zlib.compress(floats, level), texts=texts)
 
 
 def from_mapping(stats: Mapping[str, Any]) -> PackedStats | None:
@@ -89,7 +95,7 @@ def from_mapping(stats: Mapping[str, Any]) -> PackedStats | None:
     as its JSON text. None for an empty map: a kernel result without one."""
     if not stats:
         return None
-    values = [_value(v) for v in stats.values()]
+    values = [json_value(v) for v in stats.values()]
     texts = {i: v for i, v in enumerate(values) if not isinstance(v, float)}
     floats = array("d", [v if isinstance(v, float) else math.nan for v in values])
     return pack(tuple(stats), floats.tobytes(), texts)
@@ -111,20 +117,11 @@ def to_mapping(stats: PackedStats) -> dict[str, Value]:
     return dict(zip(names_of(stats), values))
 
 
-_any_map = msgspec.json.Decoder(dict[str, Any])
 _json = msgspec.json.Encoder()
 
 
-def from_json(raw: bytes) -> PackedStats | None:
-    """A map as `sim.kernel_finished.v1` carried it, a JSON object (`from_mapping`); None for
-    `{}`, and for what is no JSON object (stored then as a kernel without rows)."""
-    try:
-        return from_mapping(_any_map.decode(raw))
-    except msgspec.DecodeError:
-        return None
-
-
-def _value(value: Any) -> Value:
+def json_value(value: Any) -> Value:
+    """A value of a JSON map as the read model stores it (`from_mapping`)."""
     if isinstance(value, str):
         return nonfinite.VALUES.get(value, value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):

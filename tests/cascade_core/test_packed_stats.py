@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core import packed_stats
+from cascade_core import packed_stats, stats_v1
 from tests.corpus import corpus
 from tests.support import same_map
 
@@ -35,11 +35,11 @@ def test_maps_of_the_same_names_carry_the_same_names_text() -> None:
 
 def test_json_values_are_read_as_the_read_model_stored_them() -> None:
     raw = b'{"kernel_name":"k","n":3,"x":1.5,"nan":"NaN","inf":"Infinity","ninf":"-Infinity","t":"none","z":null,"o":[1,true]}'
-    packed = packed_stats.from_json(raw)
+    packed = stats_v1.packed(raw, "k")
     assert packed is not None
     expected = {"kernel_name": "k", "n": 3.0, "x": 1.5, "nan": math.nan, "inf": math.inf, "ninf": -math.inf, "t": "none", "z": None, "o": "[1,true]"}
     assert same_map(packed_stats.to_mapping(packed), expected)
-    assert packed_stats.from_json(b"{}") is None and packed_stats.from_json(b"[1]") is None  # no map, as before: no rows
+    assert stats_v1.packed(b"{}", "k") is None and stats_v1.packed(b"[1]", "k") is None  # no map, as before: no rows
 
 
 def test_every_recorded_v1_kernel_result_is_read_with_its_map_packed() -> None:

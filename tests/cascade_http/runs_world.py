@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -299,7 +299,7 @@ def sim_life(
 
 
 def finished_sim(
-    run_id: str, sim_id: str, kernels: Sequence[tuple[str, int]], clock_mhz: float, when: datetime, *, stats: Sequence[bytes] = ()
+    run_id: str, sim_id: str, kernels: Sequence[tuple[str, int]], clock_mhz: float, when: datetime, *, stats: Sequence[Mapping[str, Any]] = ()
 ) -> list[ev.Event]:
     """A sim's life as a runner appends it: claimed, launched, a kernel result per
     (name, cycles) a millisecond apart (with the i-th of `stats` as its map, else none), a
@@ -314,7 +314,7 @@ def finished_sim(
             ev.KernelFinished(
                 id=event_id(), at=when + timedelta(milliseconds=i), kernel_index=i, uid=i + 1, name=name, gpu_sim_cycle=cycles,
                 gpu_sim_insn=cycles * 3, gpu_ipc=3.0, sim_time_ns=cycles / clock_mhz * 1000,
-                stats=packed_stats.from_json(stats[i]) if stats else None, **common,
+                stats=packed_stats.from_mapping(stats[i]) if stats else None, **common,
             )
         )
     done = when + timedelta(milliseconds=len(kernels) + 1)

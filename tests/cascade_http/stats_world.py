@@ -55,5 +55,5 @@ def events(run_id: str) -> list[ev.Event]:
     for sim_id, config, _ in SIMS:
         sim_maps = maps()[sim_id]
         kernels = [(m["kernel_name"], int(m["gpu_sim_cycle"])) for m in sim_maps]
-        out += w.finished_sim(run_id, sim_id, kernels, CLOCKS[config], at, stats=[msgspec.json.encode(m) for m in sim_maps])
+        out += w.finished_sim(run_id, sim_id, kernels, CLOCKS[config], at, stats=sim_maps)
     return out
