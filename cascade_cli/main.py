@@ -162,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--accelsim-dir", help="the local Accel-Sim install (CASCADE_ACCELSIM_DIR)")
     worker.add_argument("--slots", dest="runner_slots", type=int, help="sims at once (default: CPU cores)")
     worker.add_argument("--work-dir", default=".cascade-worker", help="working directories and the trace cache")
+    worker.add_argument("--data-dir", help="without --nats-url: the data dir of the cascade serve on this machine whose NATS to use (CASCADE_DATA_DIR)")
     worker.add_argument("--idle-exit", type=float, metavar="SECONDS", help="end once nothing has run for this long")
 
     slurm = sub.add_parser("slurm", help="run workers as Slurm jobs, as many as the queue needs (needs only NATS)")
@@ -289,12 +290,17 @@ def serve(args: argparse.Namespace) -> int:
 # --- worker -------------------------------------------------------------------------------
 
 
-def _runners(args: argparse.Namespace, command: str) -> tuple[Settings, Path]:
+def _runners(args: argparse.Namespace, command: str, *, beside_serve: bool = False) -> tuple[Settings, Path]:
     """The settings of a command that runs sims away from `serve` (a worker, Slurm's), which
-    needs the cluster's NATS and an Accel-Sim install; and that install."""
+    needs the cluster's NATS and an Accel-Sim install; and that install. With `beside_serve`
+    and no NATS named, the NATS of the `serve` holding the data dir on this machine."""
     settings = _settings(args)
+    if settings.nats_url is None and beside_serve:
+        url = event_log.serving_nats_url(settings.data_dir)
+        settings = settings if url is None else msgspec.structs.replace(settings, nats_url=url)
     if settings.nats_url is None:
-        raise ConfigError(f"cascade {command} needs --nats-url (or CASCADE_NATS_URL): the cluster's NATS")
+        beside = f", or a cascade serve holding data dir {settings.data_dir} on this machine" if beside_serve else ""
+        raise ConfigError(f"cascade {command} needs --nats-url (or CASCADE_NATS_URL): the cluster's NATS{beside}")
     if settings.accelsim_dir is None:
         raise ConfigError(f"cascade {command} needs --accelsim-dir (or CASCADE_ACCELSIM_DIR): a local Accel-Sim install")
     check_accelsim_dir(settings.accelsim_dir)
@@ -304,7 +310,7 @@ def _runners(args: argparse.Namespace, command: str) -> tuple[Settings, Path]:
 def worker(args: argparse.Namespace) -> int:
     from cascade_process.worker import work
 
-    settings, _ = _runners(args, "worker")
+    settings, _ = _runners(args, "worker", beside_serve=True)
     # The simulator runs in a directory of its own: the paths it gets must be absolute.
     work_dir = absolute(Path(args.work_dir))
     with datadir.lock(work_dir, "work dir"):

@@ -81,6 +81,13 @@ def configured_or_embedded(settings: Settings) -> Iterator[Nats]:
         embedded.stop()
 
 
+def serving_nats_url(directory: Path) -> str | None:
+    """The URL of the NATS of the service holding `directory` (`live_nats_url`), or None when
+    no live service holds it."""
+    service = datadir.live_service(directory) if directory.is_dir() else None
+    return None if service is None else live_nats_url(directory, service)
+
+
 def live_nats_url(directory: Path, service: datadir.Service) -> str:
     """The URL to reach the NATS of the service holding `directory` with: its address, and
     for the embedded server the data dir's user and password."""
