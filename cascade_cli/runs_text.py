@@ -142,7 +142,7 @@ def run_text(detail: RunDetail) -> list[str]:
     retried = [s for s in detail.sims if s.attempts]
     if retried:
         lines += ["", "earlier attempts:"]
-        lines += [f"  {label(s)} {s.id} attempt {a.attempt} {a.state}: {_one_line(a.error)}" for s in retried for a in s.attempts]
+        lines += [f"  {label(s)} {s.id} attempt {a.attempt} {a.state}{_said(a.error)}" for s in retried for a in s.attempts]
     for sim in detail.sims:
         if sim.state == "failed":
             lines += ["", f"{sim.id} ({label(sim)}) failed: {sim.error or 'no error given'}"]
@@ -153,6 +153,11 @@ def run_text(detail: RunDetail) -> list[str]:
 
 def _one_line(error: str | None) -> str:
     return " ".join(error.split()) if error else "no error given"
+
+
+def _said(error: str | None) -> str:
+    """An earlier attempt's error on its line; nothing for one that had none (a cancel)."""
+    return f": {_one_line(error)}" if error else ""
 
 
 # --- a run's comparison --------------------------------------------------------------------
