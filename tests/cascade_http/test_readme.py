@@ -93,3 +93,36 @@ def test_a_worker_with_its_default_work_dir_runs_sims_from_a_fresh_directory(tmp
     finally:
         assert stop(worker) == 0, (tmp_path / "worker.log").read_text()
         assert stop(served.process) == 0, served.text()
+
+
+def test_a_serve_without_accelsim_and_a_worker_beside_it_run_sims_with_every_default(tmp_path: Path) -> None:
+    # The quick start's other way: `cascade serve` alone, then `cascade worker --accelsim-dir DIR`
+    # in the same directory, which finds the serve's NATS by its data dir, with no URL given.
+    accelsim_tree(tmp_path / "accel-sim")
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    env = clean_env(CASCADE_PORT="0")
+    data = fresh / ".cascade"
+    served = start([str(CASCADE), "serve"], data, tmp_path / "serve.log", cwd=fresh, env=env)
+    with (tmp_path / "worker.log").open("wb") as out:
+        worker = subprocess.Popen([str(CASCADE), "worker", "--accelsim-dir", "../accel-sim"], cwd=fresh, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: health(served.url)["runners"] == 1, 30, f"the worker did not announce itself: {(tmp_path / 'worker.log').read_text()}")
+        trace_id = upload(fresh, env)
+        run = run_to_the_end(served.url, (data / "token").read_text().strip(), trace_id)
+        assert run["state"] == "succeeded", run
+    finally:
+        assert stop(worker) == 0, (tmp_path / "worker.log").read_text()
+        assert stop(served.process) == 0, served.text()
+
+
+def test_a_worker_with_no_nats_and_no_serve_beside_it_says_where_it_looked(tmp_path: Path) -> None:
+    accelsim_tree(tmp_path / "accel-sim")
+    done = subprocess.run(
+        [str(CASCADE), "worker", "--accelsim-dir", str(tmp_path / "accel-sim")], cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "cascade: error: cascade worker needs --nats-url (or CASCADE_NATS_URL): the cluster's NATS, "
+        f"or a cascade serve holding data dir {tmp_path / '.cascade'} on this machine\n"
+    )
