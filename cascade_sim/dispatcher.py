@@ -39,43 +39,49 @@ def launch_requests(run: ev.RunCreated | ev.RunEntriesAdded | ev.RunRetryRequest
     A retry asks for each sim's attempt, under an id of its own."""
     if isinstance(run, ev.RunRetryRequested):
         return [
-            ev.SimQueued(
-                id=f"{sim.sim_id}.{sim.attempt}.queued",
-                at=run.at,
-                causation_id=run.id,
-                correlation_id=run.correlation_id or run.id,
-                run_id=run.run_id,
-                sim_id=sim.sim_id,
-                trace_id=run.trace_id,
-                gpu_config=sim.gpu_config,
-                kernels_total=run.kernels_total,
-                attempt=sim.attempt,
-                reuse=sim.reuse,
-                by_config=True,
-            )
+            _request(run, f"{sim.sim_id}.{sim.attempt}.queued", sim.sim_id, sim.gpu_config, reuse=sim.reuse, attempt=sim.attempt)
             for sim in run.sims
         ]
     if isinstance(run, ev.RunCreated) and run.sample:
         return []
     return [
-        ev.SimQueued(
-            id=f"{spec.sim_id}.queued" if chunk is None else f"{spec.sim_id}.c{chunk}.queued",
-            at=run.at,
-            causation_id=run.id,
-            correlation_id=run.correlation_id or run.id,
-            run_id=run.run_id,
-            sim_id=spec.sim_id,
-            chunk=chunk,
-            trace_id=run.trace_id,
-            gpu_config=spec.gpu_config,
-            kernels_total=run.kernels_total,
-            split=spec.split,
-            reuse=spec.reuse,
-            by_config=True,
+        _request(
+            run, f"{spec.sim_id}.queued" if chunk is None else f"{spec.sim_id}.c{chunk}.queued", spec.sim_id, spec.gpu_config,
+            reuse=spec.reuse, chunk=chunk, split=spec.split,
         )
         for spec in run.sims
         for chunk in _chunks(spec, run.kernels_total)
     ]
+
+
+def _request(
+    run: ev.RunCreated | ev.RunEntriesAdded | ev.RunRetryRequested,
+    request_id: str,
+    sim_id: str,
+    gpu_config: str,
+    *,
+    reuse: bool,
+    attempt: int = 0,
+    chunk: int | None = None,
+    split: ev.Split | None = None,
+) -> ev.SimQueued:
+    """One launch request of the run's, on its config's subject."""
+    return ev.SimQueued(
+        id=request_id,
+        at=run.at,
+        causation_id=run.id,
+        correlation_id=run.correlation_id or run.id,
+        run_id=run.run_id,
+        sim_id=sim_id,
+        chunk=chunk,
+        trace_id=run.trace_id,
+        gpu_config=gpu_config,
+        kernels_total=run.kernels_total,
+        split=split,
+        attempt=attempt,
+        reuse=reuse,
+        by_config=True,
+    )
 
 
 def _chunks(spec: ev.SimSpec, kernels_total: int) -> list[int | None]:
