@@ -2,7 +2,7 @@
 sims at once one `cascade serve` keeps up with.
 
     .venv/bin/python bench/campaign_bench.py campaign [--sims 1000] [--kernels 9] [--workers 3] [--slots 8] [--pace 1.1]
-    .venv/bin/python bench/campaign_bench.py capacity [--levels 16,32,64,96,128] [--kernels 60] [--workers 3] [--pace 1.1]
+    .venv/bin/python bench/campaign_bench.py capacity [--levels 16,32,48,64,80,96,128] [--kernels 45] [--workers 3] [--pace 1.1]
 
 Both run what an operator runs: three nats-servers clustered on loopback (tests/nats_cluster.py),
 `cascade serve --no-runner` and `cascade worker` processes given all three with --nats-url
@@ -52,6 +52,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.runner_bench import LOG_NAME, big_log, cpu_seconds  # noqa: E402
 from cascade_core import events as ev  # noqa: E402
+from cascade_core import subjects  # noqa: E402
+from cascade_core.ids import subject_token  # noqa: E402
 from cascade_nats.access import parse  # noqa: E402
 from cascade_nats.connect import connect  # noqa: E402
 from cascade_nats.store import EventStore  # noqa: E402
@@ -183,8 +185,8 @@ async def life_events(nats_url: str, run_id: str) -> list[ev.Event]:
     nc = await connect(parse(nats_url))
     try:
         store = EventStore(nc)
-        prefix = f"cascade.ev.run.{run_id}.sim.*"
-        return [stored.event for subject in (f"{prefix}.queued.*", f"{prefix}.life") async for stored in store.read(subject)]
+        requests = f"{subjects.PREFIX}.run.{subject_token(run_id)}.sim.*.queued.*"
+        return [stored.event for subject in (requests, subjects.run_lives(run_id)[0]) async for stored in store.read(subject)]
     finally:
         await nc.close()
 
@@ -377,8 +379,8 @@ if __name__ == "__main__":
     one.add_argument("--slots", type=int, default=8, help="slots per worker")
     one.add_argument("--kernels", type=int, default=9, help="kernels per sim (a multiple of 3)")
     many = modes.add_parser("capacity")
-    many.add_argument("--levels", default="16,32,64,96,128", help="sims at once, comma-separated, rising")
-    many.add_argument("--kernels", type=int, default=60, help="kernels per sim (a multiple of 3)")
+    many.add_argument("--levels", default="16,32,48,64,80,96,128", help="sims at once, comma-separated, rising")
+    many.add_argument("--kernels", type=int, default=45, help="kernels per sim (a multiple of 3)")
     for mode in (one, many):
         mode.add_argument("--workers", type=int, default=3)
         mode.add_argument("--pace", type=float, default=1.1, help="seconds between a sim's kernels")
