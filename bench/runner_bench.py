@@ -27,6 +27,7 @@ import time
 import urllib.request
 from datetime import datetime
 from pathlib import Path
+from typing import TextIO
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -38,8 +39,9 @@ from tests.support import LOGS, TRACES  # noqa: E402
 TOKEN = "bench"
 OUT = REPO / "bench" / "out"
 OUT.mkdir(exist_ok=True)
-# The processes' logs, kept for a look when a number is off.
-LOG = (OUT / "runner_bench.log").open("w")
+# The processes' logs, kept for a look when a number is off; opened when the bench runs, not
+# when campaign_bench imports big_log.
+LOG: TextIO
 LOG_NAME = "combo-vec-mm-xz__SM61_TITANX.log"
 BLOCK_END = "\ngpgpu_silicon_slowdown = "
 UID = re.compile(r"(kernel_launch_uid = |uid: )(\d+)")
@@ -51,7 +53,7 @@ def big_log(path: Path, size: int = 0, rounds: int = 1) -> int:
     log = (LOGS / LOG_NAME).read_text()
     first = log.index("launching kernel name:")
     first = log.rindex("\n", 0, first) + 1
-    last = log.index("\n", log.rindex(BLOCK_END)) + 1
+    last = log.index("\n", log.rindex(BLOCK_END) + 1) + 1  # the end of that line, not the newline that starts it
     top, body, tail = log[:first], log[first:last], log[last:]
     kernels_per_body = body.count(BLOCK_END)
     written, round_ = 0, 0
@@ -236,4 +238,5 @@ if __name__ == "__main__":
     parser.add_argument("--size-mb", type=int, default=100)
     parser.add_argument("--paced-kernels", type=int, default=150)
     args = parser.parse_args()
+    LOG = (OUT / "runner_bench.log").open("w")
     main(args.size_mb, args.paced_kernels)
