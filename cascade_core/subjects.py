@@ -63,6 +63,8 @@ def launch_requests(gpu_config: str) -> str:
 def launch_consumer(gpu_config: str) -> str:
     """The durable consumer of `gpu_config`'s launch requests, shared by the runners that have it."""
     return f"launch-{subject_token(gpu_config)}"
+
+
 def runner(runner_id: str) -> str:
     return f"{PREFIX}.runner.{subject_token(runner_id)}"
 
