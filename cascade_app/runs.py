@@ -16,7 +16,7 @@ from cascade_core import runs as decide
 from cascade_core import subjects
 from cascade_core import events as ev
 from cascade_core.gpu_configs import offered
-from cascade_core.models import OfferedConfig, RunCreate, RunEntries, RunSummary
+from cascade_core.models import OfferedConfig, ReferenceComparison, RunCreate, RunEntries, RunEntry, RunSummary
 from cascade_core.refusals import NotFound, Unavailable
 from projections.queries import runs as q
 from projections.queries.traces import trace_summary
@@ -140,3 +140,39 @@ async def add_entries(c: Cascade, run_id: str, body: RunEntries, key: str | None
         return Decision(decision, seq, None)
 
     await decided(c, add)
+
+
+async def request_reference(c: Cascade, sim_id: str) -> None:
+    """A reference for the split or reusing sim: asked again, it is the one there is."""
+    max_sims = c.settings.max_sims_per_run
+
+    async def request() -> Decision[None]:
+        sim = await read(c, q.sim_row, sim_id)
+        if sim is None:
+            raise NotFound(f"sim {sim_id} not found")
+        decide.check_reference(sim)
+        seq, run = await _run_as_last_shown(c, sim.run_id)
+        sims = await read(c, q.sim_rows, run)
+        trace = await read(c, trace_summary, run.trace_id)
+        configs = await _configs(c, RunEntries(entries=[RunEntry(gpu_config=sim.gpu_config, count=1)]))
+        command = decide.RequestReference(
+            event_id=clock.event_id(), at=clock.now(), sim_id=sim_id, reference_id=f"sim-{secrets.token_hex(6)}"
+        )
+        return Decision(decide.decide_reference(run, sims, command, trace, configs, max_sims=max_sims), seq, None)
+
+    await decided(c, request)
+
+
+async def reference_comparison(c: Cascade, sim_id: str) -> ReferenceComparison:
+    """The sim (or the sim whose reference it is) against its reference; NotFound when it has none."""
+    sim = await read(c, q.sim_row, sim_id)
+    if sim is None:
+        raise NotFound(f"sim {sim_id} not found")
+    fast = sim if sim.reference_for is None else await read(c, q.sim_row, sim.reference_for)
+    run = await read(c, q.run_summary, sim.run_id)
+    assert fast is not None and run is not None  # a sim's run, and a reference's sim, are there as long as it is
+    ref = decide.reference_of(await read(c, q.sim_rows, run), fast.id)
+    if ref is None:
+        decide.check_reference(fast)
+        raise NotFound(f"sim {fast.id} has no reference; POST /api/sims/{fast.id}/reference asks for one")
+    return await read(c, q.reference_comparison, fast, ref)

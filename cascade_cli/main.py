@@ -90,6 +90,11 @@ def _fast_sim_arguments(parser: argparse.ArgumentParser) -> None:
         "--reuse", action="store_true",
         help="simulate each kernel only the first two times the trace launches it; later launches take the second's result",
     )
+    parser.add_argument(
+        "--reference", action="store_true",
+        help="with --split or --reuse: a reference for each sim, the trace run whole and in sequence on the same config, "
+        "to measure the fast sim against (cascade sim reference SIM)",
+    )
 
 
 # `cascade run show|cancel|retry|add RUN` are commands of their own; any other word after
@@ -115,6 +120,10 @@ it (--warmup, default 2) and discards them, which keeps the caches as warm as in
 --reuse simulates each kernel (a kernel file's content, its -kernel id line aside) only the
 first two times the trace launches it, cold then warm; every later launch takes the warm one's result, marked
 reused_from in the results; with --split, each chunk so within its own launches.
+
+--reference adds, for each split or reusing sim, its reference: the same trace and config
+run whole and in sequence; cascade sim reference SIM compares the two (per kernel and in
+total: cycle and instruction errors, wall times, speed-up).
 
 --watch shows a progress line per sim until the run ends and exits 0 only if every sim
 succeeded (1 otherwise); Ctrl-C stops watching (exit 130) and leaves the run running.
@@ -226,6 +235,16 @@ def build_parser() -> argparse.ArgumentParser:
     _fast_sim_arguments(add)
     _watch(add)
     _on_a_run(sub, "compare", "a run's kernels: simulated time per config (median of replicas) and real time", "the Comparison")
+
+    sim = sub.add_parser("sim", help="work with one sim of a run")
+    sim_sub = sim.add_subparsers(dest="sim_command", required=True)
+    sim_reference = sim_sub.add_parser(
+        "reference", help="a split or reusing sim against its reference (asked for first if it has none): errors, wall times, speed-up"
+    )
+    sim_reference.add_argument("sim_id", metavar="SIM", help="a split or reusing sim's id")
+    _watch(sim_reference)
+    _json(sim_reference, "the ReferenceComparison")
+    locate.add_arguments(sim_reference)
 
     runs = sub.add_parser("runs", help="list runs, newest first")
     _json(runs, "the list")
@@ -483,6 +502,7 @@ COMMANDS = {
     "run retry": runs_cli.retry,
     "run add": runs_cli.add,
     "runs": runs_cli.list_runs,
+    "sim": runs_cli.reference,
     "compare": runs_cli.compare,
     "results": runs_cli.results,
     "sql": data_cli.sql,

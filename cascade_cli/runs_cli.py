@@ -1,4 +1,4 @@
-"""`cascade run`, `cascade runs`, `cascade run show|cancel|retry|add` and `cascade results`:
+"""`cascade run`, `cascade runs`, `cascade run show|cancel|retry|add`, `cascade sim reference` and `cascade results`:
 runs from a terminal, through the public API only.
 
 Every command finds the server and token with `locate.api_client`. `--json` prints what the
@@ -23,7 +23,18 @@ from cascade_cli import run_watch, runs_text
 from cascade_cli.client import ApiClient
 from cascade_cli.locate import api_client
 from cascade_core.ids import is_file_name
-from cascade_core.models import Comparison, GpuConfig, RunCreate, RunDetail, RunEntries, RunEntry, RunFile, RunSummary, SplitSpec
+from cascade_core.models import (
+    Comparison,
+    GpuConfig,
+    ReferenceComparison,
+    RunCreate,
+    RunDetail,
+    RunEntries,
+    RunEntry,
+    RunFile,
+    RunSummary,
+    SplitSpec,
+)
 
 T = TypeVar("T")
 
@@ -33,17 +44,22 @@ REPLICAS = re.compile(r"(?P<config>.+)x(?P<count>[0-9]{1,9})")
 
 
 def parse_entries(
-    tokens: Sequence[str], known: set[str], split: SplitSpec | Literal["auto"] | None = None, reuse: bool = False
+    tokens: Sequence[str],
+    known: set[str],
+    split: SplitSpec | Literal["auto"] | None = None,
+    reuse: bool = False,
+    reference: bool = False,
 ) -> list[RunEntry]:
     """Each token as a run entry: a known config's name is that config once (`SM61_TITANX`),
     else a trailing `xN` asks for N replicas (`SM61_TITANXx3`). Tokens naming one config
     stay separate entries, as the API allows; unknown configs are for the API to refuse.
-    Every entry is split as `split` says, and reuses repeated kernels if `reuse`."""
+    Every entry is split as `split` says, reuses repeated kernels if `reuse`, and has a
+    reference for each sim if `reference`."""
     entries = []
     for token in tokens:
         replicas = None if token in known else REPLICAS.fullmatch(token)
         config, count = (replicas["config"], int(replicas["count"])) if replicas else (token, 1)
-        entries.append(RunEntry(config, count, split, reuse))
+        entries.append(RunEntry(config, count, split, reuse, reference))
     return entries
 
 
@@ -84,7 +100,7 @@ def quoted_id(value: str) -> str:
 
 def _entries(client: ApiClient, args: argparse.Namespace) -> list[RunEntry]:
     configs = msgspec.json.decode(client.get("/api/gpu-configs"), type=list[GpuConfig])
-    return parse_entries(args.configs, {c.name for c in configs}, _split(args), args.reuse)
+    return parse_entries(args.configs, {c.name for c in configs}, _split(args), args.reuse, args.reference)
 
 
 def create(args: argparse.Namespace) -> int:
@@ -165,6 +181,27 @@ def add(args: argparse.Namespace) -> int:
 def compare(args: argparse.Namespace) -> int:
     raw = api_client(args).get(f"/api/runs/{quoted_id(args.run_id)}/comparison")
     return _answer(args, raw, Comparison, runs_text.comparison_table)
+
+
+def reference(args: argparse.Namespace) -> int:
+    """A split or reusing sim's reference, asked for (once, however often), and the two
+    compared (`cascade sim reference SIM`); with --watch, once the run has ended."""
+    client = api_client(args)
+    path = f"/api/sims/{quoted_id(args.sim_id)}/reference"
+    raw = client.post(path)
+    if not args.watch:
+        return _answer(args, raw, ReferenceComparison, runs_text.reference_text)
+    compared = msgspec.json.decode(raw, type=ReferenceComparison)
+    out = sys.stderr if args.json else sys.stdout
+    try:
+        run_watch.watch(client, run_watch.get_run(client, compared.run_id), run_watch.Screen(out))
+    except KeyboardInterrupt:
+        print(f"cascade: stopped watching; the sims go on (cascade sim reference {args.sim_id} shows them)", file=sys.stderr)
+        return 130
+    raw = client.get(path)
+    _answer(args, raw, ReferenceComparison, runs_text.reference_text)
+    ended = msgspec.json.decode(raw, type=ReferenceComparison)
+    return 0 if ended.fast.state == ended.reference.state == "succeeded" else 1
 
 
 # --- cascade results RUN -o DIR --------------------------------------------------------------

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import get_args
 
 from cascade_core.kernel_names import short_name
-from cascade_core.models import Comparison, Correlation, RunDetail, RunSummary, Sim, SimState, Spread
+from cascade_core.models import Comparison, Correlation, ReferenceComparison, ReferenceSim, RunDetail, RunSummary, Sim, SimState, Spread
 
 NONE = "-"
 BAR_WIDTH = 20
@@ -226,3 +226,44 @@ def _range(mean: float | None, spread: Spread | None) -> str:
 def _time(ns: float | None) -> str:
     """Nanoseconds as µs with three decimals, the unit Perfetto and the web app use."""
     return NONE if ns is None else f"{ns / 1e3:,.3f} µs"
+
+
+# --- a fast sim against its reference --------------------------------------------------------
+
+
+def _signed(x: float | None) -> str:
+    return NONE if x is None else f"{x:+.3f}%"
+
+
+def _how(compared: ReferenceComparison) -> str:
+    how = [] if compared.split is None else [f"split {compared.split.kernels_per_chunk} a chunk, warm-up {compared.split.warmup}"]
+    return ", ".join([*how, *(["reusing repeated kernels"] if compared.reuse else [])]) or "whole"
+
+
+def _wall(sim: ReferenceSim) -> str:
+    return f"{sim.wall_s:,.1f} s" if sim.wall_s is not None else f"{sim.state}, {sim.kernels_done} kernels so far"
+
+
+def reference_text(compared: ReferenceComparison) -> list[str]:
+    """The fast sim against its reference: how it was made fast, the wall times and the
+    speed-up, the totals' errors and the worst kernel's, then each kernel launch."""
+    t = compared.totals
+    digests = {None: "not known yet", True: "the same config files", False: "DIFFERENT config files: the errors are not the fast sim's alone"}
+    lines = [
+        f"sim        {compared.sim_id}  {compared.gpu_config}  ({_how(compared)})",
+        f"reference  {compared.reference.sim_id}  (whole, in sequence; {digests[compared.same_config]})",
+        f"wall       {_wall(compared.fast)} against {_wall(compared.reference)}"
+        + (f": {compared.speedup:.2f}x faster" if compared.speedup is not None else ""),
+        f"cycles     {integer(t.gpu_sim_cycle)} against {integer(t.reference_gpu_sim_cycle)}: {_signed(t.cycle_error_pct)}"
+        f" over {t.kernels} kernels, {t.exact} exact"
+        + (f", worst {_signed(t.worst_cycle_error_pct)} (launch {t.worst_kernel_launch_uid})" if t.worst_kernel_launch_uid else ""),
+        f"insts      {integer(t.gpu_sim_insn)} against {integer(t.reference_gpu_sim_insn)}: {_signed(t.insn_error_pct)}",
+        "",
+    ]
+    header = ["launch", "kernel", "cycles", "reference", "error", "insn error", "reused from"]
+    rows = [
+        [str(k.kernel_launch_uid), short_name(k.kernel_name), integer(k.gpu_sim_cycle), integer(k.reference_gpu_sim_cycle),
+         _signed(k.cycle_error_pct), _signed(k.insn_error_pct), NONE if k.reused_from is None else str(k.reused_from)]
+        for k in compared.kernels
+    ]
+    return lines + table(header, rows, right=frozenset({0, 2, 3, 4, 5, 6}))

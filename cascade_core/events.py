@@ -148,13 +148,15 @@ class Split(msgspec.Struct, frozen=True, gc=False):
 
 class ConfigCount(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """One entry of a run as it was requested: a GPU config, how many sims run it, how
-    they are split ("auto": as `split.auto` chose, in the sims' `split`), and whether they
-    reuse repeated kernels' results (`cascade_core/reuse.py`)."""
+    they are split ("auto": as `split.auto` chose, in the sims' `split`), whether they
+    reuse repeated kernels' results (`cascade_core/reuse.py`), and whether each has a
+    reference sim beside it."""
 
     gpu_config: str
     count: int
     split: Split | Literal["auto"] | None = None
     reuse: bool = False
+    reference: bool = False  # each sim has a reference sim too (`SimSpec.reference_for`)
 
 
 class SimSpec(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -163,6 +165,10 @@ class SimSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     replica: int
     split: Split | None = None  # None: simulated whole
     reuse: bool = False  # a kernel simulated twice in the sim is not simulated again
+    # The split or reusing sim of the run this one is the reference of: the same trace and
+    # config simulated whole and in sequence, which the fast sim's results are measured
+    # against (`cascade_core/reference.py`). None for every other sim.
+    reference_for: str | None = None
 
 
 class RunCreated(Event, frozen=True, tag="run.created.v1"):
@@ -202,7 +208,9 @@ class RunRetryRequested(Event, frozen=True, tag="run.retry_requested.v1"):
 class RunEntriesAdded(Event, frozen=True, tag="run.entries_added.v1"):
     """More sims for a run (a top-up): `entries` as requested, fanned out to `sims`, each
     numbered on from the replicas its config has. `key`: the request's idempotency key, so
-    the same request twice adds once."""
+    the same request twice adds once. A sim's reference asked for later (`POST
+    /api/sims/{id}/reference`) is added so too, with no entry: it is no sim the run's entries
+    asked for."""
 
     run_id: str
     trace_id: str

@@ -70,6 +70,13 @@ class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True):
             "`reused_from`. With `split`, each chunk so, within its own launches."
         ),
     ] = False
+    reference: Annotated[
+        bool,
+        msgspec.Meta(
+            description="With `split` or `reuse`: each sim gets a reference too, a sim of the same trace and config run "
+            "whole and in sequence (its `reference_for` names the fast sim), and Get a sim's reference compares the two."
+        ),
+    ] = False
 
 
 class RunCreate(msgspec.Struct, frozen=True):
@@ -213,6 +220,13 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         list[SimAttempt],
         msgspec.Meta(description="The attempts before the current one, oldest first, each with how and why it ended; absent when none."),
     ] = []
+    reference_for: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="The split or reusing sim this one is the reference of: the same trace and config simulated whole "
+            "and in sequence (Request a sim's reference). It is left out of the run's comparison; absent for other sims."
+        ),
+    ] = None
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -306,6 +320,63 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     cycles_correlation: Annotated[
         dict[str, Correlation] | None, msgspec.Meta(description="With real cycles: sim_cycles against real_cycles, per config.")
     ] = None
+
+
+# A fast sim against its reference (GET and POST /api/sims/{sim_id}/reference): Cascade's own,
+# past the reference. Errors are signed, (fast - reference) / reference * 100, null where the
+# reference's value is 0 or either is not known yet.
+
+
+class ReferenceKernel(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    kernel_launch_uid: int
+    kernel_name: str
+    gpu_sim_cycle: Annotated[int | None, msgspec.Meta(description="The fast sim's; null until it has the kernel.")]
+    reference_gpu_sim_cycle: Annotated[int | None, msgspec.Meta(description="The reference's; null until it has the kernel.")]
+    cycle_error_pct: float | None
+    gpu_sim_insn: int | None
+    reference_gpu_sim_insn: int | None
+    insn_error_pct: float | None
+    reused_from: Annotated[int | None, msgspec.Meta(description="As in KernelStat: the launch whose result the fast sim took.")] = None
+
+
+class ReferenceTotals(msgspec.Struct, frozen=True, kw_only=True):
+    """Over the kernels both sims have."""
+
+    kernels: Annotated[int, msgspec.Meta(description="The kernels both sims have, which the totals sum.")]
+    gpu_sim_cycle: int
+    reference_gpu_sim_cycle: int
+    cycle_error_pct: float | None
+    gpu_sim_insn: int
+    reference_gpu_sim_insn: int
+    insn_error_pct: float | None
+    exact: Annotated[int, msgspec.Meta(description="Kernels whose cycles are the reference's exactly.")]
+    worst_cycle_error_pct: Annotated[float | None, msgspec.Meta(description="The per-kernel cycle error furthest from 0.")]
+    worst_kernel_launch_uid: int | None
+
+
+class ReferenceSim(msgspec.Struct, frozen=True, kw_only=True):
+    sim_id: str
+    state: SimState
+    kernels_done: int
+    wall_s: Annotated[float | None, msgspec.Meta(description="From its first launch to its end; null until it succeeded.")]
+    config_digests: Annotated[dict[str, str] | None, msgspec.Meta(description="Its config files' sha256, as its launch recorded them.")]
+
+
+class ReferenceComparison(msgspec.Struct, frozen=True, kw_only=True):
+    sim_id: Annotated[str, msgspec.Meta(description="The fast sim: split, reusing repeated kernels, or both.")]
+    run_id: str
+    gpu_config: str
+    split: SplitView | None
+    reuse: bool
+    fast: ReferenceSim
+    reference: ReferenceSim
+    same_config: Annotated[
+        bool | None,
+        msgspec.Meta(description="Whether both sims ran config files of the same digests; null until both launched."),
+    ]
+    speedup: Annotated[float | None, msgspec.Meta(description="The reference's wall time over the fast sim's; null until both succeeded.")]
+    totals: ReferenceTotals
+    kernels: Annotated[list[ReferenceKernel], msgspec.Meta(description="Every launch either sim has, by kernel_launch_uid.")]
 
 
 # A run's stats by name (GET /api/runs/{run_id}/stats and .../stats/values): Cascade's own,

@@ -86,7 +86,13 @@ class SampleRun(Conflict):
 
 
 def sim_count(body: RunCreate | RunEntries) -> int:
-    return sum(entry.count for entry in body.entries)
+    """The sims the entries ask for, references included (at most: an entry whose `auto`
+    split runs whole and that does not reuse needs none, its sims being sequential)."""
+    return sum(_sims_of(entry) for entry in body.entries)
+
+
+def _sims_of(entry: RunEntry) -> int:
+    return entry.count * (2 if entry.reference else 1)
 
 
 def check_create(body: RunCreate, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int) -> Trace:
@@ -113,6 +119,11 @@ def _check_trace(trace_id: str, trace: Trace | None, configs: Sequence[GpuConfig
         raise TraceNotUsable(f"trace {trace_id} is {trace.state}, not ready")
     by_name = {c.name: c for c in configs}
     for entry in entries:
+        if entry.reference and entry.split is None and not entry.reuse:
+            raise BadEntry(
+                f"the entry of {entry.gpu_config} asks for a reference but is neither split nor reusing repeated "
+                "kernels: its sims run whole and in sequence already, as a reference would"
+            )
         config = by_name.get(entry.gpu_config)
         if config is None:
             raise BadEntry(f"unknown GPU config {entry.gpu_config}: no live runner has it, nor this server's Accel-Sim install")
@@ -147,19 +158,31 @@ def _fanned_out(
     """Each entry's `count` sims, numbered by replica on from `replicas` (the count each
     config has so far, updated), so that entries naming the same config continue one
     numbering."""
-    if len(sim_ids) != sum(entry.count for entry in entries):
-        raise ValueError(f"{len(sim_ids)} sim ids for {sum(entry.count for entry in entries)} sims")
+    if len(sim_ids) != sum(map(_sims_of, entries)):
+        raise ValueError(f"{len(sim_ids)} sim ids for {sum(map(_sims_of, entries))} sims")
     ids = iter(sim_ids)
     sims = []
     for entry in entries:
         first = replicas.get(entry.gpu_config, 0)
         split = _split(entry.split, kernels_total, free_slots.get(entry.gpu_config, 1))
-        sims += [
+        fast = [
             ev.SimSpec(sim_id=next(ids), gpu_config=entry.gpu_config, replica=first + i, split=split, reuse=entry.reuse)
             for i in range(entry.count)
         ]
-        replicas[entry.gpu_config] = first + entry.count
+        references = [next(ids) for _ in fast] if entry.reference else []
+        if split is not None or entry.reuse:  # else the sims are sequential already
+            fast += [
+                _reference(spec.sim_id, entry.gpu_config, sim_id, first + entry.count + i)
+                for i, (spec, sim_id) in enumerate(zip(fast, references))
+            ]
+        sims += fast
+        replicas[entry.gpu_config] = first + len(fast)
     return sims
+
+
+def _reference(fast_id: str, gpu_config: str, sim_id: str, replica: int) -> ev.SimSpec:
+    """The reference of sim `fast_id`: the same config, run whole and in sequence."""
+    return ev.SimSpec(sim_id=sim_id, gpu_config=gpu_config, replica=replica, reference_for=fast_id)
 
 
 def _split(asked: SplitSpec | str | None, kernels_total: int, free_slots: int) -> ev.Split | None:
@@ -192,6 +215,8 @@ class SimFacts(Protocol):
     def split(self) -> object: ...
     @property
     def reuse(self) -> bool: ...
+    @property
+    def reference_for(self) -> str | None: ...
 
 
 def retried(sims: Sequence[SimFacts]) -> list[SimFacts]:
@@ -263,6 +288,66 @@ def decide_add(
         entries=_entries(cmd.body.entries),
         sims=_fanned_out(cmd.body.entries, cmd.sim_ids, trace.kernel_count, cmd.free_slots, replicas),
         key=cmd.key,
+    )
+    return [added]
+
+
+class RequestReference(msgspec.Struct, frozen=True, kw_only=True):
+    event_id: str
+    at: datetime
+    sim_id: str  # the sim whose reference is asked for
+    reference_id: str  # a fresh id, for the reference if there is none yet
+
+
+class NotFast(Invalid):
+    """A reference was asked for a sim that is neither split nor reusing, or that is a reference."""
+
+
+def reference_of(sims: Sequence[SimFacts], sim_id: str) -> SimFacts | None:
+    """The reference sim of sim `sim_id` among the run's, if it has one."""
+    return next((s for s in sims if s.reference_for == sim_id), None)
+
+
+def check_reference(sim: SimFacts) -> None:
+    """Refused when `sim` can have no reference: it is one, or it runs whole and in sequence."""
+    if sim.reference_for is not None:
+        raise NotFast(f"sim {sim.id} is the reference of sim {sim.reference_for}; a reference has no reference of its own")
+    if sim.split is None and not sim.reuse:
+        raise NotFast(
+            f"sim {sim.id} is neither split nor reusing repeated kernels: it runs whole and in sequence, as a reference "
+            "would, so there is nothing to measure it against"
+        )
+
+
+def decide_reference(
+    run: RunSummary,
+    sims: Sequence[SimFacts],
+    cmd: RequestReference,
+    trace: Trace | None,
+    configs: Sequence[GpuConfig],
+    *,
+    max_sims: int,
+) -> list[ev.Event]:
+    """A reference for the run's split or reusing sim `cmd.sim_id`: a sim of the same config
+    run whole and in sequence, added to the run with no entry of its own (the run's entries
+    are what was asked of it), numbered on from the config's replicas. Nothing when the sim
+    has its reference already, so asking again changes nothing."""
+    sim = next((s for s in sims if s.id == cmd.sim_id), None)
+    if sim is None:
+        raise NotFound(f"sim {cmd.sim_id} not found")
+    check_reference(sim)
+    if reference_of(sims, sim.id) is not None:
+        return []
+    trace = check_add(run, sims, RunEntries(entries=[RunEntry(gpu_config=sim.gpu_config, count=1)]), trace, configs, max_sims=max_sims)
+    replica = max(s.replica for s in sims if s.gpu_config == sim.gpu_config) + 1
+    added = ev.RunEntriesAdded(
+        id=cmd.event_id,
+        at=cmd.at,
+        run_id=run.id,
+        trace_id=run.trace_id,
+        kernels_total=trace.kernel_count,
+        entries=[],
+        sims=[_reference(sim.id, sim.gpu_config, cmd.reference_id, replica)],
     )
     return [added]
 

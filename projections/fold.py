@@ -490,6 +490,7 @@ def _new_sim(seq: int, e: ev.RunCreated | ev.RunEntriesAdded, spec: ev.SimSpec) 
         split=None if spec.split is None else _new_split(e.kernels_total, spec.split),
         reuse=spec.reuse,
         attempts="[]",
+        reference_for=spec.reference_for,
         seq=seq,
         **_NO_PROGRESS,
     )

@@ -110,6 +110,7 @@ class SimRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     split: str | None  # JSON SplitRow of a split sim: how, and each chunk's life; None for a sim whole
     reuse: bool  # it reuses repeated kernels' results (`cascade_core/reuse.py`)
     attempts: str  # JSON list of models.SimAttempt: the attempts before the current one, as the API shows them
+    reference_for: str | None  # the split or reusing sim this one is the reference of (`events.SimSpec`)
     seq: int
 
     @property

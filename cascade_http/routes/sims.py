@@ -6,10 +6,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from cascade_app import runs
 from cascade_app.reads import read
 from cascade_app.service import Cascade
 from cascade_core.ids import is_file_name
-from cascade_core.models import SimFile, SimResults
+from cascade_core.models import ReferenceComparison, SimFile, SimResults
 from cascade_http.openapi import operation
 from cascade_http.readmodel import attachment, streamed
 from cascade_http.responses import ClosingStreamingResponse, MsgspecResponse, not_found
@@ -73,7 +74,45 @@ async def download_file(request: Request) -> Response:
     return ClosingStreamingResponse(c.objects.read(row.object_name), headers=headers)
 
 
+NOT_FAST = "The sim is neither split nor reusing repeated kernels (it runs whole and in sequence already), or it is a reference."
+
+
+@operation(
+    summary="Request a sim's reference",
+    description="For a split or reusing sim: adds to its run a reference, a sim of the same trace and config run whole "
+    "and in sequence (its `reference_for` names the sim; it is numbered on from the config's replicas, counted in the "
+    "run's sim_counts, and left out of the run's comparison), and answers the comparison of the two so far. Asking "
+    "again adds nothing and answers the same reference, so it is safe to retry. A failed reference is retried with its run.",
+    response=ReferenceComparison,
+    errors={
+        404: "No sim has this id.",
+        409: "The run's trace is no longer ready.",
+        422: f"{NOT_FAST} Or no live runner has its config any more, or the run would have more sims than CASCADE_MAX_SIMS_PER_RUN.",
+    },
+)
+async def request_reference(request: Request) -> Response:
+    c = cascade(request)
+    sim_id = request.path_params["sim_id"]
+    await runs.request_reference(c, sim_id)
+    return MsgspecResponse(await runs.reference_comparison(c, sim_id))
+
+
+@operation(
+    summary="Compare a sim with its reference",
+    description="A split or reusing sim (or its reference) against the reference: per kernel launch and in total, "
+    "the fast sim's cycles and instructions, the reference's, and the error of the fast one, signed, (fast - "
+    "reference) / reference in percent; each one's wall time, and the speed-up, once both succeeded. The kernels "
+    "either has so far, while they run.",
+    response=ReferenceComparison,
+    errors={404: "No sim has this id, or the sim has no reference.", 422: NOT_FAST},
+)
+async def get_reference(request: Request) -> Response:
+    return MsgspecResponse(await runs.reference_comparison(cascade(request), request.path_params["sim_id"]))
+
+
 routes = [
+    Route("/api/sims/{sim_id}/reference", request_reference, methods=["POST"]),
+    Route("/api/sims/{sim_id}/reference", get_reference, methods=["GET"]),
     Route("/api/sims/{sim_id}/results", sim_results, methods=["GET"]),
     Route("/api/sims/{sim_id}/log", sim_log, methods=["GET"]),
     Route("/api/sims/{sim_id}/files", list_sim_files, methods=["GET"]),

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import duckdb
 import msgspec
 
-from cascade_core import attention
+from cascade_core import attention, reference
 from cascade_core import events as ev
 from cascade_core import split as splitting
 from cascade_core.correlation import correlate, measured
@@ -31,6 +31,8 @@ from cascade_core.models import (
     Correlation,
     GpuConfig,
     KernelStat,
+    ReferenceComparison,
+    ReferenceSim,
     RunDetail,
     RunEntry,
     RunFile,
@@ -64,6 +66,7 @@ _entries = msgspec.json.Decoder(list[ev.ConfigCount])
 _splits = msgspec.json.Decoder(SplitRow)
 _attempts = msgspec.json.Decoder(list[SimAttempt])
 _counts = msgspec.json.Decoder(dict[str, int])
+_digests = msgspec.json.Decoder(dict[str, str])
 _encoder = msgspec.json.Encoder()
 # Stands in for a list while a Struct is encoded and is then split out: msgspec never writes
 # a NUL byte of its own (strings escape it), so the split is unambiguous.
@@ -312,7 +315,7 @@ def _comparison_rows(con: Con, run: RunSummary, real: list[_Real], indices: list
     only = "AND k.kernel_index IN (SELECT unnest(?))" if indices is not None else ""
     records = con.execute(
         f"""SELECT k.kernel_index, s.gpu_config, median(k.sim_time_ns), median(k.gpu_sim_cycle), arg_min(k.name, s.replica)
-            FROM {CURRENT_KERNELS} WHERE s.run_id = ? {only}
+            FROM {CURRENT_KERNELS} WHERE s.run_id = ? AND s.reference_for IS NULL {only}
             GROUP BY k.kernel_index, s.gpu_config
             ORDER BY k.kernel_index, list_position(?, s.gpu_config)""",
         [run.id, *([indices] if indices is not None else []), names],
@@ -389,7 +392,7 @@ def _scores(rows: list[ComparisonRow], names: list[str], pair: Callable[[Compari
 
 def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
     """Row i: the kernels of index i, with each config's median sim_time_ns over the
-    replicas that finished it (null if none did), the name from the first sim by config and
+    replicas that finished it (null if none did; a fast sim's reference is no replica), the name from the first sim by config and
     replica, and the i-th kernel by kernel_id of the trace's real timing, with the scores of
     each config against it."""
     real = _real_timing(con, run.trace_id) if has_real_timing else []
@@ -442,6 +445,43 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
         result = _compared(run, trace.has_real_timing, rows, real)
         cache[key] = _Computed(result, real, kernels, last_seq)
         return result
+
+
+def _reference_side(sim: SimRow) -> ReferenceSim:
+    wall = None
+    if sim.state == "succeeded" and sim.started_at is not None and sim.finished_at is not None:
+        wall = (sim.finished_at - sim.started_at).total_seconds()
+    digests = None if sim.config_digests is None else _digests.decode(sim.config_digests)
+    return from_row(ReferenceSim, sim, sim_id=sim.id, wall_s=wall, config_digests=digests)
+
+
+def _kernel_results(con: Con, sim: SimRow) -> list[reference.KernelResult]:
+    records = con.execute(
+        f"SELECT k.uid, k.name, k.gpu_sim_cycle, k.gpu_sim_insn, k.reused_from FROM {CURRENT_KERNELS} WHERE k.sim_id = ? ORDER BY k.uid",
+        [sim.id],
+    ).fetchall()
+    return [reference.KernelResult(*record) for record in records]
+
+
+def reference_comparison(con: Con, fast: SimRow, ref: SimRow) -> ReferenceComparison:
+    """The split or reusing sim `fast` against its reference `ref`, kernel by kernel and in total."""
+    with snapshot(con):
+        kernels = reference.kernels(_kernel_results(con, fast), _kernel_results(con, ref))
+    fast_side, ref_side = _reference_side(fast), _reference_side(ref)
+    known = fast_side.config_digests is not None and ref_side.config_digests is not None
+    return ReferenceComparison(
+        sim_id=fast.id,
+        run_id=fast.run_id,
+        gpu_config=fast.gpu_config,
+        split=None if fast.split is None else split_view(fast.kernels_total, _splits.decode(fast.split)),
+        reuse=fast.reuse,
+        fast=fast_side,
+        reference=ref_side,
+        same_config=fast_side.config_digests == ref_side.config_digests if known else None,
+        speedup=reference.speedup(fast_side.wall_s, ref_side.wall_s),
+        totals=reference.totals(kernels),
+        kernels=kernels,
+    )
 
 
 class SimKernelTimes(msgspec.Struct, frozen=True):

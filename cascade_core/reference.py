@@ -1,0 +1,90 @@
+"""A fast sim measured against its reference, pure: per kernel and in total, the split or
+reusing sim's cycles and instructions against those of the same trace and config simulated
+whole and in sequence, and the wall time each took.
+
+Kernels are matched by launch uid, which a split sim's chunks and a reusing sim's reused
+launches keep (`split.Chunk.global_uid`, `reuse.Reuse.global_uid`), so kernel i of one is
+kernel i of the other whatever order they finished in. An error is signed, (fast -
+reference) / reference * 100: +1.37 % is a fast sim 1.37 % slower than the sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from cascade_core.models import ReferenceKernel, ReferenceTotals
+
+
+class KernelResult(msgspec.Struct, frozen=True, gc=False):
+    """What a sim's kernel says that a comparison reads."""
+
+    uid: int
+    name: str
+    gpu_sim_cycle: int
+    gpu_sim_insn: int
+    reused_from: int | None = None
+
+
+def error_pct(fast: float | None, reference: float | None) -> float | None:
+    """(fast - reference) / reference in percent; None when either is unknown or the reference is 0."""
+    if fast is None or reference is None or reference == 0:
+        return None
+    return (fast - reference) / reference * 100
+
+
+def speedup(fast_wall_s: float | None, reference_wall_s: float | None) -> float | None:
+    if fast_wall_s is None or reference_wall_s is None or fast_wall_s <= 0:
+        return None
+    return reference_wall_s / fast_wall_s
+
+
+def kernels(fast: Iterable[KernelResult], reference: Iterable[KernelResult]) -> list[ReferenceKernel]:
+    """Every launch either sim has, by uid, each with the other's where it has it."""
+    by_uid = {k.uid: k for k in reference}
+    mine = {k.uid: k for k in fast}
+    rows = []
+    for uid in sorted(mine.keys() | by_uid.keys()):
+        f, r = mine.get(uid), by_uid.get(uid)
+        named = f if f is not None else r
+        assert named is not None
+        cycles, insn = (None, None) if f is None else (f.gpu_sim_cycle, f.gpu_sim_insn)
+        reference_cycles, reference_insn = (None, None) if r is None else (r.gpu_sim_cycle, r.gpu_sim_insn)
+        rows.append(
+            ReferenceKernel(
+                kernel_launch_uid=uid,
+                kernel_name=named.name,
+                gpu_sim_cycle=cycles,
+                reference_gpu_sim_cycle=reference_cycles,
+                cycle_error_pct=error_pct(cycles, reference_cycles),
+                gpu_sim_insn=insn,
+                reference_gpu_sim_insn=reference_insn,
+                insn_error_pct=error_pct(insn, reference_insn),
+                reused_from=None if f is None else f.reused_from,
+            )
+        )
+    return rows
+
+
+def totals(rows: Iterable[ReferenceKernel]) -> ReferenceTotals:
+    """The sums over the kernels both sims have, their errors, and the worst kernel's."""
+    both = [r for r in rows if r.gpu_sim_cycle is not None and r.reference_gpu_sim_cycle is not None]
+    cycles = sum(r.gpu_sim_cycle or 0 for r in both)
+    reference_cycles = sum(r.reference_gpu_sim_cycle or 0 for r in both)
+    insn = sum(r.gpu_sim_insn or 0 for r in both)
+    reference_insn = sum(r.reference_gpu_sim_insn or 0 for r in both)
+    scored = [r for r in both if r.cycle_error_pct is not None]
+    worst = max(scored, key=lambda r: (abs(r.cycle_error_pct or 0.0), -r.kernel_launch_uid), default=None)
+    return ReferenceTotals(
+        kernels=len(both),
+        gpu_sim_cycle=cycles,
+        reference_gpu_sim_cycle=reference_cycles,
+        cycle_error_pct=error_pct(cycles, reference_cycles) if both else None,
+        gpu_sim_insn=insn,
+        reference_gpu_sim_insn=reference_insn,
+        insn_error_pct=error_pct(insn, reference_insn) if both else None,
+        exact=sum(r.gpu_sim_cycle == r.reference_gpu_sim_cycle for r in both),
+        worst_cycle_error_pct=None if worst is None else worst.cycle_error_pct,
+        worst_kernel_launch_uid=None if worst is None else worst.kernel_launch_uid,
+    )
