@@ -20,6 +20,13 @@ right after a sequential run, with the same columns but for chunks: how many of 
 were simulated (kernels without `reused_from`; a chunk's warm-up not counted); and
 matrixmul-x40 and combo-repeat split too (K = 20 and 5, warm-up 2), each chunk reusing
 within its own launches.
+
+Last, references (`--only reference`): matrixmul-x40 split (K = 10, warm-up 2) and reusing,
+each followed by its reference (`POST /api/sims/{id}/reference`, asked once it has
+finished, so the two never share the cores), with the comparison the service answers: each
+one's wall time from its first launch to its end, the speed-up, the total and the worst
+kernel's cycle error, the kernels exact, the instruction error, and whether both ran the same
+config files.
 """
 
 from __future__ import annotations
@@ -93,7 +100,7 @@ def run(client: TestClient, trace: str, **asked: object) -> dict[str, Any]:
     kernels = client.get(f"/api/runs/{run_id}/kernels").json()
     chunks = len(sim["split"]["chunks"]) if sim.get("split") else 1
     return {"wall": wall, "cpu": children_cpu() - cpu, "load": load, "chunks": chunks, "cycles": [k["gpu_sim_cycle"] for k in kernels],
-            "total": sim["latest"]["gpu_tot_sim_cycle"], "simulated": sum("reused_from" not in k for k in kernels)}
+            "total": sim["latest"]["gpu_tot_sim_cycle"], "simulated": sum("reused_from" not in k for k in kernels), "sim_id": sim["id"]}
 
 
 def errors(r: dict[str, Any], whole: dict[str, Any]) -> str:
@@ -137,10 +144,39 @@ def reuses(client: TestClient) -> None:
             )
 
 
+# Fast sims measured by their references (`POST /api/sims/{id}/reference`), asked for once each
+# has finished, so the two never share the cores.
+REFERENCED = {"split K=10, W=2": {"split": {"kernels_per_chunk": 10, "warmup": 2}}, "reuse": {"reuse": True}}
+
+
+def referenced(client: TestClient) -> None:
+    print("| matrixmul-x40 | fast wall s | reference wall s | speed-up | total cycles | reference cycles | total err "
+          "| worst kernel err (launch) | exact kernels | insn err | same config | load1 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    upload(client, "x40-ref", files_of("matrixmul-x40"))
+    for name, asked in REFERENCED.items():
+        load = os.getloadavg()[0]
+        fast = run(client, "x40-ref", **asked)
+        response = client.post(f"/api/sims/{fast['sim_id']}/reference")
+        assert response.status_code == 200, response.text
+        path = f"/api/sims/{fast['sim_id']}/reference"
+        while (c := client.get(path).json())["reference"]["state"] not in ("succeeded", "failed", "cancelled"):
+            time.sleep(0.2)
+        assert c["reference"]["state"] == "succeeded", c["reference"]
+        t = c["totals"]
+        print(
+            f"| {name} | {c['fast']['wall_s']:.1f} | {c['reference']['wall_s']:.1f} | {c['speedup']:.2f}× | {t['gpu_sim_cycle']:,} "
+            f"| {t['reference_gpu_sim_cycle']:,} | {t['cycle_error_pct']:+.3f} % | {t['worst_cycle_error_pct']:+.2f} % "
+            f"({t['worst_kernel_launch_uid']}) | {t['exact']} of {t['kernels']} | {t['insn_error_pct']:+.3f} % "
+            f"| {c['same_config']} | {load:.1f}, {os.getloadavg()[0]:.1f} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--slots", type=int, default=2)
-    parser.add_argument("--only", choices=("split", "reuse"), help="run only these (default: both)")
+    parser.add_argument("--only", choices=("split", "reuse", "reference"), help="run only these (default: all)")
     args = parser.parse_args()
     accelsim = os.environ.get("CASCADE_ACCELSIM_DIR")
     if not accelsim:
@@ -155,6 +191,8 @@ def main() -> None:
                 splits(client, args.slots)
             if args.only in (None, "reuse"):
                 reuses(client)
+            if args.only in (None, "reference"):
+                referenced(client)
 
 
 if __name__ == "__main__":
