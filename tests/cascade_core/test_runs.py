@@ -14,6 +14,8 @@ from cascade_core.runs import (
     BadEntry,
     CancelRun,
     CreateRun,
+    NotFast,
+    RequestReference,
     RetryRun,
     SampleRun,
     TraceNotFound,
@@ -24,6 +26,7 @@ from cascade_core.runs import (
     decide_add,
     decide_cancel,
     decide_create,
+    decide_reference,
     decide_retry,
     run_state,
 )
@@ -195,6 +198,7 @@ class SimFacts(msgspec.Struct, frozen=True):
     kernels_total: int = 20
     split: object = None
     reuse: bool = False
+    reference_for: str | None = None
 
 
 def test_retry_asks_for_the_next_attempt_of_each_failed_or_cancelled_sim() -> None:
@@ -247,3 +251,49 @@ def test_retry_asks_past_an_attempt_a_runner_claimed_after_the_cancel() -> None:
     sims = [SimFacts("sim-0", "SM86_RTX3070", 0, "cancelled", 0)]
     (retry,) = decide_retry(summary("cancelled", {}), sims, RetryRun(event_id="e6", at=AT), {"sim-0": 1})
     assert isinstance(retry, ev.RunRetryRequested) and retry.sims == [ev.RetriedSim("sim-0", "SM86_RTX3070", 2)]
+
+
+def test_a_reference_is_a_sim_of_the_same_config_run_whole_added_once_with_no_entry() -> None:
+    sims = [
+        SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1, split={"chunks": []}),
+        SimFacts("sim-1", "SM86_RTX3070", 1, "succeeded", 1, reuse=True),
+        SimFacts("sim-2", "SM86_RTX3080", 0, "succeeded", 1),
+    ]
+    asked = RequestReference(event_id="e7", at=AT, sim_id="sim-1", reference_id="ref-1")
+    (added,) = decide_reference(summary("succeeded", {}), sims, asked, TRACE, CONFIGS, max_sims=8)
+    assert added == ev.RunEntriesAdded(
+        id="e7", at=AT, run_id="run-1", trace_id="demo", kernels_total=20, entries=[],
+        sims=[ev.SimSpec("ref-1", "SM86_RTX3070", 2, reference_for="sim-1")],
+    )
+    with_it = [*sims, SimFacts("ref-1", "SM86_RTX3070", 2, "pending", 0, reference_for="sim-1")]
+    assert decide_reference(summary("active", {}), with_it, asked, TRACE, CONFIGS, max_sims=8) == [], "asked again: the one there is"
+    with pytest.raises(NotFast, match="^sim sim-2 is neither split nor reusing repeated kernels"):
+        decide_reference(summary("active", {}), with_it, msgspec.structs.replace(asked, sim_id="sim-2"), TRACE, CONFIGS, max_sims=8)
+    with pytest.raises(NotFast, match="^sim ref-1 is the reference of sim sim-1; a reference has no reference of its own$"):
+        decide_reference(summary("active", {}), with_it, msgspec.structs.replace(asked, sim_id="ref-1"), TRACE, CONFIGS, max_sims=8)
+    with pytest.raises(TooManySims):
+        decide_reference(summary("active", {}), sims, msgspec.structs.replace(asked, sim_id="sim-0"), TRACE, CONFIGS, max_sims=3)
+
+
+def test_an_entry_with_references_gives_each_fast_sim_one_numbered_after_them() -> None:
+    body = RunCreate("demo", [RunEntry("SM86_RTX3070", 2, SplitSpec(5), reference=True), RunEntry("SM86_RTX3080", 1, reuse=True, reference=True)])
+    cmd = CreateRun(event_id="e1", at=AT, run_id="run-1", sim_ids=[f"sim-{i}" for i in range(6)], body=body)
+    (created,) = decide_create(cmd, TRACE, CONFIGS, max_sims=6)
+    assert isinstance(created, ev.RunCreated)
+    assert [(s.sim_id, s.gpu_config, s.replica, s.split is not None, s.reuse, s.reference_for) for s in created.sims] == [
+        ("sim-0", "SM86_RTX3070", 0, True, False, None),
+        ("sim-1", "SM86_RTX3070", 1, True, False, None),
+        ("sim-2", "SM86_RTX3070", 2, False, False, "sim-0"),
+        ("sim-3", "SM86_RTX3070", 3, False, False, "sim-1"),
+        ("sim-4", "SM86_RTX3080", 0, False, True, None),
+        ("sim-5", "SM86_RTX3080", 1, False, False, "sim-4"),
+    ]
+    assert created.entries[0] == ev.ConfigCount("SM86_RTX3070", 2, ev.Split(5, 2), reference=True)
+    with pytest.raises(TooManySims):
+        check_create(body, TRACE, CONFIGS, max_sims=5)
+    # An "auto" split that runs whole, not reusing: its sims are sequential, so no reference.
+    short = RunCreate("demo", [RunEntry("SM86_RTX3070", 1, "auto", reference=True)])
+    (whole,) = decide_create(CreateRun(event_id="e2", at=AT, run_id="run-2", sim_ids=["a", "b"], body=short), TRACE, CONFIGS, max_sims=6)
+    assert isinstance(whole, ev.RunCreated) and whole.sims == [ev.SimSpec("a", "SM86_RTX3070", 0)]
+    with pytest.raises(BadEntry, match="^the entry of SM86_RTX3070 asks for a reference but is neither split nor reusing"):
+        check_create(RunCreate("demo", [RunEntry("SM86_RTX3070", 1, reference=True)]), TRACE, CONFIGS, max_sims=6)
