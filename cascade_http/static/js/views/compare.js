@@ -4,7 +4,8 @@
 // error per kernel, the spread of the hardware repetitions, and each config's scores as the
 // API computes them (Accel-Sim's plot-correlation.py numbers), against real time and against
 // real cycles. For traces with a step timeline: per-step wall and GPU time, and TTFT / ITL /
-// e2e, real vs simulated per config (the median over its replicas). Refetched as kernels finish.
+// e2e, real vs simulated per config (the median over its replicas). Fast sims with a reference
+// first, against it (reference.js); a reference is no replica of its config here. Refetched as kernels finish.
 
 import { api, enc } from "../api.js";
 import { counted, duration, fixed, integer, ms, NONE, percent, precise } from "../format.js";
@@ -15,6 +16,7 @@ import { errorPct, median } from "../stats.js";
 import { colorMap, cssVar } from "../palette.js";
 import { virtualTable } from "../vtable.js";
 import { comparePictures } from "./pictures.js";
+import { referencePanel } from "./reference.js";
 
 // A config's scores against real values (Comparison.correlation), in plot-correlation.py's names.
 const SCORES = [
@@ -105,7 +107,9 @@ export function mountCompare(el, model) {
   const colors = colorMap();
   const pictures = comparePictures(model, colors);
   const table = virtualTable({ id: "compare-table", label: "Time per kernel row", columns: [], rowData: (r) => ({ kernelIndex: r.kernel_index }) });
+  const references = referencePanel(model);
   el.append(
+    references.el,
     h("section", { class: "panel", "aria-labelledby": "cmp-kernels" }, h("div", { class: "toolbar" }, h("h2", { id: "cmp-kernels" }, "Kernels")), kernelsBody),
     stepsBody,
   );
@@ -332,18 +336,24 @@ export function mountCompare(el, model) {
   }
 
   const refresh = throttle(loadComparison, 1500);
+  const refreshReferences = throttle(references.refresh, 1500);
   loadComparison();
+  references.refresh();
   renderSteps();
   succeeded = countSucceeded();
   loadTimelines();
   return {
     changed(what) {
       if (what.has("kernels") || what.has("run")) refresh();
+      if (what.has("kernels") || what.has("sims")) refreshReferences();
       if (what.has("sims") && countSucceeded() !== succeeded) {
         succeeded = countSucceeded();
         loadTimelines();
       }
     },
-    destroy: () => refresh.cancel(),
+    destroy: () => {
+      refresh.cancel();
+      refreshReferences.cancel();
+    },
   };
 }

@@ -1,6 +1,7 @@
 // The create-run form: a trace the API can run (ready, not a sample), the GPU configs of its
-// arch (the suggested one first), a sim count per config, and whether the sims reuse repeated
-// kernels' results (an entry's `reuse`, for every config). What the API refuses is shown next
+// arch (the suggested one first), a sim count per config, whether the sims reuse repeated
+// kernels' results (an entry's `reuse`, for every config), and whether each also gets a
+// reference run whole and in sequence to measure it against (`reference`). What the API refuses is shown next
 // to the field it concerns, in the API's own words (so the form does no validation of its own).
 
 import { api, runnable } from "../api.js";
@@ -58,6 +59,7 @@ function form(body, traces, configs, wanted) {
   const configsError = h("p", { id: "run-configs-error", class: "field-error", role: "alert" });
   const formError = h("p", { class: "field-error", role: "alert" });
   const reuse = h("input", { type: "checkbox", id: "run-reuse", name: "reuse", "aria-describedby": "run-reuse-info" });
+  const reference = h("input", { type: "checkbox", id: "run-reference", name: "reference", "aria-describedby": "run-reference-info" });
   const submit = h("button", { class: "btn btn-primary", type: "submit" }, "Create run");
   let rows = []; // { config, check, count, error }
 
@@ -127,7 +129,12 @@ function form(body, traces, configs, wanted) {
     e.preventDefault();
     for (const p of [traceError, configsError, formError, ...rows.map((r) => r.error)]) p.textContent = "";
     const chosen = rows.filter((r) => r.check.checked);
-    const entry = (r) => ({ gpu_config: r.config.name, count: countValue(r.count), ...(reuse.checked ? { reuse: true } : {}) });
+    const entry = (r) => ({
+      gpu_config: r.config.name,
+      count: countValue(r.count),
+      ...(reuse.checked ? { reuse: true } : {}),
+      ...(reference.checked ? { reference: true } : {}),
+    });
     const body = { trace_id: traceSelect.value, entries: chosen.map(entry) };
     submit.disabled = true;
     submit.textContent = "Creating…";
@@ -161,6 +168,12 @@ function form(body, traces, configs, wanted) {
         { class: "field" },
         h("label", { for: "run-reuse", class: "check" }, reuse, " Reuse repeated kernels"),
         h("p", { id: "run-reuse-info", class: "hint" }, "Simulate each kernel only the first two times the trace launches it, cold then warm; every later launch takes the warm one's result, marked as reused."),
+      ),
+      h(
+        "div",
+        { class: "field" },
+        h("label", { for: "run-reference", class: "check" }, reference, " Measure against a reference"),
+        h("p", { id: "run-reference-info", class: "hint" }, "With reuse: each sim also gets a reference, the trace run whole and in sequence on the same config; Compare then shows the fast sim's error per kernel, the wall times and the speed-up."),
       ),
       h("div", { class: "form-actions" }, submit, h("a", { class: "btn btn-ghost", href: "#/runs" }, "Cancel"), formError),
     ),

@@ -134,7 +134,7 @@ export function comparePictures(model, colors) {
   /** Per config and kernel index, the times of the replicas that finished it. */
   function replicaTimes() {
     const times = new Map(); // config -> kernel_index -> [ns]
-    for (const sim of model.orderedSims()) {
+    for (const sim of model.orderedSims().filter((s) => !s.reference_for)) { // a reference is no replica (as in /comparison)
       if (!times.has(sim.gpu_config)) times.set(sim.gpu_config, new Map());
       for (const k of model.kernels.get(sim.id) ?? []) {
         if (!k) continue;

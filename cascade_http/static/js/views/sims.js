@@ -1,12 +1,15 @@
 // The Sims tab: one row per sim, updated in place from the run's live model: state, progress
 // (kernels_done / kernels_total), current kernel, latest IPC and simulation rate, elapsed
 // time (ticking while it runs); which attempt it is on, and how the ones before it ended; on
-// demand its last log lines, its files and its downloads.
+// demand its last log lines, its files and its downloads. A split or reusing sim has a
+// "Reference" button: it asks for the sim's reference (POST /api/sims/{id}/reference) and
+// opens Compare, where the two are compared; a reference says whose it is.
 
-import { enc } from "../api.js";
+import { api, enc } from "../api.js";
 import { bytes, dateTime, elapsed, integer, ipc, NONE, rate } from "../format.js";
 import { downloadButton, h, progressBar, state, stateBadge, syncRows } from "../dom.js";
 import { shortName } from "../kernelname.js";
+import { isFast } from "./reference.js";
 
 const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
 const COLUMNS = ["Sim", "State", "Progress", "Current kernel", "IPC", "Sim rate", "Elapsed", ""];
@@ -43,6 +46,29 @@ export function mountSims(el, model) {
     table.querySelector(`[data-sim="${CSS.escape(sim.id)}"] [data-toggle="${what}"]`)?.focus();
   }
 
+  /** Ask for the sim's reference (once: asked again, it is the one there is), then compare. */
+  async function askReference(sim, button) {
+    button.disabled = true;
+    try {
+      await api(`/api/sims/${enc(sim.id)}/reference`, { method: "POST" });
+      // The run is active again with the reference: follow it again (its stream ended with it).
+      model.resume(await api(`/api/runs/${enc(model.id)}`));
+      location.hash = `#/runs/${enc(model.id)}/compare`;
+    } catch (err) {
+      button.disabled = false;
+      button.title = err.message;
+      button.textContent = "Reference failed";
+    }
+  }
+
+  function referenceButton(sim) {
+    if (!isFast(sim)) return null;
+    const has = [...model.sims.values()].some((s) => s.reference_for === sim.id);
+    const button = h("button", { class: "btn btn-small", type: "button", dataset: { reference: sim.id }, title: has ? "Compare it with its reference" : "Run the trace whole and in sequence on the same config, and compare" }, has ? "vs reference" : "Reference");
+    button.addEventListener("click", () => (has ? (location.hash = `#/runs/${enc(model.id)}/compare`) : askReference(sim, button)));
+    return button;
+  }
+
   function details(sim, what) {
     if (what === "log") {
       return h(
@@ -76,7 +102,14 @@ export function mountSims(el, model) {
     const main = h(
       "tr",
       { dataset: { sim: sim.id, state: sim.state } },
-      h("td", { "data-label": "Sim" }, h("span", { class: "mono strong" }, sim.gpu_config), h("span", { class: "muted" }, ` · r${sim.replica}`), h("div", { class: "mono muted small" }, sim.id)),
+      h(
+        "td",
+        { "data-label": "Sim" },
+        h("span", { class: "mono strong" }, sim.gpu_config),
+        h("span", { class: "muted" }, ` · r${sim.replica}`),
+        h("div", { class: "mono muted small" }, sim.id),
+        sim.reference_for ? h("div", { class: "badge reference", title: "The trace run whole and in sequence, to measure the fast sim against" }, `reference of r${model.sims.get(sim.reference_for)?.replica ?? "?"}`) : null,
+      ),
       h(
         "td",
         { "data-label": "State" },
@@ -102,6 +135,7 @@ export function mountSims(el, model) {
         { class: "actions" },
         h("button", { class: "btn btn-small", type: "button", dataset: { toggle: "log" }, "aria-expanded": String(what === "log"), onclick: () => toggle(sim, "log") }, "Log"),
         h("button", { class: "btn btn-small", type: "button", dataset: { toggle: "files" }, "aria-expanded": String(what === "files"), onclick: () => toggle(sim, "files") }, `Files${files ? ` (${files})` : ""}`),
+        referenceButton(sim),
       ),
     );
     const group = h("tbody", { dataset: { sim: sim.id } }, main);
@@ -117,7 +151,8 @@ export function mountSims(el, model) {
       return;
     }
     const filesSig = (id) => model.filesOf(id).map((f) => f.name).join();
-    const signature = (s) => JSON.stringify(s) + open.get(s.id) + filesSig(s.id) + (model.attention.get(s.id) ?? "");
+    const referenceOf = (id) => [...model.sims.values()].find((r) => r.reference_for === id)?.id ?? "";
+    const signature = (s) => JSON.stringify(s) + open.get(s.id) + filesSig(s.id) + (model.attention.get(s.id) ?? "") + referenceOf(s.id);
     syncRows(table, sims, { key: (s) => s.id, signature, render: row, skip: 2 });
   }
 
