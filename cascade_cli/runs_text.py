@@ -135,6 +135,10 @@ def run_text(detail: RunDetail) -> list[str]:
         for s in detail.sims
     ]
     lines += table(header, rows, right=frozenset({1, 4, 5, 6, 7, 8, 9, 10}))
+    references = [s for s in detail.sims if s.reference_for]
+    if references:
+        lines += ["", "references (whole, in sequence; cascade sim reference SIM compares them):"]
+        lines += [f"  {label(s)} {s.id} of {s.reference_for}" for s in references]
     stuck = [s for s in detail.sims if s.attention]
     if stuck:
         lines += ["", f"{len(stuck)} sim{'s' if len(stuck) > 1 else ''} may never finish unless someone acts:"]
