@@ -15,8 +15,9 @@ the real runner on an embedded nats-server: the LLM-serving sample, an upload wi
 timing and a `cascade.json`, real timing attached to a ready trace and replaced, a run that
 succeeds and is topped up (another config and a replica, with an idempotency key), one that
 fails in the simulator and is retried (failing again), one cancelled mid-kernel, split sims (one
-stitched from its chunks, one failed in a chunk, one split "auto" that runs whole), a sim
-reusing repeated kernels, an upload that fails, a deleted trace, and a Slurm job's end as
+stitched from its chunks and given a reference after it finished, one failed in a chunk, one
+split "auto" that runs whole), a sim reusing repeated kernels with a reference asked for at
+creation, an upload that fails, a deleted trace, and a Slurm job's end as
 `cascade slurm` records it.
 """
 
@@ -101,11 +102,16 @@ def live(tmp: Path, nats_url: str) -> None:
             assert response.status_code == 201, response.text
             assert wait_run(client, response.json()["id"])["state"] == state
             time.sleep(2)  # a chunk stopped by the other's failure stores its files
+            if split == {"kernels_per_chunk": 1, "warmup": 2}:  # its reference, asked for once it finished
+                (sim,) = wait_run(client, response.json()["id"])["sims"]
+                assert client.post(f"/api/sims/{sim['id']}/reference").status_code == 200
+                assert wait_run(client, response.json()["id"])["state"] == "succeeded"
 
-        # Reuse: the combo trace three times over, each kernel's third and later launches reused.
+        # Reuse: the combo trace three times over, each kernel's third and later launches
+        # reused; with a reference, asked for at creation.
         combo = files_of("combo-vec-mm-xz")
         _ready(client, tar_of({**combo, "kernelslist.g": combo["kernelslist.g"] * 3}), "repeat")
-        entry = {"gpu_config": "SM61_TITANX", "count": 1, "reuse": True}
+        entry = {"gpu_config": "SM61_TITANX", "count": 1, "reuse": True, "reference": True}
         response = client.post("/api/runs", json={"trace_id": "repeat", "entries": [entry]})
         assert response.status_code == 201, response.text
         assert wait_run(client, response.json()["id"])["state"] == "succeeded"
