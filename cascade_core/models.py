@@ -327,28 +327,27 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 # reference's value is 0 or either is not known yet.
 
 
-class ReferenceKernel(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    kernel_launch_uid: int
-    kernel_name: str
+class ReferenceNumbers(msgspec.Struct, frozen=True, kw_only=True):
+    """The fast sim's cycles and instructions against the reference's, and their errors."""
+
     gpu_sim_cycle: Annotated[int | None, msgspec.Meta(description="The fast sim's; null until it has the kernel.")]
     reference_gpu_sim_cycle: Annotated[int | None, msgspec.Meta(description="The reference's; null until it has the kernel.")]
     cycle_error_pct: float | None
     gpu_sim_insn: int | None
     reference_gpu_sim_insn: int | None
     insn_error_pct: float | None
+
+
+class ReferenceKernel(ReferenceNumbers, frozen=True, kw_only=True, omit_defaults=True):
+    kernel_launch_uid: int
+    kernel_name: str
     reused_from: Annotated[int | None, msgspec.Meta(description="As in KernelStat: the launch whose result the fast sim took.")] = None
 
 
-class ReferenceTotals(msgspec.Struct, frozen=True, kw_only=True):
-    """Over the kernels both sims have."""
+class ReferenceTotals(ReferenceNumbers, frozen=True, kw_only=True):
+    """Sums over the kernels both sims have (null while they have none in common)."""
 
     kernels: Annotated[int, msgspec.Meta(description="The kernels both sims have, which the totals sum.")]
-    gpu_sim_cycle: int
-    reference_gpu_sim_cycle: int
-    cycle_error_pct: float | None
-    gpu_sim_insn: int
-    reference_gpu_sim_insn: int
-    insn_error_pct: float | None
     exact: Annotated[int, msgspec.Meta(description="Kernels whose cycles are the reference's exactly.")]
     worst_cycle_error_pct: Annotated[float | None, msgspec.Meta(description="The per-kernel cycle error furthest from 0.")]
     worst_kernel_launch_uid: int | None

@@ -11,6 +11,7 @@ reference) / reference * 100: +1.37 % is a fast sim 1.37 % slower than the seque
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 
@@ -40,6 +41,18 @@ def speedup(fast_wall_s: float | None, reference_wall_s: float | None) -> float 
     return reference_wall_s / fast_wall_s
 
 
+def _numbers(cycles: int | None, reference_cycles: int | None, insn: int | None, reference_insn: int | None) -> dict[str, Any]:
+    """The fields of a `ReferenceNumbers`, its errors computed."""
+    return {
+        "gpu_sim_cycle": cycles,
+        "reference_gpu_sim_cycle": reference_cycles,
+        "cycle_error_pct": error_pct(cycles, reference_cycles),
+        "gpu_sim_insn": insn,
+        "reference_gpu_sim_insn": reference_insn,
+        "insn_error_pct": error_pct(insn, reference_insn),
+    }
+
+
 def kernels(fast: Iterable[KernelResult], reference: Iterable[KernelResult]) -> list[ReferenceKernel]:
     """Every launch either sim has, by uid, each with the other's where it has it."""
     by_uid = {k.uid: k for k in reference}
@@ -55,13 +68,8 @@ def kernels(fast: Iterable[KernelResult], reference: Iterable[KernelResult]) -> 
             ReferenceKernel(
                 kernel_launch_uid=uid,
                 kernel_name=named.name,
-                gpu_sim_cycle=cycles,
-                reference_gpu_sim_cycle=reference_cycles,
-                cycle_error_pct=error_pct(cycles, reference_cycles),
-                gpu_sim_insn=insn,
-                reference_gpu_sim_insn=reference_insn,
-                insn_error_pct=error_pct(insn, reference_insn),
                 reused_from=None if f is None else f.reused_from,
+                **_numbers(cycles, reference_cycles, insn, reference_insn),
             )
         )
     return rows
@@ -70,21 +78,17 @@ def kernels(fast: Iterable[KernelResult], reference: Iterable[KernelResult]) -> 
 def totals(rows: Iterable[ReferenceKernel]) -> ReferenceTotals:
     """The sums over the kernels both sims have, their errors, and the worst kernel's."""
     both = [r for r in rows if r.gpu_sim_cycle is not None and r.reference_gpu_sim_cycle is not None]
-    cycles = sum(r.gpu_sim_cycle or 0 for r in both)
-    reference_cycles = sum(r.reference_gpu_sim_cycle or 0 for r in both)
-    insn = sum(r.gpu_sim_insn or 0 for r in both)
-    reference_insn = sum(r.reference_gpu_sim_insn or 0 for r in both)
+    sums = [sum(getattr(r, field) or 0 for r in both) if both else None for field in _SUMMED]
+    cycles, reference_cycles, insn, reference_insn = sums
     scored = [r for r in both if r.cycle_error_pct is not None]
     worst = max(scored, key=lambda r: (abs(r.cycle_error_pct or 0.0), -r.kernel_launch_uid), default=None)
     return ReferenceTotals(
         kernels=len(both),
-        gpu_sim_cycle=cycles,
-        reference_gpu_sim_cycle=reference_cycles,
-        cycle_error_pct=error_pct(cycles, reference_cycles) if both else None,
-        gpu_sim_insn=insn,
-        reference_gpu_sim_insn=reference_insn,
-        insn_error_pct=error_pct(insn, reference_insn) if both else None,
+        **_numbers(cycles, reference_cycles, insn, reference_insn),
         exact=sum(r.gpu_sim_cycle == r.reference_gpu_sim_cycle for r in both),
         worst_cycle_error_pct=None if worst is None else worst.cycle_error_pct,
         worst_kernel_launch_uid=None if worst is None else worst.kernel_launch_uid,
     )
+
+
+_SUMMED = ("gpu_sim_cycle", "reference_gpu_sim_cycle", "gpu_sim_insn", "reference_gpu_sim_insn")

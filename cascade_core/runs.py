@@ -279,17 +279,23 @@ def decide_add(
     replicas: dict[str, int] = {}
     for sim in sims:
         replicas[sim.gpu_config] = max(replicas.get(sim.gpu_config, 0), sim.replica + 1)
-    added = ev.RunEntriesAdded(
-        id=cmd.event_id,
-        at=cmd.at,
-        run_id=run.id,
-        trace_id=run.trace_id,
-        kernels_total=trace.kernel_count,
-        entries=_entries(cmd.body.entries),
-        sims=_fanned_out(cmd.body.entries, cmd.sim_ids, trace.kernel_count, cmd.free_slots, replicas),
-        key=cmd.key,
+    fanned_out = _fanned_out(cmd.body.entries, cmd.sim_ids, trace.kernel_count, cmd.free_slots, replicas)
+    return [_added(run, cmd, trace, _entries(cmd.body.entries), fanned_out, cmd.key)]
+
+
+def _added(
+    run: RunSummary,
+    cmd: AddEntries | RequestReference,
+    trace: Trace,
+    entries: list[ev.ConfigCount],
+    sims: list[ev.SimSpec],
+    key: str | None = None,
+) -> ev.RunEntriesAdded:
+    """The run's sims added: a top-up's (`entries` as asked) or a reference (no entry)."""
+    return ev.RunEntriesAdded(
+        id=cmd.event_id, at=cmd.at, run_id=run.id, trace_id=run.trace_id, kernels_total=trace.kernel_count,
+        entries=entries, sims=sims, key=key,
     )
-    return [added]
 
 
 class RequestReference(msgspec.Struct, frozen=True, kw_only=True):
@@ -340,16 +346,7 @@ def decide_reference(
         return []
     trace = check_add(run, sims, RunEntries(entries=[RunEntry(gpu_config=sim.gpu_config, count=1)]), trace, configs, max_sims=max_sims)
     replica = max(s.replica for s in sims if s.gpu_config == sim.gpu_config) + 1
-    added = ev.RunEntriesAdded(
-        id=cmd.event_id,
-        at=cmd.at,
-        run_id=run.id,
-        trace_id=run.trace_id,
-        kernels_total=trace.kernel_count,
-        entries=[],
-        sims=[_reference(sim.id, sim.gpu_config, cmd.reference_id, replica)],
-    )
-    return [added]
+    return [_added(run, cmd, trace, [], [_reference(sim.id, sim.gpu_config, cmd.reference_id, replica)])]
 
 
 def decide_cancel(run: RunSummary, cmd: CancelRun) -> list[ev.Event]:

@@ -26,7 +26,8 @@ def test_each_launch_is_matched_by_uid_and_its_errors_are_signed() -> None:
 
 def test_nothing_in_common_yet_has_no_errors() -> None:
     t = totals(kernels([KernelResult(1, "va", 990, 100)], []))
-    assert (t.kernels, t.cycle_error_pct, t.insn_error_pct, t.exact, t.worst_cycle_error_pct, t.worst_kernel_launch_uid) == (0, None, None, 0, None, None)
+    assert (t.kernels, t.gpu_sim_cycle, t.reference_gpu_sim_cycle, t.cycle_error_pct, t.insn_error_pct, t.exact) == (0, None, None, None, None, 0)
+    assert (t.worst_cycle_error_pct, t.worst_kernel_launch_uid) == (None, None)
 
 
 def test_an_error_against_0_or_unknown_is_none_and_so_is_a_speedup_before_both_ended() -> None:

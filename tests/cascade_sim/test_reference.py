@@ -10,32 +10,18 @@ its simulator reaches 30 launches), so the fast sim is 18 cycles short on launch
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from cascade_app.config import Settings
-from cascade_process.service import starlette_app
 from tests.cascade_http.trace_archives import files_of, upload_ready
-from tests.cascade_sim.world import accelsim_tree, start_run, wait_run
+from tests.cascade_sim.test_split import CONFIG, client
+from tests.cascade_sim.world import start_run, wait_run
 
-TOKEN = "reference"
-CONFIG = "SM61_TITANX"
+__all__ = ["client"]  # the fixture: a service and runner with the combo trace, shared with the split tests
 SEQUENTIAL_CYCLES = [7528] + [7426] * 28 + [7444] * 11  # matrixmul-x40 run whole
 FAST_CYCLES = [7528] + [7426] * 39  # split or reusing
-
-
-@pytest.fixture
-def client(tmp_path: Path, nats_url: str) -> Iterator[TestClient]:
-    tree = accelsim_tree(tmp_path / "accel-sim")
-    settings = Settings(token=TOKEN, data_dir=tmp_path / "data", nats_url=nats_url, accelsim_dir=tree, runner_slots=3, samples=False)
-    with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
-        upload_ready(client, files_of("matrixmul-x40"), "x40")
-        upload_ready(client, files_of("combo-vec-mm-xz"), "combo")
-        yield client
 
 
 def reference(client: TestClient, sim_id: str) -> dict[str, Any]:
@@ -66,6 +52,7 @@ def check_measured(compared: dict[str, Any], fast_id: str) -> None:
 
 
 def test_a_reference_asked_for_after_a_split_sim_finished_measures_it(client: TestClient) -> None:
+    upload_ready(client, files_of("matrixmul-x40"), "x40")
     run = wait_run(client, start_run(client, "x40", CONFIG, split={"kernels_per_chunk": 20, "warmup": 2}, reuse=True))
     (fast,) = run["sims"]
     comparison_before = client.get(f"/api/runs/{run['id']}/comparison").json()
@@ -95,6 +82,7 @@ def test_a_reference_asked_for_after_a_split_sim_finished_measures_it(client: Te
 
 
 def test_references_asked_for_at_creation_run_beside_their_sims(client: TestClient) -> None:
+    upload_ready(client, files_of("matrixmul-x40"), "x40")
     entry = {"gpu_config": CONFIG, "count": 2, "reuse": True, "reference": True}
     created = client.post("/api/runs", json={"trace_id": "x40", "entries": [entry]})
     assert created.status_code == 201, created.text
