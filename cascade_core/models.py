@@ -224,7 +224,8 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         str | None,
         msgspec.Meta(
             description="The split or reusing sim this one is the reference of: the same trace and config simulated whole "
-            "and in sequence (Request a sim's reference). It is left out of the run's comparison; absent for other sims."
+            "and in sequence (Request a sim's reference). It is no replica: the run's comparison and stats leave it out; "
+            "absent for other sims."
         ),
     ] = None
 

@@ -81,7 +81,7 @@ NOT_FAST = "The sim is neither split nor reusing repeated kernels (it runs whole
     summary="Request a sim's reference",
     description="For a split or reusing sim: adds to its run a reference, a sim of the same trace and config run whole "
     "and in sequence (its `reference_for` names the sim; it is numbered on from the config's replicas, counted in the "
-    "run's sim_counts, and left out of the run's comparison), and answers the comparison of the two so far. Asking "
+    "run's sim_counts, and left out of the run's comparison and stats), and answers the comparison of the two so far. Asking "
     "again adds nothing and answers the same reference, so it is safe to retry. A failed reference is retried with its run.",
     response=ReferenceComparison,
     errors={

@@ -70,8 +70,11 @@ def table_name(name: str) -> str:
     return _INDEX.sub(ANY_INDEX, name)
 
 
-# The run's current kernels, and the seqs its kernels' rows of kernel_stats lie between.
-_RUN_KERNELS = f"SELECT k.seq, k.kernel_index, k.name, s.gpu_config, s.replica FROM {CURRENT_KERNELS} WHERE s.run_id = $run"
+# The run's current kernels (a fast sim's reference is no replica of its config, as in the
+# comparison), and the seqs its kernels' rows of kernel_stats lie between.
+_RUN_KERNELS = (
+    f"SELECT k.seq, k.kernel_index, k.name, s.gpu_config, s.replica FROM {CURRENT_KERNELS} WHERE s.run_id = $run AND s.reference_for IS NULL"
+)
 _SEQS = f"SELECT min(k.seq), max(k.seq) FROM {CURRENT_KERNELS} WHERE s.run_id = ?"
 
 # Per name that holds $q, each config's kernel indices with a kernel that has it. A kernel's

@@ -56,6 +56,9 @@ def test_a_reference_asked_for_after_a_split_sim_finished_measures_it(client: Te
     run = wait_run(client, start_run(client, "x40", CONFIG, split={"kernels_per_chunk": 20, "warmup": 2}, reuse=True))
     (fast,) = run["sims"]
     comparison_before = client.get(f"/api/runs/{run['id']}/comparison").json()
+    stat = f"/api/runs/{run['id']}/stats/values?name=gpu_sim_cycle"
+    stat_before = client.get(stat).json()
+    assert [r["replicas"] for r in stat_before["rows"]] == [1] * 40
     assert client.get(f"/api/sims/{fast['id']}/reference").status_code == 404
 
     asked = reference(client, fast["id"])
@@ -72,6 +75,7 @@ def test_a_reference_asked_for_after_a_split_sim_finished_measures_it(client: Te
     assert (ref["replica"], ref["reference_for"], ref.get("split"), ref.get("reuse")) == (1, fast["id"], None, None)
     assert "reference_for" not in done["sims"][0]
     assert client.get(f"/api/runs/{run['id']}/comparison").json() == comparison_before, "the reference is no replica"
+    assert client.get(stat).json() == stat_before
 
     compared = client.get(f"/api/sims/{fast['id']}/reference").json()
     check_measured(compared, fast["id"])
