@@ -31,6 +31,7 @@ def test_a_reused_run_with_its_reference_from_the_form_is_compared_with_it(page:
     page.wait_for_selector("#new-run")
     page.check("#run-reuse")
     page.check("#run-reference")
+    shoot(page, "new-run-reference", "#new-run")
     page.click("#new-run button[type=submit]")
     page.wait_for_url("**/#/runs/run-*")
     run_id = page.url.rsplit("/", 1)[1]

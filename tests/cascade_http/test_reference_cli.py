@@ -36,6 +36,9 @@ def test_a_split_run_with_references_and_the_comparison_from_the_command_line(li
     compared = msgspec.json.decode(as_json.stdout, type=ReferenceComparison)
     assert compared.reference.sim_id == ref.id and compared.totals.exact == 3 and compared.speedup is not None
 
+    watched = cascade(live, "sim", "reference", fast.id, "--watch")  # the run has ended: at once
+    assert watched.returncode == 0 and watched.stdout.splitlines()[-4:] == lines[-4:], watched.stderr
+
     refused = cascade(live, "sim", "reference", ref.id)
     assert refused.returncode != 0
     assert f"sim {ref.id} is the reference of sim {fast.id}; a reference has no reference of its own" in refused.stderr
