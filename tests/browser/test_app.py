@@ -610,17 +610,24 @@ def test_the_timeline_marks_a_split_sims_chunks(page: Any, cascade: LiveServer, 
     shoot(page, "timeline-split", "#timeline-canvas")
 
 
+def run_from_form(page: Any, cascade: LiveServer, api: httpx.Client, trace: str, picture: str, *boxes: str) -> str:
+    """The id of the run the new-run form creates of `trace` with these boxes checked,
+    pictured (`picture`) before it is created."""
+    ensure_trace(api, trace)
+    sign_in(page, cascade.url, f"#/runs/new?trace={trace}")
+    page.wait_for_selector("#new-run")
+    for box in boxes:
+        page.check(box)
+    shoot(page, picture, "#new-run")
+    page.click("#new-run button[type=submit]")
+    page.wait_for_url("**/#/runs/run-*")
+    return str(page.url.rsplit("/", 1)[1])
+
+
 def test_a_run_reusing_repeated_kernels_from_the_form(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
     """The new-run form's reuse box makes every entry reuse repeated kernels: matrixmul-x40's
     launches 3-40 take launch 2's result, which the timeline's tooltip says."""
-    ensure_trace(api, "matrixmul-x40")
-    sign_in(page, cascade.url, "#/runs/new?trace=matrixmul-x40")
-    page.wait_for_selector("#new-run")
-    page.check("#run-reuse")
-    shoot(page, "new-run-reuse", "#new-run")
-    page.click("#new-run button[type=submit]")
-    page.wait_for_url("**/#/runs/run-*")
-    run_id = page.url.rsplit("/", 1)[1]
+    run_id = run_from_form(page, cascade, api, "matrixmul-x40", "new-run-reuse", "#run-reuse")
     assert api.get(f"/api/runs/{run_id}").json()["entries"] == [{"gpu_config": "SM61_TITANX", "count": 1, "reuse": True}]
     page.goto(f"{cascade.url}/#/runs/{run_id}/timeline")
     page.wait_for_selector("#timeline-canvas[data-kernels='40']", timeout=60_000)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.browser.conftest import missing, shoot, sign_in
-from tests.browser.test_app import ensure_trace
+from tests.browser.test_app import ensure_trace, run_from_form
 from tests.cascade_http.live import LiveServer
 from tests.support import wait_until
 
@@ -26,15 +26,7 @@ def ended(api: httpx.Client, run_id: str) -> dict[str, Any]:
 
 
 def test_a_reused_run_with_its_reference_from_the_form_is_compared_with_it(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
-    ensure_trace(api, "matrixmul-x40")
-    sign_in(page, cascade.url, "#/runs/new?trace=matrixmul-x40")
-    page.wait_for_selector("#new-run")
-    page.check("#run-reuse")
-    page.check("#run-reference")
-    shoot(page, "new-run-reference", "#new-run")
-    page.click("#new-run button[type=submit]")
-    page.wait_for_url("**/#/runs/run-*")
-    run_id = page.url.rsplit("/", 1)[1]
+    run_id = run_from_form(page, cascade, api, "matrixmul-x40", "new-run-reference", "#run-reuse", "#run-reference")
     assert api.get(f"/api/runs/{run_id}").json()["entries"] == [{"gpu_config": "SM61_TITANX", "count": 1, "reuse": True, "reference": True}]
     run = ended(api, run_id)
     fast, ref = run["sims"]
