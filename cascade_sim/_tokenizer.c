@@ -191,15 +191,20 @@ static double slow_double(text s, Py_ssize_t len) {
 static const double exact_powers[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                       1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+/* nan and inf as float() reads them, signed [0] or not [1], bit for bit: read once. */
+static double nans[2], infs[2];
+
 /* The number s[0:len], read as *t, as float() reads it; -1.0 with an error set if it fails. */
 static double number_of(const token *t, text s, Py_ssize_t len) {
-    if (t->kind == NUMBER && t->significant <= 15 && t->scale >= -22 && t->scale <= 22) {
+    if (t->kind == NAN_) return nans[!t->negative];
+    if (t->kind == INF_) return infs[!t->negative];
+    if (t->significant <= 15 && t->scale >= -22 && t->scale <= 22) {
         /* Digits and power of ten are exact doubles, so one multiplication or division
          * rounds correctly, as float() does. */
         double d = t->scale < 0 ? (double)t->mantissa / exact_powers[-t->scale] : (double)t->mantissa * exact_powers[t->scale];
         return t->negative ? -d : d;
     }
-    return slow_double(s, len); /* nan and inf too: their sign and bits as float() gives them */
+    return slow_double(s, len);
 }
 
 /* --- the map ---------------------------------------------------------------------------- */
@@ -250,7 +255,7 @@ static Py_ssize_t skeleton_piece(text s, Py_ssize_t from, Py_ssize_t to, char *o
 /* The values of s[0:n], in r->values and r->is_none, and its skeleton, in r->skeleton (n
  * bytes are enough: each separator stands for a value of one character or more). Returns
  * the number of values, or -1 with an error set. */
-static Py_ssize_t cut(text s, Py_ssize_t n, room *r, Py_ssize_t *skeleton_len) {
+static Py_ssize_t cut(text s, Py_ssize_t n, room *r, Py_ssize_t *skeleton_len, Py_ssize_t *nones) {
     Py_ssize_t count = 0, piece = 0, out = 0;
     if (grow((void **)&r->skeleton, &r->skeleton_size, n + 1, 1) < 0) return -1;
     for (Py_ssize_t p = next_start(s, 0, n); p < n; p = next_start(s, p, n)) {
@@ -262,6 +267,7 @@ static Py_ssize_t cut(text s, Py_ssize_t n, room *r, Py_ssize_t *skeleton_len) {
         }
         if (grow_values(r, count + 1) < 0) return -1;
         r->is_none[count] = t.kind == NONE;
+        *nones += t.kind == NONE;
         if (t.kind != NONE) {
             double d = number_of(&t, s + p, end - p);
             if (d == -1.0 && PyErr_Occurred()) return -1;
@@ -281,10 +287,26 @@ static Py_ssize_t cut(text s, Py_ssize_t n, room *r, Py_ssize_t *skeleton_len) {
  * another thread call stats(), and that call takes room of its own. */
 static room kept;
 static int kept_in_use;
-static PyObject *none_str, *names_str, *slots_str, *zero;
+static PyObject *none_str, *names_str, *slots_str;
+
+/* Positions as ints, made once: a block has hundreds of `none` texts, each by its position,
+ * and making their ints anew was a tenth of the parse. */
+static PyObject **positions;
+static Py_ssize_t positions_made;
+
+static PyObject *position(Py_ssize_t at) {
+    if (at >= positions_made) {
+        PyObject **more = PyMem_Realloc(positions, (size_t)(at + 1024) * sizeof(PyObject *));
+        if (more == NULL) return PyErr_NoMemory();
+        positions = more;
+        for (; positions_made < at + 1024; positions_made++)
+            if ((positions[positions_made] = PyLong_FromSsize_t(positions_made)) == NULL) return NULL;
+    }
+    return positions[at];
+}
 
 /* The block's map, as (floats, texts), from its values and its layout's slots. */
-static PyObject *placed(const room *r, Py_ssize_t count, PyObject *layout, PyObject *kernel_name) {
+static PyObject *placed(const room *r, Py_ssize_t count, Py_ssize_t nones, PyObject *layout, PyObject *kernel_name) {
     PyObject *names = PyObject_GetAttr(layout, names_str), *slots = NULL, *floats = NULL, *texts = NULL;
     if (names == NULL || (slots = PyObject_GetAttr(layout, slots_str)) == NULL) goto fail;
     if (!PyTuple_Check(names) || !PyBytes_Check(slots) || PyBytes_GET_SIZE(slots) != count * (Py_ssize_t)sizeof(int32_t)) {
@@ -296,7 +318,8 @@ static PyObject *placed(const room *r, Py_ssize_t count, PyObject *layout, PyObj
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a layout's names start with kernel_name");
         goto fail;
     }
-    if ((texts = PyDict_New()) == NULL || PyDict_SetItem(texts, zero, kernel_name) < 0) goto fail;
+    PyObject *zero = position(0);
+    if (zero == NULL || (texts = _PyDict_NewPresized(nones + 1)) == NULL || PyDict_SetItem(texts, zero, kernel_name) < 0) goto fail;
     double *out = (double *)PyBytes_AS_STRING(floats);
     const int32_t *slot = (const int32_t *)PyBytes_AS_STRING(slots);
     out[0] = Py_NAN;
@@ -309,10 +332,8 @@ static PyObject *placed(const room *r, Py_ssize_t count, PyObject *layout, PyObj
         }
         if (r->is_none[k]) {
             out[at] = Py_NAN;
-            PyObject *position = PyLong_FromLong(at);
-            int failed = position == NULL || PyDict_SetItem(texts, position, none_str) < 0;
-            Py_XDECREF(position);
-            if (failed) goto fail;
+            PyObject *key = position(at);
+            if (key == NULL || PyDict_SetItem(texts, key, none_str) < 0) goto fail;
         } else {
             out[at] = r->values[k];
             /* Names are unique but for `kernel_name`, which a line of the block may name
@@ -370,7 +391,7 @@ static PyObject *stats(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
     room own = {NULL, NULL, 0, NULL, 0}, *r = kept_in_use ? &own : &kept;
     kept_in_use = 1;
     PyObject *skeleton = NULL, *layout = NULL, *map = NULL, *result = NULL;
-    Py_ssize_t skeleton_len = 0, count = cut(s, n, r, &skeleton_len);
+    Py_ssize_t skeleton_len = 0, nones = 0, count = cut(s, n, r, &skeleton_len, &nones);
     if (count < 0) goto done;
     if (ascii) {
         if ((skeleton = PyUnicode_New(skeleton_len, 127)) != NULL) memcpy(PyUnicode_DATA(skeleton), r->skeleton, (size_t)skeleton_len);
@@ -378,7 +399,7 @@ static PyObject *stats(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
         skeleton = PyUnicode_DecodeUTF8(r->skeleton, skeleton_len, NULL);
     }
     if (skeleton == NULL || (layout = PyObject_CallOneArg(args[4], skeleton)) == NULL) goto done;
-    if ((map = placed(r, count, layout, args[3])) != NULL)
+    if ((map = placed(r, count, nones, layout, args[3])) != NULL)
         result = Py_BuildValue("(OOO)", layout, PyTuple_GET_ITEM(map, 0), PyTuple_GET_ITEM(map, 1));
 done:
     Py_XDECREF(map);
@@ -438,6 +459,10 @@ PyMODINIT_FUNC PyInit__tokenizer(void) {
     if (none_str == NULL && (none_str = PyUnicode_InternFromString("none")) == NULL) return NULL;
     if (names_str == NULL && (names_str = PyUnicode_InternFromString("names")) == NULL) return NULL;
     if (slots_str == NULL && (slots_str = PyUnicode_InternFromString("slots")) == NULL) return NULL;
-    if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL) return NULL;
+    const char *spelled[2][2] = {{"-nan", "nan"}, {"-inf", "inf"}};
+    for (int sign = 0; sign < 2; sign++) {
+        nans[sign] = PyOS_string_to_double(spelled[0][sign], NULL, NULL);
+        infs[sign] = PyOS_string_to_double(spelled[1][sign], NULL, NULL);
+    }
     return PyModule_Create(&module);
 }

@@ -299,7 +299,7 @@ class LogParser:
 
     def _block(self, buf: str, start: int, end: int, out: list[Output]) -> None:
         layout, stats = _stats_at(buf, start, end)
-        uid, cycle, insn, ipc, tot_cycle, tot_insn, tot_ipc, rate = (_number(stats, at) for at in layout.summary)
+        uid, cycle, insn, ipc, tot_cycle, tot_insn, tot_ipc, rate = [_number(stats, at) for at in layout.summary]
         name = str(stats.at(0))
         if name:
             out.append(
