@@ -443,7 +443,38 @@ static PyObject *find(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     return PyLong_FromSsize_t(at == NULL ? -1 : at - data);
 }
 
+/* --- lines ------------------------------------------------------------------------------ */
+
+static const char lines_doc[] =
+    "lines(text, /)\n--\n\n"
+    "text.count('\\n'), 16 characters at a time: CPython's count reads one at a time, and the\n"
+    "runner counts the lines of all its simulator's output (a tenth of its work).";
+
+static PyObject *lines(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "lines(text: str)");
+        return NULL;
+    }
+    PyObject *text_obj = args[0];
+    if (PyUnicode_KIND(text_obj) != PyUnicode_1BYTE_KIND) {
+        PyObject *newline = PyUnicode_FromOrdinal('\n');
+        if (newline == NULL) return NULL;
+        Py_ssize_t count = PyUnicode_Count(text_obj, newline, 0, PY_SSIZE_T_MAX);
+        Py_DECREF(newline);
+        return count < 0 ? NULL : PyLong_FromSsize_t(count);
+    }
+    const unsigned char *s = PyUnicode_DATA(text_obj);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text_obj), i = 0, count = 0;
+#ifdef __SSE2__
+    for (; i + 16 <= n; i += 16)
+        count += __builtin_popcount((unsigned)_mm_movemask_epi8(is(_mm_loadu_si128((const __m128i *)(s + i)), '\n')));
+#endif
+    for (; i < n; i++) count += s[i] == '\n';
+    return PyLong_FromSsize_t(count);
+}
+
 static PyMethodDef methods[] = {
+    {"lines", (PyCFunction)(void (*)(void))lines, METH_FASTCALL, lines_doc},
     {"stats", (PyCFunction)(void (*)(void))stats, METH_FASTCALL, stats_doc},
     {"find", (PyCFunction)(void (*)(void))find, METH_FASTCALL, find_doc},
     {NULL, NULL, 0, NULL},

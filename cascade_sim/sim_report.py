@@ -20,7 +20,7 @@ from cascade_core.models import GpuConfig
 from cascade_core.packed_stats import PackedStats
 from cascade_core.reuse import Reuse
 from cascade_core.split import Chunk, Launches
-from cascade_sim import simulator
+from cascade_sim import _tokenizer, simulator
 
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
 # output more it stays well under the event size limit.
@@ -206,7 +206,7 @@ class SimReport:
 
     def add_lines(self, text: str) -> None:
         """Complete lines of output, joined by newlines (no newline after the last)."""
-        count = text.count("\n") + 1
+        count = _tokenizer.lines(text) + 1
         self._log.append(text)
         self._log_bytes += len(text) + 1
         self._log_lines += count

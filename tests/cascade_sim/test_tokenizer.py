@@ -238,3 +238,9 @@ def test_nothing_is_kept_from_a_call() -> None:
         assert tracemalloc.get_traced_memory()[0] - before < 10_000
     finally:
         tracemalloc.stop()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab\n\r é€", max_size=100))
+def test_lines_is_str_count_of_line_breaks(text: str) -> None:
+    assert _tokenizer.lines(text) == text.count("\n")
