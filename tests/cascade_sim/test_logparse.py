@@ -7,7 +7,6 @@ import math
 import re
 from functools import cache
 
-import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -124,6 +123,17 @@ def test_stat_values() -> None:
     assert isinstance(stats["gpu_occupancy"], float) and math.isnan(stats["gpu_occupancy"])
     assert stats["L2_BW"] == 0.3196
     assert stats["gpgpu_silicon_slowdown"] == 256053.0
+
+
+def test_a_packed_map_reads_as_the_map_and_takes_a_value_as_a_dict_does() -> None:
+    stats = finished("vectoradd-100-32__SM61_TITANX.log")[0].stats
+    as_dict = stats.as_dict()
+    assert list(as_dict) == list(stats.names) and as_dict["kernel_name"] == stats.at(0) == VECADD
+    assert stats.at(stats.names.index("gpu_sim_cycle")) == 5534.0
+    marked = stats.with_value("reused_from", 3.0).as_dict()
+    assert list(marked) == [*as_dict, "reused_from"] and marked["reused_from"] == 3.0
+    again = stats.with_value("kernel_name", 1.0).as_dict()
+    assert list(again) == list(as_dict) and again["kernel_name"] == 1.0
 
 
 def test_totals() -> None:
