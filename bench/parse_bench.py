@@ -68,7 +68,7 @@ def parse_file(path: Path, chunk_size: int) -> tuple[float, float, int, int]:
             for out in parser.feed(chunk):
                 if isinstance(out, KernelBlock):
                     kernels += 1
-                    stats += len(out.stats)
+                    stats += len(out.stats.names)
         parser.finish()
     return time.perf_counter() - wall, time.process_time() - cpu, kernels, stats
 

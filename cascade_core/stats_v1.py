@@ -74,7 +74,7 @@ def packed(raw: bytes, kernel: str) -> PackedStats | None:
         floats = array("d", [v if isinstance(v, float) else math.nan for v in values])
     # Packed on its way from the log to the read model, never sent or stored: compressing it
     # would cost the replay of an old log for nothing.
-    return packed_stats.packed(layout.names_text, floats.tobytes(), texts, level=0)
+    return packed_stats.packed(layout.names_text, floats.tobytes(), texts, compress=packed_stats.stored)
 
 
 def decode(raw: bytes, kernel: str) -> tuple[Layout, list[Value]]:

@@ -1,5 +1,7 @@
-/* The stats block tokenizer: cuts every value out of a stats block and builds the block's
- * stats map, for cascade_sim.logparse.parse_stats; and packs a map's values for its event.
+/* The stats block tokenizer: cuts every value out of a stats block and writes the block's
+ * stats map as its event packs it (a float64 per name, the texts by position), for
+ * cascade_sim.logparse.parse_stats. No dict and no float object is made: a map built only to
+ * be packed cost as much as cutting its values out (bench/README.md).
  *
  * What a value is, is docs/stats-naming.md ("Values"); its definition as one regex is
  * REFERENCE in tests/cascade_sim/test_tokenizer.py, which checks this file against it on
@@ -11,8 +13,8 @@
  *   - `nan` or `inf` after an optional sign, or `none`, not followed by a word character;
  * and it takes the spaces and tabs after it. The skeleton is the text between values, each
  * piece without the spaces and tabs at its end, joined by statnames.VALUE ("\0"). A number
- * is what Python's float() reads of it (correctly rounded), nan and inf are NonFinite
- * floats, and `none` is the string "none".
+ * is what Python's float() reads of it (correctly rounded), nan and inf too, and `none` is
+ * the text "none".
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -171,29 +173,6 @@ static Py_ssize_t value_end(text s, Py_ssize_t p, Py_ssize_t n, token *t) {
     return word_ends(s, q, n, "inf", 3) ? (t->kind = INF_, q + 3) : -1;
 }
 
-/* The whole numbers 0 to 1023 as floats, made once (most values of a block are among
- * them), and the two strings every map holds. */
-#define SMALL 1024
-static PyObject *small[SMALL], *none_str, *kernel_name_str;
-
-/* NonFinite(d) for d nan or inf, made once per block and kind. */
-typedef struct {
-    PyObject *type;
-    PyObject *made[2][2]; /* [nan, inf][positive, negative] */
-} nonfinites;
-
-static PyObject *nonfinite(nonfinites *nf, double d) {
-    PyObject **slot = &nf->made[isinf(d) ? 1 : 0][signbit(d) ? 1 : 0];
-    if (*slot == NULL) {
-        PyObject *f = PyFloat_FromDouble(d);
-        if (f == NULL) return NULL;
-        *slot = PyObject_CallOneArg(nf->type, f);
-        Py_DECREF(f);
-        if (*slot == NULL) return NULL;
-    }
-    return Py_NewRef(*slot);
-}
-
 /* float(s[0:len]) by float()'s own conversion: past the largest double, inf. */
 static double slow_double(text s, Py_ssize_t len) {
     char small_buf[64];
@@ -212,24 +191,20 @@ static double slow_double(text s, Py_ssize_t len) {
 static const double exact_powers[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                       1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* The value s[0:len], read as *t, as the stats map holds it: a new reference, or NULL
- * with an error. */
-static PyObject *value_of(const token *t, text s, Py_ssize_t len, nonfinites *nf) {
-    if (t->kind == NONE) return Py_NewRef(none_str);
-    if (t->kind != NUMBER) {
-        PyObject *made = nf->made[t->kind == INF_][t->negative];
-        if (made != NULL) return Py_NewRef(made);
-    } else if (t->significant <= 15 && t->scale >= -22 && t->scale <= 22) {
+/* nan and inf as float() reads them, signed [0] or not [1], bit for bit: read once. */
+static double nans[2], infs[2];
+
+/* The number s[0:len], read as *t, as float() reads it; -1.0 with an error set if it fails. */
+static double number_of(const token *t, text s, Py_ssize_t len) {
+    if (t->kind == NAN_) return nans[!t->negative];
+    if (t->kind == INF_) return infs[!t->negative];
+    if (t->significant <= 15 && t->scale >= -22 && t->scale <= 22) {
         /* Digits and power of ten are exact doubles, so one multiplication or division
          * rounds correctly, as float() does. */
-        if (!t->negative && t->scale == 0 && t->mantissa < SMALL) return Py_NewRef(small[t->mantissa]);
         double d = t->scale < 0 ? (double)t->mantissa / exact_powers[-t->scale] : (double)t->mantissa * exact_powers[t->scale];
-        if (d == 0 && !t->negative) return Py_NewRef(small[0]);
-        return PyFloat_FromDouble(t->negative ? -d : d);
+        return t->negative ? -d : d;
     }
-    double d = slow_double(s, len);
-    if (d == -1.0 && PyErr_Occurred()) return NULL;
-    return isfinite(d) ? PyFloat_FromDouble(d) : nonfinite(nf, d);
+    return slow_double(s, len);
 }
 
 /* --- the map ---------------------------------------------------------------------------- */
@@ -237,7 +212,8 @@ static PyObject *value_of(const token *t, text s, Py_ssize_t len, nonfinites *nf
 /* Room for a block's values and skeleton. One is kept from a call to the next: freeing
  * hundreds of KB each time would hand the pages back, to be faulted in again. */
 typedef struct {
-    PyObject **values;
+    double *values;
+    unsigned char *is_none; /* the value is the text `none` */
     Py_ssize_t values_size;
     char *skeleton;
     Py_ssize_t skeleton_size;
@@ -256,8 +232,18 @@ static int grow(void **buf, Py_ssize_t *size, Py_ssize_t needed, size_t item) {
     return 0;
 }
 
-static void release(PyObject **values, Py_ssize_t from, Py_ssize_t to) {
-    for (Py_ssize_t k = from; k < to; k++) Py_DECREF(values[k]);
+static int grow_values(room *r, Py_ssize_t needed) {
+    if (needed <= r->values_size) return 0;
+    Py_ssize_t size = r->values_size;
+    if (grow((void **)&r->values, &size, needed, sizeof(double)) < 0) return -1;
+    void *more = PyMem_Realloc(r->is_none, (size_t)size);
+    if (more == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    r->is_none = more;
+    r->values_size = size;
+    return 0;
 }
 
 static Py_ssize_t skeleton_piece(text s, Py_ssize_t from, Py_ssize_t to, char *out) {
@@ -266,10 +252,10 @@ static Py_ssize_t skeleton_piece(text s, Py_ssize_t from, Py_ssize_t to, char *o
     return to - from;
 }
 
-/* The values of s[0:n], in r->values (new references), and its skeleton, in r->skeleton
- * (n bytes are enough: each separator stands for a value of one character or more).
- * Returns the number of values, or -1 with an error set. */
-static Py_ssize_t cut(text s, Py_ssize_t n, room *r, nonfinites *nf, Py_ssize_t *skeleton_len) {
+/* The values of s[0:n], in r->values and r->is_none, and its skeleton, in r->skeleton (n
+ * bytes are enough: each separator stands for a value of one character or more). Returns
+ * the number of values, or -1 with an error set. */
+static Py_ssize_t cut(text s, Py_ssize_t n, room *r, Py_ssize_t *skeleton_len, Py_ssize_t *nones) {
     Py_ssize_t count = 0, piece = 0, out = 0;
     if (grow((void **)&r->skeleton, &r->skeleton_size, n + 1, 1) < 0) return -1;
     for (Py_ssize_t p = next_start(s, 0, n); p < n; p = next_start(s, p, n)) {
@@ -279,13 +265,15 @@ static Py_ssize_t cut(text s, Py_ssize_t n, room *r, nonfinites *nf, Py_ssize_t 
             p++;
             continue;
         }
-        PyObject *v;
-        if (grow((void **)&r->values, &r->values_size, count + 1, sizeof(PyObject *)) < 0 ||
-            (v = value_of(&t, s + p, end - p, nf)) == NULL) {
-            release(r->values, 0, count);
-            return -1;
+        if (grow_values(r, count + 1) < 0) return -1;
+        r->is_none[count] = t.kind == NONE;
+        *nones += t.kind == NONE;
+        if (t.kind != NONE) {
+            double d = number_of(&t, s + p, end - p);
+            if (d == -1.0 && PyErr_Occurred()) return -1;
+            r->values[count] = d;
         }
-        r->values[count++] = v;
+        count++;
         out += skeleton_piece(s, piece, p, r->skeleton + out);
         r->skeleton[out++] = '\0';
         while (end < n && (s[end] == ' ' || s[end] == '\t')) end++;
@@ -295,24 +283,87 @@ static Py_ssize_t cut(text s, Py_ssize_t n, room *r, nonfinites *nf, Py_ssize_t 
     return count;
 }
 
-/* Names are ~100-byte objects all over the heap, and inserting one reads its hash and
- * counts a reference in it: the loop asks for them this many names ahead. */
-#define AHEAD 16
-
-/* The room kept, and whether a call is using it: names_of runs Python, which may let
+/* The room kept, and whether a call is using it: layout_of runs Python, which may let
  * another thread call stats(), and that call takes room of its own. */
 static room kept;
 static int kept_in_use;
+static PyObject *none_str, *names_str, *slots_str;
+
+/* Positions as ints, made once: a block has hundreds of `none` texts, each by its position,
+ * and making their ints anew was a tenth of the parse. */
+static PyObject **positions;
+static Py_ssize_t positions_made;
+
+static PyObject *position(Py_ssize_t at) {
+    if (at >= positions_made) {
+        PyObject **more = PyMem_Realloc(positions, (size_t)(at + 1024) * sizeof(PyObject *));
+        if (more == NULL) return PyErr_NoMemory();
+        positions = more;
+        for (; positions_made < at + 1024; positions_made++)
+            if ((positions[positions_made] = PyLong_FromSsize_t(positions_made)) == NULL) return NULL;
+    }
+    return positions[at];
+}
+
+/* The block's map, as (floats, texts), from its values and its layout's slots. */
+static PyObject *placed(const room *r, Py_ssize_t count, Py_ssize_t nones, PyObject *layout, PyObject *kernel_name) {
+    PyObject *names = PyObject_GetAttr(layout, names_str), *slots = NULL, *floats = NULL, *texts = NULL;
+    if (names == NULL || (slots = PyObject_GetAttr(layout, slots_str)) == NULL) goto fail;
+    if (!PyTuple_Check(names) || !PyBytes_Check(slots) || PyBytes_GET_SIZE(slots) != count * (Py_ssize_t)sizeof(int32_t)) {
+        PyErr_Format(PyExc_ValueError, "layout_of must give a layout of names (a tuple) and slots (bytes, an int32 for each of %zd values)", count);
+        goto fail;
+    }
+    Py_ssize_t size = PyTuple_GET_SIZE(names);
+    if (size < 1 || (floats = PyBytes_FromStringAndSize(NULL, size * (Py_ssize_t)sizeof(double))) == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a layout's names start with kernel_name");
+        goto fail;
+    }
+    PyObject *zero = position(0);
+    if (zero == NULL || (texts = _PyDict_NewPresized(nones + 1)) == NULL || PyDict_SetItem(texts, zero, kernel_name) < 0) goto fail;
+    double *out = (double *)PyBytes_AS_STRING(floats);
+    const int32_t *slot = (const int32_t *)PyBytes_AS_STRING(slots);
+    out[0] = Py_NAN;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        int32_t at = slot[k];
+        if (at < 0) continue;
+        if (at >= size) {
+            PyErr_Format(PyExc_ValueError, "a layout's slot %d is past its %zd names", (int)at, size);
+            goto fail;
+        }
+        if (r->is_none[k]) {
+            out[at] = Py_NAN;
+            PyObject *key = position(at);
+            if (key == NULL || PyDict_SetItem(texts, key, none_str) < 0) goto fail;
+        } else {
+            out[at] = r->values[k];
+            /* Names are unique but for `kernel_name`, which a line of the block may name
+             * again: as in a dict, the later value takes its place. */
+            if (at == 0 && PyDict_DelItem(texts, zero) < 0) PyErr_Clear();
+        }
+    }
+    Py_DECREF(names);
+    Py_DECREF(slots);
+    return Py_BuildValue("(NN)", floats, texts);
+fail:
+    Py_XDECREF(names);
+    Py_XDECREF(slots);
+    Py_XDECREF(floats);
+    Py_XDECREF(texts);
+    return NULL;
+}
 
 static const char stats_doc[] =
-    "stats(text, start, end, kernel_name, names_of, nonfinite, /)\n--\n\n"
-    "The stats map of the block text[start:end], its first line cut off: the map starts with\n"
-    "`kernel_name`. `names_of(skeleton)` gives the name of each value, a tuple of str, or None\n"
-    "for a value that is not stored; nan and inf values are `nonfinite(float)`.";
+    "stats(text, start, end, kernel_name, layout_of, /)\n--\n\n"
+    "The stats map of the block text[start:end], its first line cut off, as (layout, floats,\n"
+    "texts). `layout_of(skeleton)` gives the layout of blocks printed so: its `names` (the\n"
+    "map's, `kernel_name` first) and `slots` (an int32 per value in the machine's byte order,\n"
+    "the value's position among the names, or -1 for a value not stored). floats holds a\n"
+    "float64 per name in the machine's byte order, a nan where texts ({position: str}) has the\n"
+    "value: `kernel_name` at 0, each `none`.";
 
 static PyObject *stats(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6 || !PyUnicode_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "stats(text: str, start: int, end: int, kernel_name, names_of, nonfinite)");
+    if (nargs != 5 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "stats(text: str, start: int, end: int, kernel_name, layout_of)");
         return NULL;
     }
     Py_ssize_t start = PyLong_AsSsize_t(args[1]);
@@ -337,96 +388,32 @@ static PyObject *stats(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
         s += start;
         n = end - start;
     }
-    room own = {NULL, 0, NULL, 0}, *r = kept_in_use ? &own : &kept;
+    room own = {NULL, NULL, 0, NULL, 0}, *r = kept_in_use ? &own : &kept;
     kept_in_use = 1;
-    nonfinites nf = {args[5], {{NULL, NULL}, {NULL, NULL}}};
-    PyObject *skeleton = NULL, *names = NULL, *map = NULL;
-    Py_ssize_t skeleton_len = 0, count = cut(s, n, r, &nf, &skeleton_len), k = 0;
+    PyObject *skeleton = NULL, *layout = NULL, *map = NULL, *result = NULL;
+    Py_ssize_t skeleton_len = 0, nones = 0, count = cut(s, n, r, &skeleton_len, &nones);
     if (count < 0) goto done;
     if (ascii) {
         if ((skeleton = PyUnicode_New(skeleton_len, 127)) != NULL) memcpy(PyUnicode_DATA(skeleton), r->skeleton, (size_t)skeleton_len);
     } else { /* the pieces are cut at ASCII characters: each is as valid UTF-8 as the text */
         skeleton = PyUnicode_DecodeUTF8(r->skeleton, skeleton_len, NULL);
     }
-    if (skeleton == NULL || (names = PyObject_CallOneArg(args[4], skeleton)) == NULL) goto fail;
-    if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != count) {
-        PyErr_Format(PyExc_ValueError, "names_of must give a tuple of %zd names, one per value", count);
-        goto fail;
-    }
-    map = _PyDict_NewPresized(count + 1);
-    if (map == NULL || PyDict_SetItem(map, kernel_name_str, args[3]) < 0) goto fail;
-    for (; k < count; k++) {
-        if (k + AHEAD < count) __builtin_prefetch(PyTuple_GET_ITEM(names, k + AHEAD), 1);
-        PyObject *name = PyTuple_GET_ITEM(names, k), *v = r->values[k];
-        int failed = name != Py_None && PyDict_SetItem(map, name, v) < 0;
-        Py_DECREF(v);
-        if (failed) {
-            k++;
-            goto fail;
-        }
-    }
-    goto done;
-fail:
-    Py_CLEAR(map);
-    release(r->values, k, count);
+    if (skeleton == NULL || (layout = PyObject_CallOneArg(args[4], skeleton)) == NULL) goto done;
+    if ((map = placed(r, count, nones, layout, args[3])) != NULL)
+        result = Py_BuildValue("(OOO)", layout, PyTuple_GET_ITEM(map, 0), PyTuple_GET_ITEM(map, 1));
 done:
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++) Py_XDECREF(nf.made[i][j]);
-    Py_XDECREF(names);
+    Py_XDECREF(map);
+    Py_XDECREF(layout);
     Py_XDECREF(skeleton);
     Py_DECREF(part);
     if (r == &kept) {
         kept_in_use = 0;
     } else {
         PyMem_Free(own.values);
+        PyMem_Free(own.is_none);
         PyMem_Free(own.skeleton);
     }
-    return map;
-}
-
-/* --- pack ------------------------------------------------------------------------------- */
-
-static const char pack_doc[] =
-    "pack(stats, /)\n--\n\n"
-    "A stats map's values as the compact form events carry them (cascade_core.packed_stats):\n"
-    "(float64s in the machine's byte order, one per value, {position: text}). A text, or None,\n"
-    "is a nan in the floats and named by its position; a float (NonFinite too) is itself.";
-
-static PyObject *pack(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 1 || !PyDict_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "pack(stats: dict)");
-        return NULL;
-    }
-    PyObject *map = args[0], *texts = PyDict_New();
-    if (texts == NULL) return NULL;
-    PyObject *floats = PyBytes_FromStringAndSize(NULL, PyDict_GET_SIZE(map) * (Py_ssize_t)sizeof(double));
-    if (floats == NULL) {
-        Py_DECREF(texts);
-        return NULL;
-    }
-    double *out = (double *)PyBytes_AS_STRING(floats);
-    PyObject *key, *value;
-    Py_ssize_t pos = 0, k = 0;
-    for (; PyDict_Next(map, &pos, &key, &value); k++) {
-        if (PyFloat_Check(value)) {
-            out[k] = PyFloat_AS_DOUBLE(value);
-            continue;
-        }
-        out[k] = Py_NAN;
-        PyObject *at;
-        if ((!PyUnicode_Check(value) && value != Py_None) || (at = PyLong_FromSsize_t(k)) == NULL) {
-            if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "pack: a value must be a float, a str or None, not %.100s", Py_TYPE(value)->tp_name);
-            goto fail;
-        }
-        int failed = PyDict_SetItem(texts, at, value) < 0;
-        Py_DECREF(at);
-        if (failed) goto fail;
-    }
-    return Py_BuildValue("(NN)", floats, texts);
-fail:
-    Py_DECREF(floats);
-    Py_DECREF(texts);
-    return NULL;
+    return result;
 }
 
 /* --- find ------------------------------------------------------------------------------- */
@@ -456,10 +443,40 @@ static PyObject *find(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     return PyLong_FromSsize_t(at == NULL ? -1 : at - data);
 }
 
+/* --- lines ------------------------------------------------------------------------------ */
+
+static const char lines_doc[] =
+    "lines(text, /)\n--\n\n"
+    "text.count('\\n'), 16 characters at a time: CPython's count reads one at a time, and the\n"
+    "runner counts the lines of all its simulator's output (a tenth of its work).";
+
+static PyObject *lines(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "lines(text: str)");
+        return NULL;
+    }
+    PyObject *text_obj = args[0];
+    if (PyUnicode_KIND(text_obj) != PyUnicode_1BYTE_KIND) {
+        PyObject *newline = PyUnicode_FromOrdinal('\n');
+        if (newline == NULL) return NULL;
+        Py_ssize_t count = PyUnicode_Count(text_obj, newline, 0, PY_SSIZE_T_MAX);
+        Py_DECREF(newline);
+        return count < 0 ? NULL : PyLong_FromSsize_t(count);
+    }
+    const unsigned char *s = PyUnicode_DATA(text_obj);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text_obj), i = 0, count = 0;
+#ifdef __SSE2__
+    for (; i + 16 <= n; i += 16)
+        count += __builtin_popcount((unsigned)_mm_movemask_epi8(is(_mm_loadu_si128((const __m128i *)(s + i)), '\n')));
+#endif
+    for (; i < n; i++) count += s[i] == '\n';
+    return PyLong_FromSsize_t(count);
+}
+
 static PyMethodDef methods[] = {
+    {"lines", (PyCFunction)(void (*)(void))lines, METH_FASTCALL, lines_doc},
     {"stats", (PyCFunction)(void (*)(void))stats, METH_FASTCALL, stats_doc},
     {"find", (PyCFunction)(void (*)(void))find, METH_FASTCALL, find_doc},
-    {"pack", (PyCFunction)(void (*)(void))pack, METH_FASTCALL, pack_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -470,9 +487,13 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__tokenizer(void) {
     init_classes();
-    for (int i = 0; i < SMALL; i++)
-        if (small[i] == NULL && (small[i] = PyFloat_FromDouble(i)) == NULL) return NULL;
     if (none_str == NULL && (none_str = PyUnicode_InternFromString("none")) == NULL) return NULL;
-    if (kernel_name_str == NULL && (kernel_name_str = PyUnicode_InternFromString("kernel_name")) == NULL) return NULL;
+    if (names_str == NULL && (names_str = PyUnicode_InternFromString("names")) == NULL) return NULL;
+    if (slots_str == NULL && (slots_str = PyUnicode_InternFromString("slots")) == NULL) return NULL;
+    const char *spelled[2][2] = {{"-nan", "nan"}, {"-inf", "inf"}};
+    for (int sign = 0; sign < 2; sign++) {
+        nans[sign] = PyOS_string_to_double(spelled[0][sign], NULL, NULL);
+        infs[sign] = PyOS_string_to_double(spelled[1][sign], NULL, NULL);
+    }
     return PyModule_Create(&module);
 }

@@ -1,13 +1,21 @@
 from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+class _Layout(Protocol):
+    @property
+    def names(self) -> tuple[str, ...]: ...
+    @property
+    def slots(self) -> bytes: ...
+
+_L = TypeVar("_L", bound=_Layout)
 
 def stats(
     text: str,
     start: int,
     end: int,
     kernel_name: str,
-    names_of: Callable[[str], tuple[str | None, ...]],
-    nonfinite: type[float],
+    layout_of: Callable[[str], _L],
     /,
-) -> dict[str, float | str]: ...
+) -> tuple[_L, bytes, dict[int, str]]: ...
 def find(text: str, sub: str, start: int, /) -> int: ...
-def pack(stats: dict[str, float | str], /) -> tuple[bytes, dict[int, str | None]]: ...
+def lines(text: str, /) -> int: ...

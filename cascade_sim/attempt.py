@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import ctypes
-import gzip
 import logging
 import os
 import shutil
@@ -23,8 +22,10 @@ import signal
 from collections import deque
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import BinaryIO
 
 import anyio
+from isal import isal_zlib
 
 from cascade_core.kernel_stats import kernel_stats_csv
 from cascade_core.object_names import sim_file
@@ -64,6 +65,12 @@ def stored_name(relative: Path) -> str:
     """A file the simulator wrote, as a sim file name (letters, digits, `.`, `_`, `-`)."""
     name = "__".join(relative.parts)
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:128]
+
+
+def log_compressor() -> isal_zlib.Compress:
+    """What writes the stored log in gzip's format: ISA-L, which took 1.1 ms of CPU per MB of
+    output where zlib's fastest level took 5.8, for a file 3 % smaller (bench/README.md)."""
+    return isal_zlib.compressobj(1, isal_zlib.DEFLATED, 16 + isal_zlib.MAX_WBITS)
 
 
 def _die_with_parent() -> None:
@@ -127,11 +134,12 @@ class Attempt:
         )
         self.report.launch = Launch(self.launcher_ref or str(self.process.pid), self.host, self.inputs)
         log.info("sim %s attempt %d: pid %d runs %s", self.job.sim_id, self.job.attempt, self.process.pid, " ".join(command.argv))
-        with gzip.open(log_path, "wb", compresslevel=1) as gz:
+        gz = log_compressor()
+        with log_path.open("wb") as log_file:
             ticker = asyncio.create_task(self._tick())
             stopper = asyncio.create_task(self._stop_when_asked())
             try:
-                await asyncio.gather(self._read_stdout(gz), self._read_stderr())
+                await asyncio.gather(self._read_stdout(log_file, gz), self._read_stderr())
                 returncode = await self.process.wait()
             except asyncio.CancelledError:
                 # The runner is stopping: the simulator must not outlive this attempt, and is
@@ -143,6 +151,7 @@ class Attempt:
             finally:
                 ticker.cancel()
                 stopper.cancel()
+            log_file.write(gz.flush())
         self.report.end_of_output()
         if not self.report.current:
             return None
@@ -150,7 +159,7 @@ class Attempt:
         await self._store_files(result, log_path)
         return result
 
-    async def _read_stdout(self, gz: gzip.GzipFile) -> None:
+    async def _read_stdout(self, log_file: BinaryIO, gz: isal_zlib.Compress) -> None:
         assert self.process is not None and self.process.stdout is not None
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         while True:
@@ -158,7 +167,7 @@ class Attempt:
             chunk = await self.process.stdout.read(READ_SIZE)
             if not chunk:
                 return
-            gz.write(chunk)
+            log_file.write(gz.compress(chunk))
             self.report.stdout(decoder.decode(chunk))
 
     async def _read_stderr(self) -> None:

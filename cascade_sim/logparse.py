@@ -8,16 +8,17 @@ incomplete last line, or one unfinished stats block (tens to hundreds of KB), ne
 Lines outside stats blocks are found with one regex search per chunk, anchored on line
 breaks, so the option dump at the top costs next to nothing. A stats block, from
 `kernel_name = ...` to `gpgpu_silicon_slowdown = ...`, is cut out with `str.find` and read
-whole by `parse_stats`: a tokenizer in C (`_tokenizer.c`) cuts out its values (numbers, nan,
-inf, `none`) and builds the map, and their names, which depend only on the text between the
-values, are worked out once per kind of block (`statnames.names`) and found again for the
-next block printed the same way. See bench/README.md for speed.
+whole: a tokenizer in C (`_tokenizer.c`) cuts out its values (numbers, nan, inf, `none`)
+and writes them packed, as the kernel's event carries them (`simulator.Stats`), and their
+names, which depend only on the text between the values, are worked out once per kind of
+block (`statnames.names`, a `Layout`) and found again for the next block printed the same
+way. See bench/README.md for speed.
 
 The naming rule, with an example of every kind of line, is docs/stats-naming.md: every
 number of the block under one name built from the log's own words (`gpu_sim_cycle`,
 `L1D_cache_core[1].Access`, `maximum service time to same row.dram[2][11]`,
-`traffic_breakdown_coretomem[GLOBAL_ACC_R]{8}`), nan and inf as floats (`NonFinite`), and
-`kernel_name` as the kernel's name.
+`traffic_breakdown_coretomem[GLOBAL_ACC_R]{8}`), nan and inf as floats, and `kernel_name`
+as the kernel's name.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ from __future__ import annotations
 import math
 import re
 import signal as signals
+from array import array
 from collections.abc import Sequence
 
 import msgspec
 
 from cascade_core.sims import Outcome
 from cascade_sim import _tokenizer, statnames
-from cascade_sim.simulator import KernelBlock, KernelLaunched, NonFinite, StatValue, Totals
+from cascade_sim.simulator import KernelBlock, KernelLaunched, Stats, StatValue, Totals
 
 __all__ = [
     "BreakMaxCycles",
@@ -39,13 +41,14 @@ __all__ = [
     "ExitDetected",
     "KernelBlock",
     "KernelLaunched",
+    "Layout",
     "LogParser",
-    "NonFinite",
     "Outcome",
     "Output",
     "STATS_NAMING",
     "SimError",
     "StatValue",
+    "Stats",
     "Totals",
     "error_line",
     "outcome",
@@ -87,37 +90,62 @@ Output = Build | KernelLaunched | KernelBlock | Totals | ExitDetected | BreakMax
 
 # --- stats blocks -------------------------------------------------------------------------
 
-# A block's names, one per value (None: not stored), by its skeleton. Blocks of one config
-# and kernel look alike, so their names are worked out once (50 ms for an SM7_QV100 block)
-# and found again. Bounded by the names held, about 90 bytes each: 20 MB is 27 layouts of
-# SM7_QV100 blocks, 65 of SM61_TITANX ones.
-_layouts: dict[str, tuple[str | None, ...]] = {}
+# What the stream reads of a block besides the map: a kernel's summary and the totals.
+_SUMMARY = (
+    "kernel_launch_uid", "gpu_sim_cycle", "gpu_sim_insn", "gpu_ipc",
+    "gpu_tot_sim_cycle", "gpu_tot_sim_insn", "gpu_tot_ipc", "gpgpu_simulation_rate (inst/sec)",
+)
+
+
+class Layout(msgspec.Struct, frozen=True, gc=False):
+    """How the values of blocks printed alike become their map (`_tokenizer.stats`): its
+    names, `kernel_name` first; for each value, its position among them (an int32), or -1
+    for a value that is not stored; and the positions of `_SUMMARY`'s names (-1: absent)."""
+
+    names: tuple[str, ...]
+    slots: bytes
+    summary: tuple[int, ...]
+
+    @classmethod
+    def of(cls, names: Sequence[str | None]) -> Layout:
+        """The layout of a block whose values have these names (None: not stored)."""
+        positions = {"kernel_name": 0}  # as in a dict, a name given again keeps its first place
+        slots = array("i", [-1 if name is None else positions.setdefault(name, len(positions)) for name in names])
+        return cls(tuple(positions), slots.tobytes(), tuple(positions.get(name, -1) for name in _SUMMARY))
+
+
+# Layouts by skeleton. Blocks of one config and kernel look alike, so their names are worked
+# out once (50 ms for an SM7_QV100 block) and found again. Bounded by the names held, about
+# 90 bytes each: 20 MB is 27 layouts of SM7_QV100 blocks, 65 of SM61_TITANX ones.
+_layouts: dict[str, Layout] = {}
 _MAX_NAMES = 250_000
 
 
 def parse_stats(block: str) -> dict[str, StatValue]:
     """Every value of one stats block under its name (docs/stats-naming.md). `block` runs
     from `kernel_name` to the `gpgpu_silicon_slowdown` line."""
-    return _stats_at(block, 0, len(block))
+    return _stats_at(block, 0, len(block))[1].as_dict()
 
 
-def _stats_at(text: str, start: int, end: int) -> dict[str, StatValue]:
-    """`parse_stats(text[start:end])` without copying the block out of the text. The values
-    are cut out, and the map built, in C (`_tokenizer.c`); the names come from `statnames`."""
+def _stats_at(text: str, start: int, end: int) -> tuple[Layout, Stats]:
+    """The layout and the map of the block `text[start:end]`, without copying it out of the
+    text. The values are cut out and packed in C (`_tokenizer.c`); the names come from
+    `statnames`."""
     eol = text.find("\n", start, end)
     head = text[start : end if eol < 0 else eol]
     kernel_name = head.removeprefix("kernel_name =").strip()
-    return _tokenizer.stats(text, end if eol < 0 else eol + 1, end, kernel_name, _names_of, NonFinite)
+    layout, floats, texts = _tokenizer.stats(text, end if eol < 0 else eol + 1, end, kernel_name, _layout_of)
+    return layout, Stats(layout.names, floats, texts)
 
 
-def _names_of(skeleton: str) -> tuple[str | None, ...]:
-    names = _layouts.get(skeleton)
-    if names is None:
-        names = tuple(statnames.names(skeleton))
-        if sum(map(len, _layouts.values())) + len(names) > _MAX_NAMES:
+def _layout_of(skeleton: str) -> Layout:
+    layout = _layouts.get(skeleton)
+    if layout is None:
+        layout = Layout.of(statnames.names(skeleton))
+        if sum(len(known.names) for known in _layouts.values()) + len(layout.names) > _MAX_NAMES:
             _layouts.clear()
-        _layouts[skeleton] = names
-    return names
+        _layouts[skeleton] = layout
+    return layout
 
 
 # --- the stream ---------------------------------------------------------------------------
@@ -270,34 +298,27 @@ class LogParser:
             out.append(SimError(message))
 
     def _block(self, buf: str, start: int, end: int, out: list[Output]) -> None:
-        stats = _stats_at(buf, start, end)
-        name = str(stats["kernel_name"])
+        layout, stats = _stats_at(buf, start, end)
+        uid, cycle, insn, ipc, tot_cycle, tot_insn, tot_ipc, rate = [_number(stats, at) for at in layout.summary]
+        name = str(stats.at(0))
         if name:
-            uid = _number(stats, "kernel_launch_uid")
             out.append(
                 KernelBlock(
-                    uid=int(uid) if "kernel_launch_uid" in stats else self._last_uid,
+                    uid=int(uid) if layout.summary[0] >= 0 else self._last_uid,
                     name=name,
-                    gpu_sim_cycle=int(_number(stats, "gpu_sim_cycle")),
-                    gpu_sim_insn=int(_number(stats, "gpu_sim_insn")),
-                    gpu_ipc=_number(stats, "gpu_ipc"),
+                    gpu_sim_cycle=int(cycle),
+                    gpu_sim_insn=int(insn),
+                    gpu_ipc=ipc,
                     stats=stats,
                 )
             )
-        out.append(
-            Totals(
-                gpu_tot_sim_cycle=int(_number(stats, "gpu_tot_sim_cycle")),
-                gpu_tot_sim_insn=int(_number(stats, "gpu_tot_sim_insn")),
-                gpu_tot_ipc=_number(stats, "gpu_tot_ipc"),
-                sim_rate_ips=int(_number(stats, "gpgpu_simulation_rate (inst/sec)")),
-            )
-        )
+        out.append(Totals(gpu_tot_sim_cycle=int(tot_cycle), gpu_tot_sim_insn=int(tot_insn), gpu_tot_ipc=tot_ipc, sim_rate_ips=int(rate)))
 
 
-def _number(stats: dict[str, StatValue], key: str) -> float:
+def _number(stats: Stats, position: int) -> float:
     # A missing, non-numeric or non-finite stat reads as 0 rather than failing the whole
     # run's parse (the summary fields are plain numbers).
-    value = stats.get(key)
+    value = stats.at(position) if position >= 0 else None
     return value if isinstance(value, float) and math.isfinite(value) else 0.0
 
 

@@ -10,6 +10,8 @@ Accel-Sim is one (`cascade_sim/install.py`).
 
 from __future__ import annotations
 
+import struct
+from array import array
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -21,14 +23,41 @@ from cascade_core.sims import Outcome
 from cascade_core.split import Launches
 
 StatValue = float | str
+_FLOAT64 = struct.Struct("d")
 
 
-class NonFinite(float):
-    """A value the simulator printed as `nan`, `-nan` or `inf`: a float like any other here,
-    which stats maps in JSON write as the string "NaN", "Infinity" or "-Infinity" (JSON has
-    no such numbers; see `cascade_core/nonfinite.py`)."""
+class Stats(msgspec.Struct, frozen=True, gc=False):
+    """A kernel's stats map, packed as its event carries it (`cascade_core/packed_stats.py`):
+    its names (blocks printed alike share one tuple), a float64 per name in the machine's
+    byte order, and by position the values that are text (a nan in the floats there). A map
+    of 9,000 values is so three objects, not 9,000 floats in a dict."""
 
-    __slots__ = ()
+    names: tuple[str, ...]
+    floats: bytes
+    texts: dict[int, str]
+
+    def at(self, position: int) -> StatValue:
+        """The value of the name at `position`."""
+        text = self.texts.get(position)
+        return text if text is not None else float(_FLOAT64.unpack_from(self.floats, position * _FLOAT64.size)[0])
+
+    def as_dict(self) -> dict[str, StatValue]:
+        values: list[StatValue] = list(array("d", self.floats))
+        for position, text in self.texts.items():
+            values[position] = text
+        return dict(zip(self.names, values))
+
+    def with_value(self, name: str, value: float) -> Stats:
+        """The map with `name` set to `value`, last if it is new (as `{**map, name: value}`)."""
+        if name not in self.names:
+            return Stats((*self.names, name), self.floats + _FLOAT64.pack(value), self.texts)
+        position = self.names.index(name)
+        floats = bytearray(self.floats)
+        _FLOAT64.pack_into(floats, position * _FLOAT64.size, value)
+        return Stats(self.names, bytes(floats), {i: t for i, t in self.texts.items() if i != position})
+
+
+NO_STATS = Stats((), b"", {})
 
 
 # --- what output says ---------------------------------------------------------------------
@@ -50,7 +79,7 @@ class KernelBlock(msgspec.Struct, frozen=True):
     gpu_sim_cycle: int
     gpu_sim_insn: int
     gpu_ipc: float
-    stats: dict[str, StatValue]
+    stats: Stats
 
 
 class Totals(msgspec.Struct, frozen=True):

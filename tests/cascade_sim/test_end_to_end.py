@@ -64,7 +64,7 @@ def recorded_kernels() -> list[dict[str, object]]:
     parser = LogParser()
     outputs = parser.feed(RECORDED) + parser.finish()
     return [{"uid": o.uid, "name": o.name, "cycles": o.gpu_sim_cycle, "insn": o.gpu_sim_insn, "ipc": o.gpu_ipc,
-             "stats": json.loads(stats_json(o.stats))} for o in outputs if isinstance(o, KernelBlock)]
+             "stats": json.loads(stats_json(o.stats.as_dict()))} for o in outputs if isinstance(o, KernelBlock)]
 
 
 def without_wall_clock(stats: dict[str, object]) -> dict[str, object]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -18,7 +19,7 @@ from cascade_core.models import GpuConfig
 from cascade_nats.store import MAX_EVENT_BYTES
 from cascade_sim import sim_report
 from cascade_sim.install import AccelSimOutput
-from cascade_sim.logparse import STATS_NAMING, NonFinite, StatValue, parse_stats
+from cascade_sim.logparse import STATS_NAMING, KernelBlock, LogParser, Stats, StatValue, parse_stats
 from tests.support import LOGS, same_map, stats_blocks
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "stats-naming.md"
@@ -166,7 +167,6 @@ def test_sm61_vectoradd_by_hand() -> None:
     assert s["kernel_name"] == "_Z6vecAddIfEvPT_S1_S1_i"  # line 315
     assert s["gpu_sim_cycle"] == 5534  # line 318: gpu_sim_cycle = 5534
     assert isnan(s["gpu_occupancy"])  # line 325: gpu_occupancy = -nan%
-    assert isinstance(s["gpu_occupancy"], NonFinite)
     assert s["L2_BW"] == 0.3196  # line 334: L2_BW  =       0.3196 GB/Sec
     assert isnan(s["L1D_cache_core[1].Miss_rate"])  # line 346: ... Miss_rate = -nan, ...
     # line 394-397: warp_id: 0, 1, ... then distro: 26, 26, 26, 26, 9, ...
@@ -312,13 +312,15 @@ def test_a_name_the_rule_gives_twice_is_numbered() -> None:
 
 def test_a_packed_map_gives_back_every_value_as_parsed() -> None:
     stats = stats_of("vectoradd-100-32__SM61_TITANX.log", 0)
-    packed = sim_report.packed(stats)
+    (kernel,) = [o for o in LogParser().feed((LOGS / "vectoradd-100-32__SM61_TITANX.log").read_text()) if isinstance(o, KernelBlock)]
+    packed = sim_report.packed(kernel.stats)
     assert same_map(packed_stats.to_mapping(packed), dict(stats))
     assert isnan(stats["gpu_occupancy"]) and packed.texts[0] == stats["kernel_name"]
     assert "none" in packed.texts.values() and stats["average mf latency per bank.dram[0][0]"] == "none"
-    infinite: dict[str, StatValue] = {"a": NonFinite("inf"), "b": NonFinite("-inf"), "c": float("nan"), "d": float("-inf"), "e": 1.5, "f": "x"}
+    infinite = Stats(("kernel_name", "a", "b", "c"), struct.pack("=4d", math.nan, math.inf, -math.inf, -math.nan), {0: "k"})
     back = packed_stats.to_mapping(sim_report.packed(infinite))
-    assert same_map(back, dict(infinite)) and math.copysign(1, back["b"]) == -1  # type: ignore[arg-type]  # b is a float
+    assert same_map(back, infinite.as_dict()) and math.copysign(1, back["b"]) == -1  # type: ignore[arg-type]  # b is a float
+    assert math.copysign(1, back["c"]) == -1  # type: ignore[arg-type]  # c is a float
     assert ev.decode(ev.encode(reported_kernel("vectoradd-100-32__SM61_TITANX.log", TITANX))) == reported_kernel("vectoradd-100-32__SM61_TITANX.log", TITANX)
 
 

@@ -10,16 +10,17 @@ import math
 import re
 import struct
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from itertools import repeat
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cascade_sim import _tokenizer, statnames
-from cascade_sim.logparse import NonFinite, StatValue, parse_stats
+from cascade_sim.logparse import Layout, Stats, StatValue, parse_stats
 from tests.support import LOGS, stats_blocks
 
 # One value of a stats block (docs/stats-naming.md, "Values"), with the spaces and tabs after
@@ -37,10 +38,9 @@ REFERENCE = re.compile(
 
 def reference_value(text: str) -> StatValue:
     try:
-        number = float(text)
+        return float(text)
     except ValueError:
         return text  # `none`
-    return number if number - number == 0 else NonFinite(number)
 
 
 def reference(text: str) -> tuple[str, list[StatValue]]:
@@ -63,8 +63,14 @@ def tokenized(text: str) -> tuple[str, list[StatValue]]:
     return seen[0], list(stats.values())
 
 
-def whole(text: str, kernel_name: str, names_of: Callable[[str], tuple[str | None, ...]]) -> dict[str, StatValue]:
-    return _tokenizer.stats(text, 0, len(text), kernel_name, names_of, NonFinite)
+def part(text: str, start: int, end: int, kernel_name: str, names_of: Callable[[str], Sequence[str | None]]) -> dict[str, StatValue]:
+    """The map of text[start:end] by the C tokenizer, the names of its values by `names_of`."""
+    layout, floats, texts = _tokenizer.stats(text, start, end, kernel_name, lambda skeleton: Layout.of(names_of(skeleton)))
+    return Stats(layout.names, floats, texts).as_dict()
+
+
+def whole(text: str, kernel_name: str, names_of: Callable[[str], Sequence[str | None]]) -> dict[str, StatValue]:
+    return part(text, 0, len(text), kernel_name, names_of)
 
 
 def identical(a: StatValue, b: StatValue) -> bool:
@@ -132,12 +138,11 @@ def test_numbers_read_as_float_reads_them() -> None:
     assert math.copysign(1, tokenized("-0")[1][0]) == -1  # type: ignore[arg-type]
 
 
-def test_values_a_block_repeats_are_shared_and_nonfinite_ones_are_nonfinite() -> None:
-    _, values = tokenized("a 0 b 0 c -nan d -nan e nan f inf g -inf h 1e999 i none")
-    assert values[0] is values[1]
-    assert values[2] is values[3] and isinstance(values[2], NonFinite) and math.isnan(values[2])
-    assert [type(v) for v in values[4:8]] == [NonFinite] * 4
-    assert values[5] == math.inf and values[6] == -math.inf and values[7] is values[5] and values[8] == "none"
+def test_nan_and_inf_keep_their_signs_and_none_is_a_text() -> None:
+    _, values = tokenized("a -nan b nan c inf d -inf e 1e999 f -0 g none")
+    bits = [struct.pack("<d", v) for v in values[:6]]  # type: ignore[arg-type]
+    assert bits == [struct.pack("<d", float(t)) for t in ("-nan", "nan", "inf", "-inf", "inf", "-0")]
+    assert math.copysign(1, values[0]) == -1 and values[6] == "none"  # type: ignore[arg-type]
 
 
 def test_values_named_none_are_left_out() -> None:
@@ -145,13 +150,27 @@ def test_values_named_none_are_left_out() -> None:
     assert stats == {"kernel_name": "k", "a": 1.0, "c": 3.0}
 
 
-def test_names_of_must_give_a_name_per_value() -> None:
-    with pytest.raises(ValueError, match="a tuple of 2 names"):
+def test_a_value_named_kernel_name_takes_its_place_as_in_a_dict() -> None:
+    assert whole("kernel_name 5 a 1", "k", lambda _: ("kernel_name", "a")) == {"kernel_name": 5.0, "a": 1.0}
+    assert whole("a 1 kernel_name none", "k", lambda _: ("a", "kernel_name")) == {"kernel_name": "none", "a": 1.0}
+
+
+def test_a_layout_must_place_each_value_among_its_names() -> None:
+    def stats(text: str, layout: object) -> object:
+        return _tokenizer.stats(text, 0, len(text), "k", lambda _: layout)
+
+    with pytest.raises(ValueError, match="an int32 for each of 2 values"):
         whole("a 1 b 2", "k", lambda _: ("a",))
-    with pytest.raises(ValueError, match="a tuple of 2 names"):
-        whole("a 1 b 2", "k", lambda _: ["a", "b"])  # type: ignore[arg-type,return-value]
+    with pytest.raises(ValueError, match="names \\(a tuple\\)"):
+        stats("a 1", SimpleNamespace(names=["kernel_name", "a"], slots=struct.pack("=i", 1)))
+    with pytest.raises(ValueError, match="past its 2 names"):
+        stats("a 1", SimpleNamespace(names=("kernel_name", "a"), slots=struct.pack("=i", 2)))
+    with pytest.raises(ValueError, match="start with kernel_name"):
+        stats("a 1", SimpleNamespace(names=(), slots=struct.pack("=i", -1)))
+    with pytest.raises(AttributeError):
+        stats("a 1", object())
     with pytest.raises(TypeError):
-        _tokenizer.stats(b"a 1", 0, 3, "k", lambda _: ("a",), NonFinite)  # type: ignore[arg-type]
+        _tokenizer.stats(b"a 1", 0, 3, "k", lambda _: Layout.of(("a",)))  # type: ignore[arg-type]
 
 
 def test_an_error_in_names_of_is_raised_and_a_call_from_it_works() -> None:
@@ -181,16 +200,16 @@ def test_a_part_of_a_text_tokenizes_as_that_part_alone(text: str, start: int, le
         seen.append(skeleton)
         return tuple(str(i) for i in range(skeleton.count(statnames.VALUE)))
 
-    part = _tokenizer.stats(text, start, end, "k", names_of, NonFinite)
+    cut = part(text, start, end, "k", names_of)
     alone = whole(text[start:end], "k", names_of)
-    assert seen[0] == seen[1] and list(part) == list(alone)
-    assert all(identical(a, b) for a, b in zip(part.values(), alone.values()))
+    assert seen[0] == seen[1] and list(cut) == list(alone)
+    assert all(identical(a, b) for a, b in zip(cut.values(), alone.values()))
 
 
 def test_a_part_must_be_within_the_text() -> None:
     for start, end in [(-1, 2), (2, 1), (0, 4)]:
         with pytest.raises(IndexError):
-            _tokenizer.stats("a 1", start, end, "k", lambda _: ("a",), NonFinite)
+            part("a 1", start, end, "k", lambda _: ("a",))
 
 
 @settings(max_examples=500, deadline=None)
@@ -221,21 +240,7 @@ def test_nothing_is_kept_from_a_call() -> None:
         tracemalloc.stop()
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.text(max_size=5), st.floats() | st.text(max_size=5) | st.none(), max_size=30))
-def test_pack_gives_each_float_as_it_is_and_the_rest_by_position(stats: dict[str, float | str | None]) -> None:
-    floats, texts = _tokenizer.pack(stats)  # type: ignore[arg-type]  # the C side takes None too, which the runner's maps never hold
-    unpacked = struct.unpack(f"={len(stats)}d", floats)
-    for i, value in enumerate(stats.values()):
-        if isinstance(value, float):
-            assert identical(unpacked[i], value) and i not in texts
-        else:
-            assert math.isnan(unpacked[i]) and texts[i] == value
-    assert len(texts) == sum(not isinstance(v, float) for v in stats.values())
-
-
-def test_pack_refuses_what_is_no_value() -> None:
-    with pytest.raises(TypeError, match="not int"):
-        _tokenizer.pack({"a": 1.0, "b": 1})
-    with pytest.raises(TypeError):
-        _tokenizer.pack([1.0])  # type: ignore[arg-type]  # a map it must be
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab\n\r é€", max_size=100))
+def test_lines_is_str_count_of_line_breaks(text: str) -> None:
+    assert _tokenizer.lines(text) == text.count("\n")
