@@ -8,6 +8,7 @@ from starlette.routing import Route
 
 from cascade_app.reads import read
 from cascade_app.service import Cascade
+from cascade_app.sim_logs import log_text
 from cascade_core.ids import is_file_name
 from cascade_core.models import SimFile, SimResults
 from cascade_http.openapi import operation
@@ -40,7 +41,7 @@ async def sim_results(request: Request) -> Response:
 async def sim_log(request: Request) -> Response:
     c = cascade(request)
     sim = await _sim(c, request.path_params["sim_id"])
-    return streamed(c, q.log_chunks, sim, media_type="text/plain", filename=f"{sim.id}.log")
+    return ClosingStreamingResponse(log_text(c, sim), media_type="text/plain", headers=attachment(f"{sim.id}.log"))
 
 
 @operation(summary="List a sim's output files", response=list[SimFile], errors=NO_SIM)
