@@ -416,6 +416,30 @@ def test_log_of_a_retried_sim_is_its_last_attempts(client: TestClient) -> None:
     assert (sim["state"], sim["kernels_done"], sim["log_tail"]) == ("succeeded", 2, [f"second {i}" for i in range(10)])
 
 
+def test_log_streams_from_the_heartbeats_while_the_sim_runs_and_after_a_restart(settings: Settings) -> None:
+    lines = [f"line {i} " + "x" * (i % 100) for i in range(6000)]  # heartbeats of ~130 KB, answers across socket reads
+    life = w.sim_life(w.RUN_ID, w.SIMS[0], lines=lines)  # heartbeats between the kernels, on the same subject
+    running = life[:6]
+    logged = "".join(f"{e.log}\n" for e in running if isinstance(e, ev.SimHeartbeat) and e.log)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with TestClient(starlette_app(settings), headers=headers) as client:
+        w.append(client, w.trace_events() + [w.run_created()] + running)
+        assert client.get(f"{SIM}/log").text == logged
+        w.append(client, life[6:])
+        whole = client.get(f"{SIM}/log").text
+    assert whole == "".join(f"{line}\n" for line in lines)
+    (settings.data_dir / "readmodel.duckdb").unlink()  # started again, the read model replayed from the log
+    with TestClient(starlette_app(settings), headers=headers) as client:
+        c = service(client)
+
+        async def caught_up() -> None:
+            await c.projector.wait_for(await c.store.last_seq(), timeout=30.0)
+
+        assert client.portal is not None
+        client.portal.call(caught_up)
+        assert client.get(f"{SIM}/log").text == whole
+
+
 def test_run_files(world: TestClient) -> None:
     response = world.get(f"{RUN}/files")
     assert response.status_code == 200
