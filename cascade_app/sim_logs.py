@@ -6,21 +6,46 @@ after any restart or rebuild alike."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from cascade_app.reads import read
 from cascade_app.service import Cascade
 from cascade_core import events as ev
 from cascade_core import subjects
+from cascade_core.refusals import Unavailable
+from cascade_nats.store import StoreError
 from projections.queries import runs as q
 from projections.rows import SimRow
 
 PLACES_PER_READ = 4096  # heartbeats' places read from the read model at a time
 CHUNK_BYTES = 256 * 1024  # about what goes out per write: heartbeats are from a line to ~200 KB
+NATS_RETRY_AFTER_S = 5
 
 
-async def log_text(c: Cascade, sim: SimRow) -> AsyncGenerator[bytes, None]:
-    """Every log line of the sim's current attempt, in line order, each ending in a newline."""
+async def log_text(c: Cascade, sim: SimRow) -> AsyncIterator[bytes]:
+    """Every log line of the sim's current attempt, in line order, each ending in a newline.
+
+    The first chunk is read before this returns, so that what cannot be read now is refused
+    before a response starts: a read model being rebuilt (`read`), or NATS not answering."""
+    chunks = _chunks(c, sim)
+    try:
+        first = await anext(chunks, b"")
+    except (OSError, StoreError) as err:  # a Wire that cannot connect, an answer that does not come
+        await chunks.aclose()
+        detail = f"a sim's log is read from the event log, in NATS, which does not answer now ({err}); see /api/health"
+        raise Unavailable(detail, retry_after_s=NATS_RETRY_AFTER_S) from err
+    return _chained(first, chunks)
+
+
+async def _chained(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    async with contextlib.aclosing(rest):
+        if first:
+            yield first
+        async for chunk in rest:
+            yield chunk
+
+
+async def _chunks(c: Cascade, sim: SimRow) -> AsyncGenerator[bytes, None]:
     after = 0  # line numbers start at 1
     pending: list[bytes] = []
     size = 0

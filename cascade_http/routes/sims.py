@@ -37,11 +37,16 @@ async def sim_results(request: Request) -> Response:
     return streamed(c, q.sim_results_chunks, run, sim, configs, c.stat_names, media_type="application/json", filename=f"{sim.id}-results.json")
 
 
-@operation(summary="Download a sim's log", media_type="text/plain", response=str, errors=NO_SIM)
+@operation(
+    summary="Download a sim's log",
+    media_type="text/plain",
+    response=str,
+    errors={**NO_SIM, 503: "NATS, whose event log holds the log's lines, does not answer now."},
+)
 async def sim_log(request: Request) -> Response:
     c = cascade(request)
     sim = await _sim(c, request.path_params["sim_id"])
-    return ClosingStreamingResponse(log_text(c, sim), media_type="text/plain", headers=attachment(f"{sim.id}.log"))
+    return ClosingStreamingResponse(await log_text(c, sim), media_type="text/plain", headers=attachment(f"{sim.id}.log"))
 
 
 @operation(summary="List a sim's output files", response=list[SimFile], errors=NO_SIM)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -438,6 +439,22 @@ def test_log_streams_from_the_heartbeats_while_the_sim_runs_and_after_a_restart(
         assert client.portal is not None
         client.portal.call(caught_up)
         assert client.get(f"{SIM}/log").text == whole
+
+
+def test_log_is_refused_while_nats_does_not_answer(client: TestClient, nats_server: server.EmbeddedNats) -> None:
+    w.append(client, w.trace_events() + [w.run_created()] + w.sim_life(w.RUN_ID, w.SIMS[0], lines=["a line"]))
+    nats_server.stop()
+    response = client.get(f"{SIM}/log")
+    assert (response.status_code, response.headers["retry-after"]) == (503, "5")
+    assert response.json()["detail"].startswith("a sim's log is read from the event log, in NATS, which does not answer now (")
+    assert client.portal is not None
+    client.portal.call(nats_server.restart)
+    assert client.get(f"{SIM}/log").text == "a line\n"
+    nc = service(client).store.nc
+    for _ in range(200):  # nats-py back too, before the service closes its connection
+        if nc.is_connected:
+            break
+        time.sleep(0.05)
 
 
 def test_run_files(world: TestClient) -> None:
