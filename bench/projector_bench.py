@@ -80,5 +80,4 @@ if __name__ == "__main__":
     parser.add_argument("--size-mb", type=int, default=50)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    main(args.size_mb, args.batch, args.repeat)
+    main(**vars(parser.parse_args()))
