@@ -7,6 +7,8 @@
    it while `cascade serve` (no runner of its own) projects. Reported: MB/s from the run's
    creation until every kernel is queryable, the worker's CPU time per MB of output, and its
    peak resident memory (sampled every 50 ms).
+   Then what the burst left on disk (the event stream, the read model), and the sim's log
+   downloaded whole through the API.
 2. Latency: the fake prints the real log's kernels at 10 per second and notes when each
    block was flushed; the time from that to the kernel arriving on the run's event stream
    (sent right after the projector commits it) is reported as p50/p99.
@@ -159,8 +161,9 @@ def main(size_mb: int, paced_kernels: int) -> None:
                                        "--slots", "1", "--work-dir", str(tmp / "worker")], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
             try:
                 time.sleep(2)
-                sampler = Sampler(worker.pid)
+                sampler, serve_sampler = Sampler(worker.pid), Sampler(server.pid)
                 sampler.start()
+                serve_sampler.start()
                 cpu_before = cpu_seconds(worker.pid)
                 nats_pid = int(Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()[0])
                 others_before = cpu_seconds(server.pid), cpu_seconds(nats_pid)
@@ -172,7 +175,7 @@ def main(size_mb: int, paced_kernels: int) -> None:
                 created, began, ended = (datetime.fromisoformat(t).timestamp() for t in (done["created_at"], sim["started_at"], sim["finished_at"]))
                 cpu = cpu_seconds(worker.pid) - cpu_before
                 server_cpu, nats_cpu = cpu_seconds(server.pid) - others_before[0], cpu_seconds(nats_pid) - others_before[1]
-                sampler.running = False
+                sampler.running = serve_sampler.running = False
                 print(f"output: {size / 1e6:.1f} MB, {kernels} kernels, every stat of each; "
                       f"grep -c ' = ' reads it at {size / 1e6 / grep_s:.0f} MB/s here (the machine's speed)")
                 print(f"end to end (simulator stdout -> queryable kernels): {size / 1e6 / elapsed:.1f} MB/s ({elapsed:.1f} s)")
@@ -182,11 +185,14 @@ def main(size_mb: int, paced_kernels: int) -> None:
                       f"(a real kernel prints ~150 KB: {cpu / kernels * 1e3:.1f} ms per kernel here)")
                 print(f"runner peak resident memory: {sampler.peak_kb / 1024:.1f} MB")
                 print(f"CPU seconds meanwhile: runner {cpu:.1f}, cascade serve (projector, API) {server_cpu:.1f}, nats-server {nats_cpu:.1f}")
+                print(f"cascade serve: {server_cpu * 1e3 / (size / 1e6):.1f} ms CPU per MB of output, peak resident memory {serve_sampler.peak_kb / 1024:.1f} MB")
             finally:
                 worker.terminate()
                 worker.wait()
             # The paced run measures steady state: it starts once the burst above is folded in.
             print(f"write-ahead log folded into the database {quiet(tmp / 'data' / 'readmodel.duckdb.wal'):.1f} s after the burst")
+            print(stored(tmp / "data"))
+            print(log_download(url, sim["id"], server.pid, size))
             print(latency(url, tree, tmp, paced_kernels, env))
         finally:
             server.terminate()
@@ -205,6 +211,24 @@ def quiet(wal: Path, timeout: float = 300) -> float:
         assert time.perf_counter() - started < timeout, "the write-ahead log was never folded in"
         time.sleep(0.05)
     return time.perf_counter() - started
+
+
+def stored(data: Path) -> str:
+    """What the burst left on disk: the event stream's files and the read model's."""
+    stream = sum(f.stat().st_size for d in (data / "jetstream").rglob("streams/CASCADE") for f in d.rglob("*") if f.is_file())
+    model = sum(f.stat().st_size for f in data.glob("readmodel.duckdb*"))
+    return f"on disk: the event stream {stream / 1e6:.1f} MB, the read model {model / 1e6:.1f} MB"
+
+
+def log_download(url: str, sim_id: str, server_pid: int, size: int) -> str:
+    """GET the sim's whole log: how fast, and what it costs the server."""
+    cpu_before, started = cpu_seconds(server_pid), time.perf_counter()
+    req = urllib.request.Request(f"{url}/api/sims/{sim_id}/log", headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        got = sum(len(chunk) for chunk in iter(lambda: r.read(1 << 20), b""))
+    elapsed, cpu = time.perf_counter() - started, cpu_seconds(server_pid) - cpu_before
+    assert got == size, f"the log route gave {got} bytes of a {size}-byte log"
+    return f"log download: {got / 1e6:.1f} MB in {elapsed:.2f} s ({got / 1e6 / elapsed:.0f} MB/s), cascade serve CPU {cpu * 1e3 / (got / 1e6):.1f} ms per MB"
 
 
 def latency(url: str, tree: Path, tmp: Path, kernels: int, env: dict[str, str]) -> str:

@@ -84,8 +84,9 @@ class Wire:
     def unsubscribe(self, sid: bytes) -> None:
         self.writer.write(b"UNSUB " + sid + _CRLF)
 
-    def publish(self, subject: str, payload: bytes = b"") -> None:
-        self.writer.write(f"PUB {subject} {len(payload)}\r\n".encode() + payload + _CRLF)
+    def publish(self, subject: str, payload: bytes = b"", reply: str = "") -> None:
+        head = f"PUB {subject} {reply} {len(payload)}\r\n" if reply else f"PUB {subject} {len(payload)}\r\n"
+        self.writer.write(head.encode() + payload + _CRLF)
 
     def close(self) -> None:
         self.writer.close()

@@ -577,7 +577,7 @@ def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
     count = e.line_count
     fresh_from = max(0, sim.log_seq + 1 - e.first_line_seq)
     if count:
-        chunk = LogChunkRow(sim_id=sim.id, attempt=e.attempt, first_line_seq=e.first_line_seq, line_count=count, text=e.log)
+        chunk = LogChunkRow(sim_id=sim.id, attempt=e.attempt, first_line_seq=e.first_line_seq, line_count=count, seq=seq)
         (b.appended if fresh_from == 0 else b.checked)["sim_log"].append(chunk)
     # Either change certainly changes the row: new lines move `log_seq` on, a later
     # heartbeat moves `last_heartbeat_at` on.
@@ -727,7 +727,7 @@ def _chunk_heartbeat(b: _Batch, seq: int, sim: SimRow, split: SplitRow, e: ev.Si
     chunks = list(split.chunks)
     chunk = chunks[e.chunk]
     if count:
-        chunk_rows = LogChunkRow(sim_id=sim.id, attempt=sim.attempt, first_line_seq=e.first_line_seq, line_count=count, text=e.log)
+        chunk_rows = LogChunkRow(sim_id=sim.id, attempt=sim.attempt, first_line_seq=e.first_line_seq, line_count=count, seq=seq)
         b.checked["sim_log"].append(chunk_rows)
         fresh_from = max(0, chunk.log_seq + 1 - e.first_line_seq)  # lines before it were recorded already
         if fresh_from < count:

@@ -187,14 +187,16 @@ class StatNameRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class LogChunkRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """The lines of one heartbeat, joined by newlines. A sim prints tens of thousands of
-    lines; a row each would cost more to write than everything else the sim reports."""
+    """Where the lines of one heartbeat are: the heartbeat itself, at stream sequence `seq`.
+    The log route reads them from there (`cascade_app/sim_logs.py`): kept here as text they
+    were two thirds of what the projector wrote, and each of decoding, Arrow and DuckDB's
+    string storage copied them (bench/README.md, "Logs out of the read model")."""
 
     sim_id: str
     attempt: int
     first_line_seq: int
     line_count: int
-    text: str
+    seq: int
 
 
 class SimFileRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):

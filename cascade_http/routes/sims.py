@@ -9,6 +9,7 @@ from starlette.routing import Route
 from cascade_app import runs
 from cascade_app.reads import read
 from cascade_app.service import Cascade
+from cascade_app.sim_logs import log_text
 from cascade_core.ids import is_file_name
 from cascade_core.models import ReferenceComparison, SimFile, SimResults
 from cascade_http.openapi import operation
@@ -37,11 +38,16 @@ async def sim_results(request: Request) -> Response:
     return streamed(c, q.sim_results_chunks, run, sim, configs, c.stat_names, media_type="application/json", filename=f"{sim.id}-results.json")
 
 
-@operation(summary="Download a sim's log", media_type="text/plain", response=str, errors=NO_SIM)
+@operation(
+    summary="Download a sim's log",
+    media_type="text/plain",
+    response=str,
+    errors={**NO_SIM, 503: "NATS, whose event log holds the log's lines, does not answer now."},
+)
 async def sim_log(request: Request) -> Response:
     c = cascade(request)
     sim = await _sim(c, request.path_params["sim_id"])
-    return streamed(c, q.log_chunks, sim, media_type="text/plain", filename=f"{sim.id}.log")
+    return ClosingStreamingResponse(await log_text(c, sim), media_type="text/plain", headers=attachment(f"{sim.id}.log"))
 
 
 @operation(summary="List a sim's output files", response=list[SimFile], errors=NO_SIM)

@@ -545,11 +545,14 @@ def run_results_chunks(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuC
 # --- log and files -------------------------------------------------------------------------
 
 
-def log_chunks(con: Con, sim: SimRow) -> Iterator[bytes]:
-    """Every log line of the sim's current attempt, in line order, each ending in a newline."""
-    chunks = con.execute("SELECT text FROM sim_log WHERE sim_id = ? AND attempt = ? ORDER BY first_line_seq", [sim.id, sim.attempt])
-    while records := chunks.fetchmany(16):  # a chunk holds up to ~200 KB of lines
-        yield "".join(r[0] + "\n" for r in records).encode()
+def log_places(con: Con, sim: SimRow, after_line: int, limit: int) -> list[tuple[int, int]]:
+    """Where the log lines of the sim's current attempt are, in line order, from the first
+    line past `after_line` on: (first_line_seq, stream sequence) of up to `limit` heartbeats."""
+    records = con.execute(
+        "SELECT first_line_seq, seq FROM sim_log WHERE sim_id = ? AND attempt = ? AND first_line_seq > ? ORDER BY first_line_seq LIMIT ?",
+        [sim.id, sim.attempt, after_line, limit],
+    ).fetchall()
+    return [(int(line), int(seq)) for line, seq in records]
 
 
 def _file_rows(con: Con, sim_ids: Sequence[str]) -> list[SimFileRow]:

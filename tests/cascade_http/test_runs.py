@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -414,6 +415,46 @@ def test_log_of_a_retried_sim_is_its_last_attempts(client: TestClient) -> None:
     assert [f["name"] for f in client.get(f"{SIM}/files").json()] == ["exit-status.txt"]
     sim = client.get(RUN).json()["sims"][0]
     assert (sim["state"], sim["kernels_done"], sim["log_tail"]) == ("succeeded", 2, [f"second {i}" for i in range(10)])
+
+
+def test_log_streams_from_the_heartbeats_while_the_sim_runs_and_after_a_restart(settings: Settings) -> None:
+    lines = [f"line {i} " + "x" * (i % 100) for i in range(6000)]  # heartbeats of ~130 KB, answers across socket reads
+    life = w.sim_life(w.RUN_ID, w.SIMS[0], lines=lines)  # heartbeats between the kernels, on the same subject
+    running = life[:6]
+    logged = "".join(f"{e.log}\n" for e in running if isinstance(e, ev.SimHeartbeat) and e.log)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with TestClient(starlette_app(settings), headers=headers) as client:
+        w.append(client, w.trace_events() + [w.run_created()] + running)
+        assert client.get(f"{SIM}/log").text == logged
+        w.append(client, life[6:])
+        whole = client.get(f"{SIM}/log").text
+    assert whole == "".join(f"{line}\n" for line in lines)
+    (settings.data_dir / "readmodel.duckdb").unlink()  # started again, the read model replayed from the log
+    with TestClient(starlette_app(settings), headers=headers) as client:
+        c = service(client)
+
+        async def caught_up() -> None:
+            await c.projector.wait_for(await c.store.last_seq(), timeout=30.0)
+
+        assert client.portal is not None
+        client.portal.call(caught_up)
+        assert client.get(f"{SIM}/log").text == whole
+
+
+def test_log_is_refused_while_nats_does_not_answer(client: TestClient, nats_server: server.EmbeddedNats) -> None:
+    w.append(client, w.trace_events() + [w.run_created()] + w.sim_life(w.RUN_ID, w.SIMS[0], lines=["a line"]))
+    nats_server.stop()
+    response = client.get(f"{SIM}/log")
+    assert (response.status_code, response.headers["retry-after"]) == (503, "5")
+    assert response.json()["detail"].startswith("a sim's log is read from the event log, in NATS, which does not answer now (")
+    assert client.portal is not None
+    client.portal.call(nats_server.restart)
+    assert client.get(f"{SIM}/log").text == "a line\n"
+    nc = service(client).store.nc
+    for _ in range(200):  # nats-py back too, before the service closes its connection
+        if nc.is_connected:
+            break
+        time.sleep(0.05)
 
 
 def test_run_files(world: TestClient) -> None:

@@ -4,6 +4,7 @@ import asyncio
 import uuid
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_core.ids import from_subject_token, subject_token
-from cascade_nats.store import ConcurrencyError, EventStore, EventTooLarge, Stored, Unread
+from cascade_nats.store import DIRECT_WINDOW, ConcurrencyError, EventStore, EventTooLarge, Stored, StoreError, Unread
 from tests import poison
 
 pytestmark = pytest.mark.anyio
@@ -81,6 +82,19 @@ async def test_history_of_one_aggregate_is_one_subject_filter(store: EventStore)
     run = [x async for x in store.read(subjects.run_history("run-1"))]
     assert len(run) == 5
     assert [x async for x in store.read(subjects.run_history("run-none"))] == []
+
+
+async def test_messages_are_read_at_the_sequences_asked_in_the_order_asked(store: EventStore) -> None:
+    # Logs of up to 400 KB, so that answers span socket reads; more than a window of them.
+    beats = [msgspec.structs.replace(heartbeat(i), first_line_seq=1, log=f"line {i}\n" * (i % 40 * 1000)) for i in range(3 * DIRECT_WINDOW)]
+    seqs = await store.append_facts(beats)
+    asked = [*seqs[::-3], seqs[0], seqs[0], *seqs[1::2]]  # backwards, twice the same, forwards
+    frames = [frame async for frame in store.at(asked)]
+    assert [seq for seq, _, _ in frames] == asked
+    assert [subjects.decode(subject, payload) for _, subject, payload in frames] == [beats[seqs.index(seq)] for seq in asked]
+    assert [frame async for frame in store.at([])] == []
+    with pytest.raises(StoreError, match=f"no message at sequence {seqs[-1] + 1}"):
+        [frame async for frame in store.at([seqs[0], seqs[-1] + 1])]
 
 
 async def test_events_over_the_size_limit_are_refused(store: EventStore) -> None:

@@ -1,0 +1,66 @@
+"""A sim's log, read from the event log: the read model keeps where each heartbeat's lines
+are (`sim_log`: the heartbeat's stream sequence), the heartbeats keep the lines, so the log
+is stored once, in the only source of truth, and streams from there while the sim runs and
+after any restart or rebuild alike."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
+
+from cascade_app.reads import read
+from cascade_app.service import Cascade
+from cascade_core import events as ev
+from cascade_core import subjects
+from cascade_core.refusals import Unavailable
+from cascade_nats.store import StoreError
+from projections.queries import runs as q
+from projections.rows import SimRow
+
+PLACES_PER_READ = 4096  # heartbeats' places read from the read model at a time
+CHUNK_BYTES = 256 * 1024  # about what goes out per write: heartbeats are from a line to ~200 KB
+NATS_RETRY_AFTER_S = 5
+
+
+async def log_text(c: Cascade, sim: SimRow) -> AsyncIterator[bytes]:
+    """Every log line of the sim's current attempt, in line order, each ending in a newline.
+
+    The first chunk is read before this returns, so that what cannot be read now is refused
+    before a response starts: a read model being rebuilt (`read`), or NATS not answering."""
+    chunks = _chunks(c, sim)
+    try:
+        first = await anext(chunks, b"")
+    except (OSError, StoreError) as err:  # a Wire that cannot connect, an answer that does not come
+        await chunks.aclose()
+        detail = f"a sim's log is read from the event log, in NATS, which does not answer now ({err}); see /api/health"
+        raise Unavailable(detail, retry_after_s=NATS_RETRY_AFTER_S) from err
+    return _chained(first, chunks)
+
+
+async def _chained(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    async with contextlib.aclosing(rest):
+        if first:
+            yield first
+        async for chunk in rest:
+            yield chunk
+
+
+async def _chunks(c: Cascade, sim: SimRow) -> AsyncGenerator[bytes, None]:
+    after = 0  # line numbers start at 1
+    pending: list[bytes] = []
+    size = 0
+    while places := await read(c, q.log_places, sim, after, PLACES_PER_READ):
+        async with contextlib.aclosing(c.store.at(seq for _, seq in places)) as messages:
+            async for _, subject, payload in messages:
+                beat = subjects.decode(subject, payload)
+                assert isinstance(beat, ev.SimHeartbeat), f"sim_log names a {ev.event_type(beat)}"
+                pending.append(beat.log.encode() + b"\n")
+                size += len(pending[-1])
+                if size >= CHUNK_BYTES:
+                    yield b"".join(pending)
+                    pending, size = [], 0
+        if len(places) < PLACES_PER_READ:
+            break
+        after = places[-1][0]
+    if pending:
+        yield b"".join(pending)
