@@ -181,12 +181,16 @@ class RunCancelRequested(Event, frozen=True, tag="run.cancel_requested.v1"):
 
 
 class RetriedSim(msgspec.Struct, frozen=True, gc=False):
-    """A failed or cancelled sim to run again, as attempt `attempt` (the one after its last)."""
+    """A failed or cancelled sim to run again, as attempt `attempt` (the one after its last);
+    of a split sim, one of its failed or cancelled chunks (`chunk`, as the sim was `split`),
+    its finished chunks kept."""
 
     sim_id: str
     gpu_config: str
     attempt: int
     reuse: bool = False  # as the sim was created: its new attempt reuses repeated kernels too
+    chunk: int | None = None
+    split: Split | None = None
 
 
 class RunRetryRequested(Event, frozen=True, tag="run.retry_requested.v1"):
@@ -250,10 +254,23 @@ class SimQueued(SimEvent, frozen=True, tag="sim.queued.v1"):
     by_config: bool = False
 
 
+class Resume(msgspec.Struct, frozen=True, gc=False):
+    """An attempt that takes over from a lost runner's where it stopped: it measures the
+    sim's (or its chunk's) launches from `first` on, after `warmup` launches before it
+    simulated and discarded, and the results of the launches before `first` are the earlier
+    attempts' (`cascade_core/split.py`: `resumed`)."""
+
+    first: int
+    warmup: int
+
+
 class SimClaimed(SimEvent, frozen=True, tag="sim.claimed.v1"):
+    """`resume`: the attempt resumes a lost runner's (absent: it starts from the first launch)."""
+
     attempt: int
     runner_id: str
     host: str
+    resume: Resume | None = None
 
 
 class SimLaunched(SimEvent, frozen=True, tag="sim.launched.v1"):

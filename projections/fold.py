@@ -24,7 +24,7 @@ import msgspec
 from cascade_core import events as ev
 from cascade_core import sims as life
 from cascade_core import split as splitting
-from cascade_core.models import SimAttempt
+from cascade_core.models import Resumed, SimAttempt
 from cascade_core.runs import run_state
 from cascade_core.sims import FINISHED, SIM_STATES, UNDER_WAY
 from projections.rows import (
@@ -54,6 +54,7 @@ _counts_decoder = msgspec.json.Decoder(dict[str, int])
 _entries = msgspec.json.Decoder(list[ev.ConfigCount])
 _splits = msgspec.json.Decoder(SplitRow)
 _attempts = msgspec.json.Decoder(list[SimAttempt])
+_resumed = msgspec.json.Decoder(list[Resumed])
 
 
 class Rows(msgspec.Struct, frozen=True):
@@ -84,6 +85,9 @@ class Folded(msgspec.Struct, frozen=True):
     changed: frozenset[tuple[str, str]]  # (table, id) of entity rows to write
     appended: dict[str, list[msgspec.Struct]]  # certainly new rows
     checked: dict[str, list[msgspec.Struct]]  # rows to add unless their key is already there
+    # Rows to move before those are deleted, in order: a resumed sim's kernels before its
+    # resume's first launch and its log lines, from its attempts before the one given to it.
+    carried: list[tuple[str, int, int]]
     # Rows to delete before the appended ones are written: a sim's attempts before the one
     # given, and a deleted trace's files, kernels and timing.
     purged_attempts: dict[str, int]
@@ -101,6 +105,7 @@ class _Batch:
         self.changed: set[tuple[str, str]] = set()
         self.appended: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
         self.checked: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
+        self.carried: list[tuple[str, int, int]] = []
         self.purged_attempts: dict[str, int] = {}
         self.purged_traces: set[str] = set()
         self.changes: list[Change] = []
@@ -111,6 +116,15 @@ class _Batch:
         for rows in (self.appended, self.checked):
             for table in ("kernels", "sim_log", "sim_files"):
                 rows[table] = [r for r in rows[table] if r.sim_id != sim_id or r.attempt >= attempt]  # type: ignore[attr-defined]  # rows of these tables, untyped here, all have both
+
+    def carry_sim(self, sim_id: str, attempt: int, first: int) -> None:
+        """Make the sim's kernels of launches before `first` and its log lines, of its
+        attempts before `attempt`, that attempt's, stored or in this batch; forget the rest."""
+        self.carried.append((sim_id, attempt, first))
+        for rows in (self.appended, self.checked):
+            rows["kernels"] = [_carried(r, sim_id, attempt, r.uid < first) for r in rows["kernels"]]  # type: ignore[attr-defined]  # these are KernelRows
+            rows["sim_log"] = [_carried(r, sim_id, attempt, True) for r in rows["sim_log"]]
+        self.purge_sim(sim_id, attempt)
 
     def purge_trace(self, trace_id: str) -> None:
         self.purged_traces.add(trace_id)
@@ -171,6 +185,14 @@ class _Batch:
         return run
 
 
+def _carried(row: msgspec.Struct, sim_id: str, attempt: int, kept: bool) -> msgspec.Struct:
+    """A kernel or log row of the batch as a resume leaves it: made the resuming attempt's
+    when it is kept from an earlier one of its sim."""
+    if kept and row.sim_id == sim_id and row.attempt < attempt:  # type: ignore[attr-defined]  # rows of these tables, untyped here, all have both
+        return msgspec.structs.replace(row, attempt=attempt)
+    return row
+
+
 def _past(sim: SimRow) -> SimAttempt:
     """The sim's current attempt as one of its past ones: how it ended, or lost when a new
     attempt took over from an unfinished one."""
@@ -205,6 +227,7 @@ def fold(rows: Rows, items: Iterable[tuple[int, ev.AnyEvent]]) -> Folded:
         changed=frozenset(batch.changed),
         appended=batch.appended,
         checked=batch.checked,
+        carried=batch.carried,
         purged_attempts=batch.purged_attempts,
         purged_traces=frozenset(batch.purged_traces),
         changes=batch.changes,
@@ -412,10 +435,13 @@ def _cancel_requested(b: _Batch, seq: int, e: ev.RunCancelRequested) -> None:
 def _retry_requested(b: _Batch, seq: int, e: ev.RunRetryRequested) -> None:
     """Each sim still failed or cancelled waits for the attempt the retry asked for, its
     earlier attempt's rows forgotten (as a new attempt's claim forgets them), in the order
-    the event lists them (the run's)."""
+    the event lists them (the run's); of a split sim, each chunk listed."""
     for retried in e.sims:
         sim = b.sims.get(retried.sim_id)
-        if sim is None or sim.run_id != e.run_id or sim.split is not None:
+        if sim is None or sim.run_id != e.run_id or (sim.split is None) != (retried.chunk is None):
+            continue
+        if retried.chunk is not None:
+            _chunk_retried(b, seq, sim, retried.chunk, retried.attempt)
             continue
         before = _life(sim)
         after = life.retried(before, retried.attempt)
@@ -423,6 +449,26 @@ def _retry_requested(b: _Batch, seq: int, e: ev.RunRetryRequested) -> None:
             continue
         b.purge_sim(sim.id, after.attempt)
         b.update_sim(seq, sim, {**_lifecycle(after), **_NO_PROGRESS, "error": None, "exit_code": None, "finished_at": None})
+
+
+def _chunk_retried(b: _Batch, seq: int, sim: SimRow, index: int, attempt: int) -> None:
+    """A split sim's chunk waits for the attempt a retry asked for, its kernels, log and files
+    kept (its sim's, by natural key: a kernel it records again is stored once), and the sim
+    goes on as its chunks make it."""
+    split = sim.splitting
+    assert split is not None
+    if not 0 <= index < len(split.chunks):
+        raise ValueError(f"sim {sim.id} has {len(split.chunks)} chunks, not a chunk {index}")
+    chunk = split.chunks[index]
+    before = _chunk_life(sim, index, chunk)
+    after = life.retried(before, attempt)
+    if after is before:
+        return
+    chunks = list(split.chunks)
+    chunks[index] = msgspec.structs.replace(chunk, **_lifecycle(after), error=None, exit_code=None)
+    state = splitting.sim_state([c.state for c in chunks])
+    changes = {"split": _json.encode(msgspec.structs.replace(split, chunks=chunks)).decode(), "state": state}
+    b.update_sim(seq, sim, {**changes, "error": None, "exit_code": None, "finished_at": None})
 
 
 def _entries_added(b: _Batch, seq: int, e: ev.RunEntriesAdded) -> None:
@@ -490,6 +536,7 @@ def _new_sim(seq: int, e: ev.RunCreated | ev.RunEntriesAdded, spec: ev.SimSpec) 
         split=None if spec.split is None else _new_split(e.kernels_total, spec.split),
         reuse=spec.reuse,
         attempts="[]",
+        resumed="[]",
         seq=seq,
         **_NO_PROGRESS,
     )
@@ -514,9 +561,20 @@ def _claimed(b: _Batch, seq: int, sim: SimRow, e: ev.SimClaimed) -> None:
     after = life.evolve(before, e)
     if after is before:
         return
-    if sim.attempt:
-        b.purge_sim(sim.id, after.attempt)
-    b.update_sim(seq, sim, {**_lifecycle(after), **_NO_PROGRESS})
+    resume = e.resume
+    if resume is None or not sim.attempt:
+        if sim.attempt:
+            b.purge_sim(sim.id, after.attempt)
+        b.update_sim(seq, sim, {**_lifecycle(after), **_NO_PROGRESS})
+        return
+    # It carries on from the lost attempt: what that recorded before the resume's first
+    # launch is kept (the log whole), the rest goes, as the launches after run again.
+    b.carry_sim(sim.id, after.attempt, resume.first)
+    kept = resume.first - 1
+    progress = {**_NO_PROGRESS, "kernels_done": kept, "kernels_recorded": kept, "log_tail": sim.log_tail, "log_seq": sim.log_seq}
+    progress |= {name: getattr(sim, name) for name in ("gpu_tot_sim_cycle", "gpu_tot_sim_insn", "gpu_tot_ipc")}
+    resumed = [*_resumed.decode(sim.resumed), Resumed(attempt=after.attempt, first=resume.first, warmup=resume.warmup)]
+    b.update_sim(seq, sim, {**_lifecycle(after), **progress, "resumed": _json.encode(resumed).decode()})
 
 
 def _finished(b: _Batch, seq: int, sim: SimRow, e: ev.SimFinished) -> None:
@@ -667,7 +725,9 @@ def _chunks_evolve(b: _Batch, seq: int, sim: SimRow, e: life.SimLife, fields: di
         if after == before:
             continue
         changed: dict[str, object] = {"state": after.state, "attempt": after.attempt, "runner_id": after.runner_id, "host": after.host}
-        if isinstance(e, ev.SimClaimed):  # a new attempt of the chunk starts over
+        if isinstance(e, ev.SimClaimed) and e.resume is not None:  # it carries on from its lost attempt's last heartbeat
+            changed |= {"resumed": [*chunk.resumed, Resumed(attempt=after.attempt, first=e.resume.first, warmup=e.resume.warmup)]}
+        elif isinstance(e, ev.SimClaimed):  # a new attempt of the chunk starts over
             changed |= {"kernels_done": 0, "gpu_tot_sim_cycle": None, "gpu_tot_sim_insn": None, "sim_rate_ips": None, "last_heartbeat_at": None}
         if isinstance(e, ev.SimFinished) and e.chunk == i:
             changed |= {"error": e.error, "exit_code": e.exit_code}

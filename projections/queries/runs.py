@@ -31,6 +31,7 @@ from cascade_core.models import (
     Correlation,
     GpuConfig,
     KernelStat,
+    Resumed,
     RunDetail,
     RunEntry,
     RunFile,
@@ -63,6 +64,7 @@ Place = tuple[str, int]  # a sim's (gpu_config, replica)
 _entries = msgspec.json.Decoder(list[ev.ConfigCount])
 _splits = msgspec.json.Decoder(SplitRow)
 _attempts = msgspec.json.Decoder(list[SimAttempt])
+_resumed = msgspec.json.Decoder(list[Resumed])
 _counts = msgspec.json.Decoder(dict[str, int])
 _encoder = msgspec.json.Encoder()
 # Stands in for a list while a Struct is encoded and is then split out: msgspec never writes
@@ -124,6 +126,7 @@ def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
         attention=None if watch is None else attention.attention(seen(row), watch),
         attempt=row.attempt if row.attempt > 1 else None,
         attempts=_attempts.decode(row.attempts),
+        resumed=_resumed.decode(row.resumed),
     )
 
 
