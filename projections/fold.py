@@ -85,12 +85,10 @@ class Folded(msgspec.Struct, frozen=True):
     changed: frozenset[tuple[str, str]]  # (table, id) of entity rows to write
     appended: dict[str, list[msgspec.Struct]]  # certainly new rows
     checked: dict[str, list[msgspec.Struct]]  # rows to add unless their key is already there
-    # Rows to move before those are deleted, in order: a resumed sim's kernels before its
-    # resume's first launch and its log lines, from its attempts before the one given to it.
-    carried: list[tuple[str, int, int]]
-    # Rows to delete before the appended ones are written: a sim's attempts before the one
-    # given, and a deleted trace's files, kernels and timing.
-    purged_attempts: dict[str, int]
+    # Rows to delete before the appended ones are written, in order: a sim's attempts before
+    # the one given, but, with a launch (a resume's first), its kernels before it and its log
+    # lines, which are made the given attempt's; and a deleted trace's files, kernels and timing.
+    purged_attempts: list[tuple[str, int, int | None]]
     purged_traces: frozenset[str]
     changes: list[Change]
 
@@ -105,14 +103,13 @@ class _Batch:
         self.changed: set[tuple[str, str]] = set()
         self.appended: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
         self.checked: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
-        self.carried: list[tuple[str, int, int]] = []
-        self.purged_attempts: dict[str, int] = {}
+        self.purged_attempts: list[tuple[str, int, int | None]] = []
         self.purged_traces: set[str] = set()
         self.changes: list[Change] = []
 
-    def purge_sim(self, sim_id: str, attempt: int) -> None:
+    def purge_sim(self, sim_id: str, attempt: int, first: int | None = None) -> None:
         """Forget the rows of the sim's attempts before `attempt`, stored or in this batch."""
-        self.purged_attempts[sim_id] = attempt
+        self.purged_attempts.append((sim_id, attempt, first))
         for rows in (self.appended, self.checked):
             for table in ("kernels", "sim_log", "sim_files"):
                 rows[table] = [r for r in rows[table] if r.sim_id != sim_id or r.attempt >= attempt]  # type: ignore[attr-defined]  # rows of these tables, untyped here, all have both
@@ -120,11 +117,10 @@ class _Batch:
     def carry_sim(self, sim_id: str, attempt: int, first: int) -> None:
         """Make the sim's kernels of launches before `first` and its log lines, of its
         attempts before `attempt`, that attempt's, stored or in this batch; forget the rest."""
-        self.carried.append((sim_id, attempt, first))
         for rows in (self.appended, self.checked):
             rows["kernels"] = [_carried(r, sim_id, attempt, r.uid < first) for r in rows["kernels"]]  # type: ignore[attr-defined]  # these are KernelRows
             rows["sim_log"] = [_carried(r, sim_id, attempt, True) for r in rows["sim_log"]]
-        self.purge_sim(sim_id, attempt)
+        self.purge_sim(sim_id, attempt, first)
 
     def purge_trace(self, trace_id: str) -> None:
         self.purged_traces.add(trace_id)
@@ -227,7 +223,6 @@ def fold(rows: Rows, items: Iterable[tuple[int, ev.AnyEvent]]) -> Folded:
         changed=frozenset(batch.changed),
         appended=batch.appended,
         checked=batch.checked,
-        carried=batch.carried,
         purged_attempts=batch.purged_attempts,
         purged_traces=frozenset(batch.purged_traces),
         changes=batch.changes,

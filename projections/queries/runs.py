@@ -237,7 +237,10 @@ _RUNNING_TOTALS = {
     # as the simulator prints it (`gpu_tot_ipc = %12.4f`)
     "gpu_tot_ipc": f"round(sum(k.gpu_sim_insn) {_RUNNING} / sum(k.gpu_sim_cycle) {_RUNNING}, 4)",
 }
-_TOTALS_COLUMNS = "".join(f", CASE WHEN s.split IS NOT NULL OR s.reuse THEN ({total})::DOUBLE END" for total in _RUNNING_TOTALS.values())
+# A kernel's `_RUNNING_TOTALS`, by name: null but in a split or reusing sim (a resumed sim
+# whole's maps hold them as they are: its runner knew the kept launches' sums).
+RECOMPUTED_TOTALS = {name: f"CASE WHEN s.split IS NOT NULL OR s.reuse THEN ({total})::DOUBLE END" for name, total in _RUNNING_TOTALS.items()}
+_TOTALS_COLUMNS = "".join(f", {column}" for column in RECOMPUTED_TOTALS.values())
 _SEQ = len(_KERNEL_FIELDS)  # where a record of `_kernels` has its kernel's seq
 
 

@@ -89,6 +89,10 @@ def test_a_split_sim_answers_every_route_as_the_sim_run_whole(client: TestClient
     ]
     assert [list(k["stats"]) for k in results["kernels"]] == [list(k["stats"]) for k in whole_results["kernels"]]
     assert results["totals"]["gpu_tot_sim_cycle"] == 18448
+    # So are the stats routes' (kernel_stats rows hold each chunk's own sums).
+    for total in totals:
+        values = [client.get(f"/api/runs/{run_id}/stats/values", params={"name": total}).json()["rows"] for run_id in (split["id"], whole["id"])]
+        assert [(r["kernel_index"], r["median"]) for r in values[0]] == [(r["kernel_index"], r["median"]) for r in values[1]], total
 
     # The log: every chunk's output in chunk order, each under a line marking where it begins.
     log = client.get(f"/api/sims/{s['id']}/log").text
