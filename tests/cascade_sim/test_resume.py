@@ -17,9 +17,12 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from cascade_core import events as ev
-from cascade_core import subjects
+from datetime import UTC, datetime
+
 from cascade_app.service import Cascade
+from cascade_core import events as ev
+from cascade_core import split, subjects
+from cascade_sim.sim_report import Kept, kept_by, packed
 from tests.cascade_sim.test_runner import serve, service
 from tests.cascade_sim.world import accelsim_tree, run_kernels, store_trace, wait_run, worker
 from tests.support import TRACES, wait_until
@@ -157,3 +160,25 @@ def test_a_retry_of_a_split_sim_runs_its_failed_chunk_again_and_keeps_the_finish
         assert [(k["kernel_launch_uid"], k["gpu_sim_cycle"]) for k in ks] == [(1, 5534), (2, 7506), (3, 5408)]
         verified = client.post("/api/replay/verify", json={})
         assert verified.status_code == 200 and verified.json()["equal"], verified.text
+
+
+def test_what_a_lost_attempt_recorded_is_read_off_the_last_event_on_its_data_subject() -> None:
+    common = {"id": "e", "at": datetime(2026, 12, 1, tzinfo=UTC), "run_id": "run-1", "sim_id": "sim-1", "chunk": 1}
+    chunk = split.chunk_of(40, ev.Split(20, 2), 1)  # launches 21-40
+
+    def beat(attempt: int) -> ev.SimHeartbeat:
+        return ev.SimHeartbeat(**common, attempt=attempt, kernels_done=4, current_kernel="k", latest=ev.SimTotals(29704.0, 4.0e6))
+
+    def kernel(attempt: int, stats: dict[str, float]) -> ev.KernelFinished:
+        return ev.KernelFinished(
+            **common, attempt=attempt, kernel_index=24, uid=25, name="k", gpu_sim_cycle=7426, gpu_sim_insn=10**6, gpu_ipc=134.7,
+            sim_time_ns=1.0, stats=packed(stats),
+        )
+
+    assert kept_by(beat(2), 2, chunk) == Kept(4, 29704.0, 4.0e6)
+    # Its kernel result went out, its heartbeat not: the kernel's launch, and the totals in its map.
+    assert kept_by(kernel(2, {"gpu_tot_sim_cycle": 37130.0, "gpu_tot_sim_insn": 5.0e6}), 2, chunk) == Kept(5, 37130.0, 5.0e6)
+    # Another attempt's (the lost one recorded nothing), or a map without totals: nothing to carry on.
+    assert kept_by(beat(1), 2, chunk) is None
+    assert kept_by(kernel(2, {"gpu_sim_cycle": 7426.0}), 2, chunk) is None
+    assert kept_by(None, 2, chunk) is None
