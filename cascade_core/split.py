@@ -1,7 +1,7 @@
 """Kernel-parallel sims, pure: a sim's launches cut into chunks that run concurrently, and how
 a chunk's output maps back onto the sim simulated whole.
 
-Measured on the real simulator (Accel-Sim 73f9fac, SM61_TITANX; bench/README.md, issue 16):
+Measured on the real simulator (Accel-Sim 73f9fac, SM61_TITANX; docs/fast-sim-measurements.md):
 
 - a chunk is a kernelslist of its own, in the trace's folder (the simulator reads kernel
   files relative to the list), holding every command from just after launch

@@ -34,9 +34,9 @@ from tests.cascade_sim.world import run_kernels as kernels
 
 TOKEN = "split"
 CONFIG = "SM61_TITANX"
-# What each kernel of the combo trace takes on SM61_TITANX, run whole (REPORT.md, section 1).
+# What each kernel of the combo trace takes on SM61_TITANX, run whole (docs/fast-sim-measurements.md, section 1).
 COMBO_CYCLES = [5534, 7506, 5408]
-# Per kernel, without warm-up: launch 3 starts cold (+127 cycles, REPORT.md section 2).
+# Per kernel, without warm-up: launch 3 starts cold (+127 cycles, docs/fast-sim-measurements.md, section 2).
 COMBO_COLD_CYCLES = [5534, 7506, 5535]
 
 
@@ -186,7 +186,7 @@ def test_the_run_event_stream_shows_the_chunks_advance(client: TestClient) -> No
 
 
 def test_matrixmul_x40_in_chunks_of_10_with_a_warm_up_is_off_where_the_real_simulator_is(client: TestClient) -> None:
-    # REPORT.md, section 2: with W=1 every chunk's first kernel is warm; what is left is that
+    # docs/fast-sim-measurements.md, section 2: with W=1 every chunk's first kernel is warm; what is left is that
     # from its 30th launch on a long run's kernels take 18 cycles more (7,444 against 7,426),
     # which no chunk shorter than 30 launches reaches: −0.067 % in total, 29 of 40 exact.
     upload_ready(client, files_of("matrixmul-x40"), "x40")
