@@ -181,26 +181,36 @@ class RunCancelRequested(Event, frozen=True, tag="run.cancel_requested.v1"):
 
 
 class RetriedSim(msgspec.Struct, frozen=True, gc=False):
-    """A failed or cancelled sim to run again, as attempt `attempt` (the one after its last);
-    of a split sim, one of its failed or cancelled chunks (`chunk`, as the sim was `split`),
-    its finished chunks kept."""
+    """A failed or cancelled sim to run again, as attempt `attempt` (the one after its last)."""
 
     sim_id: str
     gpu_config: str
     attempt: int
     reuse: bool = False  # as the sim was created: its new attempt reuses repeated kernels too
-    chunk: int | None = None
-    split: Split | None = None
+
+
+class RetriedChunk(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """A failed or cancelled chunk of a split sim (cut as `split`) to run again, as attempt
+    `attempt` of the chunk (the one after its last); its sim's finished chunks are kept."""
+
+    sim_id: str
+    gpu_config: str
+    chunk: int
+    split: Split
+    attempt: int
+    reuse: bool = False
 
 
 class RunRetryRequested(Event, frozen=True, tag="run.retry_requested.v1"):
-    """Each listed sim that is still failed or cancelled at its attempt before `attempt` waits
-    for a runner again, for that attempt (`cascade_core/sims.py`: `retried`)."""
+    """Each listed sim (or chunk of a split sim) that is still failed or cancelled at its
+    attempt before `attempt` waits for a runner again, for that attempt
+    (`cascade_core/sims.py`: `retried`)."""
 
     run_id: str
     trace_id: str
     kernels_total: int
     sims: list[RetriedSim]
+    chunks: list[RetriedChunk] = []  # of split sims
 
 
 class RunEntriesAdded(Event, frozen=True, tag="run.entries_added.v1"):

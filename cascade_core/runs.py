@@ -248,17 +248,20 @@ def decide_retry(
     again = retried(sims)
     if run.sample or not again:
         return []
+    attempts = [max(a.attempt, claimed.get((a.sim.id, a.chunk), 0)) + 1 for a in again]
     retry = ev.RunRetryRequested(
         id=cmd.event_id, at=cmd.at, run_id=run.id, trace_id=run.trace_id, kernels_total=again[0].sim.kernels_total,
-        sims=[_retried(a, max(a.attempt, claimed.get((a.sim.id, a.chunk), 0)) + 1) for a in again],
+        sims=[ev.RetriedSim(a.sim.id, a.sim.gpu_config, n, a.sim.reuse) for a, n in zip(again, attempts) if a.chunk is None],
+        chunks=[_retried_chunk(a, n) for a, n in zip(again, attempts) if a.chunk is not None],
     )
     return [retry]
 
 
-def _retried(again: Again, attempt: int) -> ev.RetriedSim:
+def _retried_chunk(again: Again, attempt: int) -> ev.RetriedChunk:
     s, split = again.sim, again.sim.splitting
-    cut = None if split is None else ev.Split(kernels_per_chunk=split.kernels_per_chunk, warmup=split.warmup)
-    return ev.RetriedSim(sim_id=s.id, gpu_config=s.gpu_config, attempt=attempt, reuse=s.reuse, chunk=again.chunk, split=cut)
+    assert split is not None and again.chunk is not None  # a chunk is of a split sim
+    cut = ev.Split(kernels_per_chunk=split.kernels_per_chunk, warmup=split.warmup)
+    return ev.RetriedChunk(sim_id=s.id, gpu_config=s.gpu_config, chunk=again.chunk, split=cut, attempt=attempt, reuse=s.reuse)
 
 
 def check_add(

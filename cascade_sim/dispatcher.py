@@ -39,11 +39,14 @@ def launch_requests(run: ev.RunCreated | ev.RunEntriesAdded | ev.RunRetryRequest
     A retry asks for each sim's (or chunk's) attempt, under an id of its own."""
     if isinstance(run, ev.RunRetryRequested):
         return [
-            _request(
-                run, f"{sims.chunk_name(sim.sim_id, sim.chunk)}.{sim.attempt}.queued", sim.sim_id, sim.gpu_config, reuse=sim.reuse,
-                attempt=sim.attempt, chunk=sim.chunk, split=sim.split,
-            )
-            for sim in run.sims
+            *(_request(run, f"{sim.sim_id}.{sim.attempt}.queued", sim.sim_id, sim.gpu_config, reuse=sim.reuse, attempt=sim.attempt) for sim in run.sims),
+            *(
+                _request(
+                    run, f"{sims.chunk_name(c.sim_id, c.chunk)}.{c.attempt}.queued", c.sim_id, c.gpu_config, reuse=c.reuse,
+                    attempt=c.attempt, chunk=c.chunk, split=c.split,
+                )
+                for c in run.chunks
+            ),
         ]
     if isinstance(run, ev.RunCreated) and run.sample:
         return []

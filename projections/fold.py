@@ -431,12 +431,13 @@ def _retry_requested(b: _Batch, seq: int, e: ev.RunRetryRequested) -> None:
     """Each sim still failed or cancelled waits for the attempt the retry asked for, its
     earlier attempt's rows forgotten (as a new attempt's claim forgets them), in the order
     the event lists them (the run's); of a split sim, each chunk listed."""
+    for chunk in e.chunks:
+        sim = b.sims.get(chunk.sim_id)
+        if sim is not None and sim.run_id == e.run_id and sim.split is not None:
+            _chunk_retried(b, seq, sim, chunk.chunk, chunk.attempt)
     for retried in e.sims:
         sim = b.sims.get(retried.sim_id)
-        if sim is None or sim.run_id != e.run_id or (sim.split is None) != (retried.chunk is None):
-            continue
-        if retried.chunk is not None:
-            _chunk_retried(b, seq, sim, retried.chunk, retried.attempt)
+        if sim is None or sim.run_id != e.run_id or sim.split is not None:
             continue
         before = _life(sim)
         after = life.retried(before, retried.attempt)
@@ -859,6 +860,8 @@ def _touch_run(e: ev.RunCreated, found: _Touched) -> None:
 def _touch_listed(e: ev.RunRetryRequested | ev.RunEntriesAdded, found: _Touched) -> None:
     found.runs.add(e.run_id)
     found.sims.update(s.sim_id for s in e.sims)
+    if isinstance(e, ev.RunRetryRequested):
+        found.sims.update(c.sim_id for c in e.chunks)
 
 
 def _touch_nothing(e: ev.RunnerEnded, found: _Touched) -> None:

@@ -220,10 +220,11 @@ def test_retry_asks_for_the_next_attempt_of_each_failed_or_cancelled_sim() -> No
     (retry,) = decide_retry(summary("cancelled", {}), sims, RetryRun(event_id="e3", at=AT), {("sim-3", 2): 2})
     assert retry == ev.RunRetryRequested(
         id="e3", at=AT, run_id="run-1", trace_id="demo", kernels_total=20,
-        sims=[
-            ev.RetriedSim("sim-1", "SM86_RTX3070", 3), ev.RetriedSim("sim-2", "SM86_RTX3080", 1),
-            ev.RetriedSim("sim-3", "SM86_RTX3080", 3, chunk=1, split=ev.Split(5, 2)),
-            ev.RetriedSim("sim-3", "SM86_RTX3080", 3, chunk=2, split=ev.Split(5, 2)),  # a runner claimed attempt 2 after the stop
+        sims=[ev.RetriedSim("sim-1", "SM86_RTX3070", 3), ev.RetriedSim("sim-2", "SM86_RTX3080", 1)],
+        chunks=[
+            ev.RetriedChunk(sim_id="sim-3", gpu_config="SM86_RTX3080", chunk=1, split=ev.Split(5, 2), attempt=3),
+            # A runner claimed attempt 2 after the stop: its life subject says so.
+            ev.RetriedChunk(sim_id="sim-3", gpu_config="SM86_RTX3080", chunk=2, split=ev.Split(5, 2), attempt=3),
         ],
     )
     # Nothing to retry (they wait or run again, or succeeded), or a sample: nothing.
