@@ -189,9 +189,9 @@ class Life(msgspec.Struct, frozen=True):
     attempt: int
 
 
-class Cut(msgspec.Struct, frozen=True):
-    kernels_per_chunk: int
-    warmup: int
+class Cut(ev.Split, frozen=True):
+    """A split sim's cut, with its chunks' lives."""
+
     chunks: list[Life]
 
 

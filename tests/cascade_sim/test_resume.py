@@ -2,7 +2,7 @@
 real nats-server, the fake simulator replaying the real simulator's log of matrixmul-x40.
 
 The worker that takes over runs only the launches left, after warm-up launches, which the fake
-replays cut from the recording of the whole run (`CASCADE_FAKE_ACCELSIM_CUT`), so the cycles
+replays cut from the recording of the whole run (none has a recording of its own), so the cycles
 of a resumed sim are the sequential run's: what is checked is that every route answers as for
 the sim run straight, each kernel once, in order. What a resume costs in accuracy on the real
 simulator is in bench/README.md (issue 16).
@@ -27,7 +27,7 @@ from tests.cascade_sim.test_runner import serve, service
 from tests.cascade_sim.world import accelsim_tree, run_kernels, store_trace, wait_run, worker
 from tests.support import TRACES, wait_until
 
-CUT = {"CASCADE_FAKE_ACCELSIM_CUT": "1"}
+UNCUT = {"CASCADE_FAKE_ACCELSIM_CUT": "0"}  # a range of launches with no recording fails
 KERNEL_FIELDS = ("kernel_index", "kernel_launch_uid", "kernel_name", "gpu_sim_cycle", "gpu_sim_insn", "gpu_ipc", "sim_time_ns")
 TOTALS = ("gpu_tot_sim_cycle", "gpu_tot_sim_insn", "gpu_tot_ipc")
 
@@ -90,7 +90,7 @@ def test_a_sim_whose_worker_is_killed_mid_sim_resumes_at_its_first_unfinished_ke
             wait_until(lambda: kernels_done(client, run_id) >= 10, 60)
             first.send_signal(signal.SIGKILL)
             first.wait()
-        with worker(nats_url, tree, tmp_path / "w2", lease_s=2, **CUT):
+        with worker(nats_url, tree, tmp_path / "w2", lease_s=2):
             resumed = wait_run(client, run_id, timeout=90)
             straight = wait_run(client, start(client, "x40"), timeout=90)
         (sim,) = resumed["sims"]
@@ -112,12 +112,12 @@ def test_a_chunk_whose_worker_is_killed_mid_chunk_resumes_at_its_own_first_unfin
     split = {"kernels_per_chunk": 20, "warmup": 2}
     with serve(tmp_path, nats_url, tree, runner=False, runner_lease_s=2.0) as client:
         store_trace(service(client), client, "x40", TRACES / "matrixmul-x40", "sm_61")
-        with worker(nats_url, tree, tmp_path / "w1", slots=2, lease_s=2, CASCADE_FAKE_ACCELSIM_PACE="0.4", **CUT) as first:
+        with worker(nats_url, tree, tmp_path / "w1", slots=2, lease_s=2, CASCADE_FAKE_ACCELSIM_PACE="0.4") as first:
             run_id = start(client, "x40", split=split)
             wait_until(lambda: all(c["kernels_done"] >= 3 for c in client.get(f"/api/runs/{run_id}").json()["sims"][0]["split"]["chunks"]), 60)
             first.send_signal(signal.SIGKILL)
             first.wait()
-        with worker(nats_url, tree, tmp_path / "w2", slots=2, lease_s=2, **CUT):
+        with worker(nats_url, tree, tmp_path / "w2", slots=2, lease_s=2):
             resumed = wait_run(client, run_id, timeout=90)
             straight = wait_run(client, start(client, "x40"), timeout=90)
         (sim,) = resumed["sims"]
@@ -136,18 +136,18 @@ def test_a_chunk_whose_worker_is_killed_mid_chunk_resumes_at_its_own_first_unfin
 def test_a_retry_of_a_split_sim_runs_its_failed_chunk_again_and_keeps_the_finished_ones(
     tmp_path: Path, nats_url: str, tree: Path
 ) -> None:
-    # Chunk 1 (launches 1-2) has no recording of its own and, uncut, fails; chunk 2 (launch 3
-    # after 2 warm-up launches) is recorded.
+    # Chunk 1 (launches 1-2) has no recording of its own and, not cut from the whole one,
+    # fails; chunk 2 (launch 3 after 2 warm-up launches) is recorded.
     split = {"kernels_per_chunk": 2, "warmup": 2}
     with serve(tmp_path, nats_url, tree, runner=False) as client:
         store_trace(service(client), client, "combo", TRACES / "combo-vec-mm-xz", "sm_61")
-        with worker(nats_url, tree, tmp_path / "w1", slots=2):
+        with worker(nats_url, tree, tmp_path / "w1", slots=2, **UNCUT):
             run_id = start(client, "combo", split=split)
             failed = wait_run(client, run_id, timeout=60)
         (sim,) = failed["sims"]
         assert (failed["state"], sim["split"]["chunks"][0]["state"]) == ("failed", "failed")
         before = [(c["state"], c["attempt"]) for c in sim["split"]["chunks"]]
-        with worker(nats_url, tree, tmp_path / "w2", slots=2, **CUT):
+        with worker(nats_url, tree, tmp_path / "w2", slots=2):
             assert client.post(f"/api/runs/{run_id}/retry").status_code == 200
             retried = wait_run(client, run_id, timeout=60)
         (sim,) = retried["sims"]

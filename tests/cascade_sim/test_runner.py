@@ -171,7 +171,7 @@ def test_a_killed_runner_loses_no_sim_and_records_no_kernel_twice(tmp_path: Path
             first.wait()
         # It resumes at the first launch the killed one did not finish: a range of launches
         # with no recording of its own, which the fake cuts from the whole trace's.
-        with worker(nats_url, tree, tmp_path / "w2", lease_s=2, CASCADE_FAKE_ACCELSIM_CUT="1"):
+        with worker(nats_url, tree, tmp_path / "w2", lease_s=2):
             run = wait_run(client, run_id, timeout=60)
         (sim,) = run["sims"]
         assert (sim["state"], sim["kernels_done"]) == ("succeeded", 3)

@@ -149,8 +149,10 @@ def test_cancel_stops_every_chunk(client: TestClient, monkeypatch: pytest.Monkey
     assert sim["state"] == "cancelled"
 
 
-def test_a_failed_chunk_fails_the_sim_with_its_error(client: TestClient) -> None:
-    # No chunk of 2 launches was recorded: the simulator fails on both chunks (k1-2, w2_k3-3 is recorded).
+def test_a_failed_chunk_fails_the_sim_with_its_error(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No chunk of 2 launches was recorded, and the fake is told not to cut one from the whole
+    # recording: the simulator fails on k1-2 (w2_k3-3 is recorded).
+    monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_CUT", "0")
     finished = wait_run(client, run(client, {"kernels_per_chunk": 2, "warmup": 2}))
     (sim,) = finished["sims"]
     assert finished["state"] == "failed" and sim["state"] == "failed"
