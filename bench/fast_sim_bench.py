@@ -1,6 +1,6 @@
 """Split and reusing sims on the real simulator: wall time and accuracy against the sim run whole.
 
-    CASCADE_ACCELSIM_DIR=/work/accelsim/accel-sim-framework .venv/bin/python bench/fast_sim_bench.py [--slots 2] [--only split|reuse]
+    CASCADE_ACCELSIM_DIR=/work/accelsim/accel-sim-framework .venv/bin/python bench/fast_sim_bench.py [--slots 2] [--only split|reuse|resume]
 
 A service with a runner of `--slots` slots (in this process, on an embedded nats-server)
 uploads matrixmul-x40 and the combo trace, then runs each split (matrixmul-x40 at K = 5, 10,
@@ -21,12 +21,19 @@ were simulated (kernels without `reused_from`; a chunk's warm-up not counted); a
 matrixmul-x40 and combo-repeat split too (K = 20 and 5, warm-up 2), each chunk reusing
 within its own launches.
 
-Last, references (`--only reference`): matrixmul-x40 split (K = 10, warm-up 2) and reusing,
+Then references (`--only reference`): matrixmul-x40 split (K = 10, warm-up 2) and reusing,
 each followed by its reference (`POST /api/sims/{id}/reference`, asked once it has
 finished, so the two never share the cores), with the comparison the service answers: each
 one's wall time from its first launch to its end, the speed-up, the total and the worst
 kernel's cycle error, the kernels exact, the instruction error, and whether both ran the same
 config files.
+
+Last, resume (`--only resume`, not run by default: it needs `cascade worker` processes):
+matrixmul-x40 run whole by a worker, then again by a worker killed -9 once it finished
+`--resume-after` kernels (10), and taken over by another that resumes at the first launch
+not finished, after the default warm-up: the launch it resumed at, the wall time from the
+run's creation (the lease the killed worker held, 2 s here, included), and the errors against
+the sim run straight.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import signal
 import sys
 import tempfile
 import time
@@ -49,6 +57,7 @@ from cascade_app.config import Settings  # noqa: E402
 from cascade_nats import server  # noqa: E402
 from cascade_process.service import starlette_app  # noqa: E402
 from tests.cascade_http.trace_archives import files_of, one_file_per_launch, tar_of  # noqa: E402
+from tests.cascade_sim.world import worker  # noqa: E402
 
 TOKEN = "bench"
 CONFIG = "SM61_TITANX"
@@ -173,10 +182,46 @@ def referenced(client: TestClient) -> None:
         )
 
 
+def resumes(client: TestClient, nats_url: str, accelsim: Path, tmp: Path, after: int) -> None:
+    print("| trace | killed after | resumed at | warm-up | sequential wall s | resumed wall s | total cycles | total err | worst kernel err | load1 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    trace = "matrixmul-x40"
+    upload(client, f"{trace}-s", files_of(trace))
+    lease = {"lease_s": 2}
+    with worker(nats_url, accelsim, tmp / "w0", **lease):
+        whole = run(client, f"{trace}-s")
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    response = client.post("/api/runs", json={"trace_id": f"{trace}-s", "entries": [{"gpu_config": CONFIG, "count": 1}]})
+    assert response.status_code == 201, response.text
+    run_id = response.json()["id"]
+    with worker(nats_url, accelsim, tmp / "w1", **lease) as first:
+        while client.get(f"/api/runs/{run_id}").json()["sims"][0]["kernels_done"] < after:
+            time.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    with worker(nats_url, accelsim, tmp / "w2", **lease):
+        while (detail := client.get(f"/api/runs/{run_id}").json())["state"] == "active":
+            time.sleep(0.2)
+    wall = time.perf_counter() - started
+    (sim,) = detail["sims"]
+    assert detail["state"] == "succeeded", sim["error"]
+    (resumed,) = sim["resumed"]
+    kernels = client.get(f"/api/runs/{run_id}/kernels").json()
+    assert [k["kernel_launch_uid"] for k in kernels] == list(range(1, 41))
+    r = {"cycles": [k["gpu_sim_cycle"] for k in kernels], "total": sim["latest"]["gpu_tot_sim_cycle"]}
+    print(
+        f"| {trace} | {after} | {resumed['first']} | {resumed['warmup']} | {whole['wall']:.1f} | {wall:.1f} | {errors(r, whole)} "
+        f"| {whole['load']:.1f}, {load:.1f} |",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--slots", type=int, default=2)
-    parser.add_argument("--only", choices=("split", "reuse", "reference"), help="run only these (default: all)")
+    parser.add_argument("--only", choices=("split", "reuse", "reference", "resume"), help="run only these (default: split, reuse and reference)")
+    parser.add_argument("--resume-after", type=int, default=10, help="kernels the killed worker finishes (default 10)")
     args = parser.parse_args()
     accelsim = os.environ.get("CASCADE_ACCELSIM_DIR")
     if not accelsim:
@@ -186,7 +231,11 @@ def main() -> None:
         settings = Settings(
             token=TOKEN, data_dir=Path(tmp) / "data", nats_url=nats.url, accelsim_dir=Path(accelsim), runner_slots=args.slots, samples=False
         )
+        if args.only == "resume":
+            settings.runner = False  # the workers run the sims
         with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            if args.only == "resume":
+                resumes(client, nats.url, Path(accelsim), Path(tmp), args.resume_after)
             if args.only in (None, "split"):
                 splits(client, args.slots)
             if args.only in (None, "reuse"):

@@ -94,9 +94,9 @@ async def _events(c: Cascade, run_id: str) -> AsyncIterator[ev.AnyEvent]:
             yield item.event
 
 
-async def _life_attempt(c: Cascade, run_id: str, sim_id: str) -> int:
-    """The attempt the newest event on the sim's life subject names (0: none yet)."""
-    last = await c.store.last_on(subjects.sim(run_id, sim_id, "life"))
+async def _life_attempt(c: Cascade, run_id: str, sim_id: str, chunk: int | None) -> int:
+    """The attempt the newest event on the sim's (or its chunk's) life subject names (0: none yet)."""
+    last = await c.store.last_on(subjects.chunk(run_id, sim_id, "life", chunk))
     if last is None:
         return 0
     assert isinstance(last.event, ev.SimClaimed | ev.SimLaunched | ev.SimFinished)  # all a life subject holds
@@ -104,12 +104,13 @@ async def _life_attempt(c: Cascade, run_id: str, sim_id: str) -> int:
 
 
 async def retry_run(c: Cascade, run_id: str) -> None:
-    """Run every failed or cancelled sim of the run again; nothing changes when none is."""
+    """Run every failed or cancelled sim of the run again (of a split sim, its failed or
+    cancelled chunks); nothing changes when none is."""
 
     async def retry() -> Decision[None]:
         seq, run = await _run_as_last_shown(c, run_id)
         sims = await read(c, q.sim_rows, run)
-        claimed = {s.id: await _life_attempt(c, run_id, s.id) for s in decide.retried(sims)}
+        claimed = {(a.sim.id, a.chunk): await _life_attempt(c, run_id, a.sim.id, a.chunk) for a in decide.retried(sims)}
         command = decide.RetryRun(event_id=clock.event_id(), at=clock.now())
         return Decision(decide.decide_retry(run, sims, command, claimed), seq, None)
 

@@ -6,12 +6,12 @@ with k/M/G/T, IPC to one decimal from 100 up, `-` for what is not known yet.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import get_args
 
 from cascade_core.kernel_names import short_name
-from cascade_core.models import Comparison, Correlation, ReferenceComparison, ReferenceSim, RunDetail, RunSummary, Sim, SimState, Spread
+from cascade_core.models import ChunkView, Comparison, Correlation, ReferenceComparison, ReferenceSim, Resumed, RunDetail, RunSummary, Sim, SimState, Spread
 
 NONE = "-"
 BAR_WIDTH = 20
@@ -100,6 +100,10 @@ def _progress_line(sim: Sim, width: int, digits: int) -> str:
 def outcome(detail: RunDetail) -> list[str]:
     """How a run ended: its state and counts, then each failed sim with its error."""
     lines = [f"run {detail.id} {detail.state}: {counts(detail.sim_counts)}"]
+    resumed = [(s, f"chunk {c.index + 1} " if c is not None else "", r) for s, c, r in _resumes(detail.sims)]
+    if resumed:
+        lines += ["", "resumed after a lost runner:"]
+        lines += [f"  {label(s)} {s.id} {chunk}attempt {r.attempt} at launch {r.first}, warm-up {r.warmup}" for s, chunk, r in resumed]
     for sim in detail.sims:
         if sim.state == "failed":
             lines.append(f"  {label(sim)} {sim.id} failed: {sim.error or 'no error given'}")
@@ -147,12 +151,24 @@ def run_text(detail: RunDetail) -> list[str]:
     if retried:
         lines += ["", "earlier attempts:"]
         lines += [f"  {label(s)} {s.id} attempt {a.attempt} {a.state}{_said(a.error)}" for s in retried for a in s.attempts]
+    resumed = [(s, f"chunk {c.index + 1} " if c is not None else "", r) for s, c, r in _resumes(detail.sims)]
+    if resumed:
+        lines += ["", "resumed after a lost runner:"]
+        lines += [f"  {label(s)} {s.id} {chunk}attempt {r.attempt} at launch {r.first}, warm-up {r.warmup}" for s, chunk, r in resumed]
     for sim in detail.sims:
         if sim.state == "failed":
             lines += ["", f"{sim.id} ({label(sim)}) failed: {sim.error or 'no error given'}"]
             if sim.log_tail:
                 lines += [f"  last {len(sim.log_tail)} log lines:", *(f"  | {line}" for line in sim.log_tail)]
     return lines
+
+
+def _resumes(sims: Sequence[Sim]) -> Iterator[tuple[Sim, ChunkView | None, Resumed]]:
+    """Every attempt of the sims, or of their chunks, that resumed a lost runner's."""
+    for sim in sims:
+        yield from ((sim, None, r) for r in sim.resumed)
+        for chunk in sim.split.chunks if sim.split is not None else []:
+            yield from ((sim, chunk, r) for r in chunk.resumed)
 
 
 def _one_line(error: str | None) -> str:

@@ -195,14 +195,28 @@ class RetriedSim(msgspec.Struct, frozen=True, gc=False):
     reuse: bool = False  # as the sim was created: its new attempt reuses repeated kernels too
 
 
+class RetriedChunk(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """A failed or cancelled chunk of a split sim (cut as `split`) to run again, as attempt
+    `attempt` of the chunk (the one after its last); its sim's finished chunks are kept."""
+
+    sim_id: str
+    gpu_config: str
+    chunk: int
+    split: Split
+    attempt: int
+    reuse: bool = False
+
+
 class RunRetryRequested(Event, frozen=True, tag="run.retry_requested.v1"):
-    """Each listed sim that is still failed or cancelled at its attempt before `attempt` waits
-    for a runner again, for that attempt (`cascade_core/sims.py`: `retried`)."""
+    """Each listed sim (or chunk of a split sim) that is still failed or cancelled at its
+    attempt before `attempt` waits for a runner again, for that attempt
+    (`cascade_core/sims.py`: `retried`)."""
 
     run_id: str
     trace_id: str
     kernels_total: int
     sims: list[RetriedSim]
+    chunks: list[RetriedChunk] = []  # of split sims
 
 
 class RunEntriesAdded(Event, frozen=True, tag="run.entries_added.v1"):
@@ -258,10 +272,23 @@ class SimQueued(SimEvent, frozen=True, tag="sim.queued.v1"):
     by_config: bool = False
 
 
+class Resume(msgspec.Struct, frozen=True, gc=False):
+    """An attempt that takes over from a lost runner's where it stopped: it measures the
+    sim's (or its chunk's) launches from `first` on, after `warmup` launches before it
+    simulated and discarded, and the results of the launches before `first` are the earlier
+    attempts' (`cascade_core/split.py`: `resumed`)."""
+
+    first: int
+    warmup: int
+
+
 class SimClaimed(SimEvent, frozen=True, tag="sim.claimed.v1"):
+    """`resume`: the attempt resumes a lost runner's (absent: it starts from the first launch)."""
+
     attempt: int
     runner_id: str
     host: str
+    resume: Resume | None = None
 
 
 class SimLaunched(SimEvent, frozen=True, tag="sim.launched.v1"):

@@ -143,7 +143,15 @@ class SimMetrics(msgspec.Struct, frozen=True):
     sim_rate_ips: float | None = None
 
 
-class ChunkView(msgspec.Struct, frozen=True, kw_only=True):
+class Resumed(msgspec.Struct, frozen=True, kw_only=True):
+    """An attempt that took over from a lost runner's where it stopped."""
+
+    attempt: int
+    first: Annotated[int, msgspec.Meta(description="The first launch (uid) it simulated: those before are earlier attempts' results, kept.")]
+    warmup: Annotated[int, msgspec.Meta(description="Launches before `first` it simulated first and discarded, to warm the caches.")]
+
+
+class ChunkView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     index: int
     first: Annotated[int, msgspec.Meta(description="The first kernel launch (uid) the chunk measures.")]
     last: int
@@ -153,6 +161,9 @@ class ChunkView(msgspec.Struct, frozen=True, kw_only=True):
     runner_id: str | None
     kernels_done: int
     error: str | None
+    resumed: Annotated[
+        list[Resumed], msgspec.Meta(description="The chunk's attempts that resumed a lost runner's, oldest first; absent when none.")
+    ] = []
 
 
 class SplitView(msgspec.Struct, frozen=True, kw_only=True):
@@ -228,6 +239,13 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             "absent for other sims."
         ),
     ] = None
+    resumed: Annotated[
+        list[Resumed],
+        msgspec.Meta(
+            description="The attempts that resumed a lost runner's where it stopped, oldest first (a split sim's chunks' are "
+            "in `split`); absent when none. A retry starts from the first launch."
+        ),
+    ] = []
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,7 +1,7 @@
 """Reuse of repeated kernels, pure: a launch of a kernel the sim has already simulated twice is
 not simulated again, and takes the result of its second occurrence.
 
-Measured on the real simulator (Accel-Sim 73f9fac, SM61_TITANX; /work/research/i16/REPORT.md,
+Measured on the real simulator (Accel-Sim 73f9fac, SM61_TITANX; docs/fast-sim-measurements.md,
 bench/README.md):
 
 - matrixmul-x40 launches one kernel 40 times: 7,528 cycles the first time (cold caches), then

@@ -196,6 +196,26 @@ def _split(asked: SplitSpec | str | None, kernels_total: int, free_slots: int) -
     return auto(kernels_total, free_slots)
 
 
+class ChunkFacts(Protocol):
+    """What a retry reads of a split sim's chunk."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+
+
+class SplitFacts(Protocol):
+    """How a split sim was cut, and its chunks in order."""
+
+    @property
+    def kernels_per_chunk(self) -> int: ...
+    @property
+    def warmup(self) -> int: ...
+    @property
+    def chunks(self) -> Sequence[ChunkFacts]: ...
+
+
 class SimFacts(Protocol):
     """What a retry or a top-up reads of a run's sims: the read model's rows hold it."""
 
@@ -212,36 +232,61 @@ class SimFacts(Protocol):
     @property
     def kernels_total(self) -> int: ...
     @property
-    def split(self) -> object: ...
+    def splitting(self) -> SplitFacts | None: ...
     @property
     def reuse(self) -> bool: ...
     @property
     def reference_for(self) -> str | None: ...
 
 
-def retried(sims: Sequence[SimFacts]) -> list[SimFacts]:
-    """The sims a retry runs again: failed or cancelled, not split (a split sim's chunks have
-    attempts of their own)."""
-    return [s for s in sims if s.state in RETRIABLE and s.split is None]
+class Again(msgspec.Struct, frozen=True):
+    """A sim a retry runs again, or one chunk of a split sim, and the attempt it is at."""
+
+    sim: SimFacts
+    chunk: int | None
+    attempt: int
 
 
-def decide_retry(run: RunSummary, sims: Sequence[SimFacts], cmd: RetryRun, claimed: Mapping[str, int] = {}) -> list[ev.Event]:
-    """Run every failed or cancelled sim again, as the attempt after its last; nothing when
-    none is (a sample's sims all succeeded), so retrying again while they wait or run changes
-    nothing. `claimed`: the newest attempt each sim's life subject names, which is past the
-    read model's when a runner claimed the sim after it was cancelled (its claim changed
-    nothing there)."""
+def retried(sims: Sequence[SimFacts]) -> list[Again]:
+    """What a retry runs again: each failed or cancelled sim, and of a split one, each of its
+    failed or cancelled chunks, its finished chunks kept."""
+    again = []
+    for s in sims:
+        if s.state not in RETRIABLE:
+            continue
+        split = s.splitting
+        if split is None:
+            again.append(Again(s, None, s.attempt))
+        else:
+            again += [Again(s, i, c.attempt) for i, c in enumerate(split.chunks) if c.state in RETRIABLE]
+    return again
+
+
+def decide_retry(
+    run: RunSummary, sims: Sequence[SimFacts], cmd: RetryRun, claimed: Mapping[tuple[str, int | None], int] = {}
+) -> list[ev.Event]:
+    """Run every failed or cancelled sim (or chunk) again, as the attempt after its last;
+    nothing when none is (a sample's sims all succeeded), so retrying again while they wait
+    or run changes nothing. `claimed`: the newest attempt each one's life subject names (by
+    sim and chunk), which is past the read model's when a runner claimed it after it was
+    cancelled (its claim changed nothing there)."""
     again = retried(sims)
     if run.sample or not again:
         return []
+    attempts = [max(a.attempt, claimed.get((a.sim.id, a.chunk), 0)) + 1 for a in again]
     retry = ev.RunRetryRequested(
-        id=cmd.event_id, at=cmd.at, run_id=run.id, trace_id=run.trace_id, kernels_total=again[0].kernels_total,
-        sims=[
-            ev.RetriedSim(sim_id=s.id, gpu_config=s.gpu_config, attempt=max(s.attempt, claimed.get(s.id, 0)) + 1, reuse=s.reuse)
-            for s in again
-        ],
+        id=cmd.event_id, at=cmd.at, run_id=run.id, trace_id=run.trace_id, kernels_total=again[0].sim.kernels_total,
+        sims=[ev.RetriedSim(a.sim.id, a.sim.gpu_config, n, a.sim.reuse) for a, n in zip(again, attempts) if a.chunk is None],
+        chunks=[_retried_chunk(a, n) for a, n in zip(again, attempts) if a.chunk is not None],
     )
     return [retry]
+
+
+def _retried_chunk(again: Again, attempt: int) -> ev.RetriedChunk:
+    s, split = again.sim, again.sim.splitting
+    assert split is not None and again.chunk is not None  # a chunk is of a split sim
+    cut = ev.Split(kernels_per_chunk=split.kernels_per_chunk, warmup=split.warmup)
+    return ev.RetriedChunk(sim_id=s.id, gpu_config=s.gpu_config, chunk=again.chunk, split=cut, attempt=attempt, reuse=s.reuse)
 
 
 def check_add(

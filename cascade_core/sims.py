@@ -9,7 +9,9 @@ The runner decides through it, and the read model's sim rows change only as `evo
 - a claim of a higher attempt starts that attempt afresh, and facts of any other attempt
   than the current one change nothing (a file of the current attempt counts even once the
   sim finished: a cancelled sim's log is still worth reading);
-- a sim whose runner was lost is claimed again for the next attempt, up to the limit, and
+- a sim whose runner was lost is claimed again for the next attempt, up to the limit, which
+  resumes where the lost one stopped when the runner found that in the log (`Claim.resume`:
+  its first unfinished launch, after warm-up launches), and
   then fails saying the runner was lost, and why when its scheduler said (`RunnerEnded`);
   one whose runner's job reached a limit of its own (Slurm's time limit, its memory) fails
   at once with the scheduler's words (`cascade_core/slurm.py`);
@@ -19,7 +21,9 @@ The runner decides through it, and the read model's sim rows change only as `evo
   (pending) for the attempt after its last (`retried`): that attempt's claim starts it, and
   facts of the earlier ones change nothing; a launch request of a retry names its attempt,
   which a runner takes for the sim's current one when the sim's life has not reached it
-  (`awaiting`), and the lost-runner limit counts the attempts since it;
+  (`awaiting`), and the lost-runner limit counts the attempts since it; a retry's attempt
+  starts from the first launch (a failed sim is retried to run it again, not to carry on
+  from what failed), as does a sim's first;
 - a chunk of a split sim (`cascade_core/split.py`) lives as a sim does, by these same rules,
   on its own attempts: facts of other chunks change nothing, except that another chunk's
   failure stops it (`evolve_split`: its sim failed with that chunk's error), and the sim's
@@ -121,6 +125,9 @@ class Claim(msgspec.Struct, frozen=True, kw_only=True):
     held_elsewhere: bool = False
     first_attempt: int = 1  # the attempt the request began with: the limit counts from it
     ended: ev.RunnerEnded | None = None
+    # Where the current attempt stopped, as the runner found it in the log: what a claim
+    # taking over from its lost runner resumes at (None: nothing to resume, start over).
+    resume: ev.Resume | None = None
     causation_id: str | None = None
     correlation_id: str | None = None
 
@@ -207,6 +214,7 @@ def _claim(cmd: Claim, sim: SimState) -> list[Decided]:
         attempt=attempt,
         runner_id=cmd.runner_id,
         host=cmd.host,
+        resume=cmd.resume if sim.under_way else None,  # only a lost runner's attempt is carried on
     )
     return [claim]
 

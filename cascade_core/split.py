@@ -1,7 +1,7 @@
 """Kernel-parallel sims, pure: a sim's launches cut into chunks that run concurrently, and how
 a chunk's output maps back onto the sim simulated whole.
 
-Measured on the real simulator (Accel-Sim 73f9fac, SM61_TITANX; /work/research/i16/REPORT.md):
+Measured on the real simulator (Accel-Sim 73f9fac, SM61_TITANX; docs/fast-sim-measurements.md):
 
 - a chunk is a kernelslist of its own, in the trace's folder (the simulator reads kernel
   files relative to the list), holding every command from just after launch
@@ -19,6 +19,13 @@ of two launches before needs both in its warm-up. Warm-up costs W/K of the work,
 least 5·W, and a trace of fewer launches than that is not split at all: its chunks would hold
 less work than a simulator start costs (combo, 3 launches: split per kernel, it took 40 % more
 CPU and longer wall time).
+
+An attempt that takes over from a lost runner's is cut the same way (`resume_at`, `resumed`):
+GPGPU-Sim's `-checkpoint_option`/`-resume_option` do not work in trace mode (its resume
+aborts or crashes at the kernel it resumes), so it runs the launches from the first
+unfinished one on, after `DEFAULT_WARMUP` launches before it. Cut at launch 10 of
+matrixmul-x40, the total-cycle error was −0.026 % with W=0 and −0.048 % with W=2; W=2 is
+kept for what the combo trace showed of W=0 above.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from typing import Protocol
 
 import msgspec
 
-from cascade_core.events import Split
+from cascade_core.events import Resume, Split
 
 DEFAULT_WARMUP = 2
 MIN_KERNELS_PER_CHUNK = 5 * DEFAULT_WARMUP
@@ -89,6 +96,28 @@ def plan(kernels_total: int, split: Split) -> list[Chunk]:
 
 def chunk_of(kernels_total: int, split: Split, index: int) -> Chunk:
     return plan(kernels_total, split)[index]
+
+
+def whole(kernels_total: int) -> Chunk:
+    """A sim run whole, as the one chunk of itself (what an attempt of it resumes)."""
+    return Chunk(index=0, count=1, first=1, last=kernels_total, warmup=0)
+
+
+def resume_at(chunk: Chunk, done: int, warmup: int = DEFAULT_WARMUP) -> Resume | None:
+    """Where an attempt of `chunk` whose first `done` launches are recorded is carried on: at
+    the next, after up to `warmup` launches before it; None when there is nothing to carry
+    on: none is recorded, or all are (its end was not: it runs again, its kernels kept once,
+    by launch)."""
+    first = chunk.first + done
+    if done <= 0 or first > chunk.last:
+        return None
+    return Resume(first=first, warmup=min(warmup, first - 1))
+
+
+def resumed(chunk: Chunk, resume: Resume) -> Chunk:
+    """What an attempt resuming `chunk` simulates: its launches from `resume.first` on,
+    after the resume's warm-up."""
+    return msgspec.structs.replace(chunk, first=resume.first, warmup=resume.warmup)
 
 
 def auto(kernels_total: int, free_slots: int) -> Split | None:

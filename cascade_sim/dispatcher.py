@@ -24,7 +24,7 @@ from nats.aio.msg import Msg
 from nats.js.client import JetStreamContext
 
 from cascade_core import events as ev
-from cascade_core import subjects
+from cascade_core import sims, subjects
 from cascade_core.split import chunk_count
 from cascade_nats.store import EventStore
 
@@ -36,11 +36,17 @@ CONSUMER = "dispatcher"
 def launch_requests(run: ev.RunCreated | ev.RunEntriesAdded | ev.RunRetryRequested) -> list[ev.SimQueued]:
     """What a created run or its top-up asks of the runners: a request per sim, or per chunk
     of a split sim, which any runner may take; nothing for a sample, whose sims never run.
-    A retry asks for each sim's attempt, under an id of its own."""
+    A retry asks for each sim's (or chunk's) attempt, under an id of its own."""
     if isinstance(run, ev.RunRetryRequested):
         return [
-            _request(run, f"{sim.sim_id}.{sim.attempt}.queued", sim.sim_id, sim.gpu_config, reuse=sim.reuse, attempt=sim.attempt)
-            for sim in run.sims
+            *(_request(run, f"{sim.sim_id}.{sim.attempt}.queued", sim.sim_id, sim.gpu_config, reuse=sim.reuse, attempt=sim.attempt) for sim in run.sims),
+            *(
+                _request(
+                    run, f"{sims.chunk_name(c.sim_id, c.chunk)}.{c.attempt}.queued", c.sim_id, c.gpu_config, reuse=c.reuse,
+                    attempt=c.attempt, chunk=c.chunk, split=c.split,
+                )
+                for c in run.chunks
+            ),
         ]
     if isinstance(run, ev.RunCreated) and run.sample:
         return []

@@ -65,7 +65,7 @@ from cascade_sim.attempt import HEARTBEAT_S, Attempt, Stop
 from cascade_sim.dispatcher import consumed_event, ensure_launch_consumer
 from cascade_sim.event_sender import EventSender
 from cascade_sim.launch_digests import LaunchDigests
-from cascade_sim.sim_report import Job, SimReport
+from cascade_sim.sim_report import Job, Kept, SimReport, kept_by
 from cascade_sim.simulator import Simulator, Versions
 from cascade_sim.trace_cache import TraceCache, TraceUnavailable
 
@@ -83,6 +83,22 @@ SWEEP_S = 2.0  # how often every consumer is asked, for what comes back unannoun
 def held_name(request: ev.SimQueued) -> str:
     """What a runner holds, as it lists it among its running: a sim, or a chunk of one."""
     return sims.chunk_name(request.sim_id, request.chunk)
+
+
+class Claimed(msgspec.Struct, frozen=True):
+    """A claim this runner appended: the sim as it left it, and, when it resumes a lost
+    runner's attempt, where, and what the attempts before recorded."""
+
+    sim: sims.SimState
+    resume: ev.Resume | None
+    kept: Kept | None
+
+
+def _launches(request: ev.SimQueued) -> split.Chunk:
+    """The launches a request's sim (a sim whole, or its chunk) measures."""
+    if request.chunk is None or request.split is None:
+        return split.whole(request.kernels_total)
+    return split.chunk_of(request.kernels_total, request.split, request.chunk)
 
 
 class Slot:
@@ -364,12 +380,24 @@ class Runner:
         config = self.configs.get(request.gpu_config)
         if config is None:
             return "done" if await self._lacking_config(request) else "hand back"
-        claim = await self._claim(request)
-        if claim is None or claim is BUSY:
-            return "done" if claim is None else "leave"
-        assert isinstance(claim, sims.SimState)
-        chunk = None if request.chunk is None or request.split is None else split.chunk_of(request.kernels_total, request.split, request.chunk)
-        job = slot.job = Job(request.run_id, request.sim_id, claim.attempt, request.trace_id, config, request.kernels_total, chunk)
+        launches = _launches(request)
+        claimed = await self._claim(request, launches)
+        if claimed is None or claimed is BUSY:
+            return "done" if claimed is None else "leave"
+        assert isinstance(claimed, Claimed)
+        claim, kept = claimed.sim, claimed.kept
+        chunk = None if request.chunk is None or request.split is None else launches
+        resumed = None
+        if claimed.resume is not None:
+            log.info("sim %s attempt %d: resumes its lost runner's at launch %d", held_name(request), claim.attempt, claimed.resume.first)
+            if chunk is not None:
+                chunk = split.resumed(chunk, claimed.resume)
+            else:
+                resumed = split.resumed(launches, claimed.resume)
+        job = slot.job = Job(
+            request.run_id, request.sim_id, claim.attempt, request.trace_id, config, request.kernels_total, chunk,
+            resumed=resumed, kept=kept,
+        )
         sender = EventSender(self.store, job.name, job.attempt, self.supervision)
         report = SimReport(job, sender.emit, sender.next_id, sender.now, reader=self.simulator.reader(), sim=claim)
         if await self._look_at_run(report):  # its run was cancelled, and with it the sim, before it started
@@ -389,7 +417,8 @@ class Runner:
             grace_s=self.grace_s, timeout_s=self.sim_timeout_s,
             launcher_ref=None if self.launcher is None else self.launcher.launcher_ref,
         )
-        watch = asyncio.create_task(self._supervised(f"watching {job.sim_id}", lambda: self._watch(report, slot.stop)))
+        queued_seq = slot.msg.metadata.sequence.stream
+        watch = asyncio.create_task(self._supervised(f"watching {job.sim_id}", lambda: self._watch(report, slot.stop, queued_seq)))
         try:
             result = await attempt.run()
         finally:
@@ -417,9 +446,10 @@ class Runner:
         digests = await asyncio.to_thread(self.launch_digests.of, trace_dir, paths)
         return reuse.plan(kernelslist, digests, chunk)
 
-    async def _claim(self, request: ev.SimQueued) -> sims.SimState | None | object:
-        """Append this runner's claim of the next attempt: the sim as claimed, None if the
-        sim needs no runner any more, BUSY if a live runner still runs it."""
+    async def _claim(self, request: ev.SimQueued, launches: split.Chunk) -> Claimed | None | object:
+        """Append this runner's claim of the next attempt: the sim as claimed (and where it
+        resumes a lost runner's attempt), None if the sim needs no runner any more, BUSY if
+        a live runner still runs it."""
         assert self._kv is not None
         while True:
             seq, last = await self._last_life(request.run_id, request.sim_id, request.chunk)
@@ -427,10 +457,12 @@ class Runner:
             name = held_name(request)
             held = sim.under_way and any(name in r.running for r in await registry.live(self._kv) if r.id != self.id)
             ended = await self._ended(sim.runner_id) if sim.under_way and not held else None
+            # A reusing sim's later launches take results of earlier ones: it starts over.
+            kept = await self._kept(request, sim, launches) if sim.under_way and not held and not request.reuse else None
             command = sims.Claim(
                 at=datetime.now(UTC), runner_id=self.id, host=self.host, max_attempts=self.max_attempts,
                 held_elsewhere=held, ended=ended, first_attempt=max(request.attempt, 1), causation_id=request.id,
-                correlation_id=request.correlation_id,
+                correlation_id=request.correlation_id, resume=None if kept is None else split.resume_at(launches, kept.launches),
             )
             decided = sims.decide(command, sim)
             if not decided:
@@ -440,8 +472,15 @@ class Runner:
                 await self.store.append(event, expected_last_subject_seq=seq)
             except ConcurrencyError:
                 continue  # someone moved the sim on meanwhile: look again
-            claimed = sims.evolve(sim, event)
-            return claimed if isinstance(event, ev.SimClaimed) else None
+            if not isinstance(event, ev.SimClaimed):
+                return None
+            return Claimed(sims.evolve(sim, event), event.resume, kept if event.resume is not None else None)
+
+    async def _kept(self, request: ev.SimQueued, sim: sims.SimState, launches: split.Chunk) -> Kept | None:
+        """What the lost attempt of the sim (or its chunk) recorded, as its data subject's
+        last event says."""
+        last = await self.store.last_on(subjects.chunk(request.run_id, request.sim_id, "data", request.chunk))
+        return kept_by(None if last is None else last.event, sim.attempt, launches)
 
     async def _ended(self, runner_id: str | None) -> ev.RunnerEnded | None:
         """What ended a runner, if its scheduler's launcher recorded it."""
@@ -481,9 +520,10 @@ class Runner:
         report.observe(last.event)
         return True
 
-    async def _watch(self, report: SimReport, stop: Stop) -> None:
+    async def _watch(self, report: SimReport, stop: Stop, queued_seq: int) -> None:
         """Every heartbeat period: stop the sim if its run was cancelled (a pushed cancel may
-        have been missed) or another attempt replaced this one."""
+        have been missed) or another attempt replaced this one, or a chunk if another chunk
+        failed since its request was queued (a failure before it is one a retry asked past)."""
         job = report.job
         while True:
             await asyncio.sleep(HEARTBEAT_S)
@@ -496,8 +536,8 @@ class Runner:
             siblings = [] if chunk is None else [i for i in range(chunk.count) if i != chunk.index]
             for sibling in siblings:
                 if not report.sim.finished:
-                    _, last = await self._last_life(job.run_id, job.sim_id, sibling)
-                    if sims.latest(job.run_id, job.sim_id, last, sibling).state == "failed":
+                    seq, last = await self._last_life(job.run_id, job.sim_id, sibling)
+                    if seq > queued_seq and sims.latest(job.run_id, job.sim_id, last, sibling).state == "failed":
                         report.sim = sims.stopped(report.sim)  # the sim failed with it: this chunk stops
             if not report.current or report.sim.finished:
                 stop.request()

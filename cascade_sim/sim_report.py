@@ -27,6 +27,15 @@ from cascade_sim import _tokenizer, simulator
 MAX_LINES_BYTES = 192 * 1024
 
 
+class Kept(msgspec.Struct, frozen=True):
+    """What the attempts before a resumed one recorded of its launches: how many (from the
+    sim's, or its chunk's, first) and their totals."""
+
+    launches: int
+    gpu_tot_sim_cycle: float
+    gpu_tot_sim_insn: float
+
+
 class Job(msgspec.Struct, frozen=True):
     run_id: str
     sim_id: str
@@ -37,11 +46,20 @@ class Job(msgspec.Struct, frozen=True):
     chunk: Chunk | None = None  # the chunk of a split sim this attempt simulates
     # What a sim (or its chunk) reusing repeated kernels simulates, and whose result the others take.
     reuse: Reuse | None = None
+    # What an attempt of a sim whole that resumes a lost runner's simulates (`split.resumed`;
+    # a resumed chunk's is its `chunk`), and what the attempts before it recorded.
+    resumed: Chunk | None = None
+    kept: Kept | None = None
 
     @property
     def launches(self) -> Launches | None:
         """The launches the simulator runs, when not all of the trace's."""
-        return self.reuse if self.reuse is not None else self.chunk
+        return self.reuse if self.reuse is not None else self.cut
+
+    @property
+    def cut(self) -> Chunk | None:
+        """The launches the simulator runs, when they are a range of them after a warm-up."""
+        return self.chunk if self.chunk is not None else self.resumed
 
     @property
     def name(self) -> str:
@@ -58,7 +76,8 @@ def first_line_seq(job: Job) -> int:
     range of its own past every earlier chunk's (and its own earlier attempts'), so the sim's
     log reads chunk after chunk whichever ran first."""
     if job.chunk is None:
-        return 1
+        # A resumed attempt's follow the lines of those before, which its sim keeps.
+        return 1 if job.kept is None else ((job.attempt - 1) << 32) + 1
     return ((job.chunk.index + 1) << 40) + ((job.attempt - 1) << 32) + 1
 
 
@@ -93,6 +112,32 @@ def packed(stats: simulator.Stats) -> PackedStats:
 def _marked(stats: simulator.Stats, source: int) -> simulator.Stats:
     """A reused kernel's stats map: its source's, saying which launch it is from."""
     return stats.with_value("reused_from", float(source))
+
+
+def _float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def kept_by(last: ev.AnyEvent | None, attempt: int, chunk: Chunk) -> Kept | None:
+    """What a lost attempt of a sim (its launches `chunk`: `split.whole` for a sim whole)
+    recorded, from the last event on its data subject: a heartbeat's count and totals, or a
+    kernel result's launch and the totals in its map (a kernel result goes out just before
+    its heartbeat). None when that is not the attempt's, or says no launch was recorded."""
+    if isinstance(last, ev.SimHeartbeat) and last.attempt == attempt:
+        cycles, insn, done = last.latest.gpu_tot_sim_cycle, last.latest.gpu_tot_sim_insn, last.kernels_done
+    elif isinstance(last, ev.KernelFinished) and last.attempt == attempt and last.stats is not None:
+        stats = packed_stats.to_mapping(last.stats)
+        cycles, insn, done = _float(stats.get("gpu_tot_sim_cycle")), _float(stats.get("gpu_tot_sim_insn")), last.uid - chunk.first + 1
+    else:
+        return None
+    if cycles is None or insn is None or done <= 0:
+        return None
+    return Kept(done, cycles, insn)
+
+
+def _totals(cycles: float, insn: float) -> ev.SimTotals:
+    # gpu_tot_ipc as the simulator prints it (`%12.4f`)
+    return ev.SimTotals(cycles, insn, round(insn / cycles, 4) if cycles else None)
 
 
 class _Common(TypedDict):
@@ -137,7 +182,11 @@ class SimReport:
         self.launched = False
         # The sim's kernels' totals when the simulator runs only some of its launches: a chunk's
         # own (warm-up left out), or a reusing sim's, reused kernels included.
-        self._measured = ev.SimTotals(0.0, 0.0)
+        kept = job.kept
+        self._measured = ev.SimTotals(0.0, 0.0) if kept is None else _totals(kept.gpu_tot_sim_cycle, kept.gpu_tot_sim_insn)
+        self._kept_launches = 0 if kept is None else kept.launches
+        if kept is not None:
+            self.latest = self._measured
         # A reusing sim's results that later launches take: by uid, the kernel and its stats map.
         self._reusable: dict[int, tuple[simulator.KernelBlock, simulator.Stats]] = {}
         self._sources = set() if job.reuse is None else job.reuse.sources_reused()
@@ -145,6 +194,13 @@ class SimReport:
             self.add_lines(f"==== cascade: {job.chunk.label} (attempt {job.attempt}) ====")
         if job.reuse is not None:
             self.add_lines(f"==== cascade: {job.reuse.label} ====")
+        cut = job.cut
+        if cut is not None and kept is not None:
+            warm = f", after warm-up launches {cut.first - cut.warmup}-{cut.first - 1}" if cut.warmup else ""
+            self.add_lines(
+                f"==== cascade: attempt {job.attempt} resumes a lost runner's at launch {cut.first}{warm}: "
+                f"the {kept.launches} launches before are the earlier attempts' ===="
+            )
 
     @property
     def current(self) -> bool:
@@ -194,7 +250,7 @@ class SimReport:
         self._record(
             ev.SimHeartbeat(
                 **self._common(),
-                kernels_done=len(self.kernels),
+                kernels_done=self._kept_launches + len(self.kernels),
                 current_kernel=self.current_kernel,
                 latest=self.latest,
                 first_line_seq=self.next_line_seq - self._log_lines,
@@ -248,13 +304,18 @@ class SimReport:
 
     def _kernel_finished(self, k: simulator.KernelBlock) -> None:
         self.launched_once()
-        chunk, reuse, launches = self.job.chunk, self.job.reuse, self.job.launches
-        if chunk is not None and not chunk.measures(k.uid):
+        cut, reuse, launches = self.job.cut, self.job.reuse, self.job.launches
+        if cut is not None and not cut.measures(k.uid):
             return  # warm-up: simulated for the caches' sake, and discarded
         if launches is not None:
             k = msgspec.structs.replace(k, uid=launches.global_uid(k.uid))
         stats = k.stats
+        if reuse is None and cut is not None:
+            stats = self._running_totals(k, stats)
         self._kernel(k, stats)
+        if launches is None:  # the heartbeat below says the totals through this kernel, printed with it
+            cycles, insn, ipc = (_float(stats.get(name)) for name in ("gpu_tot_sim_cycle", "gpu_tot_sim_insn", "gpu_tot_ipc"))
+            self.latest = ev.SimTotals(cycles, insn, ipc, self.latest.sim_rate_ips)
         if reuse is not None:
             if k.uid in self._sources:
                 self._reusable[k.uid] = (self.kernels[-1], stats)
@@ -268,9 +329,7 @@ class SimReport:
         """Record a kernel result of the sim (uid global), its stats map packed."""
         if self.job.launches is not None:
             cycles, insn = self._measured.gpu_tot_sim_cycle or 0.0, self._measured.gpu_tot_sim_insn or 0.0
-            cycles, insn = cycles + k.gpu_sim_cycle, insn + k.gpu_sim_insn
-            # gpu_tot_ipc as the simulator prints it (`%12.4f`)
-            self._measured = ev.SimTotals(cycles, insn, round(insn / cycles, 4) if cycles else None)
+            self._measured = _totals(cycles + k.gpu_sim_cycle, insn + k.gpu_sim_insn)
             self.latest = msgspec.structs.replace(self._measured, sim_rate_ips=self.latest.sim_rate_ips)
         self._record(
             ev.KernelFinished(
@@ -289,6 +348,18 @@ class SimReport:
         )
         # Only the summary is kept for kernel-stats.csv: the full maps are in the events.
         self.kernels.append(msgspec.structs.replace(k, stats=simulator.NO_STATS))
+
+    def _running_totals(self, k: simulator.KernelBlock, stats: dict[str, simulator.StatValue]) -> dict[str, simulator.StatValue]:
+        """A kernel's map with `gpu_tot_*` over the launches its sim (a sim whole) or chunk
+        measured up to it, the kept ones included, not over what this run simulated: for a
+        resumed sim whole, what the sim run straight printed."""
+        cycles = (self._measured.gpu_tot_sim_cycle or 0.0) + k.gpu_sim_cycle
+        insn = (self._measured.gpu_tot_sim_insn or 0.0) + k.gpu_sim_insn
+        ipc = _totals(cycles, insn).gpu_tot_ipc
+        totals: dict[str, simulator.StatValue] = {"gpu_tot_sim_cycle": cycles, "gpu_tot_sim_insn": insn}
+        if ipc is not None:
+            totals["gpu_tot_ipc"] = ipc
+        return {**stats, **{name: value for name, value in totals.items() if name in stats}}
 
     def end_of_output(self) -> None:
         if self._partial:

@@ -24,7 +24,7 @@ import msgspec
 from cascade_core import events as ev
 from cascade_core import sims as life
 from cascade_core import split as splitting
-from cascade_core.models import SimAttempt
+from cascade_core.models import Resumed, SimAttempt
 from cascade_core.runs import run_state
 from cascade_core.sims import FINISHED, SIM_STATES, UNDER_WAY
 from projections.rows import (
@@ -54,6 +54,7 @@ _counts_decoder = msgspec.json.Decoder(dict[str, int])
 _entries = msgspec.json.Decoder(list[ev.ConfigCount])
 _splits = msgspec.json.Decoder(SplitRow)
 _attempts = msgspec.json.Decoder(list[SimAttempt])
+_resumed = msgspec.json.Decoder(list[Resumed])
 
 
 class Rows(msgspec.Struct, frozen=True):
@@ -84,9 +85,10 @@ class Folded(msgspec.Struct, frozen=True):
     changed: frozenset[tuple[str, str]]  # (table, id) of entity rows to write
     appended: dict[str, list[msgspec.Struct]]  # certainly new rows
     checked: dict[str, list[msgspec.Struct]]  # rows to add unless their key is already there
-    # Rows to delete before the appended ones are written: a sim's attempts before the one
-    # given, and a deleted trace's files, kernels and timing.
-    purged_attempts: dict[str, int]
+    # Rows to delete before the appended ones are written, in order: a sim's attempts before
+    # the one given, but, with a launch (a resume's first), its kernels before it and its log
+    # lines, which are made the given attempt's; and a deleted trace's files, kernels and timing.
+    purged_attempts: list[tuple[str, int, int | None]]
     purged_traces: frozenset[str]
     changes: list[Change]
 
@@ -101,16 +103,24 @@ class _Batch:
         self.changed: set[tuple[str, str]] = set()
         self.appended: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
         self.checked: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
-        self.purged_attempts: dict[str, int] = {}
+        self.purged_attempts: list[tuple[str, int, int | None]] = []
         self.purged_traces: set[str] = set()
         self.changes: list[Change] = []
 
-    def purge_sim(self, sim_id: str, attempt: int) -> None:
+    def purge_sim(self, sim_id: str, attempt: int, first: int | None = None) -> None:
         """Forget the rows of the sim's attempts before `attempt`, stored or in this batch."""
-        self.purged_attempts[sim_id] = attempt
+        self.purged_attempts.append((sim_id, attempt, first))
         for rows in (self.appended, self.checked):
             for table in ("kernels", "sim_log", "sim_files"):
                 rows[table] = [r for r in rows[table] if r.sim_id != sim_id or r.attempt >= attempt]  # type: ignore[attr-defined]  # rows of these tables, untyped here, all have both
+
+    def carry_sim(self, sim_id: str, attempt: int, first: int) -> None:
+        """Make the sim's kernels of launches before `first` and its log lines, of its
+        attempts before `attempt`, that attempt's, stored or in this batch; forget the rest."""
+        for rows in (self.appended, self.checked):
+            rows["kernels"] = [_carried(r, sim_id, attempt, r.uid < first) for r in rows["kernels"]]  # type: ignore[attr-defined]  # these are KernelRows
+            rows["sim_log"] = [_carried(r, sim_id, attempt, True) for r in rows["sim_log"]]
+        self.purge_sim(sim_id, attempt, first)
 
     def purge_trace(self, trace_id: str) -> None:
         self.purged_traces.add(trace_id)
@@ -169,6 +179,14 @@ class _Batch:
         self.runs[run.id] = run
         self.changed.add(("runs", run.id))
         return run
+
+
+def _carried(row: msgspec.Struct, sim_id: str, attempt: int, kept: bool) -> msgspec.Struct:
+    """A kernel or log row of the batch as a resume leaves it: made the resuming attempt's
+    when it is kept from an earlier one of its sim."""
+    if kept and row.sim_id == sim_id and row.attempt < attempt:  # type: ignore[attr-defined]  # rows of these tables, untyped here, all have both
+        return msgspec.structs.replace(row, attempt=attempt)
+    return row
 
 
 def _past(sim: SimRow) -> SimAttempt:
@@ -412,7 +430,11 @@ def _cancel_requested(b: _Batch, seq: int, e: ev.RunCancelRequested) -> None:
 def _retry_requested(b: _Batch, seq: int, e: ev.RunRetryRequested) -> None:
     """Each sim still failed or cancelled waits for the attempt the retry asked for, its
     earlier attempt's rows forgotten (as a new attempt's claim forgets them), in the order
-    the event lists them (the run's)."""
+    the event lists them (the run's); of a split sim, each chunk listed."""
+    for chunk in e.chunks:
+        sim = b.sims.get(chunk.sim_id)
+        if sim is not None and sim.run_id == e.run_id and sim.split is not None:
+            _chunk_retried(b, seq, sim, chunk.chunk, chunk.attempt)
     for retried in e.sims:
         sim = b.sims.get(retried.sim_id)
         if sim is None or sim.run_id != e.run_id or sim.split is not None:
@@ -423,6 +445,26 @@ def _retry_requested(b: _Batch, seq: int, e: ev.RunRetryRequested) -> None:
             continue
         b.purge_sim(sim.id, after.attempt)
         b.update_sim(seq, sim, {**_lifecycle(after), **_NO_PROGRESS, "error": None, "exit_code": None, "finished_at": None})
+
+
+def _chunk_retried(b: _Batch, seq: int, sim: SimRow, index: int, attempt: int) -> None:
+    """A split sim's chunk waits for the attempt a retry asked for, its kernels, log and files
+    kept (its sim's, by natural key: a kernel it records again is stored once), and the sim
+    goes on as its chunks make it."""
+    split = sim.splitting
+    assert split is not None
+    if not 0 <= index < len(split.chunks):
+        raise ValueError(f"sim {sim.id} has {len(split.chunks)} chunks, not a chunk {index}")
+    chunk = split.chunks[index]
+    before = _chunk_life(sim, index, chunk)
+    after = life.retried(before, attempt)
+    if after is before:
+        return
+    chunks = list(split.chunks)
+    chunks[index] = msgspec.structs.replace(chunk, **_lifecycle(after), error=None, exit_code=None)
+    state = splitting.sim_state([c.state for c in chunks])
+    changes = {"split": _json.encode(msgspec.structs.replace(split, chunks=chunks)).decode(), "state": state}
+    b.update_sim(seq, sim, {**changes, "error": None, "exit_code": None, "finished_at": None})
 
 
 def _entries_added(b: _Batch, seq: int, e: ev.RunEntriesAdded) -> None:
@@ -491,6 +533,7 @@ def _new_sim(seq: int, e: ev.RunCreated | ev.RunEntriesAdded, spec: ev.SimSpec) 
         reuse=spec.reuse,
         attempts="[]",
         reference_for=spec.reference_for,
+        resumed="[]",
         seq=seq,
         **_NO_PROGRESS,
     )
@@ -515,9 +558,20 @@ def _claimed(b: _Batch, seq: int, sim: SimRow, e: ev.SimClaimed) -> None:
     after = life.evolve(before, e)
     if after is before:
         return
-    if sim.attempt:
-        b.purge_sim(sim.id, after.attempt)
-    b.update_sim(seq, sim, {**_lifecycle(after), **_NO_PROGRESS})
+    resume = e.resume
+    if resume is None or not sim.attempt:
+        if sim.attempt:
+            b.purge_sim(sim.id, after.attempt)
+        b.update_sim(seq, sim, {**_lifecycle(after), **_NO_PROGRESS})
+        return
+    # It carries on from the lost attempt: what that recorded before the resume's first
+    # launch is kept (the log whole), the rest goes, as the launches after run again.
+    b.carry_sim(sim.id, after.attempt, resume.first)
+    kept = resume.first - 1
+    progress = {**_NO_PROGRESS, "kernels_done": kept, "kernels_recorded": kept, "log_tail": sim.log_tail, "log_seq": sim.log_seq}
+    progress |= {name: getattr(sim, name) for name in ("gpu_tot_sim_cycle", "gpu_tot_sim_insn", "gpu_tot_ipc")}
+    resumed = [*_resumed.decode(sim.resumed), Resumed(attempt=after.attempt, first=resume.first, warmup=resume.warmup)]
+    b.update_sim(seq, sim, {**_lifecycle(after), **progress, "resumed": _json.encode(resumed).decode()})
 
 
 def _finished(b: _Batch, seq: int, sim: SimRow, e: ev.SimFinished) -> None:
@@ -668,7 +722,9 @@ def _chunks_evolve(b: _Batch, seq: int, sim: SimRow, e: life.SimLife, fields: di
         if after == before:
             continue
         changed: dict[str, object] = {"state": after.state, "attempt": after.attempt, "runner_id": after.runner_id, "host": after.host}
-        if isinstance(e, ev.SimClaimed):  # a new attempt of the chunk starts over
+        if isinstance(e, ev.SimClaimed) and e.resume is not None:  # it carries on from its lost attempt's last heartbeat
+            changed |= {"resumed": [*chunk.resumed, Resumed(attempt=after.attempt, first=e.resume.first, warmup=e.resume.warmup)]}
+        elif isinstance(e, ev.SimClaimed):  # a new attempt of the chunk starts over
             changed |= {"kernels_done": 0, "gpu_tot_sim_cycle": None, "gpu_tot_sim_insn": None, "sim_rate_ips": None, "last_heartbeat_at": None}
         if isinstance(e, ev.SimFinished) and e.chunk == i:
             changed |= {"error": e.error, "exit_code": e.exit_code}
@@ -805,6 +861,8 @@ def _touch_run(e: ev.RunCreated, found: _Touched) -> None:
 def _touch_listed(e: ev.RunRetryRequested | ev.RunEntriesAdded, found: _Touched) -> None:
     found.runs.add(e.run_id)
     found.sims.update(s.sim_id for s in e.sims)
+    if isinstance(e, ev.RunRetryRequested):
+        found.sims.update(c.sim_id for c in e.chunks)
 
 
 def _touch_nothing(e: ev.RunnerEnded, found: _Touched) -> None:

@@ -153,7 +153,10 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
         rows = getattr(folded.rows, table)
         con.execute(f"DELETE FROM {table} WHERE id IN (SELECT unnest(?))", [ids])
         _insert(con, table, [rows[i] for i in ids], dedupe=None)
-    for sim_id, attempt in folded.purged_attempts.items():
+    for sim_id, attempt, first in folded.purged_attempts:  # in order: a resume keeps what the attempt before it had
+        if first is not None:  # kernel rows keep their seq, and with it their stats rows
+            con.execute("UPDATE kernels SET attempt = ? WHERE sim_id = ? AND attempt < ? AND uid < ?", [attempt, sim_id, attempt, first])
+            con.execute("UPDATE sim_log SET attempt = ? WHERE sim_id = ? AND attempt < ?", [attempt, sim_id, attempt])
         con.execute("DELETE FROM kernel_stats WHERE seq IN (SELECT seq FROM kernels WHERE sim_id = ? AND attempt < ?)", [sim_id, attempt])
         for table in ("kernels", "sim_log", "sim_files"):
             con.execute(f"DELETE FROM {table} WHERE sim_id = ? AND attempt < ?", [sim_id, attempt])

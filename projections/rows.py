@@ -10,6 +10,7 @@ from typing import Annotated
 
 import msgspec
 
+from cascade_core.models import Resumed
 from cascade_core.packed_stats import PackedStats
 
 
@@ -111,12 +112,18 @@ class SimRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     reuse: bool  # it reuses repeated kernels' results (`cascade_core/reuse.py`)
     attempts: str  # JSON list of models.SimAttempt: the attempts before the current one, as the API shows them
     reference_for: str | None  # the split or reusing sim this one is the reference of (`events.SimSpec`)
+    resumed: str  # JSON list of models.Resumed: the attempts that resumed a lost runner's
     seq: int
 
     @property
     def chunk(self) -> None:
         """The row is the life of the sim whole (`sims.Lifecycle`); a chunk's is in `split`."""
         return None
+
+    @property
+    def splitting(self) -> SplitRow | None:
+        """How a split sim was cut, and its chunks' lives; None for a sim whole."""
+        return None if self.split is None else msgspec.json.decode(self.split, type=SplitRow)
 
 
 class ChunkRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -135,6 +142,7 @@ class ChunkRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     sim_rate_ips: float | None = None
     last_heartbeat_at: datetime | None = None
     log_seq: int = 0  # the highest log line sequence of the chunk recorded
+    resumed: list[Resumed] = []  # the chunk's attempts that resumed a lost runner's
 
 
 class SplitRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -33,6 +33,7 @@ from cascade_core.models import (
     KernelStat,
     ReferenceComparison,
     ReferenceSim,
+    Resumed,
     RunDetail,
     RunEntry,
     RunFile,
@@ -65,6 +66,7 @@ Place = tuple[str, int]  # a sim's (gpu_config, replica)
 _entries = msgspec.json.Decoder(list[ev.ConfigCount])
 _splits = msgspec.json.Decoder(SplitRow)
 _attempts = msgspec.json.Decoder(list[SimAttempt])
+_resumed = msgspec.json.Decoder(list[Resumed])
 _counts = msgspec.json.Decoder(dict[str, int])
 _digests = msgspec.json.Decoder(dict[str, str])
 _encoder = msgspec.json.Encoder()
@@ -127,6 +129,7 @@ def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
         attention=None if watch is None else attention.attention(seen(row), watch),
         attempt=row.attempt if row.attempt > 1 else None,
         attempts=_attempts.decode(row.attempts),
+        resumed=_resumed.decode(row.resumed),
     )
 
 
@@ -237,7 +240,10 @@ _RUNNING_TOTALS = {
     # as the simulator prints it (`gpu_tot_ipc = %12.4f`)
     "gpu_tot_ipc": f"round(sum(k.gpu_sim_insn) {_RUNNING} / sum(k.gpu_sim_cycle) {_RUNNING}, 4)",
 }
-_TOTALS_COLUMNS = "".join(f", CASE WHEN s.split IS NOT NULL OR s.reuse THEN ({total})::DOUBLE END" for total in _RUNNING_TOTALS.values())
+# A kernel's `_RUNNING_TOTALS`, by name: null but in a split or reusing sim (a resumed sim
+# whole's maps hold them as they are: its runner knew the kept launches' sums).
+RECOMPUTED_TOTALS = {name: f"CASE WHEN s.split IS NOT NULL OR s.reuse THEN ({total})::DOUBLE END" for name, total in _RUNNING_TOTALS.items()}
+_TOTALS_COLUMNS = "".join(f", {column}" for column in RECOMPUTED_TOTALS.values())
 _SEQ = len(_KERNEL_FIELDS)  # where a record of `_kernels` has its kernel's seq
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from cascade_core.models import RunSummary, StatCatalogue, StatName, StatTable, StatValues, StatValuesRow
-from projections.queries.runs import CURRENT_KERNELS, Con, configs, snapshot
+from projections.queries.runs import CURRENT_KERNELS, RECOMPUTED_TOTALS, Con, configs, snapshot
 
 CATALOGUE_LIMIT = 200  # names in a catalogue's answer
 VALUES_LIMIT = 50_000  # rows in a values answer
@@ -72,9 +72,14 @@ def table_name(name: str) -> str:
 
 # The run's current kernels (a fast sim's reference is no replica of its config, as in the
 # comparison), and the seqs its kernels' rows of kernel_stats lie between.
-_RUN_KERNELS = (
-    f"SELECT k.seq, k.kernel_index, k.name, s.gpu_config, s.replica FROM {CURRENT_KERNELS} WHERE s.run_id = $run AND s.reference_for IS NULL"
-)
+def _run_kernels(columns: str = "") -> str:
+    return (
+        f"SELECT k.seq, k.kernel_index, k.name, s.gpu_config, s.replica{columns} FROM {CURRENT_KERNELS} "
+        "WHERE s.run_id = $run AND s.reference_for IS NULL"
+    )
+
+
+_RUN_KERNELS = _run_kernels()
 _SEQS = f"SELECT min(k.seq), max(k.seq) FROM {CURRENT_KERNELS} WHERE s.run_id = ?"
 
 # Per name that holds $q, each config's kernel indices with a kernel that has it. A kernel's
@@ -135,12 +140,16 @@ def stat_catalogue(con: Con, run: RunSummary, q: str) -> StatCatalogue:
 
 # The run's rows of the stats $stats (ids), a kernel index, config and stat a row: how many
 # of the config's replicas have a value (a number or a text), and the median, least and
-# greatest of their finite numbers.
-_FINITE = "FILTER (WHERE isfinite(v.value))"
+# greatest of their finite numbers. The `gpu_tot_*` of a split or reusing sim's kernel are
+# the sim's running sums, as the maps answer them ($<name>: that stat's id), not the rows'
+# (each chunk's own sums over its launches, a reused kernel's its source's).
+_VALUE = "CASE v.stat " + " ".join(f"WHEN ${name} THEN coalesce(r.{name}, v.value) " for name in RECOMPUTED_TOTALS) + "ELSE v.value END"
+_FINITE = f"FILTER (WHERE isfinite({_VALUE}))"
+_TOTALS = "".join(f", {column} AS {name}" for name, column in RECOMPUTED_TOTALS.items())
 _VALUES = f"""
 SELECT r.kernel_index, arg_min(r.name, r.replica), r.gpu_config, v.stat, count(*),
-       median(v.value) {_FINITE}, min(v.value) {_FINITE}, max(v.value) {_FINITE}
-FROM kernel_stats v JOIN ({_RUN_KERNELS}) r USING (seq)
+       median({_VALUE}) {_FINITE}, min({_VALUE}) {_FINITE}, max({_VALUE}) {_FINITE}
+FROM kernel_stats v JOIN ({_run_kernels(_TOTALS)}) r USING (seq)
 WHERE v.seq BETWEEN $first AND $last AND v.stat = ANY($stats) AND (v.value IS NOT NULL OR v.text IS NOT NULL)
 GROUP BY r.kernel_index, r.gpu_config, v.stat
 ORDER BY r.kernel_index, list_position($configs, r.gpu_config), list_position($stats, v.stat)
@@ -174,7 +183,9 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
         records: list[tuple[int, str, str, int, int, float | None, float | None, float | None]] = []
         if ids and seqs is not None:
             params = {"run": run.id, "first": seqs[0], "last": seqs[1], "stats": ids}
-            records = con.execute(_VALUES, {**params, "configs": order, "limit": VALUES_LIMIT + 1}).fetchall()
+            totals = dict(con.execute("SELECT name, id FROM stat_names WHERE name IN (SELECT unnest(?))", [list(RECOMPUTED_TOTALS)]).fetchall())
+            recomputed = {name: totals.get(name, 0) for name in RECOMPUTED_TOTALS}  # stat ids are from 1
+            records = con.execute(_VALUES, {**params, **recomputed, "configs": order, "limit": VALUES_LIMIT + 1}).fetchall()
         truncated = len(records) > VALUES_LIMIT
         # The stats the rows show, unless some were cut off: then the ones the run has.
         held = {r[3] for r in records} if not truncated else {i for (i,) in con.execute(_HELD, params).fetchall()}

@@ -187,6 +187,17 @@ def test_an_entry_split_gives_its_sims_the_split_as_decided() -> None:
 # --- retry and top-up --------------------------------------------------------------------
 
 
+class Life(msgspec.Struct, frozen=True):
+    state: str
+    attempt: int
+
+
+class Cut(ev.Split, frozen=True):
+    """A split sim's cut, with its chunks' lives."""
+
+    chunks: list[Life]
+
+
 class SimFacts(msgspec.Struct, frozen=True):
     """A sim as the read model's row gives a retry or a top-up its facts."""
 
@@ -196,7 +207,7 @@ class SimFacts(msgspec.Struct, frozen=True):
     state: str
     attempt: int
     kernels_total: int = 20
-    split: object = None
+    splitting: Cut | None = None
     reuse: bool = False
     reference_for: str | None = None
 
@@ -206,13 +217,19 @@ def test_retry_asks_for_the_next_attempt_of_each_failed_or_cancelled_sim() -> No
         SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1),
         SimFacts("sim-1", "SM86_RTX3070", 1, "failed", 2),
         SimFacts("sim-2", "SM86_RTX3080", 0, "cancelled", 0),  # cancelled before any runner took it
-        SimFacts("sim-3", "SM86_RTX3080", 1, "cancelled", 1, split={"chunks": []}),  # split: not retried
+        # Split: its failed chunk and the one its failure stopped run again, its finished one is kept.
+        SimFacts("sim-3", "SM86_RTX3080", 1, "failed", 1, splitting=Cut(5, 2, [Life("succeeded", 1), Life("failed", 2), Life("cancelled", 1)])),
         SimFacts("sim-4", "SM86_RTX3080", 2, "running", 1),
     ]
-    (retry,) = decide_retry(summary("cancelled", {}), sims, RetryRun(event_id="e3", at=AT))
+    (retry,) = decide_retry(summary("cancelled", {}), sims, RetryRun(event_id="e3", at=AT), {("sim-3", 2): 2})
     assert retry == ev.RunRetryRequested(
         id="e3", at=AT, run_id="run-1", trace_id="demo", kernels_total=20,
         sims=[ev.RetriedSim("sim-1", "SM86_RTX3070", 3), ev.RetriedSim("sim-2", "SM86_RTX3080", 1)],
+        chunks=[
+            ev.RetriedChunk(sim_id="sim-3", gpu_config="SM86_RTX3080", chunk=1, split=ev.Split(5, 2), attempt=3),
+            # A runner claimed attempt 2 after the stop: its life subject says so.
+            ev.RetriedChunk(sim_id="sim-3", gpu_config="SM86_RTX3080", chunk=2, split=ev.Split(5, 2), attempt=3),
+        ],
     )
     # Nothing to retry (they wait or run again, or succeeded), or a sample: nothing.
     assert decide_retry(summary("active", {}), sims[:1] + sims[4:], RetryRun(event_id="e4", at=AT)) == []
@@ -249,7 +266,7 @@ def test_a_top_up_refuses_as_create_does_and_past_the_runs_limit() -> None:
 def test_retry_asks_past_an_attempt_a_runner_claimed_after_the_cancel() -> None:
     # Cancelled while pending; a runner took its request later, and its claim changed nothing.
     sims = [SimFacts("sim-0", "SM86_RTX3070", 0, "cancelled", 0)]
-    (retry,) = decide_retry(summary("cancelled", {}), sims, RetryRun(event_id="e6", at=AT), {"sim-0": 1})
+    (retry,) = decide_retry(summary("cancelled", {}), sims, RetryRun(event_id="e6", at=AT), {("sim-0", None): 1})
     assert isinstance(retry, ev.RunRetryRequested) and retry.sims == [ev.RetriedSim("sim-0", "SM86_RTX3070", 2)]
 
 

@@ -292,3 +292,21 @@ def test_a_runner_its_job_ended_otherwise_is_lost_and_the_last_failure_says_why(
     (lost,) = decide(Claim(at=T0, runner_id="r", host="h", max_attempts=2, ended=ended("NODE_FAIL")), sim)
     assert isinstance(lost, ev.SimFinished) and lost.id == "sim-1.lost"
     assert lost.error == "runner lost: Slurm job 12 ended: NODE_FAIL (exit code 0:15) during attempt 2; gave up after 2 attempts"
+
+
+def test_only_a_claim_taking_over_from_a_lost_runner_resumes_where_it_stopped() -> None:
+    where = ev.Resume(first=11, warmup=2)
+    resume = Claim(at=T0, runner_id="r2", host="h", max_attempts=MAX_ATTEMPTS, resume=where)
+    # A first claim, and a retry's (a failed sim is run again from its first launch), start over.
+    (first,) = decide(resume, START)
+    assert isinstance(first, ev.SimClaimed) and first.resume is None
+    failed = evolve(evolve(START, first), fact("fail", 1, 1))
+    (retry,) = decide(resume, sims.retried(failed, 2))
+    assert isinstance(retry, ev.SimClaimed) and (retry.attempt, retry.resume) == (2, None)
+    # Its runner lost: the next attempt carries on from where the runner found it stopped.
+    (taken_over,) = decide(resume, evolve(START, first))
+    assert isinstance(taken_over, ev.SimClaimed) and (taken_over.attempt, taken_over.resume) == (2, where)
+    # Still held by a live runner: nothing; at the limit: the sim fails as before.
+    assert decide(msgspec.structs.replace(resume, held_elsewhere=True), evolve(START, first)) == []
+    (lost,) = decide(msgspec.structs.replace(resume, max_attempts=1), evolve(START, first))
+    assert isinstance(lost, ev.SimFinished) and lost.outcome == "failed"

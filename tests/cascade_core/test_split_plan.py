@@ -93,3 +93,22 @@ def test_a_split_sims_state_follows_from_its_chunks() -> None:
     assert split.sim_state(["succeeded", "succeeded"]) == "succeeded"
     assert split.sim_state(["succeeded", "cancelled"]) == "cancelled"
     assert split.sim_state(["cancelled", "failed"]) == "failed"
+
+
+@given(st.integers(1, 200), st.integers(1, 40), st.integers(0, 8), st.data())
+def test_a_resume_carries_on_at_the_first_unrecorded_launch_of_its_chunk(kernels: int, k: int, w: int, data: st.DataObject) -> None:
+    chunks = [split.whole(kernels), *split.plan(kernels, Split(k, w))]
+    chunk = data.draw(st.sampled_from(chunks))
+    size = chunk.last - chunk.first + 1
+    done = data.draw(st.integers(-1, size + 1))
+    resume = split.resume_at(chunk, done)
+    if done <= 0 or done >= size:  # nothing recorded, or all: its end was not, and it runs again
+        assert resume is None
+        return
+    assert resume is not None and resume.first == chunk.first + done and resume.warmup == min(split.DEFAULT_WARMUP, resume.first - 1)
+    resumed = split.resumed(chunk, resume)
+    assert (resumed.index, resumed.count, resumed.last) == (chunk.index, chunk.count, chunk.last)
+    # The simulator's uids of the resumed run: its warm-up, then the launches left, as global launches.
+    local = range(1, resumed.warmup + resumed.last - resumed.first + 2)
+    assert [resumed.global_uid(u) for u in local if resumed.measures(u)] == list(range(chunk.first + done, chunk.last + 1))
+    assert resumed.kernelslist == f"kernelslist.{'w%d_' % resume.warmup if resume.warmup else ''}k{resume.first}-{chunk.last}.g"

@@ -116,7 +116,7 @@ def test_a_reusing_sim_answers_every_route_as_the_sim_run_whole_with_its_reused_
 
 
 def test_reuse_on_matrixmul_x40_simulates_2_of_its_40_kernels_and_is_off_where_the_real_simulator_is(client: TestClient) -> None:
-    # REPORT.md, section 3: launch 1 cold (7,528), launch 2 warm (7,426), reused for the
+    # docs/fast-sim-measurements.md, section 3: launch 1 cold (7,528), launch 2 warm (7,426), reused for the
     # other 38; in sequence launches 30-40 take 7,444, so the total is -0.067 % off.
     upload_ready(client, files_of("matrixmul-x40"), "x40")
     whole = wait_run(client, run(client, "x40"))
@@ -169,7 +169,7 @@ def test_a_trace_with_nothing_to_reuse_runs_whole(client: TestClient) -> None:
 @pytest.mark.parametrize(
     ("trace", "kernels_per_chunk", "per_chunk", "measured"),
     [
-        # REPORT.md's split with W=2, each chunk reusing within its own launches: launch 1 cold, all else 7,426 (-0.067 %).
+        # docs/fast-sim-measurements.md's split with W=2, each chunk reusing within its own launches: launch 1 cold, all else 7,426 (-0.067 %).
         ("x40", 20, [2, 4], {1, 2, 21, 22}),
         # Exact: chunk 2 warms up with launches 4 and 5, so its own first vecAdd (6) is warm.
         ("repeat", 5, [4, 5], {1, 2, 3, 5, 6, 7, 8}),

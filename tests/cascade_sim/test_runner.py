@@ -169,15 +169,18 @@ def test_a_killed_runner_loses_no_sim_and_records_no_kernel_twice(tmp_path: Path
             wait_until(lambda: client.get(f"/api/runs/{run_id}").json()["sims"][0]["kernels_done"] >= 1, 30)
             first.send_signal(signal.SIGKILL)
             first.wait()
+        # It resumes at the first launch the killed one did not finish: a range of launches
+        # with no recording of its own, which the fake cuts from the whole trace's.
         with worker(nats_url, tree, tmp_path / "w2", lease_s=2):
             run = wait_run(client, run_id, timeout=60)
         (sim,) = run["sims"]
         assert (sim["state"], sim["kernels_done"]) == ("succeeded", 3)
         kernels = client.get(f"/api/runs/{run_id}/kernels").json()
-        assert [k["kernel_launch_uid"] for k in kernels] == [1, 2, 3]
+        assert [(k["kernel_launch_uid"], k["gpu_sim_cycle"]) for k in kernels] == [(1, 5534), (2, 7506), (3, 5408)]
         history = client.portal.call(_claims, service(client), sim["id"])  # type: ignore[union-attr]
         assert [c.attempt for c in history] == [1, 2]
         assert history[0].runner_id != history[1].runner_id
+        assert history[1].resume is not None and sim["resumed"] == [{"attempt": 2, "first": history[1].resume.first, "warmup": history[1].resume.warmup}]
 
 
 def test_a_killed_runners_chunk_runs_again_and_the_finished_chunks_are_kept(tmp_path: Path, nats_url: str, tree: Path) -> None:

@@ -34,9 +34,9 @@ from tests.cascade_sim.world import run_kernels as kernels
 
 TOKEN = "split"
 CONFIG = "SM61_TITANX"
-# What each kernel of the combo trace takes on SM61_TITANX, run whole (REPORT.md, section 1).
+# What each kernel of the combo trace takes on SM61_TITANX, run whole (docs/fast-sim-measurements.md, section 1).
 COMBO_CYCLES = [5534, 7506, 5408]
-# Per kernel, without warm-up: launch 3 starts cold (+127 cycles, REPORT.md section 2).
+# Per kernel, without warm-up: launch 3 starts cold (+127 cycles, docs/fast-sim-measurements.md, section 2).
 COMBO_COLD_CYCLES = [5534, 7506, 5535]
 
 
@@ -89,6 +89,10 @@ def test_a_split_sim_answers_every_route_as_the_sim_run_whole(client: TestClient
     ]
     assert [list(k["stats"]) for k in results["kernels"]] == [list(k["stats"]) for k in whole_results["kernels"]]
     assert results["totals"]["gpu_tot_sim_cycle"] == 18448
+    # So are the stats routes' (kernel_stats rows hold each chunk's own sums).
+    for total in totals:
+        values = [client.get(f"/api/runs/{run_id}/stats/values", params={"name": total}).json()["rows"] for run_id in (split["id"], whole["id"])]
+        assert [(r["kernel_index"], r["median"]) for r in values[0]] == [(r["kernel_index"], r["median"]) for r in values[1]], total
 
     # The log: every chunk's output in chunk order, each under a line marking where it begins.
     log = client.get(f"/api/sims/{s['id']}/log").text
@@ -145,8 +149,10 @@ def test_cancel_stops_every_chunk(client: TestClient, monkeypatch: pytest.Monkey
     assert sim["state"] == "cancelled"
 
 
-def test_a_failed_chunk_fails_the_sim_with_its_error(client: TestClient) -> None:
-    # No chunk of 2 launches was recorded: the simulator fails on both chunks (k1-2, w2_k3-3 is recorded).
+def test_a_failed_chunk_fails_the_sim_with_its_error(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No chunk of 2 launches was recorded, and the fake is told not to cut one from the whole
+    # recording: the simulator fails on k1-2 (w2_k3-3 is recorded).
+    monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_CUT", "0")
     finished = wait_run(client, run(client, {"kernels_per_chunk": 2, "warmup": 2}))
     (sim,) = finished["sims"]
     assert finished["state"] == "failed" and sim["state"] == "failed"
@@ -182,7 +188,7 @@ def test_the_run_event_stream_shows_the_chunks_advance(client: TestClient) -> No
 
 
 def test_matrixmul_x40_in_chunks_of_10_with_a_warm_up_is_off_where_the_real_simulator_is(client: TestClient) -> None:
-    # REPORT.md, section 2: with W=1 every chunk's first kernel is warm; what is left is that
+    # docs/fast-sim-measurements.md, section 2: with W=1 every chunk's first kernel is warm; what is left is that
     # from its 30th launch on a long run's kernels take 18 cycles more (7,444 against 7,426),
     # which no chunk shorter than 30 launches reaches: −0.067 % in total, 29 of 40 exact.
     upload_ready(client, files_of("matrixmul-x40"), "x40")

@@ -38,16 +38,19 @@ def _trace_life(draw: st.DrawFn) -> list[str]:
     return steps
 
 
+RESUMED_AT = 2  # the launch a resumed attempt starts from
+
+
 @st.composite
 def _sim_life(draw: st.DrawFn) -> list[tuple[str, int]]:
     """Actions of one sim: (action, attempt)."""
     actions: list[tuple[str, int]] = []
     attempt = 0
     for _ in range(draw(st.integers(0, 12))):
-        choice = draw(st.sampled_from(["claim", "launch", "beat", "beat", "kernel", "kernel", "file", "finish", "stale"]))
-        if choice == "claim":
+        choice = draw(st.sampled_from(["claim", "resume", "launch", "beat", "beat", "kernel", "kernel", "file", "finish", "stale"]))
+        if choice == "claim" or choice == "resume" and attempt:
             attempt += 1
-            actions.append(("claim", attempt))
+            actions.append((choice, attempt))  # a resume takes over from a lost runner's attempt
         elif choice == "stale" and attempt >= 2:
             actions.append(("beat", attempt - 1))  # a fact from a runner that was replaced
         elif attempt or choice == "finish":
@@ -131,11 +134,15 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
     if kind == "cancel":
         return ev.RunCancelRequested(id=eid, at=at, run_id=item[1])
     _, run_id, sim_id, (action, attempt) = item
+    if action == "resume":  # from launch 2 on, its log lines after the earlier attempts' (`sim_report.first_line_seq`)
+        counters[f"{sim_id}/{attempt}"] = [(attempt - 1) << 32, RESUMED_AT - 1]
     lines, kernels = counters.setdefault(f"{sim_id}/{attempt}", [0, 0])
     common = {"id": eid, "at": at, "run_id": run_id, "sim_id": sim_id}
     match action:
         case "claim":
             return ev.SimClaimed(**common, attempt=attempt, runner_id="runner-1", host="h1")
+        case "resume":
+            return ev.SimClaimed(**common, attempt=attempt, runner_id="runner-2", host="h2", resume=ev.Resume(first=RESUMED_AT, warmup=1))
         case "launch":
             return ev.SimLaunched(**common, attempt=attempt, launcher_ref=str(1000 + attempt), host="h1", config_digests={"gpgpusim.config": "abc"})
         case "beat":

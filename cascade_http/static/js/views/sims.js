@@ -30,6 +30,15 @@ function earlier(attempts) {
   );
 }
 
+/** Each attempt of the sim, or of one of its chunks, that took over from a lost runner where it stopped. */
+function resumes(sim) {
+  const said = (r, chunk) => `${chunk}attempt ${r.attempt} resumed at launch ${r.first}${r.warmup ? ` after ${r.warmup} warm-up launches` : ""}`;
+  return [
+    ...(sim.resumed ?? []).map((r) => said(r, "")),
+    ...(sim.split?.chunks ?? []).flatMap((c) => (c.resumed ?? []).map((r) => said(r, `chunk ${c.index + 1} `))),
+  ];
+}
+
 export function mountSims(el, model) {
   const open = new Map(); // sim id -> "log" | "files"
   const table = h(
@@ -117,6 +126,7 @@ export function mountSims(el, model) {
         sim.attempt ? h("span", { class: "muted small sim-attempt" }, ` attempt ${sim.attempt}`) : null,
         sim.error ? h("p", { class: "row-error" }, sim.error) : null,
         sim.attempts?.length ? earlier(sim.attempts) : null,
+        resumes(sim).length ? h("p", { class: "muted small sim-resumed" }, resumes(sim).join("; ")) : null,
         model.attention.has(sim.id) ? h("p", { class: "caveat row-attention" }, model.attention.get(sim.id)) : null,
         sim.exit_code !== null && sim.exit_code !== 0 ? h("div", { class: "muted small" }, `exit ${sim.exit_code}`) : null,
       ),
