@@ -54,7 +54,9 @@ MAX_BATCH_BYTES = 32 << 20
 # passes CHECKPOINT_IDLE_AT, and after a batch only past its memory's `checkpoint_at`;
 # DuckDB's own threshold, inside a commit, is the last resort.
 CHECKPOINT_IDLE_AT = 16 << 20
-CHECKPOINT_AT = 256 << 20
+# Rows written wait in memory until a checkpoint: a log of 256 MiB, once the limit, was about
+# 110 MiB of them over a campaign, whose stream never goes quiet (bench/README.md).
+CHECKPOINT_AT = 64 << 20
 IDLE_S = 0.5
 
 
@@ -63,13 +65,15 @@ class Memory(msgspec.Struct, frozen=True):
 
     DuckDB keeps there the blocks of the file it has read, everything written since the last
     checkpoint (rows deleted and written again included: a sim's row is rewritten by every
-    batch that touches it), query intermediates, and what its allocator freed. Left at its
-    defaults (a limit of 80 % of the machine's RAM, 128 MiB kept by the allocator), serve grew
-    with the read model all through a campaign (bench/README.md). Within the limit, DuckDB
-    evicts the file's blocks (the OS page cache still has them) and spills intermediates and
-    unwritten rows to `<db>.tmp`; but a commit must pin what it writes, so what waits for a
-    checkpoint is kept to a quarter of the limit (its log runs 0.4 to 1.2 times its size in
-    memory, measured), and DuckDB's own threshold, to half."""
+    batch that touches it), query intermediates, and what its allocator freed. At its default
+    limit, 80 % of the machine's RAM, it never evicted a block, and serve grew with the read
+    model (bench/README.md). Within the limit, DuckDB evicts the file's blocks (the OS page
+    cache still has them) and spills intermediates and unwritten rows to `<db>.tmp`. What it
+    cannot go past: a commit pins what it writes, and a checkpoint the vector it rewrites, which
+    for log chunks grows with the sims' logs; one that does not fit is a fatal error that
+    leaves the database unusable until serve starts again (a 1 GB log at 128 MiB, measured).
+    So what waits for a checkpoint is kept to a quarter of the limit, DuckDB's own threshold
+    to half, and the default limit is generous (`default_memory`)."""
 
     limit: int
 
@@ -82,22 +86,23 @@ class Memory(msgspec.Struct, frozen=True):
         return {
             "memory_limit": f"{self.limit}B",
             "checkpoint_threshold": f"{self.limit // 2}B",
-            "allocator_flush_threshold": f"{self.limit // 8}B",
+            # DuckDB's allocator keeps up to 128 MiB it freed unless told otherwise.
+            "allocator_flush_threshold": f"{min(128 << 20, self.limit // 8)}B",
         }
 
 
 # The least a read model works in: a batch is up to MAX_BATCH_BYTES of events.
 MIN_MEMORY = 64 << 20
-# Within it serve's resident memory levelled off over a 1,000-sim campaign (bench/README.md);
-# more caches more of the file's blocks, which the OS page cache holds anyway.
-DEFAULT_MEMORY_MAX = 128 << 20
+DEFAULT_MEMORY_MIN = 256 << 20
+DEFAULT_MEMORY_MAX = 2 << 30
 
 
 def default_memory() -> Memory:
-    """An eighth of the machine's RAM, from MIN_MEMORY up to DEFAULT_MEMORY_MAX: the API's
-    queries read a run's rows, and the file stays in the OS page cache anyway."""
+    """An eighth of the machine's RAM, from 256 MiB up to 2 GiB: enough for a checkpoint of
+    the log chunks of sims with logs of a GB (the old code peaked at 1.9 GiB on one), while
+    the read model keeps them."""
     ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return Memory(max(MIN_MEMORY, min(DEFAULT_MEMORY_MAX, ram // 8)))
+    return Memory(max(DEFAULT_MEMORY_MIN, min(DEFAULT_MEMORY_MAX, ram // 8)))
 
 
 def connect(path: Path | str, memory: Memory | None = None) -> duckdb.DuckDBPyConnection:
