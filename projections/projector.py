@@ -54,9 +54,10 @@ MAX_BATCH_BYTES = 32 << 20
 # passes CHECKPOINT_IDLE_AT, and after a batch only past its memory's `checkpoint_at`;
 # DuckDB's own threshold, inside a commit, is the last resort.
 CHECKPOINT_IDLE_AT = 16 << 20
-# Rows written wait in memory until a checkpoint: a log of 256 MiB, once the limit, was about
-# 110 MiB of them over a campaign, whose stream never goes quiet (bench/README.md).
-CHECKPOINT_AT = 64 << 20
+# Rows written wait in memory until a checkpoint: 256 MiB of log were 86 to 134 MiB of them
+# over a campaign, whose stream never goes quiet; checkpoints past 64 MiB made replay half as
+# fast (bench/README.md), so a small budget alone brings them closer.
+CHECKPOINT_AT = 256 << 20
 IDLE_S = 0.5
 
 
