@@ -6,9 +6,9 @@
    kernel blocks repeated and renumbered) as fast as it can; a `cascade worker` process runs
    it while `cascade serve` (no runner of its own) projects. Reported: MB/s from the run's
    creation until every kernel is queryable, the worker's CPU time per MB of output, and its
-   peak resident memory (sampled every 50 ms).
-   Then what the burst left on disk (the event stream, the read model), and the sim's log
-   downloaded whole through the API.
+   peak resident memory, and the resident memory of it and the server over the run (sampled
+   every 50 ms). Then what the burst left on disk (the event stream, the read model), and the
+   sim's log downloaded whole through the API.
 2. Latency: the fake prints the real log's kernels at 10 per second and notes when each
    block was flushed; the time from that to the kernel arriving on the run's event stream
    (sent right after the projector commits it) is reported as p50/p99.
@@ -101,12 +101,12 @@ def wait(url: str, run_id: str, kernels: int, timeout: float) -> dict:
 
 
 class Sampler(threading.Thread):
-    """Peak resident memory of a process, from /proc."""
+    """A process's resident memory over time, from /proc."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.pid = pid
-        self.peak_kb = 0
+        self.samples: list[tuple[float, int]] = []  # (time.perf_counter(), kB)
         self.running = True
 
     def run(self) -> None:
@@ -115,9 +115,17 @@ class Sampler(threading.Thread):
                 status = Path(f"/proc/{self.pid}/status").read_text()
             except FileNotFoundError:
                 return
-            rss = int(re.search(r"VmRSS:\s+(\d+)", status)[1])  # type: ignore[index]
-            self.peak_kb = max(self.peak_kb, rss)
+            self.samples.append((time.perf_counter(), int(re.search(r"VmRSS:\s+(\d+)", status)[1])))  # type: ignore[index]
             time.sleep(0.05)
+
+    @property
+    def peak_kb(self) -> int:
+        return max(kb for _, kb in self.samples)
+
+    def curve(self, start: float, end: float) -> str:
+        """MiB at the start, each quarter of the time from `start` to `end`, and the end; and the peak."""
+        at = [next((kb for t, kb in self.samples if t >= start + (end - start) * q / 4), self.samples[-1][1]) for q in range(5)]
+        return ", ".join(f"{kb / 1024:.0f}" for kb in at) + f" (peak {self.peak_kb / 1024:.0f})"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -161,9 +169,9 @@ def main(size_mb: int, paced_kernels: int) -> None:
                                        "--slots", "1", "--work-dir", str(tmp / "worker")], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
             try:
                 time.sleep(2)
-                sampler, serve_sampler = Sampler(worker.pid), Sampler(server.pid)
+                sampler, served = Sampler(worker.pid), Sampler(server.pid)
                 sampler.start()
-                serve_sampler.start()
+                served.start()
                 cpu_before = cpu_seconds(worker.pid)
                 nats_pid = int(Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()[0])
                 others_before = cpu_seconds(server.pid), cpu_seconds(nats_pid)
@@ -175,7 +183,7 @@ def main(size_mb: int, paced_kernels: int) -> None:
                 created, began, ended = (datetime.fromisoformat(t).timestamp() for t in (done["created_at"], sim["started_at"], sim["finished_at"]))
                 cpu = cpu_seconds(worker.pid) - cpu_before
                 server_cpu, nats_cpu = cpu_seconds(server.pid) - others_before[0], cpu_seconds(nats_pid) - others_before[1]
-                sampler.running = serve_sampler.running = False
+                sampler.running = served.running = False
                 print(f"output: {size / 1e6:.1f} MB, {kernels} kernels, every stat of each; "
                       f"grep -c ' = ' reads it at {size / 1e6 / grep_s:.0f} MB/s here (the machine's speed)")
                 print(f"end to end (simulator stdout -> queryable kernels): {size / 1e6 / elapsed:.1f} MB/s ({elapsed:.1f} s)")
@@ -184,8 +192,10 @@ def main(size_mb: int, paced_kernels: int) -> None:
                 print(f"runner CPU: {cpu * 1e3 / (size / 1e6):.1f} ms per MB of output "
                       f"(a real kernel prints ~150 KB: {cpu / kernels * 1e3:.1f} ms per kernel here)")
                 print(f"runner peak resident memory: {sampler.peak_kb / 1024:.1f} MB")
+                print(f"resident memory MiB at the run's start, each quarter of it and its end: runner {sampler.curve(started, started + elapsed)}; "
+                      f"cascade serve {served.curve(started, started + elapsed)}")
                 print(f"CPU seconds meanwhile: runner {cpu:.1f}, cascade serve (projector, API) {server_cpu:.1f}, nats-server {nats_cpu:.1f}")
-                print(f"cascade serve: {server_cpu * 1e3 / (size / 1e6):.1f} ms CPU per MB of output, peak resident memory {serve_sampler.peak_kb / 1024:.1f} MB")
+                print(f"cascade serve: {server_cpu * 1e3 / (size / 1e6):.1f} ms CPU per MB of output, peak resident memory {served.peak_kb / 1024:.1f} MB")
             finally:
                 worker.terminate()
                 worker.wait()

@@ -67,6 +67,9 @@ class Settings(msgspec.Struct, kw_only=True):
     sql_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     sql_max_rows: Positive = 1_000_000
     sql_max_bytes: Positive = 64 << 20
+    # What the read model's DuckDB may hold in memory (`projections.projector.Memory`); None:
+    # an eighth of the machine's RAM, from 256 MiB up to 2 GiB. At least 64 MiB: a batch of events is up to 32.
+    db_memory_bytes: Annotated[int, msgspec.Meta(ge=64 << 20)] | None = None
 
     def __post_init__(self) -> None:
         # The simulator runs in a directory of its own, and a path is logged or stored for
@@ -142,6 +145,7 @@ ENV = {
     "sql_timeout_s": "CASCADE_SQL_TIMEOUT",
     "sql_max_rows": "CASCADE_SQL_MAX_ROWS",
     "sql_max_bytes": "CASCADE_SQL_MAX_BYTES",
+    "db_memory_bytes": "CASCADE_DB_MEMORY_BYTES",
 }
 
 

@@ -158,6 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="how often the embedded nats-server syncs its store to disk: always (the default: nothing acked is lost "
         "on power loss) or a duration such as 2m (CASCADE_NATS_SYNC_INTERVAL)",
     )
+    serve.add_argument(
+        "--db-memory-bytes", type=int,
+        help="what the read model's DuckDB may hold in memory, at least 64 MiB (CASCADE_DB_MEMORY_BYTES; default: an eighth "
+        "of the machine's RAM, from 256 MiB up to 2 GiB)",
+    )
 
     replay = sub.add_parser("replay", help="rebuild a read model from the event log, or verify the live one")
     _common(replay, api=True)
@@ -292,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    names = ("host", "port", "data_dir", "accelsim_dir", "runner", "runner_slots", "replicas", "nats_url", "nats_sync_interval", *NATS_FILES)
+    names = ("host", "port", "data_dir", "accelsim_dir", "runner", "runner_slots", "replicas", "nats_url", "nats_sync_interval", "db_memory_bytes", *NATS_FILES)
     flags = {k: getattr(args, k, None) for k in names}
     return resolve(flags)
 

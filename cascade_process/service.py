@@ -27,6 +27,7 @@ from cascade_process.worker import runner
 from cascade_sim import registry, samples
 from cascade_sim.dispatcher import dispatch, ensure_consumer
 from cascade_sim.install import AccelSimInstall
+from projections.projector import Memory
 from projections.rebuild import ReadModel
 
 log = logging.getLogger("cascade")
@@ -54,7 +55,8 @@ async def running(settings: Settings, embedded: EmbeddedNats | None = None) -> A
         if settings.samples:
             await samples.load(store, objects)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        read_model = await ReadModel.open(store, settings.db_path)
+        memory = None if settings.db_memory_bytes is None else Memory(settings.db_memory_bytes)
+        read_model = await ReadModel.open(store, settings.db_path, memory)
         await read_model.catch_up()
         install = AccelSimInstall(settings.accelsim_dir) if settings.accelsim_dir is not None else None
         cascade = Cascade(settings, nc, store, objects, read_model, install, supervision)

@@ -7,7 +7,8 @@ runner holds) with what runs and what is coming (`cascade_core.slurm.plan`): it 
 (sbatch) while requests wait, up to `--workers`, and cancels jobs still waiting for a node
 once the queue no longer needs them; a worker with nothing to run for `--idle-exit` seconds
 ends by itself. A job of its own that leaves the queue other than COMPLETED is looked up,
-sacct first, else `scontrol show job` (a cluster without accounting), and recorded as
+in sacct first (its accounting, else its job completion log), else `scontrol show job` (a
+cluster with neither), and recorded as
 `runner.ended.v1` for the job's runner, which the sims it held are decided from when their
 requests come back (`cascade_core/sims.py`). A run's cancel stops its sims as on every
 runner, and the launcher then scancels the jobs that ran them and run nothing else.
@@ -102,17 +103,22 @@ class Commands:
         return dict(line.split(None, 1) for line in out.splitlines() if line.strip())
 
     async def end_of(self, job_id: str) -> slurm.JobEnd:
-        """How a job that left the queue ended: sacct's account, else scontrol's."""
-        try:
-            end = slurm.parse_sacct(await self.run("sacct", "-X", "-n", "-P", "-o", "JobID,State,ExitCode,Reason", "-j", job_id), job_id)
-        except SlurmError as err:  # "Slurm accounting storage is disabled"
-            log.debug("%s; asking scontrol", err)
-            end = None
-        if end is None:
+        """How a job that left the queue ended: sacct's account from the accounting database,
+        else from the job completion log (`sacct -c`: JobCompType=jobcomp/filetxt, a cluster
+        without slurmdbd), else scontrol's (while slurmctld keeps the job, MinJobAge)."""
+        fields = ("-X", "-n", "-P", "-o", "JobID,State,ExitCode,Reason", "-j", job_id)
+        for argv in (("sacct", *fields), ("sacct", "-c", *fields)):
             try:
-                end = slurm.parse_scontrol(await self.run("scontrol", "show", "job", "-o", job_id), job_id)
-            except SlurmError as err:
-                log.warning("%s", err)
+                end = slurm.parse_sacct(await self.run(*argv), job_id)
+            except SlurmError as err:  # "Slurm accounting storage is disabled"; no completion log
+                log.debug("%s", err)
+                continue
+            if end is not None:
+                return end
+        try:
+            end = slurm.parse_scontrol(await self.run("scontrol", "show", "job", "-o", job_id), job_id)
+        except SlurmError as err:
+            log.warning("%s", err)
         return end or slurm.JobEnd(job_id, "UNKNOWN", reason="Slurm no longer knows the job")
 
     async def submit(self, options: Options, python: str) -> str:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -50,18 +51,66 @@ MAX_BATCH_BYTES = 32 << 20
 # it runs. It rewrites each table's last, partly filled vector of 2,048 rows whole, and with
 # ~50 KB stats maps and log chunks per row that is up to ~100 MB: 1.8 s here (measured). So
 # the projector checkpoints when the stream goes quiet (nothing for IDLE_S) once the log
-# passes CHECKPOINT_IDLE_AT, and after a batch only past CHECKPOINT_AT; DuckDB's own
-# threshold, inside a commit, is the last resort.
+# passes CHECKPOINT_IDLE_AT, and after a batch only past its memory's `checkpoint_at`;
+# DuckDB's own threshold, inside a commit, is the last resort.
 CHECKPOINT_IDLE_AT = 16 << 20
+# Rows written wait in memory until a checkpoint: 256 MiB of log were 86 to 134 MiB of them
+# over a campaign, whose stream never goes quiet; checkpoints past 64 MiB made replay half as
+# fast (bench/README.md), so a small budget alone brings them closer.
 CHECKPOINT_AT = 256 << 20
 IDLE_S = 0.5
 
 
-def connect(path: Path | str) -> duckdb.DuckDBPyConnection:
-    """The read model at `path`, a new one made this version's (`version.py`). One another
-    version built raises `version.Outdated` and is left as it is (`rebuild.py` rebuilds it)."""
-    # DuckDB's own checkpoint threshold, should the projector's keep failing.
-    con = open_database(path, settings={"checkpoint_threshold": "1GB"})
+class Memory(msgspec.Struct, frozen=True):
+    """What the read model's DuckDB may hold in memory, in bytes.
+
+    DuckDB keeps there the blocks of the file it has read, everything written since the last
+    checkpoint (rows deleted and written again included: a sim's row is rewritten by every
+    batch that touches it), query intermediates, and what its allocator freed. At its default
+    limit, 80 % of the machine's RAM, it never evicted a block, and serve grew with the read
+    model (bench/README.md). Within the limit, DuckDB evicts the file's blocks (the OS page
+    cache still has them) and spills intermediates and unwritten rows to `<db>.tmp`. What it
+    cannot go past: a commit pins what it writes, and a checkpoint the vector it rewrites, which
+    for log chunks grows with the sims' logs; one that does not fit is a fatal error that
+    leaves the database unusable until serve starts again (a 1 GB log at 128 MiB, measured).
+    So what waits for a checkpoint is kept to a quarter of the limit, DuckDB's own threshold
+    to half, and the default limit is generous (`default_memory`)."""
+
+    limit: int
+
+    @property
+    def checkpoint_at(self) -> int:
+        """The write-ahead log's size past which a batch is followed by a checkpoint."""
+        return min(CHECKPOINT_AT, self.limit // 4)
+
+    def settings(self) -> dict[str, str]:
+        return {
+            "memory_limit": f"{self.limit}B",
+            "checkpoint_threshold": f"{self.limit // 2}B",
+            # DuckDB's allocator keeps up to 128 MiB it freed unless told otherwise.
+            "allocator_flush_threshold": f"{min(128 << 20, self.limit // 8)}B",
+        }
+
+
+# The least a read model works in: a batch is up to MAX_BATCH_BYTES of events.
+MIN_MEMORY = 64 << 20
+DEFAULT_MEMORY_MIN = 256 << 20
+DEFAULT_MEMORY_MAX = 2 << 30
+
+
+def default_memory() -> Memory:
+    """An eighth of the machine's RAM, from 256 MiB up to 2 GiB: enough for a checkpoint of
+    the log chunks of sims with logs of a GB (the old code peaked at 1.9 GiB on one), while
+    the read model keeps them."""
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return Memory(max(DEFAULT_MEMORY_MIN, min(DEFAULT_MEMORY_MAX, ram // 8)))
+
+
+def connect(path: Path | str, memory: Memory | None = None) -> duckdb.DuckDBPyConnection:
+    """The read model at `path` within `memory` (by default `default_memory()`), a new one made
+    this version's (`version.py`). One another version built raises `version.Outdated` and is
+    left as it is (`rebuild.py` rebuilds it)."""
+    con = open_database(path, settings=(memory or default_memory()).settings())
     try:
         version.ensure(con)
     except BaseException:
@@ -281,10 +330,14 @@ def apply_frames(
 
 
 class Projector:
-    def __init__(self, store: EventStore, con: duckdb.DuckDBPyConnection, *, fault: FaultHook | None = None) -> None:
+    def __init__(
+        self, store: EventStore, con: duckdb.DuckDBPyConnection, *, fault: FaultHook | None = None, memory: Memory | None = None
+    ) -> None:
+        """`con` as `connect` opened it, within `memory` (the same)."""
         self.store = store
         self.con = con
         self.fault = fault
+        self.checkpoint_at = (memory or default_memory()).checkpoint_at
         self.applied = tables.checkpoint(con)
         self.cache = RowCache()
         self._wal = wal_of(con)
@@ -366,7 +419,7 @@ class Projector:
             if rest is None:
                 break
             applied, rest = await anyio.to_thread.run_sync(apply_batch, self.con, rest, self.fault, self.cache)
-        if self._wal_bytes() > CHECKPOINT_AT:
+        if self._wal_bytes() > self.checkpoint_at:
             await anyio.to_thread.run_sync(_checkpoint, self.con)
 
     async def _committed(self, applied: Applied) -> None:

@@ -38,7 +38,7 @@ from cascade_core.models import Rebuild
 from cascade_nats.store import EventStore
 from projections import tables
 from projections.database import open_database
-from projections.projector import Projector, connect
+from projections.projector import Memory, Projector, connect, default_memory
 from projections.readers import Readers
 from projections.replay import move_onto, remove, wal
 from projections.version import Outdated
@@ -56,7 +56,7 @@ def _second_name(db: Path) -> Path:
     return db.with_name(db.name + ".outdated")
 
 
-def _open_outdated(db: Path) -> duckdb.DuckDBPyConnection:
+def _open_outdated(db: Path, memory: Memory) -> duckdb.DuckDBPyConnection:
     """The outdated read model, read-only, as it was."""
     with open_database(db) as con:
         con.execute("CHECKPOINT")  # its log into the file, so that the file alone holds it all
@@ -64,21 +64,21 @@ def _open_outdated(db: Path) -> duckdb.DuckDBPyConnection:
     link.unlink(missing_ok=True)
     os.link(db, link)
     try:
-        return open_database(link, read_only=True)
+        return open_database(link, read_only=True, settings=memory.settings())
     finally:
         link.unlink()
 
 
-def _open_rebuild(db: Path) -> duckdb.DuckDBPyConnection:
+def _open_rebuild(db: Path, memory: Memory) -> duckdb.DuckDBPyConnection:
     """The file the rebuild goes into: one an earlier start began, from its checkpoint, or a
     new one if there is none or it is of no use (another version's, or not a database)."""
     target = rebuild_path(db)
     try:
-        return connect(target)
+        return connect(target, memory)
     except (Outdated, duckdb.Error) as err:
         log.warning("read model rebuild %s is of no use (%s); starting it again", target, err)
         remove(target)
-        return connect(target)
+        return connect(target, memory)
 
 
 class _Rebuilding(msgspec.Struct, frozen=True):
@@ -90,26 +90,28 @@ class ReadModel:
     """The projector, the connection reads take cursors from, and while the read model is
     rebuilt, the old file those cursors read."""
 
-    def __init__(self, db: Path, projector: Projector, readers: Readers, rebuilding: _Rebuilding | None) -> None:
+    def __init__(self, db: Path, memory: Memory, projector: Projector, readers: Readers, rebuilding: _Rebuilding | None) -> None:
         self.db = db
+        self.memory = memory
         self.projector = projector
         self.readers = readers
         self._rebuilding = rebuilding
         self._after_swap: list[Callable[[], None]] = []
 
     @classmethod
-    async def open(cls, store: EventStore, db: Path) -> ReadModel:
-        return await anyio.to_thread.run_sync(cls._open, store, db)
+    async def open(cls, store: EventStore, db: Path, memory: Memory | None = None) -> ReadModel:
+        """The read model in `db`, within `memory` (by default `default_memory()`)."""
+        return await anyio.to_thread.run_sync(cls._open, store, db, memory or default_memory())
 
     @classmethod
-    def _open(cls, store: EventStore, db: Path) -> ReadModel:
+    def _open(cls, store: EventStore, db: Path, memory: Memory) -> ReadModel:
         try:
-            con = connect(db)
+            con = connect(db, memory)
         except Outdated as why:
-            old = _open_outdated(db)
+            old = _open_outdated(db, memory)
             try:
                 rebuilding = _Rebuilding(why.reason, tables.checkpoint(old))
-                projector = Projector(store, _open_rebuild(db))
+                projector = Projector(store, _open_rebuild(db, memory), memory=memory)
                 projector.live.quiet_until = rebuilding.seq
             except BaseException:
                 old.close()
@@ -120,9 +122,9 @@ class ReadModel:
                 "that change something are refused) until the new one takes its place",
                 db, why.reason, rebuild_path(db), resumed,
             )
-            return cls(db, projector, Readers(old), rebuilding)
+            return cls(db, memory, projector, Readers(old), rebuilding)
         remove(rebuild_path(db))  # one a crash left behind for another version: of no use now
-        return cls(db, Projector(store, con), Readers(con.cursor()), None)
+        return cls(db, memory, Projector(store, con, memory=memory), Readers(con.cursor()), None)
 
     @property
     def seq(self) -> int:
@@ -184,7 +186,7 @@ class ReadModel:
             con.execute("CHECKPOINT")  # all of it in the file: its log would not follow the rename
         move_onto(rebuilt, self.db)
         wal(rebuilt).unlink(missing_ok=True)
-        con = connect(self.db)
+        con = connect(self.db, self.memory)
         self.projector.reopened(con)
         self.readers.move_to(con.cursor())
         self._rebuilding = None

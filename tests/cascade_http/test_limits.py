@@ -256,3 +256,11 @@ def test_the_limits_are_settings_with_their_defaults() -> None:
     assert resolve({}, environ | {"CASCADE_MAX_EXPANDED_BYTES": "3000"}).expansion == Expansion(3000, 50.5)
     with pytest.raises(ConfigError, match="^CASCADE_MAX_SIMS_PER_RUN: Expected `int` >= 1$"):
         resolve({}, {"CASCADE_MAX_SIMS_PER_RUN": "0"})
+
+
+def test_the_read_models_memory_is_a_setting_of_at_least_64_mib() -> None:
+    assert resolve({}, {}).db_memory_bytes is None  # projections.projector.default_memory()
+    assert resolve({"db_memory_bytes": 512 * MiB}, {"CASCADE_DB_MEMORY_BYTES": str(96 * MiB)}).db_memory_bytes == 512 * MiB
+    assert resolve({}, {"CASCADE_DB_MEMORY_BYTES": str(96 * MiB)}).db_memory_bytes == 96 * MiB
+    with pytest.raises(ConfigError, match=f"^CASCADE_DB_MEMORY_BYTES: Expected `int` >= {64 * MiB}$"):
+        resolve({}, {"CASCADE_DB_MEMORY_BYTES": str(MiB)})

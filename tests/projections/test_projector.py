@@ -136,3 +136,14 @@ async def test_the_write_ahead_log_is_folded_in_when_the_stream_goes_quiet(
         tg.cancel_scope.cancel()
     await replay(store, tmp_path / "fresh.duckdb")
     assert dump(con) == dump(connect(tmp_path / "fresh.duckdb"))
+
+
+async def test_the_read_model_is_opened_within_its_memory_and_checkpoints_within_it(tmp_path: Path, store: EventStore) -> None:
+    memory = projector_module.Memory(128 << 20)
+    con = connect(tmp_path / "live.duckdb", memory)
+    settings = dict(con.execute("SELECT name, value FROM duckdb_settings() WHERE name IN ('memory_limit', 'checkpoint_threshold')").fetchall())
+    assert settings == {"memory_limit": "128.0 MiB", "checkpoint_threshold": "64.0 MiB"}
+    assert Projector(store, con, memory=memory).checkpoint_at == 32 << 20  # a quarter: what waits for it is in memory
+    assert projector_module.Memory(4 << 30).checkpoint_at == projector_module.CHECKPOINT_AT
+    default = projector_module.default_memory().limit
+    assert projector_module.DEFAULT_MEMORY_MIN <= default <= projector_module.DEFAULT_MEMORY_MAX

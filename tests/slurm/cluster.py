@@ -1,8 +1,9 @@
 """A real single-node Slurm cluster for a test: munged with a key of its own, slurmctld and
 slurmd in the foreground on free loopback ports, every file in a fresh directory, reached
-through SLURM_CONF. Skips, saying why, when Slurm or munge is not installed (`.ci/run`
-installs Debian's `slurm-wlm` and `munge`) or the test does not run as root (slurmd starts
-jobs as their user)."""
+through SLURM_CONF. There is no slurmdbd, so no accounting database: sacct answers from the
+job completion log (`sacct -c`, JobCompType=jobcomp/filetxt). Skips, saying why, when Slurm
+or munge is not installed (`.ci/run` installs Debian's `slurm-wlm` and `munge`) or the test
+does not run as root (slurmd starts jobs as their user)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
+JobCompType=jobcomp/filetxt
+JobCompLoc={root}/jobcomp.txt
 SchedulerType=sched/builtin
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core

@@ -1,7 +1,8 @@
 """`cascade slurm` against a real single-node Slurm: sims run in worker jobs it submits, each
 sim's launcher_ref is its job's id, a job Slurm ends at its time limit fails the sim it held
-with Slurm's reason, one scancelled by someone else loses its sim to another job, and
-cancelling a run cancels the job that ran its sim."""
+with what sacct says (from the job completion log: the test's Slurm has no slurmdbd), one
+scancelled by someone else loses its sim to another job, and cancelling a run cancels the
+job that ran its sim."""
 
 from __future__ import annotations
 
@@ -115,10 +116,14 @@ def test_sims_run_in_slurm_jobs_that_end_at_their_limit_or_with_their_run(client
     sim = timed_out["sims"][0]
     assert timed_out["state"] == "failed", timed_out
     job = sim["launcher_ref"]
-    assert sim["error"].startswith(f"Slurm job {job} ended: TIMEOUT (reason TimeLimit"), sim["error"]
+    # From sacct, out of the job completion log (scontrol would add "reason TimeLimit").
+    said = slurm.parse_sacct(cluster.run("sacct", "-c", "-X", "-n", "-P", "-o", "JobID,State,ExitCode,Reason", "-j", job), job)
+    assert said is not None and said.state == "TIMEOUT", said
+    assert said.describe() == f"Slurm job {job} ended: TIMEOUT (exit code {said.exit_code})", said
+    assert sim["error"] == f"{said.describe()} during attempt 1", sim["error"]
     assert cluster.job(job)["JobState"] == "TIMEOUT"
     ended = {e.launcher_ref: e for e in runners_ended(client)}
-    assert ended[job].state == "TIMEOUT" and ended[job].runner_id == slurm.runner_id(cluster.name, job)
+    assert ended[job].state == "TIMEOUT" and ended[job].reason == said.describe() and ended[job].runner_id == slurm.runner_id(cluster.name, job)
     assert cancelled_job not in ended  # the launcher's own cancel is no news
 
 
