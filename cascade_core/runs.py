@@ -363,7 +363,7 @@ def check_reference(sim: SimFacts) -> None:
     """Refused when `sim` can have no reference: it is one, or it runs whole and in sequence."""
     if sim.reference_for is not None:
         raise NotFast(f"sim {sim.id} is the reference of sim {sim.reference_for}; a reference has no reference of its own")
-    if sim.split is None and not sim.reuse:
+    if sim.splitting is None and not sim.reuse:
         raise NotFast(
             f"sim {sim.id} is neither split nor reusing repeated kernels: it runs whole and in sequence, as a reference "
             "would, so there is nothing to measure it against"

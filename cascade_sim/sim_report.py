@@ -349,17 +349,18 @@ class SimReport:
         # Only the summary is kept for kernel-stats.csv: the full maps are in the events.
         self.kernels.append(msgspec.structs.replace(k, stats=simulator.NO_STATS))
 
-    def _running_totals(self, k: simulator.KernelBlock, stats: dict[str, simulator.StatValue]) -> dict[str, simulator.StatValue]:
+    def _running_totals(self, k: simulator.KernelBlock, stats: simulator.Stats) -> simulator.Stats:
         """A kernel's map with `gpu_tot_*` over the launches its sim (a sim whole) or chunk
         measured up to it, the kept ones included, not over what this run simulated: for a
         resumed sim whole, what the sim run straight printed."""
         cycles = (self._measured.gpu_tot_sim_cycle or 0.0) + k.gpu_sim_cycle
         insn = (self._measured.gpu_tot_sim_insn or 0.0) + k.gpu_sim_insn
         ipc = _totals(cycles, insn).gpu_tot_ipc
-        totals: dict[str, simulator.StatValue] = {"gpu_tot_sim_cycle": cycles, "gpu_tot_sim_insn": insn}
-        if ipc is not None:
-            totals["gpu_tot_ipc"] = ipc
-        return {**stats, **{name: value for name, value in totals.items() if name in stats}}
+        totals = {"gpu_tot_sim_cycle": cycles, "gpu_tot_sim_insn": insn, "gpu_tot_ipc": ipc}
+        for name, value in totals.items():
+            if value is not None and name in stats.names:
+                stats = stats.with_value(name, value)
+        return stats
 
     def end_of_output(self) -> None:
         if self._partial:

@@ -41,6 +41,9 @@ class Stats(msgspec.Struct, frozen=True, gc=False):
         text = self.texts.get(position)
         return text if text is not None else float(_FLOAT64.unpack_from(self.floats, position * _FLOAT64.size)[0])
 
+    def get(self, name: str) -> StatValue | None:
+        return self.at(self.names.index(name)) if name in self.names else None
+
     def as_dict(self) -> dict[str, StatValue]:
         values: list[StatValue] = list(array("d", self.floats))
         for position, text in self.texts.items():

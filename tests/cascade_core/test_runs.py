@@ -272,7 +272,7 @@ def test_retry_asks_past_an_attempt_a_runner_claimed_after_the_cancel() -> None:
 
 def test_a_reference_is_a_sim_of_the_same_config_run_whole_added_once_with_no_entry() -> None:
     sims = [
-        SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1, split={"chunks": []}),
+        SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1, splitting=Cut(10, 2, [Life("succeeded", 1)] * 2)),
         SimFacts("sim-1", "SM86_RTX3070", 1, "succeeded", 1, reuse=True),
         SimFacts("sim-2", "SM86_RTX3080", 0, "succeeded", 1),
     ]

@@ -11,18 +11,19 @@ simulator is in bench/README.md (issue 16).
 from __future__ import annotations
 
 import signal
+from array import array
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from datetime import UTC, datetime
-
 from cascade_app.service import Cascade
 from cascade_core import events as ev
 from cascade_core import split, subjects
 from cascade_sim.sim_report import Kept, kept_by, packed
+from cascade_sim.simulator import Stats
 from tests.cascade_sim.test_runner import serve, service
 from tests.cascade_sim.world import accelsim_tree, run_kernels, store_trace, wait_run, worker
 from tests.support import TRACES, wait_until
@@ -172,7 +173,7 @@ def test_what_a_lost_attempt_recorded_is_read_off_the_last_event_on_its_data_sub
     def kernel(attempt: int, stats: dict[str, float]) -> ev.KernelFinished:
         return ev.KernelFinished(
             **common, attempt=attempt, kernel_index=24, uid=25, name="k", gpu_sim_cycle=7426, gpu_sim_insn=10**6, gpu_ipc=134.7,
-            sim_time_ns=1.0, stats=packed(stats),
+            sim_time_ns=1.0, stats=packed(Stats(tuple(stats), array("d", stats.values()).tobytes(), {})),
         )
 
     assert kept_by(beat(2), 2, chunk) == Kept(4, 29704.0, 4.0e6)
