@@ -32,7 +32,7 @@ from projections.database import incoming, open_database
 from projections.fold import Folded, Rows, Unfoldable, fold, touched
 from projections.live import Live
 from projections.parking import Batch
-from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, KernelRow, ParkedRow, RunRow, SimRow, TraceRow
+from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, ParkedRow, RunRow, SimRow, TraceRow
 
 log = logging.getLogger("cascade.projector")
 
@@ -175,15 +175,14 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
 def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_rows.StatNames) -> None:
     """The stats maps of the kernels rows just written, as rows. Every kernel result the fold
     applied names its stats, kept or not (`stats_rows`)."""
-    applied = [c.row for c in folded.changes if isinstance(c.row, KernelRow)]
-    if not applied:
+    if not folded.kernels:
         return
     kept = {row.seq for row in folded.appended["kernels"]}  # type: ignore[attr-defined]  # the fold's lists hold each table's rows untyped: these are KernelRows
     if folded.checked["kernels"]:
         # Those not already there were written, under the seq of the event that brought them.
         candidates = [row.seq for row in folded.checked["kernels"]]  # type: ignore[attr-defined]  # the fold's lists hold each table's rows untyped: these are KernelRows
         kept.update(s for (s,) in con.execute("SELECT seq FROM kernels WHERE seq IN (SELECT unnest(?))", [candidates]).fetchall())
-    stats = stats_rows.rows(con, applied, kept, names)
+    stats = stats_rows.rows(con, folded.kernels, kept, names)
     if names.added:
         _insert(con, "stat_names", names.added, dedupe=None)
     if stats.num_rows:
@@ -223,13 +222,14 @@ def apply(
     *,
     parked: Sequence[ParkedRow] = (),
     seq: int | None = None,
+    changes: bool = True,
 ) -> Folded:
     """Fold and write one batch in one transaction, and move the checkpoint to `seq` (by
-    default the last event's)."""
+    default the last event's); with or without the `changes` live streams show."""
     cache = cache or RowCache()
     con.execute("BEGIN TRANSACTION")
     try:
-        folded = fold(load(con, items, cache), items)
+        folded = fold(load(con, items, cache), items, changes=changes)
         write(con, folded, items[-1][0] if seq is None else seq, parked, cache)
         if fault is not None:
             fault("before_commit")
@@ -251,14 +251,16 @@ class Applied(msgspec.Struct, frozen=True):
     seq: int
 
 
-def apply_batch(con: duckdb.DuckDBPyConnection, batch: Batch, fault: FaultHook | None, cache: RowCache) -> tuple[Applied, Batch | None]:
+def apply_batch(
+    con: duckdb.DuckDBPyConnection, batch: Batch, fault: FaultHook | None, cache: RowCache, changes: bool = True
+) -> tuple[Applied, Batch | None]:
     """Apply as much of `batch` as one transaction can: all of it, or the part before an
     event that cannot be applied, with that event parked. Returns the rest, to apply next.
 
     An event the fold cannot apply names itself; rows DuckDB refuses do not say whose they
     are, so the batch is halved until the event is alone."""
     try:
-        folded = apply(con, batch.items, fault, cache, parked=batch.parked, seq=batch.last_seq)
+        folded = apply(con, batch.items, fault, cache, parked=batch.parked, seq=batch.last_seq, changes=changes)
         return Applied(folded, batch.parked, batch.last_seq), None
     except Unfoldable as err:
         head, rest = parking.park(batch, err.seq, f"cannot be folded: {err.error}")
@@ -267,21 +269,25 @@ def apply_batch(con: duckdb.DuckDBPyConnection, batch: Batch, fault: FaultHook |
             head, rest = parking.halves(batch)
         else:
             head, rest = parking.park(batch, batch.items[0][0], f"cannot be stored: {str(err).splitlines()[0]}")
-    applied, left = apply_batch(con, head, fault, cache)
+    applied, left = apply_batch(con, head, fault, cache, changes)
     return applied, parking.join(left, rest)
 
 
 def apply_frames(
-    con: duckdb.DuckDBPyConnection, frames: Sequence[Frame], fault: FaultHook | None, cache: RowCache
+    con: duckdb.DuckDBPyConnection, frames: Sequence[Frame], fault: FaultHook | None, cache: RowCache, changes: bool = True
 ) -> tuple[Applied, Batch | None]:
-    return apply_batch(con, parking.sort_out(frames), fault, cache)
+    return apply_batch(con, parking.sort_out(frames), fault, cache, changes)
 
 
 class Projector:
-    def __init__(self, store: EventStore, con: duckdb.DuckDBPyConnection, *, fault: FaultHook | None = None) -> None:
+    """`changes`: whether batches make the changes live run streams show (`fold.Change`); a
+    replay into a file of its own, which no stream reads, makes none."""
+
+    def __init__(self, store: EventStore, con: duckdb.DuckDBPyConnection, *, fault: FaultHook | None = None, changes: bool = True) -> None:
         self.store = store
         self.con = con
         self.fault = fault
+        self.changes = changes
         self.applied = tables.checkpoint(con)
         self.cache = RowCache()
         self._wal = wal_of(con)
@@ -357,12 +363,13 @@ class Projector:
         frames = [f for f in frames if f[0] > self.applied]
         if not frames:
             return
-        applied, rest = await anyio.to_thread.run_sync(apply_frames, self.con, frames, self.fault, self.cache)
+        changes = self.changes and frames[-1][0] > self.live.quiet_until  # none that would reach no stream
+        applied, rest = await anyio.to_thread.run_sync(apply_frames, self.con, frames, self.fault, self.cache, changes)
         while True:
             await self._committed(applied)
             if rest is None:
                 break
-            applied, rest = await anyio.to_thread.run_sync(apply_batch, self.con, rest, self.fault, self.cache)
+            applied, rest = await anyio.to_thread.run_sync(apply_batch, self.con, rest, self.fault, self.cache, changes)
         if self._wal_bytes() > CHECKPOINT_AT:
             await anyio.to_thread.run_sync(_checkpoint, self.con)
 
