@@ -8,7 +8,8 @@ runner facts (heartbeats with a log line, kernel results without a map, over 64 
 `--kernels` kernel results of 40 sims whose stats maps hold `--stats` values each (the names
 of a real SM7_QV100 map, values at random: stats_bench's). Later runs replay what is stored.
 Each replay is timed from the start to the file renamed into place; the embedded
-nats-server syncs every 2 minutes (replay only reads).
+nats-server syncs every 2 minutes (replay only reads). The process's peak resident memory is
+its highest so far (filling a new store counts too).
 
 The other code is measured by putting its checkout first on PYTHONPATH: this script uses
 nothing but `projections.replay.replay_file` and the stores' public calls.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import secrets
 import sys
 import tempfile
@@ -71,7 +73,8 @@ async def main(store_dir: Path, facts: int, kernels: int, stats: int, repeat: in
             assert seq == total, (seq, total)
             print(
                 f"replay into a fresh DuckDB ({total:,} events, {size / 1e6:,.0f} MB stored): {total / elapsed:>9,.0f} events/s, "
-                f"{size / 1e6 / elapsed:,.1f} MB/s, {elapsed:.2f} s, CPU {used / total * 1e6:.2f} us per event",
+                f"{size / 1e6 / elapsed:,.1f} MB/s, {elapsed:.2f} s, CPU {used / total * 1e6:.2f} us per event, "
+                f"peak RSS so far {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB",
                 flush=True,
             )
         await store.close()

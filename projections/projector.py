@@ -44,6 +44,10 @@ FaultHook = Callable[[str], None]
 # transaction's fixed cost thin, the byte bound keeps a batch's memory in check.
 MAX_BATCH = 32768
 MAX_BATCH_BYTES = 32 << 20
+# Frames read and not yet applied are at most about two batches: one being applied, the next
+# arriving. A replay reads faster than it applies; past that it waits to read on, so that it
+# holds no more of the log than that however long the log is.
+WAITING_BATCHES = 2
 
 
 # A checkpoint folds DuckDB's write-ahead log into the database file and stalls commits while
@@ -323,11 +327,12 @@ class Projector:
         # Frames keep arriving while a batch is written, and the next batch takes all of
         # them: under load batches grow, so the per-transaction cost is spread thin.
         pending: list[Frame] = []
-        arrived = asyncio.Event()
+        waiting = 0  # the bytes of their payloads
+        arrived, room = asyncio.Event(), asyncio.Event()
         finished = False
 
         async def receive() -> None:
-            nonlocal finished
+            nonlocal finished, waiting
             stream = self.store.raw(subjects.ALL, self.applied + 1, until_caught_up=until_caught_up)
             async with contextlib.aclosing(stream) as batches:  # its connection, closed on a break too
                 async for frames in batches:
@@ -335,7 +340,11 @@ class Projector:
                         pending.extend(f for f in frames if f[0] <= until_seq)
                         break
                     pending.extend(frames)
+                    waiting += sum(len(f[2]) for f in frames)
                     arrived.set()
+                    if len(pending) >= WAITING_BATCHES * MAX_BATCH or waiting >= WAITING_BATCHES * MAX_BATCH_BYTES:
+                        room.clear()
+                        await room.wait()
             finished = True
             arrived.set()
 
@@ -354,6 +363,8 @@ class Projector:
                     count = batch_length(pending)
                     batch = pending[:count]
                     del pending[:count]
+                    waiting -= sum(len(f[2]) for f in batch)
+                    room.set()
                     await self._apply_frames(batch)
                 if finished:
                     break
