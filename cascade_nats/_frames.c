@@ -25,20 +25,20 @@ typedef struct {
     Py_ssize_t n;
 } span;
 
-/* The protocol line's fields, split on single spaces (as the Python parser does); at most 6. */
-static int fields(const char *line, Py_ssize_t n, span *out) {
+/* `n` bytes at `p` split on `sep` (every one: empty pieces count), into at most `max`
+ * spans; -1 if there are more. memchr, as the pieces are long (subjects). */
+static int split(const char *p, Py_ssize_t n, char sep, span *out, int max) {
     int count = 0;
-    Py_ssize_t start = 0;
-    for (Py_ssize_t i = 0; i <= n; i++) {
-        if (i == n || line[i] == ' ') {
-            if (count == 6) return -1;
-            out[count].p = line + start;
-            out[count].n = i - start;
-            count++;
-            start = i + 1;
-        }
+    const char *end = p + n;
+    while (1) {
+        const char *at = memchr(p, sep, (size_t)(end - p));
+        if (count == max) return -1;
+        out[count].p = p;
+        out[count].n = (at == NULL ? end : at) - p;
+        count++;
+        if (at == NULL) return count;
+        p = at + 1;
     }
-    return count;
 }
 
 /* A number of decimal digits only (what the server writes), or -1. */
@@ -57,20 +57,9 @@ static int equal(span s, const char *text, Py_ssize_t n) { return s.n == n && me
 /* Stream sequence, consumer sequence and pending count from an ack subject; 0 if it is none. */
 static int position(span reply, long long *sseq, long long *cseq, long long *pending) {
     span tokens[13];
-    int count = 0;
-    Py_ssize_t start = 0;
-    for (Py_ssize_t i = 0; i <= reply.n; i++) {
-        if (i == reply.n || reply.p[i] == '.') {
-            if (count == 13) return 0;
-            tokens[count].p = reply.p + start;
-            tokens[count].n = i - start;
-            count++;
-            start = i + 1;
-        }
-    }
-    if (count < 9 || !equal(tokens[0], "$JS", 3) || !equal(tokens[1], "ACK", 3)) return 0;
+    int count = split(reply.p, reply.n, '.', tokens, 13);
+    if (count < 9 || (count != 9 && count < 11) || !equal(tokens[0], "$JS", 3) || !equal(tokens[1], "ACK", 3)) return 0;
     int at = count == 9 ? 5 : 7;
-    if (count != 9 && count < 11) return 0;
     *sseq = digits(tokens[at]);
     *cseq = digits(tokens[at + 1]);
     *pending = digits(tokens[at + 3]);
@@ -133,7 +122,7 @@ static PyObject *take(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
         const char *eol = memmem(line, (size_t)(size - pos), "\r\n", 2);
         if (eol == NULL) return result(pos, delivered, pending, MORE);
         span f[6];
-        int count = fields(line, eol - line, f);
+        int count = split(line, eol - line, ' ', f, 6);
         int headers = count > 0 && equal(f[0], "HMSG", 4);
         if (count < 0 || !(headers || (count > 0 && equal(f[0], "MSG", 3))) || count < (headers ? 5 : 4) ||
             count > (headers ? 6 : 5))

@@ -11,10 +11,12 @@ their own writes wait on `wait_for(seq)`; live run streams get each batch's chan
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable, Sequence
+import operator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -87,14 +89,19 @@ def wal_of(con: duckdb.DuckDBPyConnection) -> Path | None:
     return Path(f"{row[0]}.wal") if row and row[0] else None
 
 
-def batch_length(frames: list[Frame]) -> int:
-    """How many of `frames` the next batch takes."""
-    size = 0
-    for count, (_, _, data) in enumerate(itertools.islice(frames, MAX_BATCH), 1):
-        size += len(data)
-        if size >= MAX_BATCH_BYTES:
-            return count
-    return min(len(frames), MAX_BATCH)
+_payload = operator.itemgetter(2)
+
+
+def payload_bytes(frames: Iterable[Frame]) -> Iterator[int]:
+    """The size of each frame's payload (in C calls: a replay asks it of every frame)."""
+    return map(len, map(_payload, frames))
+
+
+def batch_length(frames: list[Frame]) -> tuple[int, int]:
+    """How many of `frames` (one or more) the next batch takes, and their payloads' bytes."""
+    ends = list(itertools.accumulate(payload_bytes(itertools.islice(frames, MAX_BATCH))))
+    count = min(bisect.bisect_left(ends, MAX_BATCH_BYTES) + 1, len(ends))  # the frame that passes the bound ends it
+    return count, ends[count - 1]
 
 
 class RowCache:
@@ -340,7 +347,7 @@ class Projector:
                         pending.extend(f for f in frames if f[0] <= until_seq)
                         break
                     pending.extend(frames)
-                    waiting += sum(len(f[2]) for f in frames)
+                    waiting += sum(payload_bytes(frames))
                     arrived.set()
                     if len(pending) >= WAITING_BATCHES * MAX_BATCH or waiting >= WAITING_BATCHES * MAX_BATCH_BYTES:
                         room.clear()
@@ -360,10 +367,10 @@ class Projector:
                 await arrived.wait()
                 arrived.clear()
                 while pending:
-                    count = batch_length(pending)
+                    count, size = batch_length(pending)
                     batch = pending[:count]
                     del pending[:count]
-                    waiting -= sum(len(f[2]) for f in batch)
+                    waiting -= size
                     room.set()
                     await self._apply_frames(batch)
                 if finished:
@@ -371,9 +378,10 @@ class Projector:
             tg.cancel_scope.cancel()
 
     async def _apply_frames(self, frames: list[Frame]) -> None:
-        frames = [f for f in frames if f[0] > self.applied]
-        if not frames:
-            return
+        if frames[0][0] <= self.applied:  # in stream order: only the first ones can be
+            frames = [f for f in frames if f[0] > self.applied]
+            if not frames:
+                return
         changes = self.changes and frames[-1][0] > self.live.quiet_until  # none that would reach no stream
         applied, rest = await anyio.to_thread.run_sync(apply_frames, self.con, frames, self.fault, self.cache, changes)
         while True:
