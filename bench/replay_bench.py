@@ -7,7 +7,8 @@ The first run with a new `--store` appends the log there: `--facts` of event_ben
 runner facts (heartbeats with a log line, kernel results without a map, over 64 sims), then
 `--kernels` kernel results of 40 sims whose stats maps hold `--stats` values each (the names
 of a real SM7_QV100 map, values at random: stats_bench's). Later runs replay what is stored.
-Each replay is timed from the start to the file renamed into place; the embedded
+Beside them, the machine's own pace: `grep -c` over the stored blocks, and the stream read
+with nothing done to it. Each replay is timed from the start to the file renamed into place; the embedded
 nats-server syncs every 2 minutes (replay only reads). The process's peak resident memory is
 its highest so far (filling a new store counts too).
 
@@ -21,6 +22,7 @@ import argparse
 import asyncio
 import resource
 import secrets
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +36,7 @@ sys.path.insert(1, str(REPO / "bench"))  # after PYTHONPATH, so that another che
 import event_bench  # noqa: E402
 import stats_bench  # noqa: E402
 
+from cascade_core import subjects  # noqa: E402
 from cascade_nats import server  # noqa: E402
 from cascade_nats.store import EventStore  # noqa: E402
 from projections.replay import replay_file  # noqa: E402
@@ -52,6 +55,22 @@ async def fill(store: EventStore, facts: int, kernels: int, stats: int) -> None:
             await store.append_facts(history[i : i + 200], timeout=60)
 
 
+def grep_rate(store_dir: Path) -> float:
+    """MB/s of `grep -c` over the stream's stored blocks: how fast this machine reads them."""
+    blocks = sorted(str(p) for p in (store_dir / "js").rglob("*.blk"))
+    started = time.perf_counter()
+    subprocess.run(["grep", "-c", '"type"', *blocks], stdout=subprocess.DEVNULL, check=False)
+    return sum(Path(b).stat().st_size for b in blocks) / 1e6 / (time.perf_counter() - started)
+
+
+async def read_rate(store: EventStore) -> float:
+    """Events/s of the stream read alone, as replay reads it (`EventStore.raw`), nothing decoded."""
+    started, count = time.perf_counter(), 0
+    async for frames in store.raw(subjects.ALL, 1, until_caught_up=True):
+        count += len(frames)
+    return count / (time.perf_counter() - started)
+
+
 async def main(store_dir: Path, facts: int, kernels: int, stats: int, repeat: int) -> None:
     password_file = store_dir / PASSWORD_FILE
     new = not password_file.exists()
@@ -65,6 +84,7 @@ async def main(store_dir: Path, facts: int, kernels: int, stats: int, repeat: in
             await fill(store, facts, kernels, stats)
         total = await store.last_seq()
         size = sum(p.stat().st_size for p in (store_dir / "js").rglob("*.blk"))
+        print(f"grep -c over the stored blocks: {grep_rate(store_dir):,.0f} MB/s; the stream read alone: {await read_rate(store):,.0f} events/s", flush=True)
         for _ in range(repeat):
             with tempfile.TemporaryDirectory(prefix="cascade-replay-bench-") as tmp:
                 started, cpu = time.perf_counter(), time.process_time()
