@@ -14,6 +14,7 @@ is applied next, so no good event of the batch is lost.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -36,7 +37,7 @@ class Batch(msgspec.Struct, frozen=True):
 
 def sort_out(frames: Sequence[Frame]) -> Batch:
     """The frames' events, and what is parked because it is none."""
-    seqs, stored_on, payloads = zip(*frames)  # each column in one C pass: a replay's batches are long
+    seqs, stored_on, payloads = (list(map(operator.itemgetter(i), frames)) for i in range(3))  # each in C calls: batches are long
     try:
         events = ev.decode_all(payloads)
     except ev.Unreadable:
