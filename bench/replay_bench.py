@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import resource
 import secrets
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import nats
@@ -71,20 +73,31 @@ async def read_rate(store: EventStore) -> float:
     return count / (time.perf_counter() - started)
 
 
-async def main(store_dir: Path, facts: int, kernels: int, stats: int, repeat: int) -> None:
+@contextlib.asynccontextmanager
+async def opened(store_dir: Path) -> AsyncIterator[EventStore]:
+    """The log kept in `store_dir` (an empty one the first time), its server running."""
     password_file = store_dir / PASSWORD_FILE
-    new = not password_file.exists()
     store_dir.mkdir(parents=True, exist_ok=True)
-    if new:
+    if not password_file.exists():
         password_file.write_text(secrets.token_urlsafe(24))
     with server.running(store_dir / "js", password=password_file.read_text(), sync_interval="2m") as nats_server:
         nc = await nats.connect(nats_server.url)
         store = EventStore(nc)
+        try:
+            yield store
+        finally:
+            await store.close()
+            await nc.close()
+
+
+async def main(store_dir: Path, facts: int, kernels: int, stats: int, repeat: int) -> None:
+    new = not (store_dir / PASSWORD_FILE).exists()
+    async with opened(store_dir) as store:
         if new:
             await fill(store, facts, kernels, stats)
         total = await store.last_seq()
         size = sum(p.stat().st_size for p in (store_dir / "js").rglob("*.blk"))
-        print(f"grep -c over the stored blocks: {grep_rate(store_dir):,.0f} MB/s; the stream read alone: {await read_rate(store):,.0f} events/s", flush=True)
+        print(f"grep -a -c over the stored blocks: {grep_rate(store_dir):,.0f} MB/s; the stream read alone: {await read_rate(store):,.0f} events/s", flush=True)
         for _ in range(repeat):
             with tempfile.TemporaryDirectory(prefix="cascade-replay-bench-") as tmp:
                 started, cpu = time.perf_counter(), time.process_time()
@@ -97,8 +110,6 @@ async def main(store_dir: Path, facts: int, kernels: int, stats: int, repeat: in
                 f"peak RSS so far {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB",
                 flush=True,
             )
-        await store.close()
-        await nc.close()
 
 
 if __name__ == "__main__":

@@ -23,18 +23,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import nats
+from replay_bench import opened  # this directory's, first on sys.path when run as a script
 
 from cascade_core import subjects
 from cascade_core.heap import settle_heap
-from cascade_nats import server
 from cascade_nats.firehose import Frame
-from cascade_nats.store import EventStore
 from projections import parking
 from projections import projector as P
 from projections.fold import fold
-
-PASSWORD_FILE = "bench-password"  # replay_bench's
 
 
 def fold_as_replay() -> Callable[..., object]:
@@ -80,9 +76,7 @@ def project(frames: list[Frame], db: Path, clock: Clock) -> None:
 
 async def main(store_dir: Path, repeat: int) -> None:
     settle_heap()
-    with server.running(store_dir / "js", password=(store_dir / PASSWORD_FILE).read_text(), sync_interval="2m") as nats_server:
-        nc = await nats.connect(nats_server.url)
-        store = EventStore(nc)
+    async with opened(store_dir) as store:
         clock, count = Clock(), 0
         for _ in range(repeat):
             frames: list[Frame] = []
@@ -92,11 +86,9 @@ async def main(store_dir: Path, repeat: int) -> None:
             count = len(frames)
             with tempfile.TemporaryDirectory(prefix="cascade-replay-phases-") as tmp:
                 project(frames, Path(tmp) / "replay.duckdb", clock)
-        for name, spent in clock.spent.items():
-            print(f"{name:24s} {spent / repeat / count * 1e6:8.2f} us per event")
-        print(f"{'in all':24s} {sum(clock.spent.values()) / repeat / count * 1e6:8.2f} us per event ({count:,} events)")
-        await store.close()
-        await nc.close()
+    for name, spent in clock.spent.items():
+        print(f"{name:24s} {spent / repeat / count * 1e6:8.2f} us per event")
+    print(f"{'in all':24s} {sum(clock.spent.values()) / repeat / count * 1e6:8.2f} us per event ({count:,} events)")
 
 
 if __name__ == "__main__":
