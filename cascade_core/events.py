@@ -483,7 +483,7 @@ class Codec:
             raise self._unreadable(data, err) from err
         return self._upcast(event) if type(event) in self._upcasters else event
 
-    def decode_all(self, data: list[bytes]) -> list[Event]:
+    def decode_all(self, data: Sequence[bytes]) -> list[Event]:
         """Many events. Small ones go to the decoder in one call, as JSON lines (encoded JSON
         holds no raw newline), which saves a call each; big ones (log chunks, stats maps) one
         by one, since joining them would copy every byte once more. `Unreadable` names the
@@ -533,7 +533,7 @@ def decode(data: bytes) -> AnyEvent:
     return cast(AnyEvent, _CODEC.decode(data))
 
 
-def decode_all(data: list[bytes]) -> list[AnyEvent]:
+def decode_all(data: Sequence[bytes]) -> list[AnyEvent]:
     """Many stored events in their current form (`Codec.decode_all`)."""
     return cast(list[AnyEvent], _CODEC.decode_all(data))
 

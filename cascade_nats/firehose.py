@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator
 
 from nats.aio.client import Client
 
+from cascade_nats import _frames
 from cascade_nats.connect import beside
 from cascade_nats.wire import Message, Wire
 
@@ -48,20 +49,49 @@ class Firehose:
                 return
             while True:
                 try:
-                    async for messages in self._wire.messages(timeout=_HEARTBEAT_S * 3):
-                        batch, pending, gap = self._take(messages)
-                        if gap:
-                            pending = await self._subscribe()
-                        if batch:
-                            yield batch
-                        if until_caught_up and pending == 0:
-                            return
+                    await self._wire.read(timeout=_HEARTBEAT_S * 3)
                 except TimeoutError:
                     # No heartbeat for three periods: the consumer is gone; start it again.
                     pending = await self._subscribe()
+                    continue
+                batch, pending, gap = self._received()
+                if gap:
+                    pending = await self._subscribe()
+                if batch:
+                    yield batch
+                if until_caught_up and pending == 0:
+                    return
         finally:
             self._wire.close()
             await self._delete_consumer()
+
+    def _received(self) -> tuple[list[Frame], int, bool]:
+        """The stream messages among what the wire received, the last one's pending count (-1:
+        none came), and whether the consumer must be recreated. The stream's messages in order
+        are cut by `_frames.take` in C (this is replay's hot path); the rest, one at a time, by
+        the wire and `_take`."""
+        assert self._wire is not None
+        wire = self._wire
+        batch: list[Frame] = []
+        pending = -1
+        while True:
+            wire.pos, self._consumer_seq, taken_pending, stop = _frames.take(wire.buffer, wire.pos, self._sid, self._consumer_seq, batch)
+            pending = taken_pending if taken_pending >= 0 else pending
+            if stop == _frames.GAP:
+                gap = True
+                break
+            message = wire.message() if stop == _frames.OTHER else None
+            if message is None:
+                gap = False
+                break
+            frames, one_pending, gap = self._take([message])
+            batch += frames
+            pending = one_pending if one_pending >= 0 else pending
+            if gap:
+                break
+        if batch:
+            self.next_seq = batch[-1][0] + 1
+        return batch, pending, gap
 
     def _take(self, messages: list[Message]) -> tuple[list[Frame], int, bool]:
         """The stream messages among what arrived; whether the consumer must be recreated.

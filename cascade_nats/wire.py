@@ -53,6 +53,9 @@ class Wire:
         self.writer = writer
         self.info = info  # the server's INFO
         self._sids = 0
+        # What arrived and is not read yet: from `pos` on (cut out as it is read, not before).
+        self.buffer = b""
+        self.pos = 0
 
     @classmethod
     async def open(cls, server: str, access: Access) -> Wire:
@@ -91,40 +94,49 @@ class Wire:
     def close(self) -> None:
         self.writer.close()
 
-    async def messages(self, timeout: float | None = None) -> AsyncIterator[list[Message]]:
-        """What arrives, as it arrives: each socket read's complete messages in one list.
-        Answers the server's pings; raises WireError on an error or a closed connection, and
-        TimeoutError if nothing arrives for `timeout` seconds."""
-        buf = b""
+    async def read(self, timeout: float | None = None) -> None:
+        """Wait for more to arrive, and add it to `buffer` (what is before `pos` was read and
+        goes). Raises WireError on a closed connection, and TimeoutError if nothing arrives
+        for `timeout` seconds."""
+        chunk = await asyncio.wait_for(self.reader.read(READ_SIZE), timeout)
+        if not chunk:
+            raise WireError(f"{self.url} closed the connection")
+        self.buffer = self.buffer[self.pos :] + chunk
+        self.pos = 0
+
+    def message(self) -> Message | None:
+        """The next message in `buffer`, past it; None when none is there whole. Answers the
+        server's pings and raises WireError on an error on the way."""
+        buf = self.buffer
         while True:
-            chunk = await asyncio.wait_for(self.reader.read(READ_SIZE), timeout)
-            if not chunk:
-                raise WireError(f"{self.url} closed the connection")
-            buf += chunk
+            eol = buf.find(_CRLF, self.pos)
+            if eol < 0:
+                return None
+            line = buf[self.pos : eol]
+            head = line.split(b" ")
+            op = head[0]
+            if op == b"HMSG" or op == b"MSG":
+                hdr_len = int(head[-2]) if op == b"HMSG" else 0
+                start, end = eol + 2, eol + 2 + int(head[-1])
+                if end + 2 > len(buf):
+                    return None
+                self.pos = end + 2
+                reply = head[3] if len(head) == (6 if op == b"HMSG" else 5) else b""
+                return head[2], head[1], reply, hdr_len, buf[start:end]
+            self.pos = eol + 2
+            if op == b"PING":
+                self.writer.write(b"PONG\r\n")
+            elif op == b"-ERR":
+                raise WireError(f"{self.url}: {line.decode(errors='replace')}")
+
+    async def messages(self, timeout: float | None = None) -> AsyncIterator[list[Message]]:
+        """What arrives, as it arrives: each socket read's complete messages in one list
+        (`read`, `message`)."""
+        while True:
+            await self.read(timeout)
             batch: list[Message] = []
-            pos = 0
-            while True:
-                eol = buf.find(_CRLF, pos)
-                if eol < 0:
-                    break
-                line = buf[pos:eol]
-                head = line.split(b" ")
-                op = head[0]
-                if op == b"HMSG" or op == b"MSG":
-                    hdr_len = int(head[-2]) if op == b"HMSG" else 0
-                    start, end = eol + 2, eol + 2 + int(head[-1])
-                    if end + 2 > len(buf):
-                        break
-                    pos = end + 2
-                    reply = head[3] if len(head) == (6 if op == b"HMSG" else 5) else b""
-                    batch.append((head[2], head[1], reply, hdr_len, buf[start:end]))
-                else:
-                    pos = eol + 2
-                    if op == b"PING":
-                        self.writer.write(b"PONG\r\n")
-                    elif op == b"-ERR":
-                        raise WireError(f"{self.url}: {line.decode(errors='replace')}")
-            buf = buf[pos:]
+            while (message := self.message()) is not None:
+                batch.append(message)
             yield batch
 
 

@@ -90,13 +90,16 @@ class Folded(msgspec.Struct, frozen=True):
     # lines, which are made the given attempt's; and a deleted trace's files, kernels and timing.
     purged_attempts: list[tuple[str, int, int | None]]
     purged_traces: frozenset[str]
-    changes: list[Change]
+    # Every kernel result applied, in order, kept or not: their maps' names get ids (`stats_rows`).
+    kernels: list[KernelRow]
+    changes: list[Change]  # none when the fold was asked for none
 
 
 class _Batch:
     """The working copy one fold call writes into."""
 
-    def __init__(self, rows: Rows) -> None:
+    def __init__(self, rows: Rows, changes: bool) -> None:
+        self.shows = changes
         self.traces = dict(rows.traces)
         self.runs = dict(rows.runs)
         self.sims = dict(rows.sims)
@@ -105,6 +108,7 @@ class _Batch:
         self.checked: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
         self.purged_attempts: list[tuple[str, int, int | None]] = []
         self.purged_traces: set[str] = set()
+        self.kernels: list[KernelRow] = []
         self.changes: list[Change] = []
 
     def purge_sim(self, sim_id: str, attempt: int, first: int | None = None) -> None:
@@ -143,6 +147,8 @@ class _Batch:
     def show(self, seq: int, run_id: str, kind: str, row: SimRow | KernelRow | SimFileRow | RunRow) -> None:
         """A change for live streams, numbered among those of the event at `seq` (an
         event's changes are consecutive: items are applied one at a time)."""
+        if not self.shows:
+            return
         last = self.changes[-1] if self.changes else None
         k = last.k + 1 if last is not None and last.seq == seq else 0
         self.changes.append(Change(seq=seq, k=k, run_id=run_id, kind=kind, row=row))
@@ -209,10 +215,11 @@ class Unfoldable(Exception):
         self.error = error
 
 
-def fold(rows: Rows, items: Iterable[tuple[int, ev.AnyEvent]]) -> Folded:
+def fold(rows: Rows, items: Iterable[tuple[int, ev.AnyEvent]], *, changes: bool = True) -> Folded:
     """`Unfoldable` names the first event that cannot be applied; the fold is pure, so the
-    same event fails the same way wherever a batch starts or ends."""
-    batch = _Batch(rows)
+    same event fails the same way wherever a batch starts or ends. Without `changes` it makes
+    the same rows and no `Change`: for a replay, which no live stream reads."""
+    batch = _Batch(rows, changes)
     for seq, event in items:
         try:
             (_APPLY.get(type(event)) or _remember(_APPLY, _applier, event))(batch, seq, event)
@@ -225,6 +232,7 @@ def fold(rows: Rows, items: Iterable[tuple[int, ev.AnyEvent]]) -> Folded:
         checked=batch.checked,
         purged_attempts=batch.purged_attempts,
         purged_traces=frozenset(batch.purged_traces),
+        kernels=batch.kernels,
         changes=batch.changes,
     )
 
@@ -614,6 +622,7 @@ def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> 
         reused_from=e.reused_from,
         seq=seq,
     )
+    b.kernels.append(row)
     b.show(seq, sim.run_id, "kernel", row)
     if e.kernel_index < sim.kernels_recorded:
         b.checked["kernels"].append(row)

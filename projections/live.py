@@ -71,14 +71,13 @@ class Feed:
 class Live:
     def __init__(self) -> None:
         self._subscribers: defaultdict[str, set[Feed]] = defaultdict(set)
-        # Changes up to this sequence reach no stream: while the read model is rebuilt, every
-        # stream goes on from past the old one's checkpoint (`rebuild.py`), and what the rebuild
-        # makes of the events before it would only pile up in their queues.
+        # Changes up to this sequence reach no stream, and the projector makes none for them:
+        # while the read model is rebuilt, every stream goes on from past the old one's
+        # checkpoint (`rebuild.py`), and what the rebuild made of the events before it would
+        # only pile up in their queues.
         self.quiet_until = 0
 
     def publish(self, changes: list[Change]) -> None:
-        if changes and changes[-1].seq <= self.quiet_until:
-            return
         by_run: defaultdict[str, list[Change]] = defaultdict(list)
         for change in changes:
             if change.run_id in self._subscribers:

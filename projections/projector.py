@@ -11,11 +11,13 @@ their own writes wait on `wait_for(seq)`; live run streams get each batch's chan
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import itertools
 import logging
+import operator
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -33,7 +35,7 @@ from projections.database import incoming, open_database
 from projections.fold import Folded, Rows, Unfoldable, fold, touched
 from projections.live import Live
 from projections.parking import Batch
-from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, KernelRow, ParkedRow, RunRow, SimRow, TraceRow
+from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, ParkedRow, RunRow, SimRow, TraceRow
 
 log = logging.getLogger("cascade.projector")
 
@@ -45,6 +47,10 @@ FaultHook = Callable[[str], None]
 # transaction's fixed cost thin, the byte bound keeps a batch's memory in check.
 MAX_BATCH = 32768
 MAX_BATCH_BYTES = 32 << 20
+# Frames read and not yet applied are at most about two batches: one being applied, the next
+# arriving. A replay reads faster than it applies; past that it waits to read on, so that it
+# holds no more of the log than that however long the log is.
+WAITING_BATCHES = 2
 
 
 # A checkpoint folds DuckDB's write-ahead log into the database file and stalls commits while
@@ -132,14 +138,19 @@ def wal_of(con: duckdb.DuckDBPyConnection) -> Path | None:
     return Path(f"{row[0]}.wal") if row and row[0] else None
 
 
-def batch_length(frames: list[Frame]) -> int:
-    """How many of `frames` the next batch takes."""
-    size = 0
-    for count, (_, _, data) in enumerate(itertools.islice(frames, MAX_BATCH), 1):
-        size += len(data)
-        if size >= MAX_BATCH_BYTES:
-            return count
-    return min(len(frames), MAX_BATCH)
+_payload = operator.itemgetter(2)
+
+
+def payload_bytes(frames: Iterable[Frame]) -> Iterator[int]:
+    """The size of each frame's payload (in C calls: a replay asks it of every frame)."""
+    return map(len, map(_payload, frames))
+
+
+def batch_length(frames: list[Frame]) -> tuple[int, int]:
+    """How many of `frames` (one or more) the next batch takes, and their payloads' bytes."""
+    ends = list(itertools.accumulate(payload_bytes(itertools.islice(frames, MAX_BATCH))))
+    count = min(bisect.bisect_left(ends, MAX_BATCH_BYTES) + 1, len(ends))  # the frame that passes the bound ends it
+    return count, ends[count - 1]
 
 
 class RowCache:
@@ -227,15 +238,14 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
 def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_rows.StatNames) -> None:
     """The stats maps of the kernels rows just written, as rows. Every kernel result the fold
     applied names its stats, kept or not (`stats_rows`)."""
-    applied = [c.row for c in folded.changes if isinstance(c.row, KernelRow)]
-    if not applied:
+    if not folded.kernels:
         return
     kept = {row.seq for row in folded.appended["kernels"]}  # type: ignore[attr-defined]  # the fold's lists hold each table's rows untyped: these are KernelRows
     if folded.checked["kernels"]:
         # Those not already there were written, under the seq of the event that brought them.
         candidates = [row.seq for row in folded.checked["kernels"]]  # type: ignore[attr-defined]  # the fold's lists hold each table's rows untyped: these are KernelRows
         kept.update(s for (s,) in con.execute("SELECT seq FROM kernels WHERE seq IN (SELECT unnest(?))", [candidates]).fetchall())
-    stats = stats_rows.rows(con, applied, kept, names)
+    stats = stats_rows.rows(con, folded.kernels, kept, names)
     if names.added:
         _insert(con, "stat_names", names.added, dedupe=None)
     if stats.num_rows:
@@ -275,13 +285,14 @@ def apply(
     *,
     parked: Sequence[ParkedRow] = (),
     seq: int | None = None,
+    changes: bool = True,
 ) -> Folded:
     """Fold and write one batch in one transaction, and move the checkpoint to `seq` (by
-    default the last event's)."""
+    default the last event's); with or without the `changes` live streams show."""
     cache = cache or RowCache()
     con.execute("BEGIN TRANSACTION")
     try:
-        folded = fold(load(con, items, cache), items)
+        folded = fold(load(con, items, cache), items, changes=changes)
         write(con, folded, items[-1][0] if seq is None else seq, parked, cache)
         if fault is not None:
             fault("before_commit")
@@ -303,14 +314,16 @@ class Applied(msgspec.Struct, frozen=True):
     seq: int
 
 
-def apply_batch(con: duckdb.DuckDBPyConnection, batch: Batch, fault: FaultHook | None, cache: RowCache) -> tuple[Applied, Batch | None]:
+def apply_batch(
+    con: duckdb.DuckDBPyConnection, batch: Batch, fault: FaultHook | None, cache: RowCache, changes: bool = True
+) -> tuple[Applied, Batch | None]:
     """Apply as much of `batch` as one transaction can: all of it, or the part before an
     event that cannot be applied, with that event parked. Returns the rest, to apply next.
 
     An event the fold cannot apply names itself; rows DuckDB refuses do not say whose they
     are, so the batch is halved until the event is alone."""
     try:
-        folded = apply(con, batch.items, fault, cache, parked=batch.parked, seq=batch.last_seq)
+        folded = apply(con, batch.items, fault, cache, parked=batch.parked, seq=batch.last_seq, changes=changes)
         return Applied(folded, batch.parked, batch.last_seq), None
     except Unfoldable as err:
         head, rest = parking.park(batch, err.seq, f"cannot be folded: {err.error}")
@@ -319,25 +332,35 @@ def apply_batch(con: duckdb.DuckDBPyConnection, batch: Batch, fault: FaultHook |
             head, rest = parking.halves(batch)
         else:
             head, rest = parking.park(batch, batch.items[0][0], f"cannot be stored: {str(err).splitlines()[0]}")
-    applied, left = apply_batch(con, head, fault, cache)
+    applied, left = apply_batch(con, head, fault, cache, changes)
     return applied, parking.join(left, rest)
 
 
 def apply_frames(
-    con: duckdb.DuckDBPyConnection, frames: Sequence[Frame], fault: FaultHook | None, cache: RowCache
+    con: duckdb.DuckDBPyConnection, frames: Sequence[Frame], fault: FaultHook | None, cache: RowCache, changes: bool = True
 ) -> tuple[Applied, Batch | None]:
-    return apply_batch(con, parking.sort_out(frames), fault, cache)
+    return apply_batch(con, parking.sort_out(frames), fault, cache, changes)
 
 
 class Projector:
+    """`changes`: whether batches make the changes live run streams show (`fold.Change`); a
+    replay into a file of its own, which no stream reads, makes none."""
+
     def __init__(
-        self, store: EventStore, con: duckdb.DuckDBPyConnection, *, fault: FaultHook | None = None, memory: Memory | None = None
+        self,
+        store: EventStore,
+        con: duckdb.DuckDBPyConnection,
+        *,
+        fault: FaultHook | None = None,
+        memory: Memory | None = None,
+        changes: bool = True,
     ) -> None:
         """`con` as `connect` opened it, within `memory` (the same)."""
         self.store = store
         self.con = con
         self.fault = fault
         self.checkpoint_at = (memory or default_memory()).checkpoint_at
+        self.changes = changes
         self.applied = tables.checkpoint(con)
         self.cache = RowCache()
         self._wal = wal_of(con)
@@ -373,11 +396,12 @@ class Projector:
         # Frames keep arriving while a batch is written, and the next batch takes all of
         # them: under load batches grow, so the per-transaction cost is spread thin.
         pending: list[Frame] = []
-        arrived = asyncio.Event()
+        waiting = 0  # the bytes of their payloads
+        arrived, room = asyncio.Event(), asyncio.Event()
         finished = False
 
         async def receive() -> None:
-            nonlocal finished
+            nonlocal finished, waiting
             stream = self.store.raw(subjects.ALL, self.applied + 1, until_caught_up=until_caught_up)
             async with contextlib.aclosing(stream) as batches:  # its connection, closed on a break too
                 async for frames in batches:
@@ -385,7 +409,11 @@ class Projector:
                         pending.extend(f for f in frames if f[0] <= until_seq)
                         break
                     pending.extend(frames)
+                    waiting += sum(payload_bytes(frames))
                     arrived.set()
+                    if len(pending) >= WAITING_BATCHES * MAX_BATCH or waiting >= WAITING_BATCHES * MAX_BATCH_BYTES:
+                        room.clear()
+                        await room.wait()
             finished = True
             arrived.set()
 
@@ -401,24 +429,28 @@ class Projector:
                 await arrived.wait()
                 arrived.clear()
                 while pending:
-                    count = batch_length(pending)
+                    count, size = batch_length(pending)
                     batch = pending[:count]
                     del pending[:count]
+                    waiting -= size
+                    room.set()
                     await self._apply_frames(batch)
                 if finished:
                     break
             tg.cancel_scope.cancel()
 
     async def _apply_frames(self, frames: list[Frame]) -> None:
-        frames = [f for f in frames if f[0] > self.applied]
-        if not frames:
-            return
-        applied, rest = await anyio.to_thread.run_sync(apply_frames, self.con, frames, self.fault, self.cache)
+        if frames[0][0] <= self.applied:  # in stream order: only the first ones can be
+            frames = [f for f in frames if f[0] > self.applied]
+            if not frames:
+                return
+        changes = self.changes and frames[-1][0] > self.live.quiet_until  # none that would reach no stream
+        applied, rest = await anyio.to_thread.run_sync(apply_frames, self.con, frames, self.fault, self.cache, changes)
         while True:
             await self._committed(applied)
             if rest is None:
                 break
-            applied, rest = await anyio.to_thread.run_sync(apply_batch, self.con, rest, self.fault, self.cache)
+            applied, rest = await anyio.to_thread.run_sync(apply_batch, self.con, rest, self.fault, self.cache, changes)
         if self._wal_bytes() > self.checkpoint_at:
             await anyio.to_thread.run_sync(_checkpoint, self.con)
 

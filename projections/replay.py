@@ -39,7 +39,7 @@ async def replay(store: EventStore, db: Path, *, until_seq: int | None = None) -
     """Build the read model in `db` from sequence 1; returns the last sequence applied."""
     con = connect(db)
     try:
-        projector = Projector(store, con)
+        projector = Projector(store, con, changes=False)
         await projector.catch_up(until_seq=until_seq)
         con.execute("CHECKPOINT")  # all in the file, none left in its log
         return projector.applied

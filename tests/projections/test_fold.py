@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -63,6 +64,16 @@ def test_batch_boundaries_do_not_matter(history: list[ev.Event], cuts: list[int]
         changes += apply(con, items[start:end], cache=cache).changes
     assert dump(con) == dump(project(items, slot=1))
     assert changes == fold(Rows(), items).changes
+
+
+@settings(max_examples=100, deadline=None)
+@given(history=histories())
+def test_a_fold_without_changes_makes_the_same_rows(history: list[ev.Event]) -> None:
+    # As a replay folds: the same rows to write, and no change for live streams.
+    items = list(enumerate(history, 1))
+    shown, replayed = fold(Rows(), items), fold(Rows(), items, changes=False)  # type: ignore[arg-type]
+    assert replayed.changes == []
+    assert msgspec.structs.replace(replayed, changes=shown.changes) == shown
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
