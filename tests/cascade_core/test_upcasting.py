@@ -145,7 +145,7 @@ CASES = {
     ),
     "run": Case(
         ev.RunCreated, RunCreatedV2, {ev.RunCreated: run_created_v2},
-        lambda v1, now: sum(now.sims_per_config.values()) == len(now.sims) == len(v1.sims) and now.sims == v1.sims,
+        lambda v1, now: sum(now.sims_per_config.values()) == sum(e.count for e in v1.entries) and now.sims == v1.sims,
     ),
     "sim": Case(
         ev.SimHeartbeat, SimHeartbeatV2, {ev.SimHeartbeat: sim_heartbeat_v2},

@@ -15,10 +15,10 @@ the real runner on an embedded nats-server: the LLM-serving sample, an upload wi
 timing and a `cascade.json`, real timing attached to a ready trace and replaced, a run that
 succeeds and is topped up (another config and a replica, with an idempotency key), one that
 fails in the simulator and is retried (failing again), one cancelled mid-kernel, split sims (one
-stitched from its chunks and given a reference after it finished, one failed in a chunk, one
-split "auto" that runs whole), a sim reusing repeated kernels with a reference asked for at
-creation, an upload that fails, a deleted trace, and a Slurm job's end as
-`cascade slurm` records it.
+stitched from its chunks and given a reference after it finished, one failed in a chunk and
+retried, one split "auto" that runs whole), a sim reusing repeated kernels with a reference asked for at
+creation, an upload that fails, a deleted trace, a Slurm job's end as
+`cascade slurm` records it, and a sim a killed worker left, resumed by another.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -44,7 +45,7 @@ from cascade_process.service import starlette_app
 from cascade_sim import samples
 from tests.cascade_http.conftest import service
 from tests.cascade_http.trace_archives import files_of, tar_of, upload
-from tests.cascade_sim.world import TITANX, accelsim_tree, add_config_lines, create_run, wait_run
+from tests.cascade_sim.world import TITANX, accelsim_tree, add_config_lines, create_run, wait_run, worker
 from tests.corpus import corpus
 from tests.support import LOGS
 
@@ -96,16 +97,25 @@ def live(tmp: Path, nats_url: str) -> None:
 
         # Split sims: combo per kernel after 2 warm-up launches; in chunks of 2, of which the
         # simulator fails the first (no such chunk was recorded); and "auto", which runs it whole.
-        for split, state in (({"kernels_per_chunk": 1, "warmup": 2}, "succeeded"), ({"kernels_per_chunk": 2}, "failed"), ("auto", "succeeded")):
-            entry = {"gpu_config": "SM61_TITANX", "count": 1, "split": split}
-            response = client.post("/api/runs", json={"trace_id": "combo", "entries": [entry]})
-            assert response.status_code == 201, response.text
-            assert wait_run(client, response.json()["id"])["state"] == state
-            time.sleep(2)  # a chunk stopped by the other's failure stores its files
-            if split == {"kernels_per_chunk": 1, "warmup": 2}:  # its reference, asked for once it finished
-                (sim,) = wait_run(client, response.json()["id"])["sims"]
-                assert client.post(f"/api/sims/{sim['id']}/reference").status_code == 200
-                assert wait_run(client, response.json()["id"])["state"] == "succeeded"
+        # The failed one is retried, its failed and stopped chunks again, and fails again.
+        os.environ["CASCADE_FAKE_ACCELSIM_CUT"] = "0"  # a range of launches with no recording fails
+        try:
+            for split, state in (({"kernels_per_chunk": 1, "warmup": 2}, "succeeded"), ({"kernels_per_chunk": 2}, "failed"), ("auto", "succeeded")):
+                entry = {"gpu_config": "SM61_TITANX", "count": 1, "split": split}
+                response = client.post("/api/runs", json={"trace_id": "combo", "entries": [entry]})
+                assert response.status_code == 201, response.text
+                assert wait_run(client, response.json()["id"])["state"] == state
+                time.sleep(2)  # a chunk stopped by the other's failure stores its files
+                if split == {"kernels_per_chunk": 1, "warmup": 2}:  # its reference, asked for once it finished
+                    (sim,) = wait_run(client, response.json()["id"])["sims"]
+                    assert client.post(f"/api/sims/{sim['id']}/reference").status_code == 200
+                    assert wait_run(client, response.json()["id"])["state"] == "succeeded"
+                if state == "failed":
+                    assert client.post(f"/api/runs/{response.json()['id']}/retry").json()["state"] == "active"
+                    assert wait_run(client, response.json()["id"])["state"] == "failed"
+                    time.sleep(2)
+        finally:
+            del os.environ["CASCADE_FAKE_ACCELSIM_CUT"]
 
         # Reuse: the combo trace three times over, each kernel's third and later launches
         # reused; with a reference, asked for at creation.
@@ -125,6 +135,23 @@ def live(tmp: Path, nats_url: str) -> None:
         assert end is not None
         runner = slurm.runner_id("cascade", "7")
         client.portal.call(store.append, slurm.ended(runner, end, event_id=f"{runner}.ended", at=datetime.now(UTC)))  # type: ignore[union-attr]
+
+    # A worker killed -9 mid-sim, whose sim another worker resumes at its first unfinished
+    # kernel: this server has no runner of its own, so only the workers take the sim.
+    settings.runner, settings.runner_lease_s = False, 2.0
+    with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        _ready(client, tar_of(files_of("matrixmul-x40")), "x40")
+        with worker(nats_url, tree, tmp / "w1", lease_s=2, CASCADE_FAKE_ACCELSIM_PACE="0.2") as first:
+            run_id = create_run(client, "x40", "SM61_TITANX")["id"]
+            deadline = time.monotonic() + 60
+            while client.get(f"/api/runs/{run_id}").json()["sims"][0]["kernels_done"] < 5:
+                assert time.monotonic() < deadline, "the first worker finished no kernels"
+                time.sleep(0.05)
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+        with worker(nats_url, tree, tmp / "w2", lease_s=2):
+            (sim,) = wait_run(client, run_id, timeout=90)["sims"]
+        assert sim["state"] == "succeeded" and sim["resumed"], sim
 
 
 def _ready(client: TestClient, body: bytes, trace_id: str) -> None:
