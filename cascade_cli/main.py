@@ -160,8 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--db-memory-bytes", type=int,
-        help="what the read model's DuckDB may hold in memory, at least 64 MiB (CASCADE_DB_MEMORY_BYTES; default: an eighth "
-        "of the machine's RAM, from 256 MiB up to 2 GiB)",
+        help="what the read model's DuckDB may hold in memory, at least 64 MiB (CASCADE_DB_MEMORY_BYTES; default: 128 MiB)",
     )
 
     replay = sub.add_parser("replay", help="rebuild a read model from the event log, or verify the live one")

@@ -16,7 +16,6 @@ import contextlib
 import itertools
 import logging
 import operator
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -61,8 +60,8 @@ WAITING_BATCHES = 2
 # DuckDB's own threshold, inside a commit, is the last resort.
 CHECKPOINT_IDLE_AT = 16 << 20
 # Rows written wait in memory until a checkpoint: 256 MiB of log were 86 to 134 MiB of them
-# over a campaign, whose stream never goes quiet; checkpoints past 64 MiB made replay half as
-# fast (bench/README.md), so a small budget alone brings them closer.
+# over a campaign, whose stream never goes quiet. A budget brings them closer (a quarter of
+# it): at the default's 32 MiB a replay was as fast as at 256 (bench/README.md).
 CHECKPOINT_AT = 256 << 20
 IDLE_S = 0.5
 
@@ -76,11 +75,11 @@ class Memory(msgspec.Struct, frozen=True):
     limit, 80 % of the machine's RAM, it never evicted a block, and serve grew with the read
     model (bench/README.md). Within the limit, DuckDB evicts the file's blocks (the OS page
     cache still has them) and spills intermediates and unwritten rows to `<db>.tmp`. What it
-    cannot go past: a commit pins what it writes, and a checkpoint the vector it rewrites, which
-    for log chunks grows with the sims' logs; one that does not fit is a fatal error that
-    leaves the database unusable until serve starts again (a 1 GB log at 128 MiB, measured).
-    So what waits for a checkpoint is kept to a quarter of the limit, DuckDB's own threshold
-    to half, and the default limit is generous (`default_memory`)."""
+    cannot go past: a commit pins what it writes, and a checkpoint the vector it rewrites; one
+    that does not fit is a fatal error that leaves the database unusable until serve starts
+    again (a 1 GB log at 128 MiB, measured while `sim_log` kept the log's text, whose last
+    vector grew with it). So what waits for a checkpoint is kept to a quarter of the limit,
+    DuckDB's own threshold to half."""
 
     limit: int
 
@@ -100,23 +99,18 @@ class Memory(msgspec.Struct, frozen=True):
 
 # The least a read model works in: a batch is up to MAX_BATCH_BYTES of events.
 MIN_MEMORY = 64 << 20
-DEFAULT_MEMORY_MIN = 256 << 20
-DEFAULT_MEMORY_MAX = 2 << 30
-
-
-def default_memory() -> Memory:
-    """An eighth of the machine's RAM, from 256 MiB up to 2 GiB: enough for a checkpoint of
-    the log chunks of sims with logs of a GB (the old code peaked at 1.9 GiB on one), while
-    the read model keeps them."""
-    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return Memory(max(DEFAULT_MEMORY_MIN, min(DEFAULT_MEMORY_MAX, ram // 8)))
+# With no log text in the read model nothing it holds grows with a sim's log: within 128 MiB
+# serve ingested a 1 GB log at 300 to 400 MiB of RSS (2 GiB: up to 1,197), and levelled off
+# at ~360 over a 1,000-sim campaign; 64 MiB saved 20 to 40 MiB, with half the margin over a
+# batch (bench/README.md).
+DEFAULT_MEMORY = Memory(128 << 20)
 
 
 def connect(path: Path | str, memory: Memory | None = None) -> duckdb.DuckDBPyConnection:
-    """The read model at `path` within `memory` (by default `default_memory()`), a new one made
+    """The read model at `path` within `memory` (by default `DEFAULT_MEMORY`), a new one made
     this version's (`version.py`). One another version built raises `version.Outdated` and is
     left as it is (`rebuild.py` rebuilds it)."""
-    con = open_database(path, settings=(memory or default_memory()).settings())
+    con = open_database(path, settings=(memory or DEFAULT_MEMORY).settings())
     try:
         version.ensure(con)
     except BaseException:
@@ -359,7 +353,7 @@ class Projector:
         self.store = store
         self.con = con
         self.fault = fault
-        self.checkpoint_at = (memory or default_memory()).checkpoint_at
+        self.checkpoint_at = (memory or DEFAULT_MEMORY).checkpoint_at
         self.changes = changes
         self.applied = tables.checkpoint(con)
         self.cache = RowCache()

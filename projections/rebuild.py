@@ -38,7 +38,7 @@ from cascade_core.models import Rebuild
 from cascade_nats.store import EventStore
 from projections import tables
 from projections.database import open_database
-from projections.projector import Memory, Projector, connect, default_memory
+from projections.projector import DEFAULT_MEMORY, Memory, Projector, connect
 from projections.readers import Readers
 from projections.replay import move_onto, remove, wal
 from projections.version import Outdated
@@ -100,8 +100,8 @@ class ReadModel:
 
     @classmethod
     async def open(cls, store: EventStore, db: Path, memory: Memory | None = None) -> ReadModel:
-        """The read model in `db`, within `memory` (by default `default_memory()`)."""
-        return await anyio.to_thread.run_sync(cls._open, store, db, memory or default_memory())
+        """The read model in `db`, within `memory` (by default `DEFAULT_MEMORY`)."""
+        return await anyio.to_thread.run_sync(cls._open, store, db, memory or DEFAULT_MEMORY)
 
     @classmethod
     def _open(cls, store: EventStore, db: Path, memory: Memory) -> ReadModel:

@@ -259,7 +259,7 @@ def test_the_limits_are_settings_with_their_defaults() -> None:
 
 
 def test_the_read_models_memory_is_a_setting_of_at_least_64_mib() -> None:
-    assert resolve({}, {}).db_memory_bytes is None  # projections.projector.default_memory()
+    assert resolve({}, {}).db_memory_bytes is None  # projections.projector.DEFAULT_MEMORY
     assert resolve({"db_memory_bytes": 512 * MiB}, {"CASCADE_DB_MEMORY_BYTES": str(96 * MiB)}).db_memory_bytes == 512 * MiB
     assert resolve({}, {"CASCADE_DB_MEMORY_BYTES": str(96 * MiB)}).db_memory_bytes == 96 * MiB
     with pytest.raises(ConfigError, match=f"^CASCADE_DB_MEMORY_BYTES: Expected `int` >= {64 * MiB}$"):
