@@ -1,14 +1,18 @@
 """The runner end to end: simulator output -> events -> read model, and what it costs.
 
-    .venv/bin/python bench/runner_bench.py [--size-mb 100] [--paced-kernels 100]
+    .venv/bin/python bench/runner_bench.py [--size-mb 100] [--paced-kernels 100] [--simulator-mb-per-s 22.8]
 
 1. Throughput: the fake simulator prints a --size-mb log (the combo trace's real log with its
-   kernel blocks repeated and renumbered) as fast as it can; a `cascade worker` process runs
+   kernel blocks repeated and renumbered) as fast as it can, or at --simulator-mb-per-s (it
+   pauses after each kernel's block: a real simulator prints a block when it has simulated
+   that kernel); a `cascade worker` process runs
    it while `cascade serve` (no runner of its own) projects. Reported: MB/s from the run's
    creation until every kernel is queryable, the worker's CPU time per MB of output, and its
    peak resident memory, and the resident memory of it and the server over the run (sampled
    every 50 ms). Then what the burst left on disk (the event stream, the read model), and the
-   sim's log downloaded whole through the API.
+   sim's log downloaded whole through the API. At a given pace the fake is first run alone,
+   its output to /dev/null, to measure its bare time, and the whole path (created -> every
+   kernel queryable) is reported as a multiple of it.
 2. Latency: the fake prints the real log's kernels at 10 per second and notes when each
    block was flushed; the time from that to the kernel arriving on the run's event stream
    (sent right after the projector commits it) is reported as p50/p99.
@@ -35,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cascade_process import datadir, event_log  # noqa: E402
+from cascade_sim.install import AccelSimInstall  # noqa: E402
 from projections.projector import CHECKPOINT_IDLE_AT  # noqa: E402
 from tests.cascade_sim.world import accelsim_tree  # noqa: E402
 from tests.support import LOGS, TRACES  # noqa: E402
@@ -45,7 +50,8 @@ OUT.mkdir(exist_ok=True)
 # The processes' logs, kept for a look when a number is off; opened when the bench runs, not
 # when campaign_bench imports big_log.
 LOG: TextIO
-LOG_NAME = "combo-vec-mm-xz__SM61_TITANX.log"
+TRACE, CONFIG = "combo-vec-mm-xz", "SM61_TITANX"
+LOG_NAME = f"{TRACE}__{CONFIG}.log"
 BLOCK_END = "\ngpgpu_silicon_slowdown = "
 UID = re.compile(r"(kernel_launch_uid = |uid: )(\d+)")
 
@@ -139,7 +145,31 @@ def upload(url: str, trace: str) -> None:
     assert out.returncode == 0, out.stderr
 
 
-def main(size_mb: int, paced_kernels: int) -> None:
+def simulator_alone(tree: Path, logs: Path, work: Path, pace: float) -> float:
+    """Wall seconds of the fake simulator run as the runner runs it, pausing `pace` seconds
+    after each kernel's block, with its output going to /dev/null and nothing else of Cascade."""
+    install = AccelSimInstall(tree)
+    config = next(c for c in install.configs() if c.name == CONFIG)
+    work.mkdir(exist_ok=True)
+    install.prepare(config, work)
+    env = {**os.environ, "CASCADE_FAKE_ACCELSIM_LOGS": str(logs), "CASCADE_FAKE_ACCELSIM_PACE": repr(pace)}
+    command = install.command(config, work, TRACES / TRACE, env)
+    started = time.perf_counter()
+    subprocess.run(command.argv, env=command.env, cwd=command.cwd, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - started
+
+
+def simulator_pace(tree: Path, logs: Path, work: Path, seconds: float, kernels: int) -> tuple[float, float]:
+    """The pause after each kernel's block that makes the fake take `seconds` alone, and the
+    bare time it then took: a run at `seconds / kernels`, then one with the pause corrected by
+    what that overshot (the fake's own start and its writing line by line when paced)."""
+    pace = seconds / kernels
+    overshoot = simulator_alone(tree, logs, work, pace) - seconds
+    pace = max(0.0, pace - overshoot / kernels)
+    return pace, simulator_alone(tree, logs, work, pace)
+
+
+def main(size_mb: int, paced_kernels: int, simulator_mb_per_s: float | None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="cascade-runner-bench-"))
     try:
         tree = accelsim_tree(tmp / "accel-sim")
@@ -149,6 +179,12 @@ def main(size_mb: int, paced_kernels: int) -> None:
         size = (logs / LOG_NAME).stat().st_size
         grep_s = grep_seconds(logs / LOG_NAME)
         env = {**os.environ, "CASCADE_TOKEN": TOKEN, "CASCADE_FAKE_ACCELSIM_LOGS": str(logs)}
+        burst_env, alone = env, None
+        if simulator_mb_per_s is not None:
+            pace, alone = simulator_pace(tree, logs, tmp / "alone", size / 1e6 / simulator_mb_per_s, kernels)
+            burst_env = {**env, "CASCADE_FAKE_ACCELSIM_PACE": repr(pace)}
+            print(f"the simulator alone (output to /dev/null), paced at {simulator_mb_per_s} MB/s: {alone:.2f} s, "
+                  f"pausing {pace * 1e3:.2f} ms after each kernel's block")
         server = subprocess.Popen([sys.executable, "-m", "cascade_cli", "serve", "--port", "0", "--data-dir", str(tmp / "data"),
                                    "--accelsim-dir", str(tree), "--no-runner"], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
         try:
@@ -163,10 +199,12 @@ def main(size_mb: int, paced_kernels: int) -> None:
                 time.sleep(0.1)
             assert service is not None, "the server did not start"
             # The worker logs in to the server's NATS with the data dir's password, given in its environment.
-            url, env = service.api_url, {**env, "CASCADE_NATS_URL": event_log.live_nats_url(tmp / "data", service)}
-            upload(url, "combo-vec-mm-xz")
+            nats_url = {"CASCADE_NATS_URL": event_log.live_nats_url(tmp / "data", service)}
+            url, env = service.api_url, {**env, **nats_url}
+            upload(url, TRACE)
             worker = subprocess.Popen([sys.executable, "-m", "cascade_cli", "worker", "--accelsim-dir", str(tree),
-                                       "--slots", "1", "--work-dir", str(tmp / "worker")], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
+                                       "--slots", "1", "--work-dir", str(tmp / "worker")], env={**burst_env, **nats_url},
+                                      stdout=subprocess.DEVNULL, stderr=LOG)
             try:
                 time.sleep(2)
                 sampler, served = Sampler(worker.pid), Sampler(server.pid)
@@ -176,7 +214,7 @@ def main(size_mb: int, paced_kernels: int) -> None:
                 nats_pid = int(Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()[0])
                 others_before = cpu_seconds(server.pid), cpu_seconds(nats_pid)
                 started = time.perf_counter()
-                run = request(url, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})
+                run = request(url, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": CONFIG, "count": 1}]})
                 done = wait(url, run["id"], kernels, timeout=1800)  # type: ignore[index]
                 elapsed = time.perf_counter() - started
                 sim = done["sims"][0]
@@ -189,6 +227,8 @@ def main(size_mb: int, paced_kernels: int) -> None:
                 print(f"end to end (simulator stdout -> queryable kernels): {size / 1e6 / elapsed:.1f} MB/s ({elapsed:.1f} s)")
                 print(f"  of which: created -> simulator running {began - created:.1f} s, running -> runner done {ended - began:.1f} s "
                       f"({size / 1e6 / (ended - began):.1f} MB/s), then until queryable {elapsed - (ended - created):.1f} s")
+                if alone is not None:
+                    print(f"  {elapsed / alone:.2f}x the simulator alone ({elapsed - alone:+.1f} s)")
                 print(f"runner CPU: {cpu * 1e3 / (size / 1e6):.1f} ms per MB of output "
                       f"(a real kernel prints ~150 KB: {cpu / kernels * 1e3:.1f} ms per kernel here)")
                 print(f"runner peak resident memory: {sampler.peak_kb / 1024:.1f} MB")
@@ -251,7 +291,7 @@ def latency(url: str, tree: Path, tmp: Path, kernels: int, env: dict[str, str]) 
                                "--slots", "1", "--work-dir", str(tmp / "worker-paced")], env=paced_env, stdout=subprocess.DEVNULL, stderr=LOG)
     arrivals: list[float] = []
     try:
-        run = request(url, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})
+        run = request(url, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": CONFIG, "count": 1}]})
         req = urllib.request.Request(f"{url}/api/runs/{run['id']}/events", headers={"Authorization": f"Bearer {TOKEN}"})  # type: ignore[index]
         with urllib.request.urlopen(req, timeout=600) as stream:
             event = None
@@ -274,6 +314,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--size-mb", type=int, default=100)
     parser.add_argument("--paced-kernels", type=int, default=150)
+    parser.add_argument("--simulator-mb-per-s", type=float, help="the fake simulator's pace (default: as fast as it can)")
     args = parser.parse_args()
     LOG = (OUT / "runner_bench.log").open("w")
-    main(args.size_mb, args.paced_kernels)
+    main(args.size_mb, args.paced_kernels, args.simulator_mb_per_s)
