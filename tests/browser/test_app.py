@@ -300,6 +300,9 @@ def test_cancel_a_running_run(page: Any, cascade: LiveServer, api: httpx.Client)
 def test_retry_a_cancelled_run_then_add_sims_to_it(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
     run = running_run(page, cascade, api, "30")  # retried at the usual pace
     assert page.is_hidden("#retry-run")
+    # Both running, so that each is retried as its attempt 2 (one cancelled before a runner
+    # took it would be retried as its first attempt, which shows no attempt number).
+    page.wait_for_function("() => [...document.querySelectorAll('#sims-table tbody[data-sim] > tr:first-child')].every(t => t.dataset.state === 'running')")
     api.post(f"/api/runs/{run['id']}/cancel")
     page.wait_for_selector(".title-badges [data-state=cancelled]")
     page.wait_for_selector("#retry-run:not([hidden])")
