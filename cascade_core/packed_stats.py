@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import msgspec
+from isal import isal_zlib
 
 from cascade_core import nonfinite
 
@@ -125,7 +126,8 @@ def from_mapping(stats: Mapping[str, Any]) -> PackedStats | None:
 
 def floats_of(stats: PackedStats) -> bytes:
     """The values as float64s, little-endian, a nan where `texts` has the value."""
-    return zlib.decompress(stats.values)
+    # ISA-L inflates a map's floats in half zlib's time (bench/README.md, "kernel_stats rows for less").
+    return isal_zlib.decompress(stats.values)
 
 
 def to_mapping(stats: PackedStats) -> dict[str, Value]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import duckdb
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -103,24 +104,40 @@ def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set
     return pa.Table.from_arrays(columns, schema=_SCHEMA)
 
 
-_NO_NUMBER = pa.scalar(None, pa.float64())
-# Per map size and positions of its texts, each row's place among them (null where it has
-# none). Maps of a kind have their texts in the same places, so this is worked out once.
-_places: dict[tuple[int, tuple[int, ...]], pa.Array] = {}
+class _Layout(msgspec.Struct, frozen=True, gc=False):
+    """Where a map of a size has its texts: which of its rows have a number (the `value`
+    column's validity bitmap), and each row's place among the texts (null where it has none)."""
+
+    numbers: pa.Buffer
+    place: pa.Array
+
+
+# Maps of a kind have their texts in the same places and mostly the same texts (`none`, and
+# the kernel's name): both are worked out once, so a map's columns are its floats under a
+# bitmap already made and a text column already made, where an if_else and a take per map
+# had made `rows` cost twice as much (bench/README.md, "kernel_stats rows for less").
+_layouts: dict[tuple[int, tuple[int, ...]], _Layout] = {}
+_texts: dict[tuple[int, tuple[int, ...], tuple[str | None, ...]], pa.Array] = {}
 
 
 def _columns(stats: PackedStats, count: int) -> tuple[pa.Array, pa.Array]:
     """A map's `value` and `text` columns: its floats as they are, but null where it has a
     text or null; its texts there, null elsewhere. Made in Arrow: a map has hundreds of texts
     (`none`), too many to place one by one in Python."""
-    floats = pa.Array.from_buffers(pa.float64(), count, [None, pa.py_buffer(packed_stats.floats_of(stats))])
+    floats = pa.py_buffer(packed_stats.floats_of(stats))
     if not stats.texts:
-        return floats, pa.nulls(count, pa.string())
-    key = (count, tuple(stats.texts))
-    place = _places.get(key)
-    if place is None:
-        if len(_places) >= MAX_LAYOUTS:
-            _places.clear()
-        place = _places[key] = pc.index_in(pa.array(range(count), pa.int32()), value_set=pa.array(key[1], pa.int32()))
-    texts = pa.array(stats.texts.values(), pa.string())
-    return pc.if_else(pc.is_valid(place), _NO_NUMBER, floats), pc.take(texts, place)
+        return pa.Array.from_buffers(pa.float64(), count, [None, floats]), pa.nulls(count, pa.string())
+    where = (count, tuple(stats.texts))
+    layout = _layouts.get(where)
+    if layout is None:
+        if len(_layouts) >= MAX_LAYOUTS:
+            _layouts.clear()
+        place = pc.index_in(pa.array(range(count), pa.int32()), value_set=pa.array(where[1], pa.int32()))
+        layout = _layouts[where] = _Layout(numbers=pc.is_null(place).buffers()[1], place=place)
+    key = (*where, tuple(stats.texts.values()))
+    texts = _texts.get(key)
+    if texts is None:
+        if len(_texts) >= MAX_LAYOUTS:
+            _texts.clear()
+        texts = _texts[key] = pc.take(pa.array(key[2], pa.string()), layout.place)
+    return pa.Array.from_buffers(pa.float64(), count, [layout.numbers, floats]), texts
