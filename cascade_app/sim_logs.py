@@ -54,7 +54,7 @@ async def _chunks(c: Cascade, sim: SimRow) -> AsyncGenerator[bytes, None]:
             async for _, subject, payload in messages:
                 beat = subjects.decode(subject, payload)
                 assert isinstance(beat, ev.SimHeartbeat), f"sim_log names a {ev.event_type(beat)}"
-                pending.append(beat.log.encode() + b"\n")
+                pending.append(beat.utf8 + b"\n")
                 size += len(pending[-1])
                 if size >= CHUNK_BYTES:
                     yield b"".join(pending)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, cast, get_args
@@ -306,9 +307,10 @@ class SimLaunched(SimEvent, frozen=True, tag="sim.launched.v1"):
 
 
 class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
-    """Progress, and the log lines printed since the last heartbeat: `log` holds them joined
+    """Progress, and the log lines printed since the last heartbeat: `text` holds them joined
     by newlines, the first numbered `first_line_seq` (a sim's lines count from 1). One text
-    rather than a list of lines, since a sim prints hundreds of thousands."""
+    rather than a list of lines, since a sim prints hundreds of thousands. The runner sends
+    them deflated (`log_deflated`, zlib of the UTF-8); older heartbeats carry them in `log`."""
 
     attempt: int
     kernels_done: int
@@ -316,10 +318,28 @@ class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
     latest: SimTotals
     first_line_seq: int = 0
     log: str = ""
+    # Base64 in the JSON, a sixth of the text's bytes for Accel-Sim's output (bench/README.md,
+    # "The runner's wire"): the event stream, nats-server's writes and serve's reads shrink by that.
+    log_deflated: bytes | None = None
+
+    @property
+    def text(self) -> str:
+        """The lines, joined by newlines."""
+        return self.log if self.log_deflated is None else zlib.decompress(self.log_deflated).decode()
+
+    @property
+    def utf8(self) -> bytes:
+        """`text` encoded, a deflated one without being decoded first (the log download)."""
+        return self.log.encode() if self.log_deflated is None else zlib.decompress(self.log_deflated)
 
     @property
     def line_count(self) -> int:
-        return self.log.count("\n") + 1 if self.log else 0
+        return lines_in(self.text)
+
+
+def lines_in(text: str) -> int:
+    """How many lines a heartbeat's `text` holds."""
+    return text.count("\n") + 1 if text else 0
 
 
 class KernelFinished(SimEvent, frozen=True, tag="sim.kernel_finished.v2"):

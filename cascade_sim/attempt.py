@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import ctypes
+import fcntl
 import logging
 import os
 import shutil
@@ -40,7 +42,13 @@ log = logging.getLogger("cascade.runner")
 
 HEARTBEAT_S = 2.0
 LAUNCH_WAIT_S = 2.0  # how long the launch event waits for the simulator's build strings
-READ_SIZE = 64 * 1024
+# The simulator's stdout pipe: 1 MiB (Linux's most for a process without privileges) rather
+# than the default 64 KiB, so a simulator printing fast runs ahead of a runner busy parsing,
+# instead of waiting for it after every 64 KiB, each wait a trip through the scheduler; and
+# read up to 256 KiB at a time (what asyncio's pipe transport reads at once), a quarter of the
+# turns of the loop below (bench/README.md, "The runner's wire").
+PIPE_SIZE = 1 << 20
+READ_SIZE = 256 * 1024
 STDERR_TAIL = 50
 # Cascade's secrets that may be in the runner's environment (`cascade_app.config.ENV`): the
 # API token, and the NATS URL with its credentials. The simulator needs neither.
@@ -73,8 +81,12 @@ def log_compressor() -> isal_zlib.Compress:
     return isal_zlib.compressobj(1, isal_zlib.DEFLATED, 16 + isal_zlib.MAX_WBITS)
 
 
-def _die_with_parent() -> None:
+def _child_setup() -> None:
+    """In the simulator's process before it starts: it dies with the runner, and its stdout
+    pipe holds `PIPE_SIZE`."""
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    with contextlib.suppress(OSError):  # past /proc/sys/fs/pipe-max-size: the default stays
+        fcntl.fcntl(1, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
 
 
 class Attempt:
@@ -129,7 +141,7 @@ class Attempt:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,  # its own process group, so a stop reaches all it started
-            preexec_fn=_die_with_parent,
+            preexec_fn=_child_setup,
             limit=1 << 20,
         )
         self.report.launch = Launch(self.launcher_ref or str(self.process.pid), self.host, self.inputs)

@@ -4,7 +4,7 @@ The reader hands events over as it parses them; a sender task ships whatever has
 as one pipelined append. Event ids are `<sim>.<attempt>.<n>`, so when an append fails it is
 sent again, however long NATS takes to come back, without what of it was stored already.
 While NATS is away or behind, the events wait here, up to `MAX_QUEUED` of them or
-`MAX_QUEUED_BYTES` of stats and log text besides the batch being sent; the output reader
+`MAX_QUEUED_BYTES` of stats and log text (deflated, as it is sent) besides the batch being sent; the output reader
 waits for `room()` before it reads more, so past that the simulator's own pipe holds it back
 rather than memory growing (the parser outruns a busy NATS: kernel results piling up grew
 the runner by 17 MB in a second's stall).
@@ -28,7 +28,9 @@ def _size(event: ev.Event) -> int:
     """What makes an event big: a kernel's stats map, a heartbeat's log lines."""
     if isinstance(event, ev.KernelFinished):
         return 0 if event.stats is None else len(event.stats.names) + len(event.stats.values)
-    return len(event.log) if isinstance(event, ev.SimHeartbeat) else 0
+    if isinstance(event, ev.SimHeartbeat):
+        return len(event.log) + len(event.log_deflated or b"")
+    return 0
 
 
 class EventSender:

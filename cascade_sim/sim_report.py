@@ -25,6 +25,14 @@ from cascade_sim import _tokenizer, simulator
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
 # output more it stays well under the event size limit.
 MAX_LINES_BYTES = 192 * 1024
+# isa-l's fastest level but one: for this log 7.8 times smaller, 1.2 ms per MB (level 0: 6.8
+# times, 1.0 ms; zlib's level 1: 7.6 times, 4.0 ms).
+_DEFLATE_LEVEL = 1
+
+
+def deflated(pieces: list[str]) -> bytes | None:
+    """A heartbeat's lines, given in pieces, as its `log_deflated`; None for no lines."""
+    return isal_zlib.compress("\n".join(pieces).encode(), _DEFLATE_LEVEL) if pieces else None
 
 
 class Kept(msgspec.Struct, frozen=True):
@@ -254,7 +262,7 @@ class SimReport:
                 current_kernel=self.current_kernel,
                 latest=self.latest,
                 first_line_seq=self.next_line_seq - self._log_lines,
-                log="\n".join(self._log),
+                log_deflated=deflated(self._log),
             )
         )
         self._log = []

@@ -637,7 +637,8 @@ def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
         return
     # Lines past the last one recorded are certainly new; earlier ones (a late or repeated
     # heartbeat) are kept only if their chunk is absent.
-    count = e.line_count
+    text = e.text  # deflated by the runner: read once
+    count = ev.lines_in(text)
     fresh_from = max(0, sim.log_seq + 1 - e.first_line_seq)
     if count:
         chunk = LogChunkRow(sim_id=sim.id, attempt=e.attempt, first_line_seq=e.first_line_seq, line_count=count, seq=seq)
@@ -646,7 +647,7 @@ def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
     # heartbeat moves `last_heartbeat_at` on.
     changes: dict[str, Any] = {}
     if fresh_from < count:
-        last = e.log.rsplit("\n", LOG_TAIL)[-min(LOG_TAIL, count - fresh_from) :]
+        last = text.rsplit("\n", LOG_TAIL)[-min(LOG_TAIL, count - fresh_from) :]
         changes["log_tail"] = (sim.log_tail + last)[-LOG_TAIL:]
         changes["log_seq"] = e.first_line_seq + count - 1
     if sim.last_heartbeat_at is None or e.at > sim.last_heartbeat_at:
@@ -787,7 +788,8 @@ def _chunk_heartbeat(b: _Batch, seq: int, sim: SimRow, split: SplitRow, e: ev.Si
     """A chunk's progress and log lines: numbered in a range of its own (`SimReport`), so the
     log reads chunk after chunk; any may come first, so each is kept only if absent."""
     assert e.chunk is not None
-    count = e.line_count
+    text = e.text  # deflated by the runner: read once
+    count = ev.lines_in(text)
     changes: dict[str, Any] = {}
     chunks = list(split.chunks)
     chunk = chunks[e.chunk]
@@ -797,7 +799,7 @@ def _chunk_heartbeat(b: _Batch, seq: int, sim: SimRow, split: SplitRow, e: ev.Si
         fresh_from = max(0, chunk.log_seq + 1 - e.first_line_seq)  # lines before it were recorded already
         if fresh_from < count:
             last = e.first_line_seq + count - 1
-            changes["log_tail"] = (sim.log_tail + e.log.rsplit("\n", LOG_TAIL)[-min(LOG_TAIL, count - fresh_from) :])[-LOG_TAIL:]
+            changes["log_tail"] = (sim.log_tail + text.rsplit("\n", LOG_TAIL)[-min(LOG_TAIL, count - fresh_from) :])[-LOG_TAIL:]
             changes["log_seq"] = max(sim.log_seq, last)
             chunks[e.chunk] = chunk = msgspec.structs.replace(chunk, log_seq=last)
     if chunk.last_heartbeat_at is None or e.at > chunk.last_heartbeat_at:

@@ -75,7 +75,8 @@ class SimHeartbeatV2(ev.SimEvent, frozen=True, tag="sim.heartbeat.v2"):
 
 def sim_heartbeat_v2(old: ev.SimHeartbeat) -> SimHeartbeatV2:
     fields = msgspec.structs.asdict(old)
-    text = fields.pop("log")
+    del fields["log"], fields["log_deflated"]
+    text = old.text
     return SimHeartbeatV2(lines=text.split("\n") if text else [], **fields)
 
 
@@ -149,7 +150,7 @@ CASES = {
     ),
     "sim": Case(
         ev.SimHeartbeat, SimHeartbeatV2, {ev.SimHeartbeat: sim_heartbeat_v2},
-        lambda v1, now: "\n".join(now.lines) == v1.log and len(now.lines) == v1.line_count,
+        lambda v1, now: "\n".join(now.lines) == v1.text and len(now.lines) == v1.line_count,
     ),
     "sim, in two steps": Case(
         ev.KernelFinished,

@@ -421,7 +421,7 @@ def test_log_streams_from_the_heartbeats_while_the_sim_runs_and_after_a_restart(
     lines = [f"line {i} " + "x" * (i % 100) for i in range(6000)]  # heartbeats of ~130 KB, answers across socket reads
     life = w.sim_life(w.RUN_ID, w.SIMS[0], lines=lines)  # heartbeats between the kernels, on the same subject
     running = life[:6]
-    logged = "".join(f"{e.log}\n" for e in running if isinstance(e, ev.SimHeartbeat) and e.log)
+    logged = "".join(f"{e.text}\n" for e in running if isinstance(e, ev.SimHeartbeat) and e.text)
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with TestClient(starlette_app(settings), headers=headers) as client:
         w.append(client, w.trace_events() + [w.run_created()] + running)
