@@ -103,6 +103,7 @@ class _Batch:
         self.traces = dict(rows.traces)
         self.runs = dict(rows.runs)
         self.sims = dict(rows.sims)
+        self.made: set[str] = set()  # sims whose row in `sims` this batch made (`advance_sim`)
         self.changed: set[tuple[str, str]] = set()
         self.appended: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
         self.checked: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
@@ -167,6 +168,22 @@ class _Batch:
         """A sim's row to write, with no change of it shown to live streams."""
         self.sims[row.id] = row
         self.changed.add(("sims", row.id))
+        self.made.add(row.id)
+
+    def advance_sim(self, sim: SimRow, fields: dict[str, Any], seq: int | None) -> None:
+        """A sim's progress, `fields` that change neither its state nor its attempt, as the
+        event at `seq` changed it (None: bookkeeping no reader sees, kept without a change
+        shown). Without changes for live streams, a row this batch made itself is changed in
+        place: nothing but `sims` holds it (only a `Change` would), and a replay's heartbeats
+        and kernel results then copy a sim's row once per batch, not once each (a row's copy
+        was a fifth of their fold: bench/README.md). Rows the fold was given are never changed."""
+        if not self.shows and sim.id in self.made:
+            for name, value in fields.items():
+                msgspec.structs.force_setattr(sim, name, value)
+        elif seq is None:
+            self.keep_sim(msgspec.structs.replace(sim, **fields))
+        else:
+            self.put_sim(seq, sim, msgspec.structs.replace(sim, **fields))
 
     def _count(self, seq: int, run_id: str, old: str, new: str) -> None:
         run = self.runs[run_id]
@@ -629,7 +646,7 @@ def _kernel_finished(b: _Batch, seq: int, sim: SimRow, e: ev.KernelFinished) -> 
         return
     b.appended["kernels"].append(row)
     # Bookkeeping no reader sees: the row keeps the sequence it had and shows no change.
-    b.keep_sim(msgspec.structs.replace(sim, kernels_recorded=e.kernel_index + 1))
+    b.advance_sim(sim, {"kernels_recorded": e.kernel_index + 1}, None)
 
 
 def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
@@ -645,7 +662,7 @@ def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
         (b.appended if fresh_from == 0 else b.checked)["sim_log"].append(chunk)
     # Either change certainly changes the row: new lines move `log_seq` on, a later
     # heartbeat moves `last_heartbeat_at` on.
-    changes: dict[str, Any] = {}
+    changes: dict[str, Any] = {"seq": seq}
     if fresh_from < count:
         last = text.rsplit("\n", LOG_TAIL)[-min(LOG_TAIL, count - fresh_from) :]
         changes["log_tail"] = (sim.log_tail + last)[-LOG_TAIL:]
@@ -659,8 +676,8 @@ def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
         changes["gpu_tot_sim_insn"] = latest.gpu_tot_sim_insn
         changes["gpu_tot_ipc"] = latest.gpu_tot_ipc
         changes["sim_rate_ips"] = latest.sim_rate_ips
-    if changes:
-        b.put_sim(seq, sim, msgspec.structs.replace(sim, seq=seq, **changes))
+    if len(changes) > 1:  # more than its seq
+        b.advance_sim(sim, changes, seq)
 
 
 def _file_stored(b: _Batch, seq: int, sim: SimRow, e: ev.SimFileStored) -> None:

@@ -131,11 +131,20 @@ def _schema(row_type: type[msgspec.Struct]) -> pa.Schema:
     return pa.schema([pa.field(name, pa.list_(_ARROW[t]) if is_list else _ARROW[t]) for name, t, is_list in columns(row_type)])
 
 
+@functools.cache
+def _column_getters(row_type: type[msgspec.Struct]) -> tuple[Callable[[msgspec.Struct], Any], ...]:
+    return tuple(operator.attrgetter(name) for name, _, _ in columns(row_type))
+
+
 def to_arrow(table: str, rows: Sequence[msgspec.Struct]) -> pa.Table:
+    """The rows as an Arrow table, each column taken from them by one C map of an attribute
+    getter: 0.3 us a kernels row, where a tuple per row turned into columns by `zip` took 1.4
+    (bench/README.md)."""
     row_type = ROW_TYPES[table]
     schema = _schema(row_type)
-    data = zip(*map(_stored_values(row_type), rows))
-    return pa.Table.from_arrays([pa.array(col, type=schema.field(i).type) for i, col in enumerate(data)], schema=schema)
+    return pa.Table.from_arrays(
+        [pa.array(list(map(get, rows)), type=schema.field(i).type) for i, get in enumerate(_column_getters(row_type))], schema=schema
+    )
 
 
 # What inserting rows raises when a value does not fit its column, such as an integer past 64
