@@ -1,6 +1,6 @@
 """The runner end to end: simulator output -> events -> read model, and what it costs.
 
-    .venv/bin/python bench/runner_bench.py [--size-mb 100] [--paced-kernels 100] [--simulator-mb-per-s 22.8]
+    .venv/bin/python bench/runner_bench.py [--size-mb 100] [--paced-kernels 100] [--simulator-mb-per-s 22.8] [--python PATH]
 
 1. Throughput: the fake simulator prints a --size-mb log (the combo trace's real log with its
    kernel blocks repeated and renumbered) as fast as it can, or at --simulator-mb-per-s (it
@@ -54,6 +54,10 @@ TRACE, CONFIG = "combo-vec-mm-xz", "SM61_TITANX"
 LOG_NAME = f"{TRACE}__{CONFIG}.log"
 BLOCK_END = "\ngpgpu_silicon_slowdown = "
 UID = re.compile(r"(kernel_launch_uid = |uid: )(\d+)")
+# The interpreter of the cascade processes (--python): a venv with the test extras has pandas,
+# which pyarrow imports at its first array, 54 MiB of serve's RSS that a deployment's does not
+# have (bench/README.md, "serve within 286 MiB").
+PYTHON = sys.executable
 
 
 def big_log(path: Path, size: int = 0, rounds: int = 1) -> int:
@@ -140,7 +144,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def upload(url: str, trace: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "cascade_cli", "trace", "upload", str(TRACES / trace), "--id", "combo", "--url", url],
+    out = subprocess.run([PYTHON, "-m", "cascade_cli", "trace", "upload", str(TRACES / trace), "--id", "combo", "--url", url],
                          env={**os.environ, "CASCADE_TOKEN": TOKEN}, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
 
@@ -185,7 +189,7 @@ def main(size_mb: int, paced_kernels: int, simulator_mb_per_s: float | None) -> 
             burst_env = {**env, "CASCADE_FAKE_ACCELSIM_PACE": repr(pace)}
             print(f"the simulator alone (output to /dev/null), paced at {simulator_mb_per_s} MB/s: {alone:.2f} s, "
                   f"pausing {pace * 1e3:.2f} ms after each kernel's block")
-        server = subprocess.Popen([sys.executable, "-m", "cascade_cli", "serve", "--port", "0", "--data-dir", str(tmp / "data"),
+        server = subprocess.Popen([PYTHON, "-m", "cascade_cli", "serve", "--port", "0", "--data-dir", str(tmp / "data"),
                                    "--accelsim-dir", str(tree), "--no-runner"], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
         try:
             for _ in range(300):
@@ -202,7 +206,7 @@ def main(size_mb: int, paced_kernels: int, simulator_mb_per_s: float | None) -> 
             nats_url = {"CASCADE_NATS_URL": event_log.live_nats_url(tmp / "data", service)}
             url, env = service.api_url, {**env, **nats_url}
             upload(url, TRACE)
-            worker = subprocess.Popen([sys.executable, "-m", "cascade_cli", "worker", "--accelsim-dir", str(tree),
+            worker = subprocess.Popen([PYTHON, "-m", "cascade_cli", "worker", "--accelsim-dir", str(tree),
                                        "--slots", "1", "--work-dir", str(tmp / "worker")], env={**burst_env, **nats_url},
                                       stdout=subprocess.DEVNULL, stderr=LOG)
             try:
@@ -287,7 +291,7 @@ def latency(url: str, tree: Path, tmp: Path, kernels: int, env: dict[str, str]) 
     big_log(logs / LOG_NAME, rounds=max(1, kernels // 3))
     times = tmp / "block-times.txt"
     paced_env = {**env, "CASCADE_FAKE_ACCELSIM_LOGS": str(logs), "CASCADE_FAKE_ACCELSIM_PACE": "0.1", "CASCADE_FAKE_ACCELSIM_BLOCK_TIMES": str(times)}
-    worker = subprocess.Popen([sys.executable, "-m", "cascade_cli", "worker", "--accelsim-dir", str(tree),
+    worker = subprocess.Popen([PYTHON, "-m", "cascade_cli", "worker", "--accelsim-dir", str(tree),
                                "--slots", "1", "--work-dir", str(tmp / "worker-paced")], env=paced_env, stdout=subprocess.DEVNULL, stderr=LOG)
     arrivals: list[float] = []
     try:
@@ -315,6 +319,8 @@ if __name__ == "__main__":
     parser.add_argument("--size-mb", type=int, default=100)
     parser.add_argument("--paced-kernels", type=int, default=150)
     parser.add_argument("--simulator-mb-per-s", type=float, help="the fake simulator's pace (default: as fast as it can)")
+    parser.add_argument("--python", default=sys.executable, help="the cascade processes' interpreter, e.g. a venv without the test extras, as deployed")
     args = parser.parse_args()
+    PYTHON = args.python
     LOG = (OUT / "runner_bench.log").open("w")
     main(args.size_mb, args.paced_kernels, args.simulator_mb_per_s)

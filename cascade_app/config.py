@@ -68,7 +68,7 @@ class Settings(msgspec.Struct, kw_only=True):
     sql_max_rows: Positive = 1_000_000
     sql_max_bytes: Positive = 64 << 20
     # What the read model's DuckDB may hold in memory (`projections.projector.Memory`); None:
-    # its DEFAULT_MEMORY, 128 MiB. At least 64 MiB: a batch of events is up to 32.
+    # its DEFAULT_MEMORY, 64 MiB. At least 64 MiB: a batch of events is up to 8.
     db_memory_bytes: Annotated[int, msgspec.Meta(ge=64 << 20)] | None = None
 
     def __post_init__(self) -> None:

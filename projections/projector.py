@@ -43,9 +43,12 @@ Entity = TypeVar("Entity", TraceRow, RunRow, SimRow)  # a row of one of `rows.EN
 FaultHook = Callable[[str], None]
 # A batch takes up to this many events, and stops at the first that brings it past this many
 # bytes (real kernel results carry stats maps of ~30 KB): big batches spread each
-# transaction's fixed cost thin, the byte bound keeps a batch's memory in check.
+# transaction's fixed cost thin, the byte bound keeps a batch's memory in check: a batch and
+# the next one arriving are serve's largest transient (32 MiB of events were up to 93 MiB of
+# malloc decoded). At 8 MiB serve's peak over a 1 GB log fell by ~50 MiB and a replay's by a
+# third, at the same CPU per event (bench/README.md, "serve within 286 MiB").
 MAX_BATCH = 32768
-MAX_BATCH_BYTES = 32 << 20
+MAX_BATCH_BYTES = 8 << 20
 # Frames read and not yet applied are at most about two batches: one being applied, the next
 # arriving. A replay reads faster than it applies; past that it waits to read on, so that it
 # holds no more of the log than that however long the log is.
@@ -97,13 +100,11 @@ class Memory(msgspec.Struct, frozen=True):
         }
 
 
-# The least a read model works in: a batch is up to MAX_BATCH_BYTES of events.
-MIN_MEMORY = 64 << 20
 # With no log text in the read model nothing it holds grows with a sim's log: within 128 MiB
 # serve ingested a 1 GB log at 300 to 400 MiB of RSS (2 GiB: up to 1,197), and levelled off
-# at ~360 over a 1,000-sim campaign; 64 MiB saved 20 to 40 MiB, with half the margin over a
-# batch (bench/README.md).
-DEFAULT_MEMORY = Memory(128 << 20)
+# at ~360 over a 1,000-sim campaign; 64 MiB saved 20 to 40 MiB, and with 8 MiB batches it
+# keeps eight times a batch (bench/README.md).
+DEFAULT_MEMORY = Memory(64 << 20)
 
 
 def connect(path: Path | str, memory: Memory | None = None) -> duckdb.DuckDBPyConnection:
