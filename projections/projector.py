@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import logging
 import operator
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -67,6 +68,12 @@ CHECKPOINT_IDLE_AT = 16 << 20
 # it): at the default's 32 MiB a replay was as fast as at 256 (bench/README.md).
 CHECKPOINT_AT = 256 << 20
 IDLE_S = 0.5
+# While the stream is busy (a batch applied less than this long ago), the next batch waits
+# until this long after it, or until it is full: a transaction costs ~10 ms of CPU however
+# few events it holds, and a campaign's events come one or two at a time. The first event
+# after a quiet spell goes in at once. 50 ms took a third off serve's CPU over a campaign,
+# as 100 ms did, where 25 ms took little (bench/README.md).
+GATHER_S = 0.05
 
 
 class Memory(msgspec.Struct, frozen=True):
@@ -392,8 +399,9 @@ class Projector:
         # them: under load batches grow, so the per-transaction cost is spread thin.
         pending: list[Frame] = []
         waiting = 0  # the bytes of their payloads
-        arrived, room = asyncio.Event(), asyncio.Event()
+        arrived, room, full = asyncio.Event(), asyncio.Event(), asyncio.Event()
         finished = False
+        committed_at = -GATHER_S  # when the last batch was applied (time.monotonic)
 
         async def receive() -> None:
             nonlocal finished, waiting
@@ -406,11 +414,14 @@ class Projector:
                     pending.extend(frames)
                     waiting += sum(payload_bytes(frames))
                     arrived.set()
+                    if len(pending) >= MAX_BATCH or waiting >= MAX_BATCH_BYTES:
+                        full.set()
                     if len(pending) >= WAITING_BATCHES * MAX_BATCH or waiting >= WAITING_BATCHES * MAX_BATCH_BYTES:
                         room.clear()
                         await room.wait()
             finished = True
             arrived.set()
+            full.set()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(receive)
@@ -422,7 +433,12 @@ class Projector:
                         await anyio.to_thread.run_sync(_checkpoint, self.con)
                         continue
                 await arrived.wait()
+                gather = committed_at + GATHER_S - time.monotonic()
+                if gather > 0:
+                    with anyio.move_on_after(gather):
+                        await full.wait()
                 arrived.clear()
+                full.clear()
                 while pending:
                     count, size = batch_length(pending)
                     batch = pending[:count]
@@ -430,6 +446,7 @@ class Projector:
                     waiting -= size
                     room.set()
                     await self._apply_frames(batch)
+                    committed_at = time.monotonic()
                 if finished:
                     break
             tg.cancel_scope.cancel()
