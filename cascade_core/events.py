@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import functools
 import operator
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, cast, get_args
 
 import msgspec
+from isal import isal_zlib
 
 from cascade_core import stats_v1
 from cascade_core.packed_stats import PackedStats
@@ -325,20 +325,19 @@ class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
     @property
     def text(self) -> str:
         """The lines, joined by newlines."""
-        return self.log if self.log_deflated is None else zlib.decompress(self.log_deflated).decode()
+        return self.log if self.log_deflated is None else self.utf8.decode()
 
     @property
     def utf8(self) -> bytes:
         """`text` encoded, a deflated one without being decoded first (the log download)."""
-        return self.log.encode() if self.log_deflated is None else zlib.decompress(self.log_deflated)
-
-    @property
-    def line_count(self) -> int:
-        return lines_in(self.text)
+        # ISA-L inflates a 192 KB heartbeat in 0.13 ms, zlib in 0.56: the projector inflates
+        # every heartbeat, the log download every one of a sim.
+        return self.log.encode() if self.log_deflated is None else isal_zlib.decompress(self.log_deflated)
 
 
 def lines_in(text: str) -> int:
-    """How many lines a heartbeat's `text` holds."""
+    """How many lines a heartbeat's `text` holds (the fold reads `text` once for its count and
+    its tail: each read of a deflated heartbeat's inflates it)."""
     return text.count("\n") + 1 if text else 0
 
 

@@ -150,7 +150,7 @@ CASES = {
     ),
     "sim": Case(
         ev.SimHeartbeat, SimHeartbeatV2, {ev.SimHeartbeat: sim_heartbeat_v2},
-        lambda v1, now: "\n".join(now.lines) == v1.text and len(now.lines) == v1.line_count,
+        lambda v1, now: "\n".join(now.lines) == v1.text and len(now.lines) == ev.lines_in(v1.text),
     ),
     "sim, in two steps": Case(
         ev.KernelFinished,
