@@ -172,18 +172,21 @@ class _Batch:
 
     def advance_sim(self, sim: SimRow, fields: dict[str, Any], seq: int | None) -> None:
         """A sim's progress, `fields` that change neither its state nor its attempt, as the
-        event at `seq` changed it (None: bookkeeping no reader sees, kept without a change
-        shown). Without changes for live streams, a row this batch made itself is changed in
-        place: nothing but `sims` holds it (only a `Change` would), and a replay's heartbeats
-        and kernel results then copy a sim's row once per batch, not once each (a row's copy
-        was a fifth of their fold: bench/README.md). Rows the fold was given are never changed."""
+        event at `seq` changed it, which its row then names (None: bookkeeping no reader sees,
+        kept without a change shown). Without changes for live streams, a row this batch made
+        itself is changed in place: nothing but `sims` holds it (only a `Change` would), and a
+        replay's heartbeats and kernel results then copy a sim's row once per batch, not once
+        each (a row's copy was a fifth of their fold: bench/README.md). Rows the fold was given
+        are never changed."""
         if not self.shows and sim.id in self.made:
             for name, value in fields.items():
                 msgspec.structs.force_setattr(sim, name, value)
+            if seq is not None:
+                msgspec.structs.force_setattr(sim, "seq", seq)
         elif seq is None:
             self.keep_sim(msgspec.structs.replace(sim, **fields))
         else:
-            self.put_sim(seq, sim, msgspec.structs.replace(sim, **fields))
+            self.put_sim(seq, sim, msgspec.structs.replace(sim, seq=seq, **fields))
 
     def _count(self, seq: int, run_id: str, old: str, new: str) -> None:
         run = self.runs[run_id]
@@ -662,7 +665,7 @@ def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
         (b.appended if fresh_from == 0 else b.checked)["sim_log"].append(chunk)
     # Either change certainly changes the row: new lines move `log_seq` on, a later
     # heartbeat moves `last_heartbeat_at` on.
-    changes: dict[str, Any] = {"seq": seq}
+    changes: dict[str, Any] = {}
     if fresh_from < count:
         last = text.rsplit("\n", LOG_TAIL)[-min(LOG_TAIL, count - fresh_from) :]
         changes["log_tail"] = (sim.log_tail + last)[-LOG_TAIL:]
@@ -676,7 +679,7 @@ def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
         changes["gpu_tot_sim_insn"] = latest.gpu_tot_sim_insn
         changes["gpu_tot_ipc"] = latest.gpu_tot_ipc
         changes["sim_rate_ips"] = latest.sim_rate_ips
-    if len(changes) > 1:  # more than its seq
+    if changes:
         b.advance_sim(sim, changes, seq)
 
 
