@@ -20,7 +20,7 @@ import sys
 import zlib
 from array import array
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import msgspec
 from isal import isal_zlib
@@ -28,6 +28,8 @@ from isal import isal_zlib
 from cascade_core import nonfinite
 
 Value = float | str | None
+Key = TypeVar("Key")
+Kept = TypeVar("Kept")
 
 # zlib's fastest level for the values, packed per map: for an SM7_QV100 map 0.4 ms and 3.2 KB
 # (level 6 took 5 times as long for 13 % less). The names are packed once per set and then
@@ -35,7 +37,7 @@ Value = float | str | None
 # 17.1 KB in each result, against 0.9 ms and 21.0 KB at level 1 (bench/README.md, "The runner's wire").
 _LEVEL = 1
 _NAMES_LEVEL = 9
-_MAX_SETS = 64  # sets of names kept, each way: a few MB for SM7_QV100 maps
+MAX_SETS = 64  # what a cache by set of names keeps (`kept`): a few MB for SM7_QV100 maps
 
 
 class PackedStats(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
@@ -55,8 +57,11 @@ _texts_of_tuples: dict[int, tuple[tuple[str, ...], str]] = {}
 _names_of_texts: dict[str, tuple[str, ...]] = {}
 
 
-def _kept(cache: dict[Any, Any], key: Any, value: Any) -> Any:
-    if len(cache) >= _MAX_SETS:
+def kept(cache: dict[Key, Kept], key: Key, value: Kept) -> Kept:
+    """`value`, kept under `key` in `cache`, which a new key past MAX_SETS of them empties
+    first: a sim's maps come in a few sets of names, so the cache is rarely emptied, and it
+    never grows past that however many sets go by."""
+    if len(cache) >= MAX_SETS:
         cache.clear()
     cache[key] = value
     return value
@@ -70,8 +75,8 @@ def names_text(names: tuple[str, ...]) -> str:
     known = _texts_of_names.get(names)
     if known is None:
         packed = base64.b64encode(zlib.compress("\n".join(names).encode(), _NAMES_LEVEL)).decode("ascii")
-        known = _kept(_texts_of_names, names, packed)
-    _kept(_texts_of_tuples, id(names), (names, known))
+        known = kept(_texts_of_names, names, packed)
+    kept(_texts_of_tuples, id(names), (names, known))
     return known
 
 
@@ -80,7 +85,7 @@ def names_of(stats: PackedStats) -> tuple[str, ...]:
     known = _names_of_texts.get(stats.names)
     if known is None:
         text = zlib.decompress(base64.b64decode(stats.names)).decode()
-        known = _kept(_names_of_texts, stats.names, tuple(text.split("\n")) if text else ())
+        known = kept(_names_of_texts, stats.names, tuple(text.split("\n")) if text else ())
     return known
 
 

@@ -30,8 +30,6 @@ from cascade_core import packed_stats
 from cascade_core.packed_stats import PackedStats
 from projections.rows import KernelRow, StatNameRow
 
-MAX_LAYOUTS = 64  # sets of names, about 9,000 each for SM7_QV100 maps: a few MB in all
-
 
 class StatNames:
     """The `stat_names` of one read model as the projector last committed it, and the
@@ -59,10 +57,7 @@ class StatNames:
         for name in sorted(n for n in names if n not in ids):
             ids[name] = len(ids) + 1
             self.added.append(StatNameRow(id=ids[name], name=name))
-        if len(self._layouts) >= MAX_LAYOUTS:
-            self._layouts.clear()
-        known = self._layouts[stats.names] = pa.array([ids[name] for name in names], pa.int32())
-        return known
+        return packed_stats.kept(self._layouts, stats.names, pa.array([ids[name] for name in names], pa.int32()))
 
     def committed(self) -> None:
         self.added = []
@@ -130,14 +125,10 @@ def _columns(stats: PackedStats, count: int) -> tuple[pa.Array, pa.Array]:
     where = (count, tuple(stats.texts))
     layout = _layouts.get(where)
     if layout is None:
-        if len(_layouts) >= MAX_LAYOUTS:
-            _layouts.clear()
         place = pc.index_in(pa.array(range(count), pa.int32()), value_set=pa.array(where[1], pa.int32()))
-        layout = _layouts[where] = _Layout(numbers=pc.is_null(place).buffers()[1], place=place)
+        layout = packed_stats.kept(_layouts, where, _Layout(numbers=pc.is_null(place).buffers()[1], place=place))
     key = (*where, tuple(stats.texts.values()))
     texts = _texts.get(key)
     if texts is None:
-        if len(_texts) >= MAX_LAYOUTS:
-            _texts.clear()
-        texts = _texts[key] = pc.take(pa.array(key[2], pa.string()), layout.place)
+        texts = packed_stats.kept(_texts, key, pc.take(pa.array(key[2], pa.string()), layout.place))
     return pa.Array.from_buffers(pa.float64(), count, [layout.numbers, floats]), texts
