@@ -212,6 +212,8 @@ def test_the_stat_explorer_finds_a_stat_and_draws_it_per_kernel_and_config(page:
     # A stat whose values are no numbers, and a search nothing matches, say so.
     page.goto(f"{cascade.url}/#/runs/{run}/stats?name=kernel_name")
     page.wait_for_selector("#stat-view .state-empty:has-text('No value of it is a number.')")
+    # The table draws its rows on the next frame (vtable.js): until then it shows the last stat's.
+    page.wait_for_function("() => document.querySelectorAll('#stat-table .vt-row').length === 6")
     assert page.locator("#stat-table .vt-row").count() == 6
     page.fill("#stat-search", "no such stat")
     page.wait_for_selector("#stat-results .state-empty:has-text('No stat')")
