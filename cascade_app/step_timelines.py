@@ -2,7 +2,7 @@
 
 A sim has one once it succeeded on a trace with a step timeline: the trace's measured
 `step_timeline.json` (stored with the upload, under `accelsim-traces/<trace>/`) replayed with
-the sim's kernel times (`cascade_core.timeline`). Everything it depends on is in the log, so
+the sim's kernel times (`cascade_formats.timeline`). Everything it depends on is in the log, so
 it is computed on read rather than stored as an event of several megabytes. Parsed timelines
 are kept per trace and each sim's encoded answer per (sim, last kernel sequence), both in
 small LRU caches: a succeeded sim's kernels never change, so neither does its answer.
@@ -19,7 +19,7 @@ import msgspec
 from cascade_app.lru import Lru
 from cascade_core.models import RunDetail
 from cascade_core.object_names import trace_file
-from cascade_core.timeline import TIMELINE_FILE, StepTimeline, TimelineError, step_timeline, validate_timeline
+from cascade_formats.timeline import TIMELINE_FILE, StepTimeline, TimelineError, step_timeline, validate_timeline
 from cascade_nats.objects import ObjectMissing, Objects
 from projections.queries.runs import SimKernelTimes
 

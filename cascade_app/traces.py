@@ -17,6 +17,7 @@ from cascade_core.models import RealTimingAttached
 from cascade_core.object_names import trace_prefix
 from cascade_core.refusals import NotFound
 from cascade_core.traces import Attachment, attached, decide_delete, decide_real_timing, new_timing_id
+from cascade_formats.realtiming import timing_file
 from projections.queries.traces import active_run_using, timed_trace, trace_summary
 
 
@@ -47,7 +48,8 @@ async def attach_real_timing(c: Cascade, trace_id: str, body: bytes, *, replace:
         if last is None:
             raise NotFound(f"trace {trace_id} not found")
         trace, in_use = await read(c, timed_trace, trace_id)
-        attachment = Attachment(trace_id=trace_id, timing_id=new_timing_id(), body=body, replace=replace)
+        timing = await anyio.to_thread.run_sync(timing_file, body, trace.kernels if trace is not None else [])
+        attachment = Attachment(trace_id=trace_id, timing_id=new_timing_id(), timing=timing, replace=replace)
         listed, marker = await anyio.to_thread.run_sync(decide_real_timing, trace, in_use, attachment, clock.now())
         return Decision([*listed, marker], last.seq, attached(marker))
 

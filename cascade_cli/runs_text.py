@@ -10,8 +10,8 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import get_args
 
-from cascade_core.kernel_names import short_name
 from cascade_core.models import ChunkView, Comparison, Correlation, ReferenceComparison, ReferenceSim, Resumed, RunDetail, RunSummary, Sim, SimState, Spread
+from cascade_formats.kernel_names import short_name
 
 NONE = "-"
 BAR_WIDTH = 20

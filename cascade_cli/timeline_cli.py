@@ -10,9 +10,9 @@ from pathlib import Path
 import msgspec
 
 from cascade_app.config import ConfigError
-from cascade_core import timeline as tl
-from cascade_core.kernel_stats import kernel_times_from_csv
-from cascade_core.timeline import MetricCompare, Num, SimStepTimeline
+from cascade_formats import timeline as tl
+from cascade_formats.kernel_stats import kernel_times_from_csv
+from cascade_formats.timeline import MetricCompare, Num, SimStepTimeline
 
 
 def timeline(args: argparse.Namespace) -> int:

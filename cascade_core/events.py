@@ -88,7 +88,7 @@ class TraceKernelsListed(TraceEvent, frozen=True, tag="trace.kernels_listed.v1")
 
 
 UPLOAD_TIMING = "upload"  # the timing_id of the real timing an upload brought
-TimingFormat = Literal["cascade", "ncu", "nsys"]  # the layouts of a real timing file (cascade_core.realtiming)
+TimingFormat = Literal["cascade", "ncu", "nsys"]  # the layouts of a real timing file (cascade_formats.realtiming)
 Measure = Literal["duration_ns", "cycles"]  # what a real timing file measures
 
 
@@ -105,7 +105,7 @@ class TraceRealTimingAttached(TraceEvent, frozen=True, tag="trace.real_timing_at
     place of `replaces`: the timing it had (`upload`, an earlier `timing_id`), or None for
     none. Applied only while the trace still has `replaces`, so a replacement says what it
     replaces and replays the same. `kernels`, `repeats`, `measures` and `format` describe the
-    rows (`cascade_core.realtiming`)."""
+    rows (`cascade_formats.realtiming`)."""
 
     timing_id: str
     replaces: str | None

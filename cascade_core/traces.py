@@ -12,8 +12,9 @@ the edges (`cascade_app.uploads`):
 - `decide_delete` deletes a trace no active run uses.
 
 No decision reads a clock or makes an id: the time comes in, and event ids derive from the
-upload's own id, so a retried append is deduplicated by the event store. (`new_trace_id`
-draws a random id for the edge that needs one.)
+upload's own id, so a retried append is deduplicated by the event store. No decision reads a
+file either: what an upload's files say (`Contents`) and a timing file's rows (`TimingFile`)
+are read at the edge, by `cascade_formats`, and come in as facts or as the problem found.
 """
 
 from __future__ import annotations
@@ -30,22 +31,7 @@ from cascade_core.gpu_configs import suggested_config
 from cascade_core.ids import is_trace_id
 from cascade_core.limits import too_large
 from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail
-from cascade_core.realtiming import line_up, parse_timing
 from cascade_core.refusals import Conflict, Invalid, NotFound, TooLarge, UnsupportedMedia
-from cascade_core.timeline import TimelineError, validate_timeline
-from cascade_core.tracefiles import (
-    KERNELSLIST,
-    REAL_TIMING,
-    KernelHeader,
-    KernelLaunch,
-    TraceError,
-    TraceInfo,
-    kernel_files,
-    parse_cascade_json,
-    parse_kernelslist,
-    trace_arch,
-    trace_kernels,
-)
 
 T = TypeVar("T")
 
@@ -92,23 +78,27 @@ class Upload(msgspec.Struct, frozen=True):
         return Envelope(id=event_id, at=at, correlation_id=started, causation_id=None if event_id == started else started)
 
 
-class Received(msgspec.Struct, frozen=True, kw_only=True):
-    """What an upload stored and found, for `decide_outcome`. Paths are relative to the
-    trace's root; kernel headers were read from the first bytes of each kernel file."""
+class Contents(msgspec.Struct, frozen=True, kw_only=True):
+    """What an upload's files say, for `decide_outcome`: the trace's kernels in launch order,
+    the GPU arch they were traced on, real timing lined up with them, whether a step timeline
+    came along, and what cascade.json says of the model."""
 
-    files: list[ev.StoredFile]
-    headers: dict[str, KernelHeader] = {}
-    header_errors: dict[str, str] = {}
-    kernelslist: bytes | None = None
-    step_timeline: bytes | None = None
-    real_timing: bytes | None = None
-    cascade_json: bytes | None = None
-    kernelslists_elsewhere: list[str] = []
+    kernels: list[ev.TracedKernel]
+    arch: str
+    timing: list[ev.RealTiming] = []
+    has_step_timeline: bool = False
+    model: str | None = None
+    layers: list[str | int] = []
+    source_gpu: str | None = None
 
 
 def new_trace_id() -> str:
     """An id for a trace whose uploader chose none."""
     return f"trace-{secrets.token_hex(6)}"
+
+
+def new_timing_id() -> str:
+    return f"timing-{secrets.token_hex(6)}"
 
 
 # --- before anything is stored ----------------------------------------------------------------
@@ -168,40 +158,37 @@ def files_stored(upload: Upload, files: Sequence[ev.StoredFile], at: datetime) -
     ]
 
 
-def decide_outcome(upload: Upload, received: Received, configs: Iterable[GpuConfig], at: datetime) -> list[ev.Event]:
-    """`ready` with the kernels and real timing, or `failed` with the first problem found."""
-    size = sum(f.bytes for f in received.files)
-    try:
-        kernels, arch = _kernels(received)
-        has_timeline = received.step_timeline is not None
-        if received.step_timeline is not None:
-            validate_timeline(received.step_timeline, len(kernels))
-        timing = _timing(received.real_timing, REAL_TIMING, kernels) if received.real_timing is not None else []
-        info = parse_cascade_json(received.cascade_json) if received.cascade_json is not None else TraceInfo()
-    except (TraceError, TimelineError) as error:
-        return [failed(upload, str(error), at, size=size)]
+def decide_outcome(
+    upload: Upload, files: Sequence[ev.StoredFile], contents: Contents | str, configs: Iterable[GpuConfig], at: datetime
+) -> list[ev.Event]:
+    """`ready` with the kernels and real timing the `files` hold, or `failed` with the problem
+    found in them (`contents` is then its text, which a user can act on)."""
+    size = sum(f.bytes for f in files)
+    if isinstance(contents, str):
+        return [failed(upload, contents, at, size=size)]
     tid = upload.trace_id
+    kernels = contents.kernels
     out: list[ev.Event] = [
         ev.TraceKernelsListed(**upload.envelope(f"kernels.{i}", at), trace_id=tid, kernels=group)
         for i, group in enumerate(batches(kernels, MAX_KERNELS_PER_EVENT, lambda k: len(k.name) + len(k.file) + 120))
     ]
     out += [
         ev.TraceRealTimingListed(**upload.envelope(f"timing.{i}", at), trace_id=tid, rows=group)
-        for i, group in enumerate(_timing_batches(timing))
+        for i, group in enumerate(_timing_batches(contents.timing))
     ]
     out.append(
         ev.TraceReady(
             **upload.envelope("ready", at),
             trace_id=tid,
-            trace_gpu_arch=arch,
+            trace_gpu_arch=contents.arch,
             kernel_count=len(kernels),
             bytes=size,
-            suggested_sim_config=suggested_config(arch, configs),
-            has_real_timing=bool(timing),
-            has_step_timeline=has_timeline,
-            model=info.model,
-            layers=info.layers,
-            source_gpu=info.source_gpu,
+            suggested_sim_config=suggested_config(contents.arch, configs),
+            has_real_timing=bool(contents.timing),
+            has_step_timeline=contents.has_step_timeline,
+            model=contents.model,
+            layers=contents.layers,
+            source_gpu=contents.source_gpu,
         )
     )
     return out
@@ -225,37 +212,6 @@ def over_limit(upload: Upload, detail: str, at: datetime) -> list[ev.Event]:
     is refused."""
     deleted = ev.TraceDeleted(**upload.envelope("deleted", at), trace_id=upload.trace_id)
     return [failed(upload, detail, at), deleted]
-
-
-def _text(raw: bytes, name: str) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise TraceError(f"{name} is not UTF-8 text (byte {error.start} is 0x{raw[error.start]:02x}); save it as UTF-8") from None
-
-
-def _kernels(received: Received) -> tuple[list[ev.TracedKernel], str]:
-    """The trace's kernels in launch order and its arch, or the first problem with them."""
-    if received.kernelslist is None:
-        elsewhere = f" (found {', '.join(received.kernelslists_elsewhere[:3])})" if received.kernelslists_elsewhere else ""
-        raise TraceError(
-            f"the archive has no {KERNELSLIST} at its root or under its one top folder{elsewhere}; "
-            "Accel-Sim starts a trace from it, so put it beside the kernel files"
-        )
-    entries = parse_kernelslist(_text(received.kernelslist, KERNELSLIST))
-    first_line = {e.file: e.line for e in reversed(entries) if isinstance(e, KernelLaunch)}
-    for file in kernel_files(entries):
-        if file in received.header_errors:
-            raise TraceError(received.header_errors[file])
-        if file not in received.headers:
-            raise TraceError(f"{KERNELSLIST} line {first_line[file]} names {file!r}, which is not in the trace")
-    headers = [received.headers[f] for f in kernel_files(entries)]
-    arch = trace_arch(headers)
-    return trace_kernels(entries, received.headers), arch
-
-
-def _timing(raw: bytes, source: str, kernels: Sequence[ev.TracedKernel]) -> list[ev.RealTiming]:
-    return line_up(parse_timing(_text(raw, source), source), kernels, source)
 
 
 def _timing_batches(rows: Sequence[ev.RealTiming]) -> list[list[ev.RealTiming]]:
@@ -301,21 +257,26 @@ def decide_delete(
 
 # --- real timing attached later -----------------------------------------------------------------
 
-TIMING_FILE = "the timing file"  # how errors name an attached file, which comes without a name
+class TimingFile(msgspec.Struct, frozen=True, kw_only=True):
+    """A real timing file's rows, lined up with the trace's launches at the edge: its layout,
+    how many launches a pass over the program has, how many passes, and what each measures."""
+
+    rows: list[ev.RealTiming]
+    format: ev.TimingFormat
+    kernels: int
+    repeats: int
+    measures: list[ev.Measure]
 
 
 class Attachment(msgspec.Struct, frozen=True, kw_only=True):
-    """A request to attach real timing to a trace: the file, and whether it may replace the
-    timing the trace has. Its events' ids derive from `timing_id` (random per request)."""
+    """A request to attach real timing to a trace: the file's timing (or the problem with
+    it), and whether it may replace the timing the trace has. Its events' ids derive from
+    `timing_id` (one per request)."""
 
     trace_id: str
     timing_id: str
-    body: bytes
+    timing: TimingFile | str
     replace: bool = False
-
-
-def new_timing_id() -> str:
-    return f"timing-{secrets.token_hex(6)}"
 
 
 def decide_real_timing(
@@ -325,7 +286,7 @@ def decide_real_timing(
     to append after them that makes them the trace's, in place of `timing_in_use` (the trace's current
     timing id). Refused: no such trace (`NotFound`); a sample, a trace not ready, or one with
     timing when `replace` is not set (`Conflict`); a file that is no timing, or whose launches
-    are not the trace's (`Invalid`)."""
+    are not the trace's (`Invalid`, with the problem the edge found)."""
     trace_id = request.trace_id
     if trace is None:
         raise NotFound(f"trace {trace_id} not found")
@@ -338,19 +299,15 @@ def decide_real_timing(
             f"trace {trace_id} already has real timing ({timing_in_use}); replace it with ?replace=true "
             "(cascade trace timing --replace)",
         )
-    try:
-        timing = parse_timing(_text(request.body, TIMING_FILE), TIMING_FILE)
-        rows = line_up(timing, trace.kernels, TIMING_FILE)
-    except TraceError as error:
-        raise Invalid(str(error)) from None
-    if not rows:
-        raise Invalid(f"{TIMING_FILE} holds no kernel launches")
+    timing = request.timing
+    if isinstance(timing, str):
+        raise Invalid(timing)
     timing_id = request.timing_id
     listed = [
         ev.TraceRealTimingListed(
             id=f"{timing_id}.rows.{i}", at=at, correlation_id=timing_id, trace_id=trace_id, rows=group, timing_id=timing_id
         )
-        for i, group in enumerate(_timing_batches(rows))
+        for i, group in enumerate(_timing_batches(timing.rows))
     ]
     marker = ev.TraceRealTimingAttached(
         id=f"{timing_id}.attached",
@@ -360,8 +317,8 @@ def decide_real_timing(
         timing_id=timing_id,
         replaces=timing_in_use,
         format=timing.format,
-        kernels=max(len(launches) for launches in timing.passes),
-        repeats=len(timing.passes),
+        kernels=timing.kernels,
+        repeats=timing.repeats,
         measures=list(timing.measures),
     )
     return listed, marker

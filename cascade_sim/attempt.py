@@ -29,9 +29,9 @@ from typing import BinaryIO
 import anyio
 from isal import isal_zlib
 
-from cascade_core.kernel_stats import kernel_stats_csv
 from cascade_core.object_names import sim_file
 from cascade_core.sims import Outcome
+from cascade_formats.kernel_stats import kernel_stats_csv
 from cascade_nats.objects import Objects, StoredObject
 from cascade_nats.supervise import retry
 from cascade_sim.event_sender import EventSender

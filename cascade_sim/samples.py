@@ -5,7 +5,7 @@
   replayed through the same `SimReport` the runner uses, so kernels, every stat, log lines
   and files are exactly what a live run produces, three replicas each.
 - LLM serving: facebook/opt-125m on H100 with a measured step timeline and real kernel
-  timing (`cascade_core/sample_data/opt125m_h100_step_timeline.json`), on SM90_H100. Its
+  timing (`cascade_sim/sample_data/opt125m_h100_step_timeline.json`), on SM90_H100. Its
   trace carries a PROVENANCE.md saying which numbers are measured and which synthetic.
 
 Samples are events with stable ids and fixed times: loading them again, or from a second
@@ -27,10 +27,10 @@ import msgspec
 
 from cascade_core import events as ev
 from cascade_core import subjects
-from cascade_core.kernel_stats import kernel_stats_csv
 from cascade_core.models import GpuConfig
 from cascade_core.object_names import digest, sim_file, trace_file
-from cascade_core.tracefiles import KernelLaunch, parse_kernel_header, parse_kernelslist, trace_arch, trace_kernels
+from cascade_formats.kernel_stats import kernel_stats_csv
+from cascade_formats.tracefiles import KernelLaunch, parse_kernel_header, parse_kernelslist, trace_arch, trace_kernels
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
 from cascade_sim.install import AccelSimOutput
@@ -212,7 +212,7 @@ instruction traces are stored: this trace cannot be simulated again.
 
 
 def _llm_trace_files() -> dict[str, bytes]:
-    timeline = _data("cascade_core.sample_data", "opt125m_h100_step_timeline.json")
+    timeline = _data("cascade_sim.sample_data", "opt125m_h100_step_timeline.json")
     rows = ["kernel_id,kernel_name,duration_ns"]
     for uid, (name, cycles, _) in enumerate(LLM_KERNELS, 1):
         measured = _MEASURED_NS.get(uid, round(cycles / H100.core_clock_mhz * 1000 * 1.05))

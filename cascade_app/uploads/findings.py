@@ -1,4 +1,4 @@
-"""What an upload learns from its files as they stream past, for `decide_outcome`:
+"""What an upload learns from its files as they stream past, for `trace_contents`:
 
 - the header of every kernel file (`.traceg`, `.traceg.xz`), from its first 64 KiB of text;
 - that every `.xz` file decodes to its end with intact checksums, in a worker thread, keeping
@@ -18,9 +18,10 @@ import anyio
 
 from cascade_app.uploads.inflate import Inflater
 from cascade_core import events as ev
-from cascade_core import realtiming
-from cascade_core.timeline import TIMELINE_FILE
-from cascade_core.tracefiles import (
+from cascade_formats import realtiming
+from cascade_formats.timeline import TIMELINE_FILE
+from cascade_formats.trace_contents import Received
+from cascade_formats.tracefiles import (
     CASCADE_JSON,
     HEADER_PREFIX_BYTES,
     KERNEL_SUFFIXES,
@@ -30,7 +31,6 @@ from cascade_core.tracefiles import (
     TraceError,
     parse_kernel_header,
 )
-from cascade_core.traces import Received
 
 # Files read whole, at the trace's root, and the most of each that is read.
 SMALL_FILES = {KERNELSLIST: 64 << 20, TIMELINE_FILE: 64 << 20, REAL_TIMING: realtiming.MAX_BYTES, CASCADE_JSON: 1 << 20}

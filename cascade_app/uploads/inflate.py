@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Generator, Iterator
 from typing import Literal
 
-from cascade_core.tracefiles import TraceError
+from cascade_formats.tracefiles import TraceError
 
 PIECE = 1 << 20
 STEP = 64 * 1024

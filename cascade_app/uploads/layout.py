@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
-from cascade_core.tracefiles import TraceError, safe_member_path
+from cascade_formats.tracefiles import TraceError, safe_member_path
 
 
 class Placed(msgspec.Struct, frozen=True):

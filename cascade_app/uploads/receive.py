@@ -35,7 +35,6 @@ from cascade_core import subjects
 from cascade_core.limits import Limited
 from cascade_core.object_names import trace_prefix
 from cascade_core.refusals import TooLarge
-from cascade_core.tracefiles import TraceError
 from cascade_core.traces import (
     Compression,
     Upload,
@@ -49,6 +48,8 @@ from cascade_core.traces import (
     over_limit,
     upload_too_large,
 )
+from cascade_formats import trace_contents
+from cascade_formats.tracefiles import TraceError
 
 # How long cleaning up after a failed upload may take, even while the server shuts down.
 CLEANUP_S = 30.0
@@ -110,7 +111,8 @@ async def _receive(c: Cascade, upload: Upload, compression: Compression, body: L
         await _shielded(_next(c, upload, [failed(upload, f"the server could not store the upload ({error}); upload it again", now())]))
         raise
     await _next(c, upload, files_stored(upload, received.files, now()), wait=False)
-    outcome = await anyio.to_thread.run_sync(decide_outcome, upload, received, await c.gpu_configs(), now())
+    found = await anyio.to_thread.run_sync(trace_contents.contents, received)
+    outcome = await anyio.to_thread.run_sync(decide_outcome, upload, received.files, found, await c.gpu_configs(), now())
     if isinstance(outcome[-1], ev.TraceFailed):
         await _shielded(remove(c.objects, upload.trace_id, received.files))
     await _next(c, upload, outcome)

@@ -20,8 +20,8 @@ from cascade_core import events as ev
 from cascade_core.limits import Expansion
 from cascade_core.object_names import trace_file
 from cascade_core.refusals import TooLarge
-from cascade_core.tracefiles import TraceError
-from cascade_core.traces import Received
+from cascade_formats.trace_contents import Received
+from cascade_formats.tracefiles import TraceError
 from cascade_nats.objects import Objects
 
 

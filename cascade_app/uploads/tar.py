@@ -14,7 +14,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 
 import msgspec
 
-from cascade_core.tracefiles import TraceError
+from cascade_formats.tracefiles import TraceError
 
 BLOCK = 512
 PIECE = 128 * 1024  # the object store's chunk size, so pieces pass through it unsliced

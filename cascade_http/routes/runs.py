@@ -31,8 +31,8 @@ from cascade_core.models import (
     StatCatalogue,
     StatValues,
 )
-from cascade_core.perfetto import PerfettoTrace, perfetto_trace
-from cascade_core.timeline import SimStepTimeline
+from cascade_formats.perfetto import PerfettoTrace, perfetto_trace
+from cascade_formats.timeline import SimStepTimeline
 from cascade_http import run_events
 from cascade_http.bodies import json_body
 from cascade_http.openapi import Query, operation

@@ -11,9 +11,9 @@ from starlette.routing import Route
 from cascade_app import traces
 from cascade_app.reads import read
 from cascade_app.uploads import receive
-from cascade_core import realtiming
 from cascade_core.models import RealTimingAttached, Trace, TraceDetail
 from cascade_core.traces import MEDIA_TYPES, new_trace_id
+from cascade_formats import realtiming
 from cascade_http.bodies import content_length, gathered
 from cascade_http.openapi import operation
 from cascade_http.responses import ApiError, MsgspecResponse, not_found

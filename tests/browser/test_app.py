@@ -18,11 +18,11 @@ import httpx
 import pytest
 
 from cascade_core import events as ev
-from cascade_core.kernel_names import short_name
+from cascade_formats.kernel_names import short_name
 from cascade_http.run_events import last_event_id
 from tests.browser.conftest import TOKEN, data_json, environment, missing, seed, shoot, sign_in
 from tests.browser.proxy import proxy_to
-from tests.cascade_core.test_kernel_names import GRAMMAR_SYMBOLS, REAL_SYMBOLS
+from tests.cascade_formats.test_kernel_names import GRAMMAR_SYMBOLS, REAL_SYMBOLS
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.live import LiveServer
 from tests.support import TRACES

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import msgspec
@@ -8,10 +9,8 @@ import pytest
 from cascade_core import events as ev
 from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail, TraceKernel, TraceMetadata
 from cascade_core.refusals import Conflict, Invalid, NotFound, Refused, TooLarge, UnsupportedMedia
-from cascade_core.tracefiles import parse_kernel_header
 from cascade_core.traces import (
     Attachment,
-    Received,
     Upload,
     attached,
     batches,
@@ -24,6 +23,9 @@ from cascade_core.traces import (
     failed,
     files_stored,
 )
+from cascade_formats.realtiming import TraceLaunch, timing_file
+from cascade_formats.trace_contents import Received, contents
+from cascade_formats.tracefiles import parse_kernel_header
 from tests.support import TRACES
 
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -74,8 +76,12 @@ def received(kernelslist: str, **headers: str) -> Received:
     )
 
 
+def decided(received: Received, configs: list[GpuConfig]) -> list[ev.Event]:
+    return decide_outcome(UPLOAD, received.files, contents(received), configs, AT)
+
+
 def test_a_good_upload_is_ready_with_its_kernels() -> None:
-    events = decide_outcome(UPLOAD, received("kernel-1.traceg\nkernel-1.traceg\n", **{"kernel-1.traceg": HEADER}), CONFIGS, AT)
+    events = decided(received("kernel-1.traceg\nkernel-1.traceg\n", **{"kernel-1.traceg": HEADER}), CONFIGS)
     listed, ready = events
     assert isinstance(listed, ev.TraceKernelsListed) and isinstance(ready, ev.TraceReady)
     assert [(k.uid, k.name, k.grid, k.block) for k in listed.kernels] == [
@@ -84,7 +90,7 @@ def test_a_good_upload_is_ready_with_its_kernels() -> None:
     assert (ready.trace_gpu_arch, ready.kernel_count, ready.bytes, ready.suggested_sim_config) == ("sm_61", 2, 132, "SM61_TITANX")
     assert (ready.has_real_timing, ready.has_step_timeline, ready.model) == (False, False, None)
     assert all(e.causation_id == "u1.started" for e in events)
-    assert decide_outcome(UPLOAD, received("kernel-1.traceg\n", **{"kernel-1.traceg": HEADER}), [], AT)[-1].suggested_sim_config is None  # type: ignore[attr-defined]
+    assert decided(received("kernel-1.traceg\n", **{"kernel-1.traceg": HEADER}), [])[-1].suggested_sim_config is None  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -100,14 +106,14 @@ def test_a_good_upload_is_ready_with_its_kernels() -> None:
     ],
 )
 def test_a_bad_upload_fails_with_the_first_problem(upload: Received, error: str) -> None:
-    (outcome,) = decide_outcome(UPLOAD, upload, CONFIGS, AT)
+    (outcome,) = decided(upload, CONFIGS)
     assert isinstance(outcome, ev.TraceFailed) and outcome.error.startswith(error)
 
 
 def test_header_errors_of_files_kernelslist_does_not_name_do_not_matter() -> None:
     upload = received("kernel-1.traceg\n", **{"kernel-1.traceg": HEADER})
     upload = Received(files=upload.files, headers=upload.headers, kernelslist=upload.kernelslist, header_errors={"spare.traceg": "bad"})
-    assert isinstance(decide_outcome(UPLOAD, upload, CONFIGS, AT)[-1], ev.TraceReady)
+    assert isinstance(decided(upload, CONFIGS)[-1], ev.TraceReady)
 
 
 def test_big_uploads_are_announced_in_events_that_stay_small() -> None:
@@ -119,7 +125,7 @@ def test_big_uploads_are_announced_in_events_that_stay_small() -> None:
     # Four hardware repetitions of every launch: 4,800 rows of 2 KB names.
     timing = "".join("kernel_id,kernel_name,duration_ns\n" + "".join(f"{i},{long_name},{i}.5\n" for i in range(1200)) for _ in range(4))
     upload = Received(files=upload.files, headers=upload.headers, kernelslist=upload.kernelslist, real_timing=timing.encode())
-    events = files_stored(UPLOAD, upload.files, AT) + decide_outcome(UPLOAD, upload, CONFIGS, AT)
+    events = files_stored(UPLOAD, upload.files, AT) + decided(upload, CONFIGS)
     sizes = [len(ev.encode(e)) for e in events]
     assert max(sizes) < 300 * 1024
     kinds = [ev.event_type(e) for e in events]
@@ -175,12 +181,12 @@ def test_delete_decisions() -> None:
 def test_an_uploads_timing_is_lined_up_with_its_kernels() -> None:
     upload = received("kernel-1.traceg\nkernel-1.traceg\n", **{"kernel-1.traceg": HEADER})
     timing = "kernel_id,kernel_name,duration_ns\n7,_Z6vecAddIfEvPT_S1_S1_i,100\n9,vecAdd,200\n"
-    events = decide_outcome(UPLOAD, msgspec.structs.replace(upload, real_timing=timing.encode()), CONFIGS, AT)
+    events = decided(msgspec.structs.replace(upload, real_timing=timing.encode()), CONFIGS)
     listed = next(e for e in events if isinstance(e, ev.TraceRealTimingListed))
     assert listed.timing_id == ev.UPLOAD_TIMING and "timing_id" not in ev.encode(listed).decode()  # as before timing had ids
     assert [(r.kernel_id, r.duration_ns) for r in listed.rows] == [(1, 100.0), (2, 200.0)]
     long = "kernel_id,kernel_name,duration_ns\n1,vecAdd,100\n2,vecAdd,100\n3,vecAdd,100\n"
-    [outcome] = decide_outcome(UPLOAD, msgspec.structs.replace(upload, real_timing=long.encode()), CONFIGS, AT)
+    [outcome] = decided(msgspec.structs.replace(upload, real_timing=long.encode()), CONFIGS)
     assert isinstance(outcome, ev.TraceFailed) and outcome.error.startswith(
         "real_timing.csv: the pass from line 2 has 3 kernel launches, the trace 2;"
     )
@@ -201,8 +207,8 @@ def ready_trace(**changes: object) -> TraceDetail:
 NSYS = "Start (ns),Duration (ns),CorrId,Name\n1,3232,11,vecAdd\n9,3104,12,vecAdd\n"
 
 
-def attach(body: str, *, replace: bool = False) -> Attachment:
-    return Attachment(trace_id="demo", timing_id="timing-1", body=body.encode(), replace=replace)
+def attach(body: str, *, replace: bool = False, kernels: Sequence[TraceLaunch] = KERNELS) -> Attachment:
+    return Attachment(trace_id="demo", timing_id="timing-1", timing=timing_file(body.encode(), kernels), replace=replace)
 
 
 def test_attaching_timing_lists_its_rows_then_the_marker() -> None:
@@ -223,7 +229,7 @@ def test_attached_timing_is_split_into_events_that_stay_small() -> None:
     name = "_Z" + "N5cutlass6kernelI" * 120  # about 2 KB
     kernels = [TraceKernel(uid, name, "1x1x1", "1x1x1", 0, 8, "kernel-1.traceg") for uid in range(1, 1001)]
     body = "".join("kernel_id,kernel_name,duration_ns\n" + "".join(f"{i},{name},{i}\n" for i in range(1000)) for _ in range(5))
-    listed, marker = decide_real_timing(ready_trace(kernels=kernels, kernel_count=1000), None, attach(body), AT)
+    listed, marker = decide_real_timing(ready_trace(kernels=kernels, kernel_count=1000), None, attach(body, kernels=kernels), AT)
     assert len(listed) > 10 and max(len(ev.encode(e)) for e in [*listed, marker]) < 300 * 1024
     assert sum(len(e.rows) for e in listed) == 5000 and len({e.id for e in listed}) == len(listed)
 
@@ -247,7 +253,7 @@ def test_attached_timing_is_split_into_events_that_stay_small() -> None:
             (Invalid, "the timing file line 3: Duration (ns) 'fast' is not a non-negative number"),
         ),
         (
-            ready_trace(), None, Attachment(trace_id="demo", timing_id="t", body=b"\xff\xfe"),
+            ready_trace(), None, Attachment(trace_id="demo", timing_id="t", timing=timing_file(b"\xff\xfe", KERNELS)),
             (Invalid, "the timing file is not UTF-8 text (byte 0 is 0xff); save it as UTF-8"),
         ),
         (

@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 from cascade_app.config import Settings
 from cascade_core import events as ev
 from cascade_core import packed_stats
-from tests.cascade_core import timeline_fixture
+from tests.cascade_formats import timeline_fixture
 from tests.cascade_http.conftest import TOKEN, service
 from tests.cascade_http.reference import text_example
 from tests.support import LOGS, TREE

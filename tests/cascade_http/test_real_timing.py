@@ -13,13 +13,13 @@ import pytest
 from starlette.testclient import TestClient
 
 from cascade_core import events as ev
-from cascade_core import realtiming
 from cascade_core.correlation import correlate
+from cascade_formats import realtiming
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import service
 from tests.cascade_http.trace_archives import files_of, history, tar_of, upload
 
-TIMING = Path(__file__).parents[1] / "cascade_core" / "timing"
+TIMING = Path(__file__).parents[1] / "cascade_formats" / "timing"
 VEC_ADD, MULT = "_Z6vecAddIfEvPT_S1_S1_i", "_Z8mult_gpuIfEvPT_S1_S1_ii"
 HEADER = "kernel_id,kernel_name,duration_ns\n"
 # Two hardware passes over combo (vecAdd, mult_gpu, vecAdd): means 1100, 2000, 3800.

@@ -302,7 +302,7 @@ def test_a_failed_sim_exits_1_and_run_show_tells_why(live: LiveServer) -> None:
     assert json.loads(as_json.stdout) == detail
 
 
-TIMING = Path(__file__).parents[1] / "cascade_core" / "timing"
+TIMING = Path(__file__).parents[1] / "cascade_formats" / "timing"
 
 
 def test_real_timing_attached_from_the_command_line_is_scored_by_compare(live: LiveServer, tmp_path: Path) -> None:

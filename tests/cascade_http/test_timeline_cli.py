@@ -7,7 +7,7 @@ from pathlib import Path
 
 import msgspec
 
-from tests.cascade_core.timeline_fixture import build_timeline, sim_cycles_csv
+from tests.cascade_formats.timeline_fixture import build_timeline, sim_cycles_csv
 
 CASCADE = [sys.executable, "-m", "cascade_cli", "timeline"]
 

@@ -84,7 +84,7 @@ def test_stored_files_read_back_byte_for_byte(client: TestClient) -> None:
     assert client.portal.call(read_all) == files  # type: ignore[union-attr]
 
 
-TIMELINE = resources.files("cascade_core.sample_data").joinpath("opt125m_h100_step_timeline.json").read_bytes()
+TIMELINE = resources.files("cascade_sim.sample_data").joinpath("opt125m_h100_step_timeline.json").read_bytes()
 REAL_TIMING = b'kernel_id,kernel_name,duration_ns\n2,"mult_gpu<float>(float*, float*, float*, int, int)",3071.5\n1,_Z8mult_gpuIfEvPT_S1_S1_ii,2950\n'
 CASCADE_JSON = json.dumps({"model": "facebook/opt-125m", "layers": ["attn", 3], "source_gpu": "H100", "note": "kept"}).encode()
 

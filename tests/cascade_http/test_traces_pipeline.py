@@ -14,7 +14,7 @@ import pytest
 from cascade_app.uploads.inflate import PIECE, Inflater
 from cascade_app.uploads.layout import Layout, Placed
 from cascade_app.uploads.tar import Entry, TarReader
-from cascade_core.tracefiles import TraceError
+from cascade_formats.tracefiles import TraceError
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 
 from cascade_app.service import Cascade
 from cascade_core import events as ev
-from cascade_core.tracefiles import KernelLaunch, parse_kernelslist
+from cascade_formats.tracefiles import KernelLaunch, parse_kernelslist
 from tests.support import TREE, stop
 
 FAKE_SIMULATOR = Path(__file__).resolve().parents[1] / "fake_accelsim" / "accel-sim.out"

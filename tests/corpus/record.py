@@ -50,7 +50,7 @@ from tests.corpus import corpus
 from tests.support import LOGS
 
 TOKEN = "corpus"
-TIMING_FILES = Path(__file__).parents[1] / "cascade_core" / "timing"  # real timing files of the combo trace
+TIMING_FILES = Path(__file__).parents[1] / "cascade_formats" / "timing"  # real timing files of the combo trace
 BAD_CONFIG = "SM61_TITANX_BAD"  # a copy of SM61_TITANX with an option no simulator knows
 SCONTROL_TIMEOUT = "JobId=7 JobName=cascade-worker JobState=TIMEOUT Reason=TimeLimit Dependency=(null) ExitCode=0:15 RunTime=00:01:20"
 

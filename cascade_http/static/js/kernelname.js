@@ -1,5 +1,5 @@
 // Short kernel names for display: the innermost function name of a mangled C++ symbol,
-// as cascade_core/kernel_names.py computes it (the browser tests check they agree).
+// as cascade_formats/kernel_names.py computes it (the browser tests check they agree).
 // `_ZN4vllm30reshape_and_cache_flash_kernelIttLNS_18Fp8KVCacheDataTypeE0EEEv...` is
 // `reshape_and_cache_flash_kernel`. Only the Itanium grammar needed to skip to that name is
 // read; anything it cannot spell without rendering types comes back unchanged.

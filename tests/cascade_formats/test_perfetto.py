@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cascade_core.models import KernelStat, RunEntry, RunSummary, Sim, SimMetrics
-from cascade_core.perfetto import perfetto_trace
+from cascade_formats.perfetto import perfetto_trace
 from cascade_sim.samples import H100, LLM_KERNELS
 
 AT = datetime(2026, 11, 8, 8, 59, 3, tzinfo=timezone.utc)

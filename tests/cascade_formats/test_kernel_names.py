@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from cascade_core.kernel_names import short_name
+from cascade_formats.kernel_names import short_name
 
 # Kernels of the API reference's examples, the shared traces and logs, and real PyTorch,
 # CUTLASS, cuBLAS and Thrust builds: what uploaded traces are made of.

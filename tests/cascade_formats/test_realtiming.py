@@ -8,8 +8,8 @@ import pytest
 
 from cascade_core.events import RealTiming
 from cascade_core.models import TraceKernel
-from cascade_core.realtiming import Launch, Timing, line_up, parse_timing, same_kernel
-from cascade_core.tracefiles import TraceError
+from cascade_formats.realtiming import Launch, Timing, line_up, parse_timing, same_kernel
+from cascade_formats.tracefiles import TraceError
 
 FIXTURES = Path(__file__).parent / "timing"
 VEC_ADD = "_Z6vecAddIfEvPT_S1_S1_i"

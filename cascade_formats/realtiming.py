@@ -37,10 +37,11 @@ from typing import Protocol
 import msgspec
 
 from cascade_core.events import Measure, RealTiming, TimingFormat
-from cascade_core.kernel_names import short_name
-from cascade_core.tracefiles import TraceError
+from cascade_core.traces import TimingFile
+from cascade_formats.kernel_names import short_name
+from cascade_formats.tracefiles import TraceError, text_of
 
-__all__ = ["MAX_BYTES", "Launch", "Measure", "Timing", "TimingFormat", "line_up", "parse_timing", "same_kernel"]
+__all__ = ["MAX_BYTES", "Launch", "Measure", "Timing", "TimingFormat", "line_up", "parse_timing", "same_kernel", "timing_file"]
 
 # The most of a timing file that is read, in an upload or attached: ncu's default page for
 # 100,000 launches and a handful of metrics stays well under it.
@@ -378,6 +379,29 @@ def line_up(timing: Timing, kernels: Sequence[TraceLaunch], source: str) -> list
                 )
             rows.append(RealTiming(kernel.uid, launch.name, launch.duration_ns, repeat=repeat, cycles=launch.cycles))
     return rows
+
+
+TIMING_FILE = "the timing file"  # how errors name an attached file, which comes without a name
+
+
+def timing_file(body: bytes, kernels: Sequence[TraceLaunch]) -> TimingFile | str:
+    """A timing file attached to a ready trace, lined up with its `kernels`, for
+    `traces.decide_real_timing`; or what is wrong with it: no timing, no launch, launches
+    that are not the trace's."""
+    try:
+        timing = parse_timing(text_of(body, TIMING_FILE), TIMING_FILE)
+        rows = line_up(timing, kernels, TIMING_FILE)
+    except TraceError as error:
+        return str(error)
+    if not rows:
+        return f"{TIMING_FILE} holds no kernel launches"
+    return TimingFile(
+        rows=rows,
+        format=timing.format,
+        kernels=max(len(launches) for launches in timing.passes),
+        repeats=len(timing.passes),
+        measures=list(timing.measures),
+    )
 
 
 def same_kernel(profiled: str, traced: str) -> bool:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cascade_core.events import TracedKernel
-from cascade_core.tracefiles import (
+from cascade_formats.tracefiles import (
     HEADER_PREFIX_BYTES,
     TRACE_ID_PATTERN,
     KernelHeader,

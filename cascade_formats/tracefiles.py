@@ -1,6 +1,6 @@
 """The Accel-Sim trace format: `kernelslist.g`, kernel trace headers, and the optional
 `cascade.json` that rides along in an upload (`real_timing.csv`, its other companion, is
-read by `cascade_core.realtiming`).
+read by `cascade_formats.realtiming`).
 
 Every function takes text or bytes, never a path, so the upload pipeline can feed it
 data as it streams out of an archive. Every error is a `TraceError` whose message names
@@ -34,6 +34,7 @@ __all__ = [
     "parse_kernel_header",
     "parse_kernelslist",
     "safe_member_path",
+    "text_of",
     "trace_arch",
     "trace_kernels",
 ]
@@ -52,6 +53,14 @@ KERNEL_SUFFIXES = (".traceg", ".traceg.xz")
 
 class TraceError(ValueError):
     """An uploaded trace is unusable; the message tells the user what to fix."""
+
+
+def text_of(raw: bytes, name: str) -> str:
+    """The file `name`'s bytes as UTF-8 text, or a `TraceError` that says where they are not."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TraceError(f"{name} is not UTF-8 text (byte {error.start} is 0x{raw[error.start]:02x}); save it as UTF-8") from None
 
 
 class MemcpyHtoD(msgspec.Struct, frozen=True):

@@ -7,7 +7,7 @@ and offsets of the 681 kernels the reference does not print, the split of the co
 kernels' 20128 ns, the split of steps 2 and 3's GPU busy time) is synthetic but plausible
 for facebook/opt-125m served by vLLM, and deterministic.
 
-Run as a script to rewrite cascade_core/sample_data/opt125m_h100_step_timeline.json.
+Run as a script to rewrite cascade_sim/sample_data/opt125m_h100_step_timeline.json.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import msgspec
 
-from cascade_core.kernel_stats import HEADER
-from cascade_core.timeline import Kernel, Request, Step, StepTimeline
+from cascade_formats.kernel_stats import HEADER
+from cascade_formats.timeline import Kernel, Request, Step, StepTimeline
 
 CLOCK_MHZ = 1132.0  # SM86_RTX3070's core clock
 TRACE_KERNEL_COUNT = 20  # the reference's trace `demo` has 20 kernels
 SAMPLE_PATH = (
-    Path(__file__).resolve().parents[2] / "cascade_core" / "sample_data" / "opt125m_h100_step_timeline.json"
+    Path(__file__).resolve().parents[2] / "cascade_sim" / "sample_data" / "opt125m_h100_step_timeline.json"
 )
 
 REFERENCE_PROVENANCE = (

@@ -16,8 +16,8 @@ from typing import Literal
 
 import msgspec
 
-from cascade_core.kernel_names import short_name
 from cascade_core.models import KernelStat, RunSummary, Sim
+from cascade_formats.kernel_names import short_name
 
 TIME_AXIS = "simulated time, microseconds; each sim's kernels laid end to end"
 SLICE_DURATION = "sim_time_ns = gpu_sim_cycle / core clock (MHz) * 1000"

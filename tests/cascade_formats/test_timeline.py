@@ -1,4 +1,4 @@
-"""Tests for cascade_core.timeline: the reference's worked example, properties, bad input."""
+"""Tests for cascade_formats.timeline: the reference's worked example, properties, bad input."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cascade_cli.timeline_cli import summary_text
-from cascade_core.kernel_stats import HEADER, kernel_times_from_csv
-from cascade_core.timeline import (
+from cascade_formats.kernel_stats import HEADER, kernel_times_from_csv
+from cascade_formats.timeline import (
     Kernel,
     Request,
     SimStepTimeline,
@@ -404,7 +404,7 @@ def test_fixture_matches_spec_totals() -> None:
 
 def test_sample_file_is_the_fixture_with_honest_provenance() -> None:
     raw = fx.SAMPLE_PATH.read_bytes()
-    assert raw == fx.sample_json(), "rerun tests/cascade_core/timeline_fixture.py"
+    assert raw == fx.sample_json(), "rerun tests/cascade_formats/timeline_fixture.py"
     timeline = validate_timeline(raw, fx.TRACE_KERNEL_COUNT)
     assert timeline.meta["fixture_provenance"] == fx.SAMPLE_PROVENANCE
     sim_ns = kernel_times_from_csv(fx.sim_cycles_csv(), fx.CLOCK_MHZ)
