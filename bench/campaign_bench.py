@@ -52,8 +52,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.runner_bench import LOG_NAME, big_log, cpu_seconds  # noqa: E402
 from cascade_core import events as ev  # noqa: E402
-from cascade_core import subjects  # noqa: E402
-from cascade_core.ids import subject_token  # noqa: E402
+from cascade_nats.subject_tokens import subject_token  # noqa: E402
+from cascade_nats import subjects  # noqa: E402
 from cascade_nats.access import parse  # noqa: E402
 from cascade_nats.connect import connect  # noqa: E402
 from cascade_nats.store import EventStore  # noqa: E402

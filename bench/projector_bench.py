@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cascade_core import events as ev  # noqa: E402
-from cascade_core import subjects  # noqa: E402
+from cascade_nats import subjects  # noqa: E402
 from cascade_sim import samples  # noqa: E402
 from cascade_sim.sim_report import Job  # noqa: E402
 from projections.projector import RowCache, apply_frames, connect  # noqa: E402

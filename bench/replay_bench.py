@@ -38,7 +38,7 @@ sys.path.insert(1, str(REPO / "bench"))  # after PYTHONPATH, so that another che
 import event_bench  # noqa: E402
 import stats_bench  # noqa: E402
 
-from cascade_core import subjects  # noqa: E402
+from cascade_nats import subjects  # noqa: E402
 from cascade_nats import server  # noqa: E402
 from cascade_nats.store import EventStore  # noqa: E402
 from projections.replay import replay_file  # noqa: E402

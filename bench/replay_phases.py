@@ -25,8 +25,8 @@ from pathlib import Path
 
 from replay_bench import opened  # this directory's, first on sys.path when run as a script
 
-from cascade_core import subjects
 from cascade_core.heap import settle_heap
+from cascade_nats import subjects
 from cascade_nats.firehose import Frame
 from projections import parking
 from projections import projector as P

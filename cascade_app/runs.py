@@ -12,12 +12,12 @@ from cascade_app import clock
 from cascade_app.conflicts import Decision, decided, last_shown
 from cascade_app.reads import read
 from cascade_app.service import Cascade
-from cascade_core import runs as decide
-from cascade_core import subjects
 from cascade_core import events as ev
+from cascade_core import runs as decide
 from cascade_core.gpu_configs import offered
 from cascade_core.models import OfferedConfig, ReferenceComparison, RunCreate, RunEntries, RunEntry, RunSummary
 from cascade_core.refusals import NotFound, Unavailable
+from cascade_nats import subjects
 from projections.queries import runs as q
 from projections.queries.traces import trace_summary
 

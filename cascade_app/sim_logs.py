@@ -11,8 +11,8 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from cascade_app.reads import read
 from cascade_app.service import Cascade
 from cascade_core import events as ev
-from cascade_core import subjects
 from cascade_core.refusals import Unavailable
+from cascade_nats import subjects
 from cascade_nats.store import StoreError
 from projections.queries import runs as q
 from projections.rows import SimRow

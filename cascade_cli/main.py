@@ -437,7 +437,7 @@ def events(args: argparse.Namespace) -> int:
 
 
 async def _events(settings: Settings, aggregate_id: str, *, as_json: bool) -> int:
-    from cascade_core import subjects
+    from cascade_nats import subjects
     from cascade_cli.history import describe, describe_unread
     from cascade_nats.store import Stored
 

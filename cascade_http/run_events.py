@@ -42,7 +42,7 @@ import msgspec
 
 from cascade_app.reads import read
 from cascade_app.service import Cascade
-from cascade_core import subjects
+from cascade_nats import subjects
 from cascade_nats.firehose import Frame
 from projections import parking
 from projections.fold import Change, Rows, fold

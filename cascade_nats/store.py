@@ -25,7 +25,7 @@ from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 
 from cascade_core import events as ev
-from cascade_core import subjects
+from cascade_nats import subjects
 from cascade_nats.connect import beside
 from cascade_nats.firehose import Firehose, Frame
 from cascade_nats.pipeline import Pipeline, PublishError

@@ -37,8 +37,9 @@ from nats.js.kv import KeyValue
 
 from cascade_app.config import ENV, ConfigError, Settings
 from cascade_core import events as ev
-from cascade_core import slurm, subjects
+from cascade_core import slurm
 from cascade_core.models import Runner
+from cascade_nats import subjects
 from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision, supervise
 from cascade_process.connection import connect_nats

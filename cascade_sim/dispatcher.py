@@ -24,8 +24,9 @@ from nats.aio.msg import Msg
 from nats.js.client import JetStreamContext
 
 from cascade_core import events as ev
-from cascade_core import sims, subjects
+from cascade_core import sims
 from cascade_core.split import chunk_count
+from cascade_nats import subjects
 from cascade_nats.store import EventStore
 
 log = logging.getLogger("cascade.dispatcher")

@@ -16,7 +16,7 @@ import asyncio
 from datetime import UTC, datetime
 
 from cascade_core import events as ev
-from cascade_core import subjects
+from cascade_nats import subjects
 from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision, retry
 

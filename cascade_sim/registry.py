@@ -12,10 +12,10 @@ import nats.js.errors
 from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
-from cascade_core import subjects
-from cascade_core.ids import subject_token
 from cascade_core.models import Runner
+from cascade_nats import subjects
 from cascade_nats.replicas import scale
+from cascade_nats.subject_tokens import subject_token
 
 TTL_S = 15.0
 ANNOUNCE_EVERY_S = 3.0

@@ -52,11 +52,12 @@ from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
 from cascade_core import events as ev
-from cascade_core import reuse, sims, split, subjects
+from cascade_core import reuse, sims, split
 from cascade_core.heap import settle_heap
 from cascade_core.models import Runner as RunnerInfo
 from cascade_core.models import SimulatorBuild
 from cascade_core.reuse import Reuse
+from cascade_nats import subjects
 from cascade_nats.objects import Objects
 from cascade_nats.store import ConcurrencyError, EventStore
 from cascade_nats.supervise import Supervision, supervise

@@ -26,11 +26,11 @@ from importlib import resources
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core import subjects
 from cascade_core.models import GpuConfig
 from cascade_core.object_names import digest, sim_file, trace_file
 from cascade_formats.kernel_stats import kernel_stats_csv
 from cascade_formats.tracefiles import KernelLaunch, parse_kernel_header, parse_kernelslist, trace_arch, trace_kernels
+from cascade_nats import subjects
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
 from cascade_sim.install import AccelSimOutput

@@ -15,9 +15,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from cascade_core import events as ev
-from cascade_core import subjects
 from cascade_core.object_names import trace_file
 from cascade_formats.tracefiles import safe_member_path
+from cascade_nats import subjects
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
 

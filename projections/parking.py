@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core import subjects
+from cascade_nats import subjects
 from cascade_nats.firehose import Frame
 from projections.rows import ParkedRow
 

@@ -26,8 +26,8 @@ import duckdb
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core import subjects
 from cascade_core.heap import settle_heap
+from cascade_nats import subjects
 from cascade_nats.firehose import Frame
 from cascade_nats.store import EventStore
 from projections import parking, stats_rows, tables, version

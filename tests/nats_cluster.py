@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from cascade_core import subjects
+from cascade_nats import subjects
 from cascade_nats import server
 from cascade_nats.access import parse
 from cascade_nats.connect import connect

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from nats.aio.client import Client
 
 from cascade_core import events as ev
-from cascade_core import subjects
-from cascade_core.ids import subject_token
+from cascade_nats import subjects
+from cascade_nats.subject_tokens import subject_token
 
 
 

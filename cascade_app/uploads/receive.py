@@ -31,7 +31,6 @@ from cascade_app.service import Cascade
 from cascade_app.uploads.body import decoded
 from cascade_app.uploads.store import remove, store_archive
 from cascade_core import events as ev
-from cascade_core import subjects
 from cascade_core.limits import Limited
 from cascade_core.object_names import trace_prefix
 from cascade_core.refusals import TooLarge
@@ -50,6 +49,7 @@ from cascade_core.traces import (
 )
 from cascade_formats import trace_contents
 from cascade_formats.tracefiles import TraceError
+from cascade_nats import subjects
 
 # How long cleaning up after a failed upload may take, even while the server shuts down.
 CLEANUP_S = 30.0

@@ -10,8 +10,8 @@ from starlette.testclient import TestClient
 
 from cascade_app.conflicts import Decision, decided, seq_of
 from cascade_core import events as ev
-from cascade_core import subjects
 from cascade_core.refusals import Conflict
+from cascade_nats import subjects
 from tests.cascade_http.conftest import service
 
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -15,8 +15,8 @@ from starlette.testclient import TestClient
 
 from cascade_app.config import ConfigError, resolve
 from cascade_core import events as ev
-from cascade_core import subjects
 from cascade_core.limits import RATIO_FLOOR, Expansion
+from cascade_nats import subjects
 from cascade_nats.store import MAX_EVENT_BYTES
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.asgi import AUTH, call

@@ -24,7 +24,7 @@ import nats.errors
 import pytest
 
 from cascade_core import events as ev
-from cascade_core import subjects
+from cascade_nats import subjects
 from cascade_nats import server
 from cascade_nats.access import parse
 from cascade_nats.connect import connect

@@ -15,7 +15,7 @@ import nats
 import pytest
 
 from cascade_app.config import Settings
-from cascade_core import subjects
+from cascade_nats import subjects
 from cascade_sim.dispatcher import CONSUMER
 from tests import poison
 from tests.cascade_http.live import live_server

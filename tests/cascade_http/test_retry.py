@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from cascade_cli.client import ApiClient
-from cascade_core import subjects
+from cascade_nats import subjects
 from tests.cascade_http.live import LiveServer
 from tests.cascade_http.test_runs_cli import AUTH, api, cascade, live, tree, upload_combo
 from tests.support import wait_until

@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 
 from cascade_app.config import Settings
 from cascade_core import events as ev
-from cascade_core import subjects
+from cascade_nats import subjects
 from cascade_nats import server
 from cascade_process.service import starlette_app
 from tests.cascade_http import runs_world as w

@@ -19,8 +19,8 @@ import pytest
 
 from cascade_app.config import Settings
 from cascade_core import events as ev
-from cascade_core import subjects
 from cascade_http import run_events
+from cascade_nats import subjects
 from cascade_nats.store import EventStore
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN

@@ -16,9 +16,9 @@ import httpx2
 import nats.js.errors
 from starlette.testclient import TestClient
 
-from cascade_core import subjects
 from cascade_core.events import event_type
 from cascade_core.object_names import TRACE_FILES
+from cascade_nats import subjects
 from tests.cascade_http.conftest import service
 from tests.support import TRACES
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cascade_core import subjects
+from cascade_nats import subjects
 from cascade_nats.access import Access, parse
 from cascade_nats.connect import connect
 from cascade_nats.objects import Objects

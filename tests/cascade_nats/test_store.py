@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cascade_core import events as ev
-from cascade_core import subjects
-from cascade_core.ids import from_subject_token, subject_token
+from cascade_nats import subjects
 from cascade_nats.store import DIRECT_WINDOW, ConcurrencyError, EventStore, EventTooLarge, Stored, StoreError, Unread
+from cascade_nats.subject_tokens import from_subject_token, subject_token
 from tests import poison
 
 pytestmark = pytest.mark.anyio

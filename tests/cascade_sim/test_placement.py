@@ -20,8 +20,8 @@ from starlette.testclient import TestClient
 
 from cascade_core import attention
 from cascade_core import events as ev
-from cascade_core import subjects
 from cascade_core.gpu_configs import config_digest
+from cascade_nats import subjects
 from tests.cascade_sim.test_runner import _claims, serve, service
 from tests.cascade_sim.world import FAKE_SIMULATOR, accelsim_tree, add_config_lines, create_run, relabel, store_trace, wait_run, worker
 from tests.support import TRACES, wait_until

@@ -21,7 +21,8 @@ from starlette.testclient import TestClient
 
 from cascade_app.service import Cascade
 from cascade_core import events as ev
-from cascade_core import split, subjects
+from cascade_core import split
+from cascade_nats import subjects
 from cascade_sim.sim_report import Kept, kept_by, packed
 from cascade_sim.simulator import Stats
 from tests.cascade_sim.test_runner import serve, service

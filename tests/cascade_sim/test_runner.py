@@ -238,6 +238,6 @@ def test_two_runners_share_twelve_sims_each_run_exactly_once(tmp_path: Path, nat
 
 async def _claims(service: Cascade, sim_id: str) -> list:  # type: ignore[type-arg]
     from cascade_core import events as ev
-    from cascade_core import subjects
+    from cascade_nats import subjects
 
     return [item.event async for item in service.store.read(subjects.sim_history(sim_id)) if isinstance(item.event, ev.SimClaimed)]

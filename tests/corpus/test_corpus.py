@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_core import subjects
+from cascade_nats import subjects
 from cascade_nats.store import EventStore
 from tests.corpus import corpus
 

@@ -24,7 +24,7 @@ import duckdb
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core import subjects
+from cascade_nats import subjects
 from cascade_nats.access import parse
 from cascade_nats.connect import connect
 from cascade_nats.store import EventStore

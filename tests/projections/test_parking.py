@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_core import subjects
+from cascade_nats import subjects
 from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision, supervise
 from projections import projector as projector_module

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from cascade_core import events as ev
-from cascade_core import subjects
+from cascade_nats import subjects
 
 AT = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import assert_never, cast
 
 from cascade_core import events as ev
-from cascade_core.ids import subject_token
+from cascade_nats.subject_tokens import subject_token
 
 STREAM = "CASCADE"
 PREFIX = "cascade.ev"
