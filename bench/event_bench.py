@@ -26,7 +26,7 @@ from pathlib import Path
 import nats
 
 from cascade_core import events as ev
-from cascade_core.heap import settle_heap
+from cascade_host.heap import settle_heap
 from cascade_nats import server
 from cascade_nats.store import EventStore
 from projections.projector import Projector, connect

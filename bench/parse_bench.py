@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cascade_core.heap import settle_heap
+from cascade_host.heap import settle_heap
 from cascade_sim.logparse import KernelBlock, LogParser, parse_stats
 
 LOGS = Path("/work/shared/accelsim/logs")

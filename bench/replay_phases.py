@@ -25,7 +25,7 @@ from pathlib import Path
 
 from replay_bench import opened  # this directory's, first on sys.path when run as a script
 
-from cascade_core.heap import settle_heap
+from cascade_host.heap import settle_heap
 from cascade_nats import subjects
 from cascade_nats.firehose import Frame
 from projections import parking

@@ -4,7 +4,6 @@ one conflict rule (`conflicts.py`); the answer is read from the read model after
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
@@ -17,6 +16,7 @@ from cascade_core import runs as decide
 from cascade_core.gpu_configs import offered
 from cascade_core.models import OfferedConfig, ReferenceComparison, RunCreate, RunEntries, RunEntry, RunSummary
 from cascade_core.refusals import NotFound, Unavailable
+from cascade_host import new_ids
 from cascade_nats import subjects
 from projections.queries import runs as q
 from projections.queries.traces import trace_summary
@@ -34,10 +34,10 @@ async def create_run(c: Cascade, body: RunCreate) -> str:
         configs = await _configs(c, body)
         decide.check_create(body, trace, configs, max_sims=max_sims)  # before drawing an id per sim
         command = decide.CreateRun(
-            event_id=clock.event_id(),
+            event_id=new_ids.event_id(),
             at=clock.now(),
-            run_id=f"run-{secrets.token_hex(6)}",
-            sim_ids=[f"sim-{secrets.token_hex(6)}" for _ in range(decide.sim_count(body))],
+            run_id=new_ids.run_id(),
+            sim_ids=[new_ids.sim_id() for _ in range(decide.sim_count(body))],
             body=body,
             free_slots=await _free_slots(c, body),
         )
@@ -73,7 +73,7 @@ async def cancel_run(c: Cascade, run_id: str) -> None:
 
     async def cancel() -> Decision[None]:
         seq, run = await _run_as_last_shown(c, run_id)
-        return Decision(decide.decide_cancel(run, decide.CancelRun(event_id=clock.event_id(), at=clock.now())), seq, None)
+        return Decision(decide.decide_cancel(run, decide.CancelRun(event_id=new_ids.event_id(), at=clock.now())), seq, None)
 
     await decided(c, cancel)
 
@@ -111,7 +111,7 @@ async def retry_run(c: Cascade, run_id: str) -> None:
         seq, run = await _run_as_last_shown(c, run_id)
         sims = await read(c, q.sim_rows, run)
         claimed = {(a.sim.id, a.chunk): await _life_attempt(c, run_id, a.sim.id, a.chunk) for a in decide.retried(sims)}
-        command = decide.RetryRun(event_id=clock.event_id(), at=clock.now())
+        command = decide.RetryRun(event_id=new_ids.event_id(), at=clock.now())
         return Decision(decide.decide_retry(run, sims, command, claimed), seq, None)
 
     await decided(c, retry)
@@ -130,9 +130,9 @@ async def add_entries(c: Cascade, run_id: str, body: RunEntries, key: str | None
         if key not in keys:
             decide.check_add(run, sims, body, trace, configs, max_sims=max_sims)  # before drawing an id per sim
         command = decide.AddEntries(
-            event_id=clock.event_id(),
+            event_id=new_ids.event_id(),
             at=clock.now(),
-            sim_ids=[f"sim-{secrets.token_hex(6)}" for _ in range(decide.sim_count(body))],
+            sim_ids=[new_ids.sim_id() for _ in range(decide.sim_count(body))],
             body=body,
             key=key,
             free_slots=await _free_slots(c, body),
@@ -157,7 +157,7 @@ async def request_reference(c: Cascade, sim_id: str) -> None:
         trace = await read(c, trace_summary, run.trace_id)
         configs = await _configs(c, RunEntries(entries=[RunEntry(gpu_config=sim.gpu_config, count=1)]))
         command = decide.RequestReference(
-            event_id=clock.event_id(), at=clock.now(), sim_id=sim_id, reference_id=f"sim-{secrets.token_hex(6)}"
+            event_id=new_ids.event_id(), at=clock.now(), sim_id=sim_id, reference_id=new_ids.sim_id()
         )
         return Decision(decide.decide_reference(run, sims, command, trace, configs, max_sims=max_sims), seq, None)
 

@@ -4,8 +4,6 @@ timing to one. Each decides with `cascade_core.traces` under the one conflict ru
 
 from __future__ import annotations
 
-import secrets
-
 import anyio
 
 from cascade_app import clock
@@ -15,8 +13,9 @@ from cascade_app.service import Cascade
 from cascade_core.models import RealTimingAttached
 from cascade_core.object_names import trace_prefix
 from cascade_core.refusals import NotFound
-from cascade_core.traces import Attachment, attached, decide_delete, decide_real_timing, new_timing_id
+from cascade_core.traces import Attachment, attached, decide_delete, decide_real_timing
 from cascade_formats.realtiming import timing_file
+from cascade_host import new_ids
 from cascade_nats import subjects
 from projections.queries.traces import active_run_using, timed_trace, trace_summary
 
@@ -29,7 +28,7 @@ async def delete_trace(c: Cascade, trace_id: str) -> None:
         trace = await read(c, trace_summary, trace_id)
         active_run = await read(c, active_run_using, trace_id)
         deleted = decide_delete(
-            trace, trace_id, clock.now(), f"delete.{secrets.token_hex(8)}",
+            trace, trace_id, clock.now(), new_ids.trace_deleted_id(),
             active_run=active_run, uploading_here=trace_id in c.uploading,
         )
         return Decision([deleted], seq_of(last), None)
@@ -49,7 +48,7 @@ async def attach_real_timing(c: Cascade, trace_id: str, body: bytes, *, replace:
             raise NotFound(f"trace {trace_id} not found")
         trace, in_use = await read(c, timed_trace, trace_id)
         timing = await anyio.to_thread.run_sync(timing_file, body, trace.kernels if trace is not None else [])
-        attachment = Attachment(trace_id=trace_id, timing_id=new_timing_id(), timing=timing, replace=replace)
+        attachment = Attachment(trace_id=trace_id, timing_id=new_ids.timing_id(), timing=timing, replace=replace)
         listed, marker = await anyio.to_thread.run_sync(decide_real_timing, trace, in_use, attachment, clock.now())
         return Decision([*listed, marker], last.seq, attached(marker))
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, TextIO, TypeVar
@@ -35,6 +34,7 @@ from cascade_core.models import (
     RunSummary,
     SplitSpec,
 )
+from cascade_host import new_ids
 
 T = TypeVar("T")
 
@@ -174,7 +174,7 @@ def add(args: argparse.Namespace) -> int:
     of its own, so the server adds them once however often it is sent."""
     client = api_client(args)
     body = RunEntries(entries=_entries(client, args))
-    headers = {"Content-Type": "application/json", "Idempotency-Key": uuid.uuid4().hex}
+    headers = {"Content-Type": "application/json", "Idempotency-Key": new_ids.idempotency_key()}
     return _follow(args, client, client.post(f"/api/runs/{quoted_id(args.run_id)}/entries", msgspec.json.encode(body), headers), _state)
 
 

@@ -23,7 +23,7 @@ import msgspec
 from cascade_app.config import ConfigError
 from cascade_cli.client import ApiClient, SendInterrupted
 from cascade_core.models import Trace
-from cascade_core.traces import new_trace_id
+from cascade_host import new_ids
 
 READ_SIZE = 1 << 20
 POLL_S = 0.5
@@ -115,7 +115,7 @@ def upload(client: ApiClient, directory: Path, trace_id: str | None) -> int:
         raise ConfigError(f"{directory}: not a directory")
     tar = plan(directory)
     progress = Progress(tar.total)
-    trace_id = trace_id or new_trace_id()  # chosen here, so the trace can be asked for if the answer is lost
+    trace_id = trace_id or new_ids.trace_id()  # chosen here, so the trace can be asked for if the answer is lost
     path = f"/api/traces?id={quote(trace_id)}"
     try:
         raw = client.send_stream("POST", path, progress.counted(tar_stream(tar)), tar.total, {"Content-Type": "application/x-tar"})

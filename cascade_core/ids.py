@@ -1,5 +1,5 @@
 """What an id a user chooses may be: a trace's id, a sim file's name (how any id becomes a
-NATS subject token: `cascade_nats.subject_tokens`)."""
+NATS subject token: `cascade_nats.subject_tokens`; where new ids come from: `cascade_host.new_ids`)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,6 @@ are read at the edge, by `cascade_formats`, and come in as facts or as the probl
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Literal, TypedDict, TypeVar
@@ -90,15 +89,6 @@ class Contents(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None
     layers: list[str | int] = []
     source_gpu: str | None = None
-
-
-def new_trace_id() -> str:
-    """An id for a trace whose uploader chose none."""
-    return f"trace-{secrets.token_hex(6)}"
-
-
-def new_timing_id() -> str:
-    return f"timing-{secrets.token_hex(6)}"
 
 
 # --- before anything is stored ----------------------------------------------------------------

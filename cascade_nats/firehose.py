@@ -10,11 +10,11 @@ API on the regular nats-py connection.
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import AsyncGenerator
 
 from nats.aio.client import Client
 
+from cascade_host import new_ids
 from cascade_nats import _frames
 from cascade_nats.connect import beside
 from cascade_nats.wire import Message, Wire
@@ -127,7 +127,7 @@ class Firehose:
         if self._sid:
             self._wire.unsubscribe(self._sid)
             await self._delete_consumer()
-        inbox = f"_INBOX.cascade.{secrets.token_hex(8)}"
+        inbox = new_ids.inbox("cascade")
         self._sid = self._wire.subscribe(inbox)
         await self._wire.writer.drain()
         config = {

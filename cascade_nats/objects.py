@@ -13,7 +13,6 @@ import base64
 import contextlib
 import hashlib
 import json
-import secrets
 from collections.abc import AsyncGenerator, AsyncIterable
 from datetime import UTC, datetime
 
@@ -24,6 +23,7 @@ from nats.aio.client import Client
 from nats.js.object_store import ObjectStore
 
 from cascade_core.object_names import digest
+from cascade_host import new_ids
 from cascade_nats.firehose import Firehose
 from cascade_nats.pipeline import Pipeline
 from cascade_nats.replicas import scale
@@ -76,7 +76,7 @@ class Objects:
     async def put(self, name: str, data: AsyncIterable[bytes], *, content_type: str | None = None) -> StoredObject:
         """Store everything `data` yields under `name`, replacing any object of that name.
         If `data` raises, the chunks sent so far are removed and nothing is stored."""
-        nuid = secrets.token_hex(11)
+        nuid = new_ids.object_chunks_id()
         chunk_subject = f"$O.{self.bucket}.C.{nuid}"
         sha = hashlib.sha256()
         size = chunks = 0

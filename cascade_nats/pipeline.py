@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-import secrets
 from collections.abc import Sequence
 
 from nats.aio.client import Client
 
+from cascade_host import new_ids
 from cascade_nats.connect import beside
 from cascade_nats.wire import Wire, WireError
 
@@ -114,7 +114,7 @@ class Pipeline:
 
     def __init__(self, nc: Client) -> None:
         self.nc = nc
-        self.inbox = f"_INBOX.pipe.{secrets.token_hex(8)}"
+        self.inbox = new_ids.inbox("pipe")
         self._wire: Wire | None = None
         self._reader: asyncio.Task[None] | None = None
         self._batches: dict[bytes, Batch] = {}

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import contextlib
-import secrets
 from collections import deque
 from collections.abc import AsyncGenerator, Iterable, Sequence
 
@@ -25,6 +24,7 @@ from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 
 from cascade_core import events as ev
+from cascade_host import new_ids
 from cascade_nats import subjects
 from cascade_nats.connect import beside
 from cascade_nats.firehose import Firehose, Frame
@@ -191,7 +191,7 @@ class EventStore:
         wanted = iter(seqs)
         wire = await beside(self.nc)
         try:
-            inbox = f"_INBOX.cascade.{secrets.token_hex(8)}"
+            inbox = new_ids.inbox("cascade")
             mine = wire.subscribe(f"{inbox}.*")
             direct = f"$JS.API.DIRECT.GET.{self.stream}"
             asked: deque[int] = deque()  # the sequences asked for and not yet yielded, in order

@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import shutil
 import socket
 import time
@@ -53,10 +52,11 @@ from nats.js.kv import KeyValue
 
 from cascade_core import events as ev
 from cascade_core import reuse, sims, split
-from cascade_core.heap import settle_heap
 from cascade_core.models import Runner as RunnerInfo
 from cascade_core.models import SimulatorBuild
 from cascade_core.reuse import Reuse
+from cascade_host import new_ids
+from cascade_host.heap import settle_heap
 from cascade_nats import subjects
 from cascade_nats.objects import Objects
 from cascade_nats.store import ConcurrencyError, EventStore
@@ -179,7 +179,7 @@ class Runner:
         self.supervision = supervision or Supervision()
         self.host = socket.gethostname()
         self.launcher = launcher
-        self.id = launcher.runner_id if launcher is not None else f"{self.host}-{secrets.token_hex(3)}"
+        self.id = launcher.runner_id if launcher is not None else new_ids.runner_id(self.host)
         self.started_at = datetime.now(UTC)
         self.configs = {c.name: c for c in simulator.configs()}
         self.build: str | None = None  # found at the start of `run`: reading a binary takes a while

@@ -26,7 +26,7 @@ import duckdb
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.heap import settle_heap
+from cascade_host.heap import settle_heap
 from cascade_nats import subjects
 from cascade_nats.firehose import Frame
 from cascade_nats.store import EventStore

@@ -20,7 +20,6 @@ How each way of ending shows in the log:
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterable, Awaitable, Sequence
 
 import anyio
@@ -49,6 +48,7 @@ from cascade_core.traces import (
 )
 from cascade_formats import trace_contents
 from cascade_formats.tracefiles import TraceError
+from cascade_host import new_ids
 from cascade_nats import subjects
 
 # How long cleaning up after a failed upload may take, even while the server shuts down.
@@ -64,7 +64,7 @@ async def upload_trace(c: Cascade, trace_id: str, content_type: str, declared: i
     trace's state in the read model tells the outcome. Refused: what the request line and
     headers show (`check_upload`), a taken id (`Conflict`), a body over a limit (`TooLarge`)."""
     compression = check_upload(trace_id, content_type, declared, c.settings.max_upload_bytes)
-    upload = Upload(trace_id, secrets.token_hex(8))
+    upload = Upload(trace_id, new_ids.upload_id())
     subject = subjects.trace(trace_id)
 
     async def start() -> Decision[bool]:

@@ -12,8 +12,9 @@ from cascade_app import traces
 from cascade_app.reads import read
 from cascade_app.uploads import receive
 from cascade_core.models import RealTimingAttached, Trace, TraceDetail
-from cascade_core.traces import MEDIA_TYPES, new_trace_id
+from cascade_core.traces import MEDIA_TYPES
 from cascade_formats import realtiming
+from cascade_host import new_ids
 from cascade_http.bodies import content_length, gathered
 from cascade_http.openapi import operation
 from cascade_http.responses import ApiError, MsgspecResponse, not_found
@@ -54,7 +55,7 @@ async def _body(request: Request) -> AsyncIterator[bytes]:
 )
 async def upload_trace(request: Request) -> Response:
     c = cascade(request)
-    trace_id = request.query_params.get("id") or new_trace_id()
+    trace_id = request.query_params.get("id") or new_ids.trace_id()
     await receive.upload_trace(c, trace_id, request.headers.get("content-type", ""), content_length(request), _body(request))
     trace = await read(c, trace_summary, trace_id)
     if trace is None:

@@ -1,4 +1,4 @@
-"""The heap settings of a streaming process (cascade_core/heap.py)."""
+"""The heap settings of a streaming process (cascade_host/heap.py)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import platform
 import subprocess
 import sys
 
-from cascade_core.heap import HEAP_SLACK, keep_heap_slack
+from cascade_host.heap import HEAP_SLACK, keep_heap_slack
 
 # Allocate and free 2 MB in 100 KB pieces (under glibc's mmap threshold, so from its heap),
 # 50 times, and print the page faults that took.
 CHURN = """
 import resource, sys
-from cascade_core.heap import HEAP_SLACK, keep_heap_slack
+from cascade_host.heap import HEAP_SLACK, keep_heap_slack
 if sys.argv[1] == "slack":
     keep_heap_slack(HEAP_SLACK)
 def churn():

@@ -1,4 +1,5 @@
-"""The heap, set for a process that streams events.
+"""The heap, set for a process that streams events. It lives with the process's other
+draws on its host, below the runner and the projector, which both set it as they start.
 
 Projecting and running sims allocate objects by the million, and a batch keeps tens of
 thousands of them alive at once. With CPython's defaults every 700 allocations start a
