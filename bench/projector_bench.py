@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cascade_core import events as ev  # noqa: E402
-from cascade_nats import subjects  # noqa: E402
+from cascade_nats import deflated, subjects  # noqa: E402
 from cascade_sim import samples  # noqa: E402
 from cascade_sim.sim_report import Job  # noqa: E402
 from projections.projector import RowCache, apply_frames, connect  # noqa: E402
@@ -69,7 +69,7 @@ def main(size_mb: int, batch: int, repeat: int) -> None:
         frames = [(seq, subjects.of(e).encode(), ev.encode(e)) for seq, e in enumerate(events, 1)]
         beats = [e for e in events if isinstance(e, ev.SimHeartbeat)]
         print(f"{log_bytes / 1e6:.1f} MB of log: {len(events)} events ({sum(len(f[2]) for f in frames) / 1e6:.1f} MB), "
-              f"{len(beats)} heartbeats with {sum(len(b.text) for b in beats) / 1e6:.1f} MB of lines")
+              f"{len(beats)} heartbeats with {sum(len(deflated.log_text(b)) for b in beats) / 1e6:.1f} MB of lines")
         for turn in range(repeat):
             cpu, size = project(frames, batch, Path(tmp) / f"readmodel-{turn}.duckdb")
             print(f"  {batch} events a batch: {cpu:.2f} CPU s, {cpu * 1e3 / (log_bytes / 1e6):.1f} ms per MB of log; read model {size / 1e6:.1f} MB")

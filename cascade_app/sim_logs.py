@@ -12,6 +12,7 @@ from cascade_app.reads import read
 from cascade_app.service import Cascade
 from cascade_core import events as ev
 from cascade_core.refusals import Unavailable
+from cascade_nats import deflated
 from cascade_nats import subjects
 from cascade_nats.store import StoreError
 from projections.queries import runs as q
@@ -54,7 +55,7 @@ async def _chunks(c: Cascade, sim: SimRow) -> AsyncGenerator[bytes, None]:
             async for _, subject, payload in messages:
                 beat = subjects.decode(subject, payload)
                 assert isinstance(beat, ev.SimHeartbeat), f"sim_log names a {ev.event_type(beat)}"
-                pending.append(beat.utf8 + b"\n")
+                pending.append(deflated.log_utf8(beat) + b"\n")
                 size += len(pending[-1])
                 if size >= CHUNK_BYTES:
                     yield b"".join(pending)

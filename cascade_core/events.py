@@ -20,7 +20,6 @@ from datetime import datetime
 from typing import Any, Literal, cast, get_args
 
 import msgspec
-from isal import isal_zlib
 
 from cascade_core import stats_v1
 from cascade_core.packed_stats import PackedStats
@@ -310,7 +309,8 @@ class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
     """Progress, and the log lines printed since the last heartbeat: `text` holds them joined
     by newlines, the first numbered `first_line_seq` (a sim's lines count from 1). One text
     rather than a list of lines, since a sim prints hundreds of thousands. The runner sends
-    them deflated (`log_deflated`, zlib of the UTF-8); older heartbeats carry them in `log`."""
+    them deflated (`log_deflated`, zlib of the UTF-8; `cascade_nats.deflated.log_text` reads
+    either); older heartbeats carry them in `log`."""
 
     attempt: int
     kernels_done: int
@@ -322,22 +322,10 @@ class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
     # "The runner's wire"): the event stream, nats-server's writes and serve's reads shrink by that.
     log_deflated: bytes | None = None
 
-    @property
-    def text(self) -> str:
-        """The lines, joined by newlines."""
-        return self.log if self.log_deflated is None else self.utf8.decode()
-
-    @property
-    def utf8(self) -> bytes:
-        """`text` encoded, a deflated one without being decoded first (the log download)."""
-        # ISA-L inflates a 192 KB heartbeat in 0.13 ms, zlib in 0.56: the projector inflates
-        # every heartbeat, the log download every one of a sim.
-        return self.log.encode() if self.log_deflated is None else isal_zlib.decompress(self.log_deflated)
-
 
 def lines_in(text: str) -> int:
-    """How many lines a heartbeat's `text` holds (the fold reads `text` once for its count and
-    its tail: each read of a deflated heartbeat's inflates it)."""
+    """How many lines a heartbeat's text holds (`deflated.log_text`: the fold reads it once for
+    its count and its tail)."""
     return text.count("\n") + 1 if text else 0
 
 

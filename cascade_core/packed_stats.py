@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 import msgspec
-from isal import isal_zlib
 
 from cascade_core import nonfinite
 
@@ -111,7 +110,7 @@ def pack(names: tuple[str, ...], floats: bytes, texts: Texts, *, compress: Compr
 
 def packed(names: str, floats: bytes, texts: Texts, *, compress: Compress = compressed) -> PackedStats:
     """`pack`, with the names as `names_text` made them, and the floats compressed by
-    `compress`, into zlib's format (whatever compresses them: `floats_of` reads any)."""
+    `compress`, into zlib's format (whatever compresses them: `cascade_nats.deflated` reads any)."""
     if sys.byteorder == "big":
         swapped = array("d", floats)
         swapped.byteswap()
@@ -130,23 +129,6 @@ def from_mapping(stats: Mapping[str, Any]) -> PackedStats | None:
     texts = {i: v for i, v in enumerate(values) if not isinstance(v, float)}
     floats = array("d", [v if isinstance(v, float) else math.nan for v in values])
     return pack(tuple(stats), floats.tobytes(), texts)
-
-
-def floats_of(stats: PackedStats) -> bytes:
-    """The values as float64s, little-endian, a nan where `texts` has the value."""
-    # ISA-L inflates a map's floats in half zlib's time (bench/README.md, "kernel_stats rows for less").
-    return isal_zlib.decompress(stats.values)
-
-
-def to_mapping(stats: PackedStats) -> dict[str, Value]:
-    """The map as names to floats, texts or None."""
-    floats = array("d", floats_of(stats))
-    if sys.byteorder == "big":
-        floats.byteswap()
-    values: list[Value] = list(floats)
-    for i, text in stats.texts.items():
-        values[i] = text
-    return dict(zip(names_of(stats), values))
 
 
 _json = msgspec.json.Encoder()

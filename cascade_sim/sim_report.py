@@ -20,6 +20,7 @@ from cascade_core.models import GpuConfig
 from cascade_core.packed_stats import PackedStats
 from cascade_core.reuse import Reuse
 from cascade_core.split import Chunk, Launches
+from cascade_nats.deflated import stats_map
 from cascade_sim import _tokenizer, simulator
 
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
@@ -134,7 +135,7 @@ def kept_by(last: ev.AnyEvent | None, attempt: int, chunk: Chunk) -> Kept | None
     if isinstance(last, ev.SimHeartbeat) and last.attempt == attempt:
         cycles, insn, done = last.latest.gpu_tot_sim_cycle, last.latest.gpu_tot_sim_insn, last.kernels_done
     elif isinstance(last, ev.KernelFinished) and last.attempt == attempt and last.stats is not None:
-        stats = packed_stats.to_mapping(last.stats)
+        stats = stats_map(last.stats)
         cycles, insn, done = _float(stats.get("gpu_tot_sim_cycle")), _float(stats.get("gpu_tot_sim_insn")), last.uid - chunk.first + 1
     else:
         return None

@@ -27,6 +27,7 @@ from cascade_core import split as splitting
 from cascade_core.models import Resumed, SimAttempt
 from cascade_core.runs import run_state
 from cascade_core.sims import FINISHED, SIM_STATES, UNDER_WAY
+from cascade_nats import deflated
 from projections.rows import (
     APPEND_TABLES,
     ChunkRow,
@@ -657,7 +658,7 @@ def _heartbeat(b: _Batch, seq: int, sim: SimRow, e: ev.SimHeartbeat) -> None:
         return
     # Lines past the last one recorded are certainly new; earlier ones (a late or repeated
     # heartbeat) are kept only if their chunk is absent.
-    text = e.text  # deflated by the runner: read once
+    text = deflated.log_text(e)  # deflated by the runner: read once
     count = ev.lines_in(text)
     fresh_from = max(0, sim.log_seq + 1 - e.first_line_seq)
     if count:
@@ -808,7 +809,7 @@ def _chunk_heartbeat(b: _Batch, seq: int, sim: SimRow, split: SplitRow, e: ev.Si
     """A chunk's progress and log lines: numbered in a range of its own (`SimReport`), so the
     log reads chunk after chunk; any may come first, so each is kept only if absent."""
     assert e.chunk is not None
-    text = e.text  # deflated by the runner: read once
+    text = deflated.log_text(e)  # deflated by the runner: read once
     count = ev.lines_in(text)
     changes: dict[str, Any] = {}
     chunks = list(split.chunks)

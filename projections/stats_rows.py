@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from cascade_core import packed_stats
 from cascade_core.packed_stats import PackedStats
+from cascade_nats import deflated
 from projections.rows import KernelRow, StatNameRow
 
 
@@ -119,7 +120,7 @@ def _columns(stats: PackedStats, count: int) -> tuple[pa.Array, pa.Array]:
     """A map's `value` and `text` columns: its floats as they are, but null where it has a
     text or null; its texts there, null elsewhere. Made in Arrow: a map has hundreds of texts
     (`none`), too many to place one by one in Python."""
-    floats = pa.py_buffer(packed_stats.floats_of(stats))
+    floats = pa.py_buffer(deflated.floats_of(stats))
     if not stats.texts:
         return pa.Array.from_buffers(pa.float64(), count, [None, floats]), pa.nulls(count, pa.string())
     where = (count, tuple(stats.texts))

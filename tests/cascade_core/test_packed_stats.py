@@ -12,6 +12,7 @@ import msgspec
 
 from cascade_core import events as ev
 from cascade_core import packed_stats, stats_v1
+from cascade_nats import deflated
 from tests.corpus import corpus
 from tests.support import same_map
 
@@ -20,7 +21,7 @@ def test_a_map_comes_back_as_it_went_in() -> None:
     stats: dict[str, Any] = {"kernel_name": "_Z1kv", "a": 1.5, "b": -0.0, "c": math.inf, "d": math.nan, "e": "none", "f": None, "g": "x", "h": 2.0}
     packed = packed_stats.from_mapping(stats)
     assert packed is not None and packed.texts == {0: "_Z1kv", 5: "none", 6: None, 7: "x"}
-    back = packed_stats.to_mapping(packed)
+    back = deflated.stats_map(packed)
     assert same_map(back, stats) and math.copysign(1, back["b"]) == -1  # type: ignore[arg-type]  # b is a float
     assert ev.decode(ev.encode(_kernel(packed))) == _kernel(packed)
 
@@ -38,7 +39,7 @@ def test_json_values_are_read_as_the_read_model_stored_them() -> None:
     packed = stats_v1.packed(raw, "k")
     assert packed is not None
     expected = {"kernel_name": "k", "n": 3.0, "x": 1.5, "nan": math.nan, "inf": math.inf, "ninf": -math.inf, "t": "none", "z": None, "o": "[1,true]"}
-    assert same_map(packed_stats.to_mapping(packed), expected)
+    assert same_map(deflated.stats_map(packed), expected)
     assert stats_v1.packed(b"{}", "k") is None and stats_v1.packed(b"[1]", "k") is None  # no map, as before: no rows
 
 
@@ -57,7 +58,7 @@ def test_every_recorded_v1_kernel_result_is_read_with_its_map_packed() -> None:
             continue
         assert event.stats is not None
         wanted = {k: float(v) if isinstance(v, (int, float)) else {"NaN": math.nan, "Infinity": math.inf}.get(v, v) for k, v in stored.items()}
-        assert same_map(packed_stats.to_mapping(event.stats), wanted)
+        assert same_map(deflated.stats_map(event.stats), wanted)
     assert found
 
 

@@ -17,6 +17,7 @@ import pytest
 from cascade_core import events as ev
 from cascade_core.models import RunEntry
 from cascade_core.packed_stats import PackedStats
+from cascade_nats import deflated
 from projections.fold import Rows, fold
 from projections.queries.runs import run_from_row
 from tests.corpus import corpus
@@ -76,7 +77,7 @@ class SimHeartbeatV2(ev.SimEvent, frozen=True, tag="sim.heartbeat.v2"):
 def sim_heartbeat_v2(old: ev.SimHeartbeat) -> SimHeartbeatV2:
     fields = msgspec.structs.asdict(old)
     del fields["log"], fields["log_deflated"]
-    text = old.text
+    text = deflated.log_text(old)
     return SimHeartbeatV2(lines=text.split("\n") if text else [], **fields)
 
 
@@ -150,7 +151,7 @@ CASES = {
     ),
     "sim": Case(
         ev.SimHeartbeat, SimHeartbeatV2, {ev.SimHeartbeat: sim_heartbeat_v2},
-        lambda v1, now: "\n".join(now.lines) == v1.text and len(now.lines) == ev.lines_in(v1.text),
+        lambda v1, now: "\n".join(now.lines) == deflated.log_text(v1) and len(now.lines) == ev.lines_in(deflated.log_text(v1)),
     ),
     "sim, in two steps": Case(
         ev.KernelFinished,

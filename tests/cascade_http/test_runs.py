@@ -21,8 +21,9 @@ from starlette.testclient import TestClient
 
 from cascade_app.config import Settings
 from cascade_core import events as ev
-from cascade_nats import subjects
+from cascade_nats import deflated
 from cascade_nats import server
+from cascade_nats import subjects
 from cascade_process.service import starlette_app
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN, service
@@ -421,7 +422,7 @@ def test_log_streams_from_the_heartbeats_while_the_sim_runs_and_after_a_restart(
     lines = [f"line {i} " + "x" * (i % 100) for i in range(6000)]  # heartbeats of ~130 KB, answers across socket reads
     life = w.sim_life(w.RUN_ID, w.SIMS[0], lines=lines)  # heartbeats between the kernels, on the same subject
     running = life[:6]
-    logged = "".join(f"{e.text}\n" for e in running if isinstance(e, ev.SimHeartbeat) and e.text)
+    logged = "".join(f"{deflated.log_text(e)}\n" for e in running if isinstance(e, ev.SimHeartbeat) and deflated.log_text(e))
     headers = {"Authorization": f"Bearer {TOKEN}"}
     with TestClient(starlette_app(settings), headers=headers) as client:
         w.append(client, w.trace_events() + [w.run_created()] + running)

@@ -16,6 +16,7 @@ import pytest
 from cascade_core import events as ev
 from cascade_core import packed_stats
 from cascade_core.models import GpuConfig
+from cascade_nats import deflated
 from cascade_nats.store import MAX_EVENT_BYTES
 from cascade_sim import sim_report
 from cascade_sim.install import AccelSimOutput
@@ -314,11 +315,11 @@ def test_a_packed_map_gives_back_every_value_as_parsed() -> None:
     stats = stats_of("vectoradd-100-32__SM61_TITANX.log", 0)
     (kernel,) = [o for o in LogParser().feed((LOGS / "vectoradd-100-32__SM61_TITANX.log").read_text()) if isinstance(o, KernelBlock)]
     packed = sim_report.packed(kernel.stats)
-    assert same_map(packed_stats.to_mapping(packed), dict(stats))
+    assert same_map(deflated.stats_map(packed), dict(stats))
     assert isnan(stats["gpu_occupancy"]) and packed.texts[0] == stats["kernel_name"]
     assert "none" in packed.texts.values() and stats["average mf latency per bank.dram[0][0]"] == "none"
     infinite = Stats(("kernel_name", "a", "b", "c"), struct.pack("=4d", math.nan, math.inf, -math.inf, -math.nan), {0: "k"})
-    back = packed_stats.to_mapping(sim_report.packed(infinite))
+    back = deflated.stats_map(sim_report.packed(infinite))
     assert same_map(back, infinite.as_dict()) and math.copysign(1, back["b"]) == -1  # type: ignore[arg-type]  # b is a float
     assert math.copysign(1, back["c"]) == -1  # type: ignore[arg-type]  # c is a float
     assert ev.decode(ev.encode(reported_kernel("vectoradd-100-32__SM61_TITANX.log", TITANX))) == reported_kernel("vectoradd-100-32__SM61_TITANX.log", TITANX)
@@ -343,7 +344,7 @@ def test_kernel_finished_events_carry_the_naming() -> None:
     assert kernel.stats_naming == STATS_NAMING == 2 and kernel.stats is not None
     data = ev.encode(kernel)
     assert b'"stats_naming":2' in data
-    assert same_map(packed_stats.to_mapping(kernel.stats), dict(stats_of("vectoradd-100-32__SM61_TITANX.log", 0)))
+    assert same_map(deflated.stats_map(kernel.stats), dict(stats_of("vectoradd-100-32__SM61_TITANX.log", 0)))
     # An event written before the field existed reads as naming 1.
     old = ev.decode(data.replace(b',"stats_naming":2', b""))
     assert isinstance(old, ev.KernelFinished) and old.stats_naming == 1

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from cascade_core import events as ev
 from cascade_core import sims
+from cascade_nats import deflated
 from projections import tables
 from projections.fold import Rows, fold, run_state
 from projections.projector import RowCache, apply, connect
@@ -178,7 +179,7 @@ def test_a_split_sims_chunk_retried_after_a_lost_runner_keeps_each_kernel_once()
     assert (state, attempt, done, cycles) == ("succeeded", 1, 2, 201.0)
     assert [(c["state"], c["attempt"]) for c in json.loads(split_json)["chunks"]] == [("succeeded", 2), ("succeeded", 1)]
     beats = con.execute("SELECT seq FROM sim_log ORDER BY first_line_seq").fetchall()
-    log = [history[seq - 1].text for (seq,) in beats]  # type: ignore[attr-defined]  # each row's seq is a heartbeat's
+    log = [deflated.log_text(history[seq - 1]) for (seq,) in beats]  # type: ignore[arg-type]  # each row's seq is a heartbeat's
     assert log == ["chunk 0 attempt 1", "chunk 0 attempt 2", "chunk 1 attempt 1"]
     assert con.execute("SELECT log_tail FROM sims").fetchone() == (log,)  # type: ignore[comparison-overlap]
     # Every event applied again, later (JetStream deduplicates only within its window): nothing changes.

@@ -1,0 +1,45 @@
+"""What events carry deflated, inflated: a heartbeat's log lines (`SimHeartbeat.log_deflated`)
+and a kernel result's stats values (`PackedStats.values`), both in zlib's format.
+
+The core defines those fields and never inflates them; every reader of the log does it here,
+with ISA-L: a heartbeat inflates in a quarter of zlib's time and a map's floats in half
+(bench/README.md), and the projector inflates every one of each, the log download every
+heartbeat of a sim.
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+
+from isal import isal_zlib
+
+from cascade_core import events as ev
+from cascade_core import packed_stats
+from cascade_core.packed_stats import PackedStats, Value
+
+
+def log_text(beat: ev.SimHeartbeat) -> str:
+    """The heartbeat's lines, joined by newlines (read it once: each read inflates)."""
+    return beat.log if beat.log_deflated is None else isal_zlib.decompress(beat.log_deflated).decode()
+
+
+def log_utf8(beat: ev.SimHeartbeat) -> bytes:
+    """`log_text` encoded, a deflated one without being decoded first (the log download)."""
+    return beat.log.encode() if beat.log_deflated is None else isal_zlib.decompress(beat.log_deflated)
+
+
+def floats_of(stats: PackedStats) -> bytes:
+    """The map's values as float64s, little-endian, a nan where `texts` has the value."""
+    return isal_zlib.decompress(stats.values)
+
+
+def stats_map(stats: PackedStats) -> dict[str, Value]:
+    """The map as names to floats, texts or None."""
+    floats = array("d", floats_of(stats))
+    if sys.byteorder == "big":
+        floats.byteswap()
+    values: list[Value] = list(floats)
+    for i, text in stats.texts.items():
+        values[i] = text
+    return dict(zip(packed_stats.names_of(stats), values))
