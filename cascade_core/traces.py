@@ -77,18 +77,24 @@ class Upload(msgspec.Struct, frozen=True):
         return Envelope(id=event_id, at=at, correlation_id=started, causation_id=None if event_id == started else started)
 
 
+class TraceInfo(msgspec.Struct, frozen=True):
+    """What the uploader says of the trace (`cascade.json`), each optional."""
+
+    model: str | None = None
+    layers: list[str | int] = []
+    source_gpu: str | None = None
+
+
 class Contents(msgspec.Struct, frozen=True, kw_only=True):
     """What an upload's files say, for `decide_outcome`: the trace's kernels in launch order,
     the GPU arch they were traced on, real timing lined up with them, whether a step timeline
-    came along, and what cascade.json says of the model."""
+    came along, and what the uploader says of it."""
 
     kernels: list[ev.TracedKernel]
     arch: str
     timing: list[ev.RealTiming] = []
     has_step_timeline: bool = False
-    model: str | None = None
-    layers: list[str | int] = []
-    source_gpu: str | None = None
+    info: TraceInfo = msgspec.field(default_factory=TraceInfo)
 
 
 # --- before anything is stored ----------------------------------------------------------------
@@ -176,9 +182,9 @@ def decide_outcome(
             suggested_sim_config=suggested_config(contents.arch, configs),
             has_real_timing=bool(contents.timing),
             has_step_timeline=contents.has_step_timeline,
-            model=contents.model,
-            layers=contents.layers,
-            source_gpu=contents.source_gpu,
+            model=contents.info.model,
+            layers=contents.info.layers,
+            source_gpu=contents.info.source_gpu,
         )
     )
     return out

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.traces import Contents
+from cascade_core.traces import Contents, TraceInfo
 from cascade_formats.realtiming import line_up, parse_timing
 from cascade_formats.timeline import TimelineError, validate_timeline
 from cascade_formats.tracefiles import (
@@ -18,7 +18,6 @@ from cascade_formats.tracefiles import (
     KernelHeader,
     KernelLaunch,
     TraceError,
-    TraceInfo,
     kernel_files,
     parse_cascade_json,
     parse_kernelslist,
@@ -57,9 +56,7 @@ def contents(received: Received) -> Contents | str:
         arch=arch,
         timing=timing,
         has_step_timeline=received.step_timeline is not None,
-        model=info.model,
-        layers=info.layers,
-        source_gpu=info.source_gpu,
+        info=info,
     )
 
 

@@ -19,6 +19,7 @@ import msgspec
 
 from cascade_core.events import TracedKernel
 from cascade_core.ids import TRACE_ID_PATTERN
+from cascade_core.traces import TraceInfo
 
 __all__ = [
     "HEADER_PREFIX_BYTES",
@@ -89,11 +90,6 @@ class KernelHeader(msgspec.Struct, frozen=True, kw_only=True):
     kernel_id: int | None = None
     cuda_stream_id: int | None = None
 
-
-class TraceInfo(msgspec.Struct, frozen=True):
-    model: str | None = None
-    layers: list[str | int] = []
-    source_gpu: str | None = None
 
 
 # --- archive member names -------------------------------------------------------------------
