@@ -146,10 +146,10 @@ class Launcher(msgspec.Struct, frozen=True):
 class Runner:
     def __init__(
         self,
+        *,
         nc: Client,
         simulator: Simulator,
         work_dir: Path,
-        *,
         slots: int,
         sim_timeout_s: float | None = None,
         max_attempts: int = 3,
@@ -395,26 +395,26 @@ class Runner:
             else:
                 resumed = split.resumed(launches, claimed.resume)
         job = slot.job = Job(
-            request.run_id, request.sim_id, claim.attempt, request.trace_id, config, request.kernels_total, chunk,
-            resumed=resumed, kept=kept,
+            run_id=request.run_id, sim_id=request.sim_id, attempt=claim.attempt, trace_id=request.trace_id, gpu_config=config,
+            kernels_total=request.kernels_total, chunk=chunk, resumed=resumed, kept=kept,
         )
-        sender = EventSender(self.store, job.name, job.attempt, self.supervision)
-        report = SimReport(job, sender.emit, sender.next_id, sender.now, reader=self.simulator.reader(), sim=claim)
+        sender = EventSender(store=self.store, sim_id=job.name, attempt=job.attempt, supervision=self.supervision)
+        report = SimReport(job=job, emit=sender.emit, next_id=sender.next_id, now=sender.now, reader=self.simulator.reader(), sim=claim)
         if await self._look_at_run(report):  # its run was cancelled, and with it the sim, before it started
             return "done"
         try:
             trace_dir = await self.cache.fetch(job.trace_id)
             if request.reuse:
                 job = slot.job = msgspec.structs.replace(job, reuse=await self._reuse(trace_dir, job.chunk))
-                report = SimReport(job, sender.emit, sender.next_id, sender.now, reader=self.simulator.reader(), sim=report.sim)
+                report = SimReport(job=job, emit=sender.emit, next_id=sender.next_id, now=sender.now, reader=self.simulator.reader(), sim=report.sim)
         except TraceUnavailable as err:
             report.finished(sims.Outcome(False, None, str(err)))
             await sender.flush()
             return "done"
         workdir = self.work_dir / "sims" / f"{job.name}.{job.attempt}"
         attempt = Attempt(
-            report, self.simulator, self.objects, sender, workdir, trace_dir, self.host, slot.stop,
-            grace_s=self.grace_s, timeout_s=self.sim_timeout_s,
+            report=report, simulator=self.simulator, objects=self.objects, sender=sender, workdir=workdir, trace_dir=trace_dir,
+            host=self.host, stop=slot.stop, grace_s=self.grace_s, timeout_s=self.sim_timeout_s,
             launcher_ref=None if self.launcher is None else self.launcher.launcher_ref,
         )
         queued_seq = slot.msg.metadata.sequence.stream
