@@ -240,7 +240,8 @@ class Runner:
                 listening.append(await self.nc.subscribe(subjects.launch_requests(config), cb=_ringing(source, bell)))
             assert self._kv is not None
             legacy = await legacy_launches(self.store, self._kv, runner_id=self.id, configs=set(self.configs))
-            sources.extend([] if legacy is None else [legacy])
+            if legacy is not None:
+                sources.append(legacy)
             await self._take(sources, bell, tg)
         finally:
             for source in sources:
