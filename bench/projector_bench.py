@@ -43,7 +43,10 @@ def sim_events(size_mb: int, tmp: Path) -> tuple[list[ev.Event], int]:
     big_log(path, size=size_mb * 1024 * 1024)
     text = path.read_text()
     clock = samples._Clock("bench", samples.SAMPLE_AT)  # noqa: SLF001 - the samples' own ids and times
-    job = Job(created.run_id, created.sims[0].sim_id, 1, created.trace_id, samples.TITANX, created.kernels_total)
+    job = Job(
+        run_id=created.run_id, sim_id=created.sims[0].sim_id, attempt=1, trace_id=created.trace_id, gpu_config=samples.TITANX,
+        kernels_total=created.kernels_total,
+    )
     return head + samples._replayed_sim(clock, job, text, {}), len(text.encode())  # noqa: SLF001 - as the samples replay a log
 
 

@@ -38,7 +38,7 @@ from cascade_sim.attempt import READ_SIZE, log_compressor  # noqa: E402
 from cascade_sim.install import AccelSimOutput  # noqa: E402
 from cascade_sim.sim_report import Job, SimReport  # noqa: E402
 
-JOB = Job("run", "sim", 1, "trace", GpuConfig("SM61_TITANX", "sm_61", 1417.0), kernels_total=0)
+JOB = Job(run_id="run", sim_id="sim", attempt=1, trace_id="trace", gpu_config=GpuConfig("SM61_TITANX", "sm_61", 1417.0), kernels_total=0)
 
 
 class Frames:
@@ -79,7 +79,7 @@ def pieces(path: Path) -> list[bytes]:
 def runner_work(chunks: list[bytes], tmp: Path, *, gz: bool = True, report: bool = True) -> Frames:
     """What the runner does with the output, or a part of it."""
     frames = Frames()
-    sim = SimReport(JOB, frames.emit, frames.next_id, now, reader=AccelSimOutput())
+    sim = SimReport(job=JOB, emit=frames.emit, next_id=frames.next_id, now=now, reader=AccelSimOutput())
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     compressor = log_compressor()
     with (tmp / "log.gz").open("wb") as log:

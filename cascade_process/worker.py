@@ -43,9 +43,9 @@ def runner(
     """A runner of `install`'s simulator in `work_dir`, as `settings` size it; `launched`: a
     worker's, which may run in a Slurm job (serve's own runner never does)."""
     return Runner(
-        nc,
-        install,
-        work_dir,
+        nc=nc,
+        simulator=install,
+        work_dir=work_dir,
         slots=settings.runner_slots,
         sim_timeout_s=settings.sim_timeout_s,
         ack_wait_s=settings.runner_lease_s,

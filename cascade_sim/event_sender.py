@@ -6,8 +6,8 @@ sent again, however long NATS takes to come back, without what of it was stored 
 While NATS is away or behind, the events wait here, up to `MAX_QUEUED` of them or
 `MAX_QUEUED_BYTES` of stats and log text (deflated, as it is sent) besides the batch being sent; the output reader
 waits for `room()` before it reads more, so past that the simulator's own pipe holds it back
-rather than memory growing (the parser outruns a busy NATS: kernel results piling up grew
-the runner by 17 MB in a second's stall).
+rather than memory growing (the parser outruns a busy NATS: kernel results pile up within a
+second's stall; bench/README.md, "Runner, with the tokenizer in C").
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _size(event: ev.Event) -> int:
 
 
 class EventSender:
-    def __init__(self, store: EventStore, sim_id: str, attempt: int, supervision: Supervision) -> None:
+    def __init__(self, *, store: EventStore, sim_id: str, attempt: int, supervision: Supervision) -> None:
         self.store = store
         self.supervision = supervision
         self.prefix = f"{sim_id}.{attempt}"

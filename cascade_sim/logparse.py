@@ -115,7 +115,7 @@ class Layout(msgspec.Struct, frozen=True, gc=False):
 
 
 # Layouts by skeleton. Blocks of one config and kernel look alike, so their names are worked
-# out once (50 ms for an SM7_QV100 block) and found again. Bounded by the names held, about
+# out once (the costly part of a block of a kind not seen before) and found again. Bounded by the names held, about
 # 90 bytes each: 20 MB is 27 layouts of SM7_QV100 blocks, 65 of SM61_TITANX ones.
 _layouts: dict[str, Layout] = {}
 _MAX_NAMES = 250_000
@@ -280,7 +280,7 @@ class LogParser:
             out.append(KernelLaunched(match["launch"], self._last_uid))
         elif match["cycle"] is not None:
             cycle, insn = int(match["cycle"]), int(match["insn"])
-            out.append(Totals(cycle, insn, insn / cycle if cycle else 0.0, int(match["rate"])))
+            out.append(Totals(gpu_tot_sim_cycle=cycle, gpu_tot_sim_insn=insn, gpu_tot_ipc=insn / cycle if cycle else 0.0, sim_rate_ips=int(match["rate"])))
         elif match["exit"] is not None:
             self.exit_detected = True
             out.append(ExitDetected())

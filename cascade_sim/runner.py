@@ -4,9 +4,13 @@ request it cannot run), and runs each as an attempt of its simulator backend
 (`simulator.Simulator`), which alone knows how the simulator runs and what its output says.
 It listens to its configs' launch subjects, and at each request published asks that config's
 consumer at once; it asks them all every 2 s, for what comes back unannounced (a request whose
-lease ran out). Requests from before placement by config are
-on the `launch` consumer every runner took from: a runner drains it too, handing back what it
-lacks the config for, and deletes it once nothing is left there.
+lease ran out). Requests from before placement by config are on the `launch` consumer every
+runner took from: a runner drains it too, through its adapter (`legacy_launches`), which
+delivers only what the runner has the config for.
+
+A request's path reads top-down in `Runner._handle`: claim the sim's next attempt, plan what
+it simulates (a chunk of a split sim, where it resumes a lost runner's, what it reuses),
+launch it while watching its run and its sim, and report how it ended.
 
 What to append is decided by `cascade_core/sims.py`, given commands with the time in them;
 the runner does the I/O around it. Claiming: the runner reads the sim's last lifecycle
@@ -43,17 +47,15 @@ from typing import Literal
 
 import anyio
 import msgspec
-import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
 from cascade_core import events as ev
 from cascade_core import reuse, sims, split
 from cascade_core.models import Runner as RunnerInfo
-from cascade_core.models import SimulatorBuild
+from cascade_core.models import GpuConfig, SimulatorBuild
 from cascade_core.reuse import Reuse
 from cascade_host import new_ids
 from cascade_host.heap import settle_heap
@@ -63,22 +65,22 @@ from cascade_nats.store import ConcurrencyError, EventStore
 from cascade_nats.supervise import Supervision, supervise
 from cascade_sim import registry
 from cascade_sim.attempt import HEARTBEAT_S, Attempt, Stop
-from cascade_sim.dispatcher import consumed_event, ensure_launch_consumer
+from cascade_sim.dispatcher import ensure_launch_consumer
 from cascade_sim.event_sender import EventSender
 from cascade_sim.launch_digests import LaunchDigests
+from cascade_sim.launch_requests import Delivery, Handled, Source, settle
+from cascade_sim.legacy_launches import legacy_launches
 from cascade_sim.sim_report import Job, Kept, SimReport, kept_by
+from cascade_sim.sim_life import as_requested, last_life
 from cascade_sim.simulator import Simulator, Versions
 from cascade_sim.trace_cache import TraceCache, TraceUnavailable
 
 log = logging.getLogger("cascade.runner")
 
-BUSY = object()
-LifeEvent = ev.SimClaimed | ev.SimLaunched | ev.SimFinished  # what a sim's life subject holds
-# What becomes of a request once handled: acknowledged, handed back for another runner, or
-# left to the runner that holds its sim now (whose lease keeps it).
-Handled = Literal["done", "hand back", "leave"]
-ASK_S = 0.1  # how long a consumer is waited on for requests when asked
 SWEEP_S = 2.0  # how often every consumer is asked, for what comes back unannounced (a lease run out)
+# What becomes of a request that claims no attempt: done when its sim needs no runner any
+# more, left to the live runner that still runs it.
+Unclaimed = Literal["done", "leave"]
 
 
 def held_name(request: ev.SimQueued) -> str:
@@ -102,6 +104,32 @@ def _launches(request: ev.SimQueued) -> split.Chunk:
     return split.chunk_of(request.kernels_total, request.split, request.chunk)
 
 
+def planned(request: ev.SimQueued, config: GpuConfig, claimed: Claimed) -> Job:
+    """What the claimed attempt simulates: the request's sim whole or its chunk of a split
+    sim, from where it resumes a lost runner's attempt if it does."""
+    launches = _launches(request)
+    cut = launches if claimed.resume is None else split.resumed(launches, claimed.resume)
+    whole = request.chunk is None or request.split is None
+    return Job(
+        run_id=request.run_id,
+        sim_id=request.sim_id,
+        attempt=claimed.sim.attempt,
+        trace_id=request.trace_id,
+        gpu_config=config,
+        kernels_total=request.kernels_total,
+        chunk=None if whole else cut,
+        resumed=cut if whole and claimed.resume is not None else None,
+        kept=claimed.kept,
+    )
+
+
+def ending(finished: ev.SimFinished | None, sim: sims.SimState) -> str:
+    """How an attempt ended, as the runner logs it."""
+    if finished is None:
+        return f"ended, the sim being {sim.state}"
+    return "succeeded" if finished.outcome == "succeeded" else str(finished.error)
+
+
 class Slot:
     """A sim this runner took: the latest delivery of its request, and once claimed, its job."""
 
@@ -109,19 +137,6 @@ class Slot:
         self.msg = msg
         self.job: Job | None = None
         self.stop = Stop()
-
-
-class Source:
-    """A consumer this runner takes requests from: one of its configs', or the legacy one."""
-
-    def __init__(self, name: str, sub: JetStreamContext.PullSubscription) -> None:
-        self.name = name
-        self.sub = sub
-        self.rung = False  # a request was published for it since it was last asked
-
-    @property
-    def legacy(self) -> bool:
-        return self.name == subjects.LEGACY_LAUNCH_CONSUMER
 
 
 def _ringing(source: Source, bell: asyncio.Event) -> Callable[[Msg], Awaitable[None]]:
@@ -147,10 +162,10 @@ class Launcher(msgspec.Struct, frozen=True):
 class Runner:
     def __init__(
         self,
+        *,
         nc: Client,
         simulator: Simulator,
         work_dir: Path,
-        *,
         slots: int,
         sim_timeout_s: float | None = None,
         max_attempts: int = 3,
@@ -183,7 +198,7 @@ class Runner:
         self.started_at = datetime.now(UTC)
         self.configs = {c.name: c for c in simulator.configs()}
         self.build: str | None = None  # found at the start of `run`: reading a binary takes a while
-        self.versions = Versions(None, None)  # as the last sim launched here printed them
+        self.versions = Versions(accel_sim_build=None, gpgpu_sim_build=None)  # as the last sim launched here printed them
         self.running: dict[str, Slot] = {}
         self._slot_freed = asyncio.Event()
         self._kv: KeyValue | None = None
@@ -225,14 +240,17 @@ class Runner:
                 source = Source(name, await js.pull_subscribe_bind(name, subjects.STREAM))
                 sources.append(source)
                 listening.append(await self.nc.subscribe(subjects.launch_requests(config), cb=_ringing(source, bell)))
-            with contextlib.suppress(nats.js.errors.NotFoundError):  # drained and deleted, or never there
-                await js.consumer_info(subjects.STREAM, subjects.LEGACY_LAUNCH_CONSUMER)
-                sources.append(Source(subjects.LEGACY_LAUNCH_CONSUMER, await js.pull_subscribe_bind(subjects.LEGACY_LAUNCH_CONSUMER, subjects.STREAM)))
+            assert self._kv is not None
+            legacy = await legacy_launches(self.store, self._kv, runner_id=self.id, configs=set(self.configs))
+            if legacy is not None:
+                sources.append(legacy)
             await self._take(sources, bell, tg)
         finally:
-            for stop in [*(source.sub.unsubscribe for source in sources), *(sub.unsubscribe for sub in listening)]:
+            for source in sources:
+                await source.close()
+            for sub in listening:
                 with contextlib.suppress(Exception):  # gone with its connection, if that is why it stops
-                    await stop()
+                    await sub.unsubscribe()
 
     async def _take(self, sources: list[Source], bell: asyncio.Event, tg: anyio.abc.TaskGroup) -> None:
         """Ask the consumers rung for, and every `SWEEP_S` all of them, for as many requests
@@ -249,53 +267,27 @@ class Runner:
                 free = self.slots - len(self.running)
                 if free <= 0:
                     break
-                source.rung = False
-                try:
-                    messages = await source.sub.fetch(free, timeout=ASK_S)
-                except TimeoutError:  # nothing to take (nats-py raises its own or asyncio's)
-                    if source.legacy and await self._retired(source):
-                        sources.remove(source)
-                    continue
-                await self._took(messages, tg)
-                source.rung = source.rung or len(messages) == free  # as many as asked for: there may be more
+                self._took(await source.take(free), tg)
+                if source.retired:
+                    sources.remove(source)
             if sweep:
                 swept = time.monotonic()
             if not any(s.rung for s in sources):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(bell.wait(), max(0.0, swept + SWEEP_S - time.monotonic()))
 
-    async def _took(self, messages: list[Msg], tg: anyio.abc.TaskGroup) -> None:
-        """Start each request taken in `tg`; terminate what is no request."""
-        for msg in messages:
-            request = consumed_event(msg)
-            if request is None:
-                await msg.term()
-                continue
-            assert isinstance(request, ev.SimQueued)  # nothing else belongs on a queued subject
+    def _took(self, delivered: list[Delivery], tg: anyio.abc.TaskGroup) -> None:
+        """Start each request taken in `tg`."""
+        for delivery in delivered:
+            request = delivery.request
             slot = self.running.get(held_name(request))
             if slot is not None:
                 # Our own, back after its lease ran out while NATS was away: still ours.
-                slot.msg = msg
+                slot.msg = delivery.msg
                 continue
             # The slot is taken now, before the task starts, so the next fetch asks for less.
-            self.running[held_name(request)] = Slot(msg)
+            self.running[held_name(request)] = Slot(delivery.msg)
             tg.start_soon(self._serve, request)
-
-    async def _retired(self, source: Source) -> bool:
-        """Whether the legacy consumer is gone: deleted here once nothing waits there and no
-        runner holds a request of it, or by another runner."""
-        js = self.store.js
-        try:
-            info = await js.consumer_info(subjects.STREAM, source.name)
-            if info.num_pending or info.num_ack_pending:
-                return False
-            await js.delete_consumer(subjects.STREAM, source.name)
-            log.info("runner %s: the %s consumer of launch requests from before placement by config is drained: deleted", self.id, source.name)
-        except nats.js.errors.NotFoundError:
-            pass
-        with contextlib.suppress(Exception):
-            await source.sub.unsubscribe()
-        return True
 
     async def _announce(self) -> None:
         assert self._kv is not None
@@ -338,7 +330,7 @@ class Runner:
                     log.info("sim %s: cancelled", job.sim_id)
                     slot.stop.request()
 
-    # --- one request --------------------------------------------------------------------
+    # --- one request: claim -> plan -> launch -> watch -> report ---------------------------
 
     async def _serve(self, request: ev.SimQueued) -> None:
         """Handle one request, then settle it: acknowledge it, hand it back to run again
@@ -360,16 +352,7 @@ class Runner:
             self.running.pop(held_name(request), None)
             self._slot_freed.set()
             with anyio.CancelScope(shield=True):
-                await self._settle(request, slot.msg, handled)
-
-    async def _settle(self, request: ev.SimQueued, msg: Msg, handled: Handled) -> None:
-        try:
-            if handled == "done":
-                await msg.ack()
-            elif handled == "hand back":
-                await msg.nak(delay=1)
-        except Exception as err:  # noqa: BLE001 - the connection is closing: the lease ends the request's wait
-            log.warning("sim %s: its request could not be settled (%s); it comes back when its lease runs out", request.sim_id, err)
+                await settle(request, slot.msg, handled)
 
     async def _keep_in_progress(self, slot: Slot) -> None:
         while True:
@@ -377,89 +360,37 @@ class Runner:
             await slot.msg.in_progress()
 
     async def _handle(self, request: ev.SimQueued, slot: Slot) -> Handled:
-        """Run the request if it is ours to run."""
-        config = self.configs.get(request.gpu_config)
-        if config is None:
-            return "done" if await self._lacking_config(request) else "hand back"
-        launches = _launches(request)
-        claimed = await self._claim(request, launches)
-        if claimed is None or claimed is BUSY:
-            return "done" if claimed is None else "leave"
-        assert isinstance(claimed, Claimed)
-        claim, kept = claimed.sim, claimed.kept
-        chunk = None if request.chunk is None or request.split is None else launches
-        resumed = None
-        if claimed.resume is not None:
-            log.info("sim %s attempt %d: resumes its lost runner's at launch %d", held_name(request), claim.attempt, claimed.resume.first)
-            if chunk is not None:
-                chunk = split.resumed(chunk, claimed.resume)
-            else:
-                resumed = split.resumed(launches, claimed.resume)
-        job = slot.job = Job(
-            request.run_id, request.sim_id, claim.attempt, request.trace_id, config, request.kernels_total, chunk,
-            resumed=resumed, kept=kept,
-        )
-        sender = EventSender(self.store, job.name, job.attempt, self.supervision)
-        report = SimReport(job, sender.emit, sender.next_id, sender.now, reader=self.simulator.reader(), sim=claim)
-        if await self._look_at_run(report):  # its run was cancelled, and with it the sim, before it started
+        """Run the request if it is ours to run: claim the sim's next attempt, plan what it
+        simulates, launch it watched, and report how it ended."""
+        claimed = await self._claim(request)
+        if not isinstance(claimed, Claimed):
+            return claimed
+        slot.job = planned(request, self.configs[request.gpu_config], claimed)
+        if await self._run_cancelled(slot.job.run_id) is not None:  # and with it the sim, before it started
             return "done"
-        try:
-            trace_dir = await self.cache.fetch(job.trace_id)
-            if request.reuse:
-                job = slot.job = msgspec.structs.replace(job, reuse=await self._reuse(trace_dir, job.chunk))
-                report = SimReport(job, sender.emit, sender.next_id, sender.now, reader=self.simulator.reader(), sim=report.sim)
-        except TraceUnavailable as err:
-            report.finished(sims.Outcome(False, None, str(err)))
-            await sender.flush()
-            return "done"
-        workdir = self.work_dir / "sims" / f"{job.name}.{job.attempt}"
-        attempt = Attempt(
-            report, self.simulator, self.objects, sender, workdir, trace_dir, self.host, slot.stop,
-            grace_s=self.grace_s, timeout_s=self.sim_timeout_s,
-            launcher_ref=None if self.launcher is None else self.launcher.launcher_ref,
+        trace = await self._trace(slot.job)
+        if isinstance(trace, Path) and request.reuse:
+            slot.job = await self._reusing(slot.job, trace)
+        sender = EventSender(store=self.store, sim_id=slot.job.name, attempt=slot.job.attempt, supervision=self.supervision)
+        report = SimReport(
+            job=slot.job, emit=sender.emit, next_id=sender.next_id, now=sender.now, reader=self.simulator.reader(), sim=claimed.sim
         )
-        queued_seq = slot.msg.metadata.sequence.stream
-        watch = asyncio.create_task(self._supervised(f"watching {job.sim_id}", lambda: self._watch(report, slot.stop, queued_seq)))
-        try:
-            result = await attempt.run()
-        finally:
-            watch.cancel()
-            if report.versions.accel_sim_build or report.versions.gpgpu_sim_build:
-                self.versions = report.versions
-        if result is None:  # another attempt owns the sim now, and its runner the request
-            await sender.flush()
-            shutil.rmtree(workdir, ignore_errors=True)
-            return "leave"
-        finished = report.finished(result, wall_time_limit_s=self.sim_timeout_s if slot.stop.timed_out else None)
-        await sender.flush()
-        succeeded = finished is not None and finished.outcome == "succeeded"
-        if succeeded or not self.keep_failed:
-            shutil.rmtree(workdir, ignore_errors=True)
-        ended = "succeeded" if succeeded else finished.error if finished is not None else f"ended, the sim being {report.sim.state}"
-        log.info("sim %s attempt %d: %s", job.name, job.attempt, ended)
-        return "done"
+        outcome = trace if isinstance(trace, sims.Outcome) else await self._launch(report, sender, trace, slot)
+        return await self._report(report, sender, outcome, slot.stop)
 
-    async def _reuse(self, trace_dir: Path, chunk: split.Chunk | None) -> Reuse | None:
-        """What a sim of the trace (or its chunk) reusing repeated kernels simulates: by the
-        launch digests of the kernel files it launches, read off the disk in a thread."""
-        kernelslist = (trace_dir / "kernelslist.g").read_text().splitlines()
-        paths = [path for _, path in reuse.launches(kernelslist, chunk)]
-        digests = await asyncio.to_thread(self.launch_digests.of, trace_dir, paths)
-        return reuse.plan(kernelslist, digests, chunk)
+    # claim
 
-    async def _claim(self, request: ev.SimQueued, launches: split.Chunk) -> Claimed | None | object:
+    async def _claim(self, request: ev.SimQueued) -> Claimed | Unclaimed:
         """Append this runner's claim of the next attempt: the sim as claimed (and where it
-        resumes a lost runner's attempt), None if the sim needs no runner any more, BUSY if
-        a live runner still runs it."""
-        assert self._kv is not None
+        resumes a lost runner's attempt), or what becomes of a request that claims none."""
+        launches = _launches(request)
         while True:
-            seq, last = await self._last_life(request.run_id, request.sim_id, request.chunk)
-            sim = sims.awaiting(sims.latest(request.run_id, request.sim_id, last, request.chunk), request.attempt)
-            name = held_name(request)
-            held = sim.under_way and any(name in r.running for r in await registry.live(self._kv) if r.id != self.id)
-            ended = await self._ended(sim.runner_id) if sim.under_way and not held else None
+            seq, sim = await as_requested(self.store, request)
+            held = sim.under_way and await self._held_elsewhere(request)
+            lost = sim.under_way and not held  # its runner is gone
+            ended = await self._ended(sim.runner_id) if lost else None
             # A reusing sim's later launches take results of earlier ones: it starts over.
-            kept = await self._kept(request, sim, launches) if sim.under_way and not held and not request.reuse else None
+            kept = await self._kept(request, sim, launches) if lost and not request.reuse else None
             command = sims.Claim(
                 at=datetime.now(UTC), runner_id=self.id, host=self.host, max_attempts=self.max_attempts,
                 held_elsewhere=held, ended=ended, first_attempt=max(request.attempt, 1), causation_id=request.id,
@@ -467,15 +398,22 @@ class Runner:
             )
             decided = sims.decide(command, sim)
             if not decided:
-                return None if sim.finished else BUSY
+                return "done" if sim.finished else "leave"
             (event,) = decided
             try:
                 await self.store.append(event, expected_last_subject_seq=seq)
             except ConcurrencyError:
                 continue  # someone moved the sim on meanwhile: look again
             if not isinstance(event, ev.SimClaimed):
-                return None
-            return Claimed(sims.evolve(sim, event), event.resume, kept if event.resume is not None else None)
+                return "done"
+            if event.resume is not None:
+                log.info("sim %s attempt %d: resumes its lost runner's at launch %d", held_name(request), event.attempt, event.resume.first)
+            return Claimed(sim=sims.evolve(sim, event), resume=event.resume, kept=kept if event.resume is not None else None)
+
+    async def _held_elsewhere(self, request: ev.SimQueued) -> bool:
+        """Whether another live runner lists the request's sim (or chunk) among its running."""
+        assert self._kv is not None
+        return any(held_name(request) in r.running for r in await registry.live(self._kv) if r.id != self.id)
 
     async def _kept(self, request: ev.SimQueued, sim: sims.SimState, launches: split.Chunk) -> Kept | None:
         """What the lost attempt of the sim (or its chunk) recorded, as its data subject's
@@ -488,57 +426,95 @@ class Runner:
         last = None if runner_id is None else await self.store.last_on(subjects.runner(runner_id))
         return last.event if last is not None and isinstance(last.event, ev.RunnerEnded) else None
 
-    async def _lacking_config(self, request: ev.SimQueued) -> bool:
-        """For a request from before placement by config (no other comes to a runner that lacks
-        its config): hand it back when a live runner has the config, else fail its sim."""
-        assert self._kv is not None
-        others = [r for r in await registry.live(self._kv) if r.id != self.id and request.gpu_config in r.configs]
-        if others:
-            return False  # handed back: a runner that has the config will take it
-        _, last = await self._last_life(request.run_id, request.sim_id, request.chunk)
-        command = sims.GiveUp(
-            at=datetime.now(UTC), reason="unrunnable", error=f"no runner has GPU config {request.gpu_config}", causation_id=request.id,
-            first_attempt=max(request.attempt, 1),
+    # plan (beside `planned`: what a reusing sim reuses, which its trace says)
+
+    async def _trace(self, job: Job) -> Path | sims.Outcome:
+        """The job's trace, on this runner's disk; or, when it cannot be had, the outcome of
+        an attempt that never ran."""
+        try:
+            return await self.cache.fetch(job.trace_id)
+        except TraceUnavailable as err:
+            return sims.Outcome(succeeded=False, exit_code=None, error=str(err))
+
+    async def _reusing(self, job: Job, trace_dir: Path) -> Job:
+        """The job of a sim of the trace (or its chunk) reusing repeated kernels: what it
+        simulates, by the launch digests of the kernel files it launches, read off the disk
+        in a thread."""
+        kernelslist = (trace_dir / "kernelslist.g").read_text().splitlines()
+        paths = [path for _, path in reuse.launches(kernelslist, job.chunk)]
+        digests = await asyncio.to_thread(self.launch_digests.of, trace_dir, paths)
+        return msgspec.structs.replace(job, reuse=reuse.plan(kernelslist, digests, job.chunk))
+
+    # launch and watch
+
+    def _workdir(self, job: Job) -> Path:
+        return self.work_dir / "sims" / f"{job.name}.{job.attempt}"
+
+    async def _launch(self, report: SimReport, sender: EventSender, trace_dir: Path, slot: Slot) -> sims.Outcome | None:
+        """Run the attempt's simulator to its end, watched (`_watch`): its outcome, or None
+        when another attempt owns the sim now."""
+        job = report.job
+        attempt = Attempt(
+            report=report, simulator=self.simulator, objects=self.objects, sender=sender, workdir=self._workdir(job),
+            trace_dir=trace_dir, host=self.host, stop=slot.stop, grace_s=self.grace_s, timeout_s=self.sim_timeout_s,
+            launcher_ref=None if self.launcher is None else self.launcher.launcher_ref,
         )
-        for event in sims.decide(command, sims.awaiting(sims.latest(request.run_id, request.sim_id, last, request.chunk), request.attempt)):
-            await self.store.append(event)
-        return True
-
-    async def _last_life(self, run_id: str, sim_id: str, chunk: int | None = None) -> tuple[int, LifeEvent | None]:
-        """The sequence and the event last on the sim's (or its chunk's) life subject (0 and
-        None: none yet)."""
-        last = await self.store.last_on(subjects.chunk(run_id, sim_id, "life", chunk))
-        if last is None:
-            return 0, None
-        assert isinstance(last.event, LifeEvent)  # `subjects.decode` lets no other event in
-        return last.seq, last.event
-
-    async def _look_at_run(self, report: SimReport) -> bool:
-        """Whether the sim's run was cancelled; the attempt is told of it."""
-        last = await self.store.last_on(subjects.run(report.job.run_id))
-        if last is None or not isinstance(last.event, ev.RunCancelRequested):
-            return False
-        report.observe(last.event)
-        return True
+        queued_seq = slot.msg.metadata.sequence.stream
+        watch = asyncio.create_task(self._supervised(f"watching {job.sim_id}", lambda: self._watch(report, slot.stop, queued_seq)))
+        try:
+            return await attempt.run()
+        finally:
+            watch.cancel()
+            if report.versions.accel_sim_build or report.versions.gpgpu_sim_build:
+                self.versions = report.versions
 
     async def _watch(self, report: SimReport, stop: Stop, queued_seq: int) -> None:
         """Every heartbeat period: stop the sim if its run was cancelled (a pushed cancel may
         have been missed) or another attempt replaced this one, or a chunk if another chunk
-        failed since its request was queued (a failure before it is one a retry asked past)."""
-        job = report.job
+        failed since its request was queued."""
         while True:
             await asyncio.sleep(HEARTBEAT_S)
-            if await self._look_at_run(report):
+            cancelled = await self._run_cancelled(report.job.run_id)
+            if cancelled is not None:
+                report.observe(cancelled)
                 stop.request()
-            chunk = job.chunk
-            _, last = await self._last_life(job.run_id, job.sim_id, None if chunk is None else chunk.index)
-            if last is not None:
-                report.observe(last)
-            siblings = [] if chunk is None else [i for i in range(chunk.count) if i != chunk.index]
-            for sibling in siblings:
-                if not report.sim.finished:
-                    seq, last = await self._last_life(job.run_id, job.sim_id, sibling)
-                    if seq > queued_seq and sims.latest(job.run_id, job.sim_id, last, sibling).state == "failed":
-                        report.sim = sims.stopped(report.sim)  # the sim failed with it: this chunk stops
+            await self._look_at_sim(report, queued_seq)
             if not report.current or report.sim.finished:
                 stop.request()
+
+    async def _run_cancelled(self, run_id: str) -> ev.RunCancelRequested | None:
+        """The run's cancel, if it was cancelled."""
+        last = await self.store.last_on(subjects.run(run_id))
+        return last.event if last is not None and isinstance(last.event, ev.RunCancelRequested) else None
+
+    async def _look_at_sim(self, report: SimReport, queued_seq: int) -> None:
+        """Tell the attempt what its sim's (or its chunk's) life subject says; and stop a
+        chunk's sim if another chunk failed since its request was queued (a failure before
+        it is one a retry asked past)."""
+        job, chunk = report.job, report.job.chunk
+        _, last = await last_life(self.store, job.run_id, job.sim_id, None if chunk is None else chunk.index)
+        if last is not None:
+            report.observe(last)
+        siblings = [] if chunk is None else [i for i in range(chunk.count) if i != chunk.index]
+        for sibling in siblings:
+            if not report.sim.finished:
+                seq, last = await last_life(self.store, job.run_id, job.sim_id, sibling)
+                if seq > queued_seq and sims.latest(job.run_id, job.sim_id, last, sibling).state == "failed":
+                    report.sim = sims.stopped(report.sim)  # the sim failed with it: this chunk stops
+
+    # report
+
+    async def _report(self, report: SimReport, sender: EventSender, outcome: sims.Outcome | None, stop: Stop) -> Handled:
+        """Say how the attempt ended, unless another attempt replaced it (whose runner now has
+        the request), and clear its working directory, but for a failure when those are kept."""
+        job = report.job
+        if outcome is None:  # another attempt owns the sim now, and its runner the request
+            await sender.flush()
+            shutil.rmtree(self._workdir(job), ignore_errors=True)
+            return "leave"
+        finished = report.finished(outcome, wall_time_limit_s=self.sim_timeout_s if stop.timed_out else None)
+        await sender.flush()
+        if (finished is not None and finished.outcome == "succeeded") or not self.keep_failed:
+            shutil.rmtree(self._workdir(job), ignore_errors=True)
+        log.info("sim %s attempt %d: %s", job.name, job.attempt, ending(finished, report.sim))
+        return "done"

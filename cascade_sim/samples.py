@@ -112,8 +112,8 @@ def _replayed_sim(clock: _Clock, job: Job, log_text: str, files: dict[str, bytes
             runner_id="sample", host="recorded",
         )
     ]
-    report = SimReport(job, events.append, clock.next_id, clock.now, reader=AccelSimOutput())
-    report.launch = Launch("recorded", "recorded", {})
+    report = SimReport(job=job, emit=events.append, next_id=clock.next_id, now=clock.now, reader=AccelSimOutput())
+    report.launch = Launch(launcher_ref="recorded", host="recorded", config_digests={})
     for chunk in (log_text[i : i + 65536] for i in range(0, len(log_text), 65536)):
         report.stdout(chunk)
     report.end_of_output()
@@ -126,7 +126,7 @@ def _replayed_sim(clock: _Clock, job: Job, log_text: str, files: dict[str, bytes
     ):
         object_name = sim_file(job.sim_id, job.attempt, name)
         files[object_name] = content
-        report.file_stored(name, len(content), object_name, digest(hashlib.sha256(content)))
+        report.file_stored(name=name, size=len(content), object_name=object_name, digest=digest(hashlib.sha256(content)))
     report.heartbeat()
     report.finished(result)
     return events
@@ -147,7 +147,7 @@ def recorded(name: str, folder: str, log_file: str) -> Sample:
     log_text = _data("cascade_sim.sample_data", f"accelsim/{log_file}").decode()
     files: dict[str, bytes] = {}
     for spec in sims:
-        job = Job(run_id, spec.sim_id, 1, trace_id, TITANX, kernel_count)
+        job = Job(run_id=run_id, sim_id=spec.sim_id, attempt=1, trace_id=trace_id, gpu_config=TITANX, kernels_total=kernel_count)
         events += _replayed_sim(clock, job, log_text, files)
     return Sample(name, events, files)
 
@@ -259,12 +259,12 @@ def llm() -> Sample:
             sims=[ev.SimSpec(sim_id, H100.name, 0)], kernels_total=len(kernels), sample=True,
         )
     )
-    job = Job(LLM_RUN, sim_id, 1, LLM_TRACE, H100, len(kernels))
+    job = Job(run_id=LLM_RUN, sim_id=sim_id, attempt=1, trace_id=LLM_TRACE, gpu_config=H100, kernels_total=len(kernels))
     events.append(
         ev.SimClaimed(id=clock.next_id(), at=clock.now(), run_id=LLM_RUN, sim_id=sim_id, attempt=1, runner_id="sample", host="recorded")
     )
-    report = SimReport(job, events.append, clock.next_id, clock.now, reader=AccelSimOutput())
-    report.launch = Launch("recorded", "recorded", {})
+    report = SimReport(job=job, emit=events.append, next_id=clock.next_id, now=clock.now, reader=AccelSimOutput())
+    report.launch = Launch(launcher_ref="recorded", host="recorded", config_digests={})
     report.stdout(PROVENANCE)
     report.stdout("".join(_stats_block(uid, name, cycles, insn, kernels_before=uid - 1) for uid, (name, cycles, insn) in enumerate(LLM_KERNELS, 1)))
     report.stdout("GPGPU-Sim: *** exit detected ***\n")
@@ -273,7 +273,7 @@ def llm() -> Sample:
     for name, content in (("exit-status.txt", b"0\n"), ("kernel-stats.csv", kernel_stats_csv(report.kernels))):
         object_name = sim_file(sim_id, job.attempt, name)
         files[object_name] = content
-        report.file_stored(name, len(content), object_name, digest(hashlib.sha256(content)))
+        report.file_stored(name=name, size=len(content), object_name=object_name, digest=digest(hashlib.sha256(content)))
     report.heartbeat()
     report.finished(result)
     return Sample("opt125m-h100-e2e", events, files)

@@ -26,8 +26,8 @@ from cascade_sim import _tokenizer, simulator
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
 # output more it stays well under the event size limit.
 MAX_LINES_BYTES = 192 * 1024
-# isa-l's fastest level but one: for this log 7.8 times smaller, 1.2 ms per MB (level 0: 6.8
-# times, 1.0 ms; zlib's level 1: 7.6 times, 4.0 ms).
+# isa-l's fastest level but one: much smaller than its fastest for little more time (bench/README.md,
+# "The runner's wire").
 _DEFLATE_LEVEL = 1
 
 
@@ -36,7 +36,7 @@ def deflated(pieces: list[str]) -> bytes | None:
     return isal_zlib.compress("\n".join(pieces).encode(), _DEFLATE_LEVEL) if pieces else None
 
 
-class Kept(msgspec.Struct, frozen=True):
+class Kept(msgspec.Struct, frozen=True, kw_only=True):
     """What the attempts before a resumed one recorded of its launches: how many (from the
     sim's, or its chunk's, first) and their totals."""
 
@@ -45,7 +45,7 @@ class Kept(msgspec.Struct, frozen=True):
     gpu_tot_sim_insn: float
 
 
-class Job(msgspec.Struct, frozen=True):
+class Job(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     sim_id: str
     attempt: int
@@ -90,7 +90,7 @@ def first_line_seq(job: Job) -> int:
     return ((job.chunk.index + 1) << 40) + ((job.attempt - 1) << 32) + 1
 
 
-class Launch(msgspec.Struct, frozen=True):
+class Launch(msgspec.Struct, frozen=True, kw_only=True):
     """Where and how the simulator runs: what makes the result reproducible."""
 
     launcher_ref: str
@@ -108,8 +108,8 @@ def content_type(name: str) -> str:
 
 
 def compressed(floats: bytes) -> bytes:
-    """A map's floats in zlib's format, by ISA-L: for an SM7_QV100 map 0.02 ms and 1.5 KB,
-    where zlib's fastest level took 0.08 ms and 2.5 KB (bench/README.md)."""
+    """A map's floats in zlib's format, by ISA-L: faster and smaller than zlib's fastest
+    level (bench/README.md, "ISA-L instead of zlib")."""
     return isal_zlib.compress(floats, 1)
 
 
@@ -141,12 +141,12 @@ def kept_by(last: ev.AnyEvent | None, attempt: int, chunk: Chunk) -> Kept | None
         return None
     if cycles is None or insn is None or done <= 0:
         return None
-    return Kept(done, cycles, insn)
+    return Kept(launches=done, gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn)
 
 
 def _totals(cycles: float, insn: float) -> ev.SimTotals:
     # gpu_tot_ipc as the simulator prints it (`%12.4f`)
-    return ev.SimTotals(cycles, insn, round(insn / cycles, 4) if cycles else None)
+    return ev.SimTotals(gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn, gpu_tot_ipc=round(insn / cycles, 4) if cycles else None)
 
 
 class _Common(TypedDict):
@@ -163,11 +163,11 @@ class _Common(TypedDict):
 class SimReport:
     def __init__(
         self,
+        *,
         job: Job,
         emit: Callable[[ev.Event], None],
         next_id: Callable[[], str],
         now: Callable[[], datetime],
-        *,
         reader: simulator.OutputReader,
         sim: sims.SimState | None = None,
     ) -> None:
@@ -186,13 +186,13 @@ class SimReport:
         self._log_lines = 0
         self.next_line_seq = first_line_seq(job)
         self._partial = ""  # stdout after its last line break
-        self.versions = simulator.Versions(None, None)
+        self.versions = simulator.Versions(accel_sim_build=None, gpgpu_sim_build=None)
         self.launch: Launch | None = None  # set once the process runs
         self.launched = False
         # The sim's kernels' totals when the simulator runs only some of its launches: a chunk's
         # own (warm-up left out), or a reusing sim's, reused kernels included.
         kept = job.kept
-        self._measured = ev.SimTotals(0.0, 0.0) if kept is None else _totals(kept.gpu_tot_sim_cycle, kept.gpu_tot_sim_insn)
+        self._measured = ev.SimTotals(gpu_tot_sim_cycle=0.0, gpu_tot_sim_insn=0.0) if kept is None else _totals(kept.gpu_tot_sim_cycle, kept.gpu_tot_sim_insn)
         self._kept_launches = 0 if kept is None else kept.launches
         if kept is not None:
             self.latest = self._measured
@@ -303,7 +303,10 @@ class SimReport:
                     self.latest = msgspec.structs.replace(self._measured, sim_rate_ips=float(out.sim_rate_ips))
                 case simulator.Totals():
                     self.latest = ev.SimTotals(
-                        float(out.gpu_tot_sim_cycle), float(out.gpu_tot_sim_insn), out.gpu_tot_ipc, float(out.sim_rate_ips)
+                        gpu_tot_sim_cycle=float(out.gpu_tot_sim_cycle),
+                        gpu_tot_sim_insn=float(out.gpu_tot_sim_insn),
+                        gpu_tot_ipc=out.gpu_tot_ipc,
+                        sim_rate_ips=float(out.sim_rate_ips),
                     )
                 case simulator.Versions():
                     self.versions = out
@@ -324,7 +327,7 @@ class SimReport:
         self._kernel(k, stats)
         if launches is None:  # the heartbeat below says the totals through this kernel, printed with it
             cycles, insn, ipc = (_float(stats.get(name)) for name in ("gpu_tot_sim_cycle", "gpu_tot_sim_insn", "gpu_tot_ipc"))
-            self.latest = ev.SimTotals(cycles, insn, ipc, self.latest.sim_rate_ips)
+            self.latest = ev.SimTotals(gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn, gpu_tot_ipc=ipc, sim_rate_ips=self.latest.sim_rate_ips)
         if reuse is not None:
             if k.uid in self._sources:
                 self._reusable[k.uid] = (self.kernels[-1], stats)
@@ -380,7 +383,7 @@ class SimReport:
     def outcome(self, returncode: int, stderr_tail: list[str]) -> sims.Outcome:
         return self.reader.outcome(returncode, stderr_tail)
 
-    def file_stored(self, name: str, size: int, object_name: str, digest: str) -> None:
+    def file_stored(self, *, name: str, size: int, object_name: str, digest: str) -> None:
         self._record(
             ev.SimFileStored(
                 **self._common(),

@@ -36,20 +36,20 @@ def launched(sender: EventSender) -> ev.SimLaunched:
 
 
 async def test_a_batch_sent_again_leaves_out_what_the_failed_try_stored(store: EventStore) -> None:
-    sender = EventSender(store, "sim-1", 1, Supervision())
+    sender = EventSender(store=store, sim_id="sim-1", attempt=1, supervision=Supervision())
     batch: list[ev.Event] = [launched(sender), beat(sender), beat(sender), beat(sender), launched(sender), beat(sender)]
     # The failed try got the first three out (on the sims' data and life subjects) before the
     # connection went; they are older than any duplicate window could know.
     await store.append_facts(batch[:3])
     assert [e.id for e in await sender._unsent(batch)] == ["sim-1.1.4", "sim-1.1.5", "sim-1.1.6"]
     assert await sender._unsent([]) == []
-    other = EventSender(store, "sim-1", 2, Supervision())
+    other = EventSender(store=store, sim_id="sim-1", attempt=2, supervision=Supervision())
     assert [e.id for e in await other._unsent([beat(other)])] == ["sim-1.2.1"], "another attempt's events are not its own"
 
 
 async def test_the_output_waits_for_room_once_enough_events_wait(store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(event_sender_module, "MAX_QUEUED", 3)
-    sender = EventSender(store, "sim-1", 1, Supervision())
+    sender = EventSender(store=store, sim_id="sim-1", attempt=1, supervision=Supervision())
     sender._queue = [beat(sender) for _ in range(3)]  # as emitted while nothing is sent
     assert sender.full
     with anyio.move_on_after(0.2) as waited:
@@ -65,7 +65,7 @@ async def test_the_output_waits_for_room_once_enough_events_wait(store: EventSto
 async def test_the_reader_waits_while_nats_is_behind_by_more_than_the_bytes_bound_and_nothing_is_lost(
     nats_server: server.EmbeddedNats, store: EventStore
 ) -> None:
-    sender = EventSender(store, "sim-1", 1, Supervision())
+    sender = EventSender(store=store, sim_id="sim-1", attempt=1, supervision=Supervision())
     lines = "x" * (MAX_QUEUED_BYTES // 8)
 
     def logged() -> ev.SimHeartbeat:

@@ -151,28 +151,49 @@ def test_a_sim_whose_config_no_live_runner_has_waits_for_one_saying_so(
         assert consumer(client, subjects.launch_consumer("SM61_TITANX")).num_redelivered == 0
 
 
+def requested_before_placement(client: TestClient, run: dict[str, Any]) -> str:
+    """The run's sim, requested again as the versions before placement by config did, on the
+    shared consumer they made."""
+    c = service(client)
+    legacy = api.ConsumerConfig(
+        durable_name=subjects.LEGACY_LAUNCH_CONSUMER, filter_subject=subjects.LEGACY_LAUNCH_REQUESTS,
+        ack_policy=api.AckPolicy.EXPLICIT, deliver_policy=api.DeliverPolicy.ALL, ack_wait=30, max_deliver=-1, max_ack_pending=10_000,
+    )
+    client.portal.call(c.store.js.add_consumer, subjects.STREAM, legacy)  # type: ignore[union-attr]
+    (sim,) = run["sims"]
+    old = ev.SimQueued(  # an id of its own: the event store would take it for the run's own request
+        id=f"{sim['id']}.before-placement.queued", at=datetime.now(UTC), run_id=run["id"], sim_id=sim["id"], trace_id="v", gpu_config="SM61_TITANX", kernels_total=2
+    )
+    assert subjects.of(old) == subjects.sim(run["id"], sim["id"], "queued")
+    client.portal.call(c.append, old)  # type: ignore[union-attr]
+    return str(sim["id"])
+
+
 def test_requests_from_before_placement_are_drained_and_their_consumer_deleted(tmp_path: Path, nats_url: str, tree: Path) -> None:
     """A run whose request is on the old shared consumer as well as its config's (its run
     dispatched again after the upgrade) runs once, and the old consumer goes once empty."""
     with serve(tmp_path, nats_url, tree, runner=False) as client:
-        c = service(client)
-        store_trace(c, client, "v", TRACES / "vectoradd-100-32", "sm_61")
-        legacy = api.ConsumerConfig(
-            durable_name=subjects.LEGACY_LAUNCH_CONSUMER, filter_subject=subjects.LEGACY_LAUNCH_REQUESTS,
-            ack_policy=api.AckPolicy.EXPLICIT, deliver_policy=api.DeliverPolicy.ALL, ack_wait=30, max_deliver=-1, max_ack_pending=10_000,
-        )  # as the versions before placement by config made it
-        client.portal.call(c.store.js.add_consumer, subjects.STREAM, legacy)  # type: ignore[union-attr]
+        store_trace(service(client), client, "v", TRACES / "vectoradd-100-32", "sm_61")
         run = create_run(client, "v", "SM61_TITANX")
-        (sim,) = run["sims"]
-        old = ev.SimQueued(
-            id=f"{sim['id']}.queued", at=datetime.now(UTC), run_id=run["id"], sim_id=sim["id"], trace_id="v", gpu_config="SM61_TITANX", kernels_total=2
-        )
-        assert subjects.of(old) == subjects.sim(run["id"], sim["id"], "queued")
-        client.portal.call(c.append, old)  # type: ignore[union-attr]
+        sim_id = requested_before_placement(client, run)
         with worker(nats_url, tree, tmp_path / "w", slots=2):
             assert wait_run(client, run["id"], timeout=60)["state"] == "succeeded"
             wait_until(lambda: not exists(client, subjects.LEGACY_LAUNCH_CONSUMER), 20, "the drained consumer is still there")
-        assert [claim.attempt for claim in claims(client, sim["id"])] == [1], "run once"
+        assert [claim.attempt for claim in claims(client, sim_id)] == [1], "run once"
+
+
+def test_a_request_from_before_placement_that_no_live_runner_can_run_fails_its_sim(tmp_path: Path, nats_url: str, tree: Path) -> None:
+    """The old shared consumer may hold a request for a config its runner lacks: with no
+    live runner that has the config, its sim fails saying so, and the consumer is drained."""
+    lacking = without(tree, tmp_path / "lacking", "SM61_TITANX")
+    with serve(tmp_path, nats_url, tree, runner=False) as client:
+        store_trace(service(client), client, "v", TRACES / "vectoradd-100-32", "sm_61")
+        run = create_run(client, "v", "SM61_TITANX")  # this server has the config, no runner does
+        requested_before_placement(client, run)
+        with worker(nats_url, lacking, tmp_path / "w"):
+            (sim,) = wait_run(client, run["id"], timeout=60)["sims"]
+            assert (sim["state"], sim["error"]) == ("failed", "no runner has GPU config SM61_TITANX")
+            wait_until(lambda: not exists(client, subjects.LEGACY_LAUNCH_CONSUMER), 20, "the drained consumer is still there")
 
 
 def _file_digests(tree: Path, config: str) -> dict[str, str]:

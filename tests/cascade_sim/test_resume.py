@@ -177,9 +177,9 @@ def test_what_a_lost_attempt_recorded_is_read_off_the_last_event_on_its_data_sub
             sim_time_ns=1.0, stats=packed(Stats(tuple(stats), array("d", stats.values()).tobytes(), {})),
         )
 
-    assert kept_by(beat(2), 2, chunk) == Kept(4, 29704.0, 4.0e6)
+    assert kept_by(beat(2), 2, chunk) == Kept(launches=4, gpu_tot_sim_cycle=29704.0, gpu_tot_sim_insn=4.0e6)
     # Its kernel result went out, its heartbeat not: the kernel's launch, and the totals in its map.
-    assert kept_by(kernel(2, {"gpu_tot_sim_cycle": 37130.0, "gpu_tot_sim_insn": 5.0e6}), 2, chunk) == Kept(5, 37130.0, 5.0e6)
+    assert kept_by(kernel(2, {"gpu_tot_sim_cycle": 37130.0, "gpu_tot_sim_insn": 5.0e6}), 2, chunk) == Kept(launches=5, gpu_tot_sim_cycle=37130.0, gpu_tot_sim_insn=5.0e6)
     # Another attempt's (the lost one recorded nothing), or a map without totals: nothing to carry on.
     assert kept_by(beat(1), 2, chunk) is None
     assert kept_by(kernel(2, {"gpu_sim_cycle": 7426.0}), 2, chunk) is None

@@ -331,8 +331,10 @@ TITANX = GpuConfig(name="SM61_TITANX", arch="sm_61", core_clock_mhz=1417.0)
 def reported_kernel(log: str, config: GpuConfig) -> ev.KernelFinished:
     """The events.KernelFinished the runner's SimReport makes of a one-kernel log."""
     sent: list[ev.Event] = []
-    job = sim_report.Job("run-1", "sim-1", 1, "trace-1", config, 1)
-    sim = sim_report.SimReport(job, sent.append, lambda: f"e-{len(sent)}", lambda: datetime(2026, 12, 1, tzinfo=UTC), reader=AccelSimOutput())
+    job = sim_report.Job(run_id="run-1", sim_id="sim-1", attempt=1, trace_id="trace-1", gpu_config=config, kernels_total=1)
+    sim = sim_report.SimReport(
+        job=job, emit=sent.append, next_id=lambda: f"e-{len(sent)}", now=lambda: datetime(2026, 12, 1, tzinfo=UTC), reader=AccelSimOutput()
+    )
     sim.stdout((LOGS / log).read_text())
     sim.end_of_output()
     (kernel,) = [e for e in sent if isinstance(e, ev.KernelFinished)]
