@@ -63,7 +63,7 @@ def facts(n: int, start: int = 0) -> list[ev.Event]:
         else:
             out.append(
                 ev.SimHeartbeat(
-                    **common, kernels_done=k, current_kernel="_Z6vecAddIfEvPT_S1_S1_i", latest=ev.SimTotals(6174.0, 19456.0, 3.15, 5e5),
+                    **common, kernels_done=k, current_kernel="_Z6vecAddIfEvPT_S1_S1_i", latest=ev.SimMetrics(6174.0, 19456.0, 3.15, 5e5),
                     first_line_seq=k + 1, log="gpu_sim_cycle = 6174",
                 )
             )

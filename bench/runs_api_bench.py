@@ -107,7 +107,7 @@ def history(sims: int, kernels: int) -> Iterator[list[ev.Event]]:
             if len(batch) >= 2000 or (i == 0 and len(batch) >= 100):
                 yield batch
                 batch = []
-        latest = ev.SimTotals(1e6, 3e6, 3.0, 5e5)
+        latest = ev.SimMetrics(1e6, 3e6, 3.0, 5e5)
         batch.append(ev.SimHeartbeat(id=_id(), at=at + timedelta(seconds=1), kernels_done=kernels, current_kernel="k", latest=latest, **common))
         if i < sims - 1:
             batch.append(ev.SimFinished(id=_id(), at=at + timedelta(seconds=1), outcome="succeeded", exit_code=0, **common))

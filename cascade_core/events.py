@@ -70,7 +70,7 @@ class TraceFilesStored(TraceEvent, frozen=True, tag="trace.files_stored.v1"):
     files: list[StoredFile]
 
 
-class TracedKernel(msgspec.Struct, frozen=True, gc=False):
+class TraceKernel(msgspec.Struct, frozen=True, gc=False):
     """A kernel launch of the trace, as `kernelslist.g` and the kernel file's header say."""
 
     uid: int
@@ -84,7 +84,7 @@ class TracedKernel(msgspec.Struct, frozen=True, gc=False):
 
 
 class TraceKernelsListed(TraceEvent, frozen=True, tag="trace.kernels_listed.v1"):
-    kernels: list[TracedKernel]
+    kernels: list[TraceKernel]
 
 
 UPLOAD_TIMING = "upload"  # the timing_id of the real timing an upload brought
@@ -247,7 +247,7 @@ class SimEvent(Event, frozen=True, kw_only=True):
     chunk: int | None = None
 
 
-class SimTotals(msgspec.Struct, frozen=True, gc=False):
+class SimMetrics(msgspec.Struct, frozen=True, gc=False):
     """A sim's cumulative metrics so far, as the simulator last printed them."""
 
     gpu_tot_sim_cycle: float | None = None
@@ -315,7 +315,7 @@ class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
     attempt: int
     kernels_done: int
     current_kernel: str | None
-    latest: SimTotals
+    latest: SimMetrics
     first_line_seq: int = 0
     log: str = ""
     # Base64 in the JSON, a sixth of the text's bytes for Accel-Sim's output (bench/README.md,

@@ -12,12 +12,12 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from cascade_core.events import Measure, TimingFormat  # what the log holds, shown as stored
+from cascade_core.events import Measure, SimMetrics, TimingFormat, TraceKernel  # what the log holds, shown as stored
+from cascade_core.packed_stats import StatValue
 
 TraceState = Literal["uploading", "processing", "ready", "failed"]
 SimState = Literal["pending", "launching", "running", "succeeded", "failed", "cancelled"]
 RunState = Literal["active", "succeeded", "failed", "cancelled"]
-StatValue = float | str
 
 Count = Annotated[int, msgspec.Meta(ge=1, le=64, description="How many sims run this config.")]
 
@@ -95,17 +95,6 @@ class TraceFileRef(msgspec.Struct, frozen=True):
     bytes: int
 
 
-class TraceKernel(msgspec.Struct, frozen=True):
-    uid: int
-    name: str
-    grid: str
-    block: str
-    shmem: int
-    nregs: int
-    file: str
-    cuda_stream_id: int | None = None
-
-
 class TraceMetadata(msgspec.Struct, frozen=True):
     status: str
     files: list[TraceFileRef]
@@ -134,13 +123,6 @@ class Trace(msgspec.Struct, frozen=True, kw_only=True):
 class TraceDetail(Trace, frozen=True, kw_only=True):
     metadata: TraceMetadata
     kernels: list[TraceKernel]
-
-
-class SimMetrics(msgspec.Struct, frozen=True):
-    gpu_tot_sim_cycle: float | None = None
-    gpu_tot_sim_insn: float | None = None
-    gpu_tot_ipc: float | None = None
-    sim_rate_ips: float | None = None
 
 
 class Resumed(msgspec.Struct, frozen=True, kw_only=True):

@@ -27,7 +27,8 @@ from isal import isal_zlib
 
 from cascade_core import nonfinite
 
-Value = float | str | None
+StatValue = float | str  # a stats map's value: a number, or the text the simulator printed
+Value = StatValue | None
 Key = TypeVar("Key")
 Kept = TypeVar("Kept")
 

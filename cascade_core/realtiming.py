@@ -32,11 +32,10 @@ import io
 import math
 import re
 from collections.abc import Iterator, Sequence
-from typing import Protocol
 
 import msgspec
 
-from cascade_core.events import Measure, RealTiming, TimingFormat
+from cascade_core.events import Measure, RealTiming, TimingFormat, TraceKernel
 from cascade_core.kernel_names import short_name
 from cascade_core.tracefiles import TraceError
 
@@ -341,17 +340,7 @@ class _NsysPass(_Pass):
 # --- lining a file up with the trace ------------------------------------------------------------
 
 
-class TraceLaunch(Protocol):
-    """A kernel launch of the trace, as lining timing up reads it: an upload's
-    `events.TracedKernel`, or a ready trace's `models.TraceKernel`."""
-
-    @property
-    def uid(self) -> int: ...
-    @property
-    def name(self) -> str: ...
-
-
-def line_up(timing: Timing, kernels: Sequence[TraceLaunch], source: str) -> list[RealTiming]:
+def line_up(timing: Timing, kernels: Sequence[TraceKernel], source: str) -> list[RealTiming]:
     """The rows to store: launch i of every pass is the trace's kernel i (its `kernel_id` the
     kernel's uid, `repeat` the pass). A pass may stop short of the trace's end (a profile cut
     with `ncu --launch-count`): the kernels past it have no real value there, as

@@ -234,7 +234,7 @@ def _text(raw: bytes, name: str) -> str:
         raise TraceError(f"{name} is not UTF-8 text (byte {error.start} is 0x{raw[error.start]:02x}); save it as UTF-8") from None
 
 
-def _kernels(received: Received) -> tuple[list[ev.TracedKernel], str]:
+def _kernels(received: Received) -> tuple[list[ev.TraceKernel], str]:
     """The trace's kernels in launch order and its arch, or the first problem with them."""
     if received.kernelslist is None:
         elsewhere = f" (found {', '.join(received.kernelslists_elsewhere[:3])})" if received.kernelslists_elsewhere else ""
@@ -254,7 +254,7 @@ def _kernels(received: Received) -> tuple[list[ev.TracedKernel], str]:
     return trace_kernels(entries, received.headers), arch
 
 
-def _timing(raw: bytes, source: str, kernels: Sequence[ev.TracedKernel]) -> list[ev.RealTiming]:
+def _timing(raw: bytes, source: str, kernels: Sequence[ev.TraceKernel]) -> list[ev.RealTiming]:
     return line_up(parse_timing(_text(raw, source), source), kernels, source)
 
 

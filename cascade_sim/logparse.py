@@ -31,9 +31,10 @@ from collections.abc import Sequence
 
 import msgspec
 
+from cascade_core.packed_stats import StatValue
 from cascade_core.sims import Outcome
 from cascade_sim import _tokenizer, statnames
-from cascade_sim.simulator import KernelBlock, KernelLaunched, Stats, StatValue, Totals
+from cascade_sim.simulator import KernelBlock, KernelLaunched, Stats, Totals
 
 __all__ = [
     "BreakMaxCycles",

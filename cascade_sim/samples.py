@@ -231,7 +231,7 @@ def llm() -> Sample:
     trace_files = _llm_trace_files()
     files = {trace_file(LLM_TRACE, path): content for path, content in trace_files.items()}
     kernels = [
-        ev.TracedKernel(uid, name, "1x1x1", "128x1x1", 0, 0, f"kernel-{uid}.traceg.xz") for uid, (name, _, _) in enumerate(LLM_KERNELS, 1)
+        ev.TraceKernel(uid, name, "1x1x1", "128x1x1", 0, 0, f"kernel-{uid}.traceg.xz") for uid, (name, _, _) in enumerate(LLM_KERNELS, 1)
     ]
     real = [
         ev.RealTiming(int(k), n, float(d))

@@ -42,15 +42,14 @@ from cascade_core.models import (
     Sim,
     SimAttempt,
     SimFile,
-    SimMetrics,
     SimResults,
     SplitView,
     Spread,
-    StatValue,
     Trace,
     TraceDetail,
     TraceMetadata,
 )
+from cascade_core.packed_stats import StatValue
 from projections import tables
 from projections.fold import listed
 from projections.queries import stats_maps, traces
@@ -123,7 +122,7 @@ def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
     return from_row(
         Sim,
         row,
-        latest=from_row(SimMetrics, row),
+        latest=from_row(ev.SimMetrics, row),
         log_tail=list(row.log_tail),
         split=None if row.split is None else split_view(row.kernels_total, _splits.decode(row.split)),
         attention=None if watch is None else attention.attention(seen(row), watch),

@@ -11,7 +11,8 @@ from __future__ import annotations
 import duckdb
 import msgspec
 
-from cascade_core.models import Trace, TraceDetail, TraceFileRef, TraceKernel, TraceMetadata
+from cascade_core.events import TraceKernel
+from cascade_core.models import Trace, TraceDetail, TraceFileRef, TraceMetadata
 from cascade_core.object_names import trace_file
 from projections import tables
 from projections.queries.convert import from_row

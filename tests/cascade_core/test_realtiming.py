@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cascade_core.events import RealTiming
-from cascade_core.models import TraceKernel
+from cascade_core.events import RealTiming, TraceKernel
 from cascade_core.realtiming import Launch, Timing, line_up, parse_timing, same_kernel
 from cascade_core.tracefiles import TraceError
 

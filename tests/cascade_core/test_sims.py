@@ -28,7 +28,7 @@ def fact(kind: str, attempt: int, n: int, chunk: int | None = None) -> sims.Fact
         case "launch":
             return ev.SimLaunched(**common, launcher_ref="1234", host=f"h{attempt}", config_digests={})  # type: ignore[arg-type]
         case "beat":
-            return ev.SimHeartbeat(**common, kernels_done=0, current_kernel=None, latest=ev.SimTotals())  # type: ignore[arg-type]
+            return ev.SimHeartbeat(**common, kernels_done=0, current_kernel=None, latest=ev.SimMetrics())  # type: ignore[arg-type]
         case "kernel":
             return ev.KernelFinished(**common, kernel_index=0, uid=1, name="k", gpu_sim_cycle=1, gpu_sim_insn=1, gpu_ipc=1.0, sim_time_ns=1.0)  # type: ignore[arg-type]
         case "file":

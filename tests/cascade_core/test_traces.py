@@ -6,7 +6,8 @@ import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail, TraceKernel, TraceMetadata
+from cascade_core.events import TraceKernel
+from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail, TraceMetadata
 from cascade_core.refusals import Conflict, Invalid, NotFound, Refused, TooLarge, UnsupportedMedia
 from cascade_core.tracefiles import parse_kernel_header
 from cascade_core.traces import (

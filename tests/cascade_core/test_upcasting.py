@@ -68,7 +68,7 @@ class SimHeartbeatV2(ev.SimEvent, frozen=True, tag="sim.heartbeat.v2"):
     attempt: int
     kernels_done: int
     current_kernel: str | None
-    latest: ev.SimTotals
+    latest: ev.SimMetrics
     first_line_seq: int = 0
     lines: list[str] = []
 

@@ -49,7 +49,7 @@ KERNELS = [
     (5, "_Z12triad_kernelIdEvPT_PKS0_S3_", 16384, 2.2303),
     (6, "_Z10dot_kernelIdEvPKT_S2_PS0_i", 26484480, 579.4149),
 ]
-LATEST = ev.SimTotals(76713.0, 26560256.0, 346.2289, 510774.0)
+LATEST = ev.SimMetrics(76713.0, 26560256.0, 346.2289, 510774.0)
 # The stats maps' sizes: the reference shows four keys of each and trims 945 and 950 more.
 STATS_KEYS = {1: 949, 2: 954}
 TAIL_START = [
@@ -118,7 +118,7 @@ def trace_events(
 ) -> list[ev.Event]:
     """A trace's upload; ready (or still processing, with `ready=None`)."""
     common = {"trace_id": trace_id}
-    kernels = [ev.TracedKernel(uid, f"_Z6kernelv{uid}", "1x1x1", "256x1x1", 0, 16, f"kernel-{uid}.traceg") for uid in range(1, kernel_count + 1)]
+    kernels = [ev.TraceKernel(uid, f"_Z6kernelv{uid}", "1x1x1", "256x1x1", 0, 16, f"kernel-{uid}.traceg") for uid in range(1, kernel_count + 1)]
     events: list[ev.Event] = [
         ev.TraceUploadStarted(id=event_id(), at=started, content_type="application/x-tar", sample=sample, **common),
         ev.TraceFilesStored(id=event_id(), at=started, files=[ev.StoredFile("kernelslist.g", 1000, "d0")], **common),
@@ -272,7 +272,7 @@ def sim_life(
                 attempt=attempt,
                 kernels_done=i,
                 current_kernel=KERNELS[min(i, len(KERNELS) - 1)][1],
-                latest=ev.SimTotals(1000.0 * i, 2000.0 * i, 2.0, 500000.0),
+                latest=ev.SimMetrics(1000.0 * i, 2000.0 * i, 2.0, 500000.0),
                 first_line_seq=i * chunk + 1,
                 log="\n".join(part),
                 **common,

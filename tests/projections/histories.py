@@ -104,7 +104,7 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
                 files = [ev.StoredFile("kernelslist.g", 10, "d1"), ev.StoredFile("kernel-1.traceg", 99, "d2")]
                 return ev.TraceFilesStored(id=eid, at=at, trace_id=trace_id, files=files)
             case "kernels":
-                kernels = [ev.TracedKernel(1, "_Z1kv", "1x1x1", "32x1x1", 0, 8, "kernel-1.traceg")]
+                kernels = [ev.TraceKernel(1, "_Z1kv", "1x1x1", "32x1x1", 0, 8, "kernel-1.traceg")]
                 return ev.TraceKernelsListed(id=eid, at=at, trace_id=trace_id, kernels=kernels)
             case "ready":
                 return ev.TraceReady(
@@ -149,7 +149,7 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
             counters[f"{sim_id}/{attempt}"][0] += 3
             return ev.SimHeartbeat(
                 **common, attempt=attempt, kernels_done=kernels, current_kernel="_Z1kv",
-                latest=ev.SimTotals(float(lines), 2.0, 0.5, 100.0), first_line_seq=lines + 1, log="\n".join(f"l{lines + j}" for j in range(3)),
+                latest=ev.SimMetrics(float(lines), 2.0, 0.5, 100.0), first_line_seq=lines + 1, log="\n".join(f"l{lines + j}" for j in range(3)),
             )
         case "kernel":
             counters[f"{sim_id}/{attempt}"][1] += 1

@@ -155,7 +155,7 @@ def test_a_split_sims_chunk_retried_after_a_lost_runner_keeps_each_kernel_once()
 
     def beat(chunk: int, attempt: int, cycles: float) -> ev.SimHeartbeat:
         return ev.SimHeartbeat(
-            **common(chunk, attempt), kernels_done=1, current_kernel="k", latest=ev.SimTotals(cycles, 10.0),
+            **common(chunk, attempt), kernels_done=1, current_kernel="k", latest=ev.SimMetrics(cycles, 10.0),
             first_line_seq=((chunk + 1) << 40) + ((attempt - 1) << 32) + 1, log=f"chunk {chunk} attempt {attempt}",
         )
 
