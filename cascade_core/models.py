@@ -19,6 +19,13 @@ TraceState = Literal["uploading", "processing", "ready", "failed"]
 SimState = Literal["pending", "launching", "running", "succeeded", "failed", "cancelled"]
 RunState = Literal["active", "succeeded", "failed", "cancelled"]
 
+# Kernel names are mangled C++ symbols, often kilobytes of template arguments: answers that
+# hold one carry its short name too, for display (`kernel_names.short_name`).
+SHORT_NAME = (
+    "The kernel_name's innermost function name, without scope, template arguments or parameters "
+    "(`_Z6vecAddIfEvPT_S1_S1_i` is `vecAdd`); the kernel_name itself when it is no mangled name this can read."
+)
+
 Count = Annotated[int, msgspec.Meta(ge=1, le=64, description="How many sims run this config.")]
 
 
@@ -186,6 +193,7 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     current_kernel: str | None
     latest: SimMetrics
     log_tail: list[str]
+    current_kernel_short_name: Annotated[str | None, msgspec.Meta(description="current_kernel's short name: " + SHORT_NAME)] = None
     split: Annotated[
         SplitView | None,
         msgspec.Meta(description="How a split sim was cut, with what warm-up, and each chunk's state; absent for a sim run whole."),
@@ -262,6 +270,7 @@ class KernelStat(msgspec.Struct, frozen=True, omit_defaults=True):
             "instead of being simulated (its stats map says so too, as `reused_from`); absent for a launch simulated."
         ),
     ] = None
+    kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
 
 
 class Spread(msgspec.Struct, frozen=True):
@@ -294,7 +303,7 @@ class Correlation(msgspec.Struct, frozen=True):
 
 
 # The fields added to the reference's Comparison and ComparisonRow are left out while null, so
-# an answer without real timing is the reference's, field for field.
+# an answer without real timing is the reference's, field for field, and each row's kernel_short_name.
 class ComparisonRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     kernel_index: int
     kernel_name: str
@@ -309,6 +318,7 @@ class ComparisonRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
         dict[str, float | None] | None,
         msgspec.Meta(description="With real cycles: each config's median gpu_sim_cycle over its replicas."),
     ] = None
+    kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
 
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -343,6 +353,7 @@ class ReferenceKernel(ReferenceNumbers, frozen=True, kw_only=True, omit_defaults
     kernel_launch_uid: int
     kernel_name: str
     reused_from: Annotated[int | None, msgspec.Meta(description="As in KernelStat: the launch whose result the fast sim took.")] = None
+    kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
 
 
 class ReferenceTotals(ReferenceNumbers, frozen=True, kw_only=True):
@@ -411,6 +422,7 @@ class StatValuesRow(msgspec.Struct, frozen=True, kw_only=True):
     ]
     min: float | None
     max: float | None
+    kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
 
 
 class StatValues(msgspec.Struct, frozen=True, kw_only=True):

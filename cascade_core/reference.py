@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from cascade_core.kernel_names import short_name
 from cascade_core.models import ReferenceKernel, ReferenceTotals
 
 
@@ -68,6 +69,7 @@ def kernels(fast: Iterable[KernelResult], reference: Iterable[KernelResult]) -> 
             ReferenceKernel(
                 kernel_launch_uid=uid,
                 kernel_name=named.name,
+                kernel_short_name=short_name(named.name),
                 reused_from=None if f is None else f.reused_from,
                 **_numbers(cycles, reference_cycles, insn, reference_insn),
             )

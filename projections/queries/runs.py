@@ -24,6 +24,7 @@ from cascade_core import attention, reference
 from cascade_core import events as ev
 from cascade_core import split as splitting
 from cascade_core.correlation import correlate, measured
+from cascade_core.kernel_names import short_name
 from cascade_core.models import (
     ChunkView,
     Comparison,
@@ -76,10 +77,11 @@ _EMPTY_STATS = msgspec.Raw(b"{}")
 
 CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
 # The kernels table's column of each KernelStat field whose name differs. Lists select every
-# field but the last, stats, in the Struct's own order, and a row is matched to them by name,
-# then given its map (made again from its rows, or left empty).
+# field but stats and kernel_short_name, in the Struct's own order, and a row is matched to
+# them by name, then given its map (made again from its rows, or left empty) and short name.
 _KERNEL_STAT_COLUMN = {"kernel_name": "name", "kernel_launch_uid": "uid"}
-_KERNEL_FIELDS = tuple(field for field in KernelStat.__struct_fields__ if field != "stats")
+_KERNEL_FIELDS = tuple(field for field in KernelStat.__struct_fields__ if field not in ("stats", "kernel_short_name"))
+_KERNEL_NAME = _KERNEL_FIELDS.index("kernel_name")
 _KERNEL_COLUMNS = ", ".join(f"k.{_KERNEL_STAT_COLUMN.get(field, field)}" for field in _KERNEL_FIELDS)
 
 
@@ -124,6 +126,7 @@ def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
         row,
         latest=from_row(ev.SimMetrics, row),
         log_tail=list(row.log_tail),
+        current_kernel_short_name=None if row.current_kernel is None else short_name(row.current_kernel),
         split=None if row.split is None else split_view(row.kernels_total, _splits.decode(row.split)),
         attention=None if watch is None else attention.attention(seen(row), watch),
         attempt=row.attempt if row.attempt > 1 else None,
@@ -148,7 +151,7 @@ def run_from_row(row: RunRow) -> RunSummary:
 def kernel_from_row(row: KernelRow) -> KernelStat:
     """A kernel as lists and live streams show it: its stats map left empty."""
     renamed = {field: getattr(row, column) for field, column in _KERNEL_STAT_COLUMN.items()}
-    return from_row(KernelStat, row, **renamed, stats={})
+    return from_row(KernelStat, row, **renamed, stats={}, kernel_short_name=short_name(row.name))
 
 
 def file_from_row(row: SimFileRow, place: Place) -> RunFile:
@@ -258,7 +261,8 @@ def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, totals: bool 
 
 def _kernel_stat(record: tuple[Any, ...], stats: dict[str, StatValue] | msgspec.Raw) -> KernelStat:
     """The KernelStat of a record of `_kernels` (its trailing seq and totals unnamed, so left out)."""
-    return KernelStat(**dict(zip(_KERNEL_FIELDS, record)), stats=stats)  # type: ignore[arg-type]  # a Raw map is encoded as it is
+    short = short_name(record[_KERNEL_NAME])
+    return KernelStat(**dict(zip(_KERNEL_FIELDS, record)), stats=stats, kernel_short_name=short)  # type: ignore[arg-type]  # a Raw map is encoded as it is
 
 
 def kernel_stats(con: Con, run: RunSummary) -> list[KernelStat]:
@@ -332,6 +336,7 @@ def _comparison_rows(con: Con, run: RunSummary, real: list[_Real], indices: list
             row = ComparisonRow(
                 kernel_index=index,
                 kernel_name=name,
+                kernel_short_name=short_name(name),
                 real_ns=known.ns,
                 sim_ns=dict.fromkeys(names),
                 real_ns_spread=known.ns_spread,
