@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from cascade_core import events as ev
+from cascade_core.sims import FINISHED, RETRIABLE, SIM_STATES, UNDER_WAY
 from cascade_http.run_events import last_event_id
 from tests.browser.conftest import TOKEN, data_json, environment, missing, seed, shoot, sign_in
 from tests.browser.proxy import proxy_to
@@ -560,6 +561,17 @@ def test_ten_thousand_kernels_stay_smooth(page: Any, cascade: LiveServer) -> Non
     assert page.locator("#compare-table .vt-row").count() < 60
     page.click("a[data-tab=sims]")
     page.wait_for_selector("#sims-table tbody[data-sim] .progress-text:has-text('10,000 / 10,000')")
+
+
+def test_the_web_apps_sim_states_are_the_cores(page: Any, cascade: LiveServer) -> None:
+    page.goto(f"{cascade.url}/")
+    shown = page.evaluate(
+        "async () => { const s = await import('/static/js/simstates.js'); "
+        "return [s.SIM_STATES, ...[s.FINISHED, s.UNDER_WAY, s.RETRIABLE].map((set) => [...set])]; }"
+    )
+    every, finished, under_way, retriable = shown
+    assert sorted(every) == sorted(SIM_STATES)
+    assert (set(finished), set(under_way), set(retriable)) == (FINISHED, UNDER_WAY, RETRIABLE)
 
 
 def test_folder_archives_built_in_the_browser_read_back(page: Any, cascade: LiveServer) -> None:

@@ -8,9 +8,9 @@
 import { api, enc } from "../api.js";
 import { bytes, dateTime, elapsed, integer, ipc, NONE, rate } from "../format.js";
 import { downloadButton, h, progressBar, state, stateBadge, syncRows } from "../dom.js";
+import { FINISHED, UNDER_WAY } from "../simstates.js";
 import { isFast } from "./reference.js";
 
-const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
 const COLUMNS = ["Sim", "State", "Progress", "Current kernel", "IPC", "Sim rate", "Elapsed", ""];
 
 function elapsedMs(sim, now) {
@@ -169,7 +169,7 @@ export function mountSims(el, model) {
   const ticker = setInterval(() => {
     const now = Date.now();
     for (const sim of model.sims.values()) {
-      if (sim.state !== "running" && sim.state !== "launching") continue;
+      if (!UNDER_WAY.has(sim.state)) continue;
       const cell = table.querySelector(`tbody[data-sim="${CSS.escape(sim.id)}"] .elapsed`);
       if (cell) cell.textContent = elapsed(elapsedMs(sim, now));
     }
