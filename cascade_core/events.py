@@ -41,7 +41,7 @@ class StoredFile(msgspec.Struct, frozen=True):
     digest: str
 
 
-class RealTiming(msgspec.Struct, frozen=True, omit_defaults=True):
+class RealTiming(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     """A kernel launch as measured on hardware, in one pass over the program (`repeat`, from
     0): its duration, its GPU cycles (Nsight Compute's `gpc__cycles_elapsed.avg`), or both.
     `kernel_id` is the launch's uid in the trace (in older events, the id the file gave it);
@@ -70,7 +70,7 @@ class TraceFilesStored(TraceEvent, frozen=True, tag="trace.files_stored.v1"):
     files: list[StoredFile]
 
 
-class TraceKernel(msgspec.Struct, frozen=True, gc=False):
+class TraceKernel(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """A kernel launch of the trace, as `kernelslist.g` and the kernel file's header say."""
 
     uid: int
@@ -147,7 +147,7 @@ class Split(msgspec.Struct, frozen=True, gc=False):
     warmup: int
 
 
-class ConfigCount(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+class ConfigCount(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, kw_only=True):
     """One entry of a run as it was requested: a GPU config, how many sims run it, how
     they are split ("auto": as `split.auto` chose, in the sims' `split`), whether they
     reuse repeated kernels' results (`cascade_core/reuse.py`), and whether each has a
@@ -160,7 +160,7 @@ class ConfigCount(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     reference: bool = False  # each sim has a reference sim too (`SimSpec.reference_for`)
 
 
-class SimSpec(msgspec.Struct, frozen=True, omit_defaults=True):
+class SimSpec(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     sim_id: str
     gpu_config: str
     replica: int
@@ -187,7 +187,7 @@ class RunCancelRequested(Event, frozen=True, tag="run.cancel_requested.v1"):
     run_id: str
 
 
-class RetriedSim(msgspec.Struct, frozen=True, gc=False):
+class RetriedSim(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """A failed or cancelled sim to run again, as attempt `attempt` (the one after its last)."""
 
     sim_id: str
@@ -247,7 +247,7 @@ class SimEvent(Event, frozen=True, kw_only=True):
     chunk: int | None = None
 
 
-class SimMetrics(msgspec.Struct, frozen=True, gc=False):
+class SimMetrics(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """A sim's cumulative metrics so far, as the simulator last printed them."""
 
     gpu_tot_sim_cycle: float | None = None

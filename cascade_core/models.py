@@ -29,7 +29,7 @@ SHORT_NAME = (
 Count = Annotated[int, msgspec.Meta(ge=1, le=64, description="How many sims run this config.")]
 
 
-class GpuConfig(msgspec.Struct, frozen=True, omit_defaults=True):
+class GpuConfig(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     name: str
     arch: str
     core_clock_mhz: float
@@ -58,7 +58,7 @@ class SplitSpec(msgspec.Struct, frozen=True):
     ] = 2
 
 
-class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True):
+class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     gpu_config: Annotated[str, msgspec.Meta(description="A GpuConfig.name whose arch matches the trace.")]
     count: Count
     split: Annotated[
@@ -102,7 +102,7 @@ class TraceFileRef(msgspec.Struct, frozen=True):
     bytes: int
 
 
-class TraceMetadata(msgspec.Struct, frozen=True):
+class TraceMetadata(msgspec.Struct, frozen=True, kw_only=True):
     status: str
     files: list[TraceFileRef]
     trace_gpu_arch: str | None
@@ -253,7 +253,7 @@ class RunDetail(RunSummary, frozen=True, kw_only=True):
     sims: list[Sim]
 
 
-class KernelStat(msgspec.Struct, frozen=True, omit_defaults=True):
+class KernelStat(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     sim_id: str
     kernel_index: int
     kernel_name: str
@@ -273,7 +273,7 @@ class KernelStat(msgspec.Struct, frozen=True, omit_defaults=True):
     kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
 
 
-class Spread(msgspec.Struct, frozen=True):
+class Spread(msgspec.Struct, frozen=True, kw_only=True):
     """A kernel's real value over the trace's hardware repetitions, of which the row shows
     the mean: the range plot-correlation.py draws as error bars, and how far values stray."""
 
@@ -283,7 +283,7 @@ class Spread(msgspec.Struct, frozen=True):
     stddev: Annotated[float, msgspec.Meta(description="The population standard deviation.")]
 
 
-class Correlation(msgspec.Struct, frozen=True):
+class Correlation(msgspec.Struct, frozen=True, kw_only=True):
     """One config's simulated against real values, over the kernels that have both, as
     Accel-Sim's util/plotting/plot-correlation.py scores them (its names in brackets).
     A kernel whose real value is 0 is left out (and counted in `hw_zero`): its relative
@@ -445,7 +445,7 @@ class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True):
     replaced: Annotated[str | None, msgspec.Meta(description="The timing this one replaced: `upload`, a timing_id, or null.")]
 
 
-class SimResults(msgspec.Struct, frozen=True):
+class SimResults(msgspec.Struct, frozen=True, kw_only=True):
     sim: Sim
     trace_id: str
     gpu_config: GpuConfig | None
@@ -453,7 +453,7 @@ class SimResults(msgspec.Struct, frozen=True):
     totals: SimMetrics
 
 
-class RunResults(msgspec.Struct, frozen=True):
+class RunResults(msgspec.Struct, frozen=True, kw_only=True):
     run: RunSummary
     trace: TraceDetail
     sims: list[SimResults]
@@ -567,7 +567,7 @@ class ErrorDetail(msgspec.Struct, frozen=True):
     detail: str
 
 
-class ValidationIssue(msgspec.Struct, frozen=True, omit_defaults=True):
+class ValidationIssue(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     type: str
     loc: list[str | int]
     msg: str

@@ -365,7 +365,7 @@ def line_up(timing: Timing, kernels: Sequence[TraceKernel], source: str) -> list
                     f"but the trace's kernel {kernel.uid} is {kernel.name[:200]!r} ({short_name(kernel.name)}); "
                     "a pass holds the trace's launches in order, from its first"
                 )
-            rows.append(RealTiming(kernel.uid, launch.name, launch.duration_ns, repeat=repeat, cycles=launch.cycles))
+            rows.append(RealTiming(kernel_id=kernel.uid, kernel_name=launch.name, duration_ns=launch.duration_ns, repeat=repeat, cycles=launch.cycles))
     return rows
 
 

@@ -19,7 +19,7 @@ from cascade_core.kernel_names import short_name
 from cascade_core.models import ReferenceKernel, ReferenceTotals
 
 
-class KernelResult(msgspec.Struct, frozen=True, gc=False):
+class KernelResult(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """What a sim's kernel says that a comparison reads."""
 
     uid: int

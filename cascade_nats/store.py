@@ -59,7 +59,7 @@ class Stored(msgspec.Struct, frozen=True):
     event: ev.AnyEvent
 
 
-class Unread(msgspec.Struct, frozen=True):
+class Unread(msgspec.Struct, frozen=True, kw_only=True):
     """A stored message that is no event, where a history has it (the projector parks it)."""
 
     seq: int
@@ -178,7 +178,7 @@ class EventStore:
                     try:
                         event = subjects.decode(subj, data)
                     except ev.Unreadable as err:
-                        yield Unread(seq, subj.decode(errors="replace"), err.error, err.event_type)
+                        yield Unread(seq=seq, subject=subj.decode(errors="replace"), error=err.error, event_type=err.event_type)
                         continue
                     yield Stored(seq, subj.decode(), event)
 

@@ -119,7 +119,7 @@ class Commands:
             end = slurm.parse_scontrol(await self.run("scontrol", "show", "job", "-o", job_id), job_id)
         except SlurmError as err:
             log.warning("%s", err)
-        return end or slurm.JobEnd(job_id, "UNKNOWN", reason="Slurm no longer knows the job")
+        return end or slurm.JobEnd(job_id=job_id, state="UNKNOWN", reason="Slurm no longer knows the job")
 
     async def submit(self, options: Options, python: str) -> str:
         work = shlex.quote(str(options.work_dir))

@@ -281,7 +281,7 @@ class LogParser:
             out.append(KernelLaunched(match["launch"], self._last_uid))
         elif match["cycle"] is not None:
             cycle, insn = int(match["cycle"]), int(match["insn"])
-            out.append(Totals(cycle, insn, insn / cycle if cycle else 0.0, int(match["rate"])))
+            out.append(Totals(gpu_tot_sim_cycle=cycle, gpu_tot_sim_insn=insn, gpu_tot_ipc=insn / cycle if cycle else 0.0, sim_rate_ips=int(match["rate"])))
         elif match["exit"] is not None:
             self.exit_detected = True
             out.append(ExitDetected())

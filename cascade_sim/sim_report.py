@@ -145,7 +145,7 @@ def kept_by(last: ev.AnyEvent | None, attempt: int, chunk: Chunk) -> Kept | None
 
 def _totals(cycles: float, insn: float) -> ev.SimMetrics:
     # gpu_tot_ipc as the simulator prints it (`%12.4f`)
-    return ev.SimMetrics(cycles, insn, round(insn / cycles, 4) if cycles else None)
+    return ev.SimMetrics(gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn, gpu_tot_ipc=round(insn / cycles, 4) if cycles else None)
 
 
 class _Common(TypedDict):
@@ -191,7 +191,7 @@ class SimReport:
         # The sim's kernels' totals when the simulator runs only some of its launches: a chunk's
         # own (warm-up left out), or a reusing sim's, reused kernels included.
         kept = job.kept
-        self._measured = ev.SimMetrics(0.0, 0.0) if kept is None else _totals(kept.gpu_tot_sim_cycle, kept.gpu_tot_sim_insn)
+        self._measured = ev.SimMetrics(gpu_tot_sim_cycle=0.0, gpu_tot_sim_insn=0.0) if kept is None else _totals(kept.gpu_tot_sim_cycle, kept.gpu_tot_sim_insn)
         self._kept_launches = 0 if kept is None else kept.launches
         if kept is not None:
             self.latest = self._measured
@@ -302,7 +302,10 @@ class SimReport:
                     self.latest = msgspec.structs.replace(self._measured, sim_rate_ips=float(out.sim_rate_ips))
                 case simulator.Totals():
                     self.latest = ev.SimMetrics(
-                        float(out.gpu_tot_sim_cycle), float(out.gpu_tot_sim_insn), out.gpu_tot_ipc, float(out.sim_rate_ips)
+                        gpu_tot_sim_cycle=float(out.gpu_tot_sim_cycle),
+                        gpu_tot_sim_insn=float(out.gpu_tot_sim_insn),
+                        gpu_tot_ipc=out.gpu_tot_ipc,
+                        sim_rate_ips=float(out.sim_rate_ips),
                     )
                 case simulator.Versions():
                     self.versions = out
@@ -323,7 +326,7 @@ class SimReport:
         self._kernel(k, stats)
         if launches is None:  # the heartbeat below says the totals through this kernel, printed with it
             cycles, insn, ipc = (_float(stats.get(name)) for name in ("gpu_tot_sim_cycle", "gpu_tot_sim_insn", "gpu_tot_ipc"))
-            self.latest = ev.SimMetrics(cycles, insn, ipc, self.latest.sim_rate_ips)
+            self.latest = ev.SimMetrics(gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn, gpu_tot_ipc=ipc, sim_rate_ips=self.latest.sim_rate_ips)
         if reuse is not None:
             if k.uid in self._sources:
                 self._reusable[k.uid] = (self.kernels[-1], stats)

@@ -73,7 +73,7 @@ class KernelLaunched(msgspec.Struct, frozen=True):
     uid: int
 
 
-class KernelBlock(msgspec.Struct, frozen=True):
+class KernelBlock(msgspec.Struct, frozen=True, kw_only=True):
     """A kernel's result, as its stats block gives it; `stats` holds every value of the block
     under its name (for Accel-Sim, docs/stats-naming.md)."""
 
@@ -85,7 +85,7 @@ class KernelBlock(msgspec.Struct, frozen=True):
     stats: Stats
 
 
-class Totals(msgspec.Struct, frozen=True):
+class Totals(msgspec.Struct, frozen=True, kw_only=True):
     """The latest cumulative metrics. `sim_rate_ips` is the simulator's own instructions per
     wall-clock second."""
 

@@ -38,7 +38,7 @@ def unknown_type(run_id: str) -> Poison:
 def newer_version(run_id: str, sim_id: str) -> Poison:
     beat = ev.SimHeartbeat(
         id="p-v9", at=datetime.now(UTC), run_id=run_id, sim_id=sim_id, attempt=1, kernels_done=0, current_kernel=None,
-        latest=ev.SimMetrics(1.0, 1.0, 1.0, 1.0),
+        latest=ev.SimMetrics(gpu_tot_sim_cycle=1.0, gpu_tot_sim_insn=1.0, gpu_tot_ipc=1.0, sim_rate_ips=1.0),
     )
     data = ev.encode(beat).replace(b'"sim.heartbeat.v1"', b'"sim.heartbeat.v9"')
     return Poison("newer version", subjects.sim(run_id, sim_id, "data"), data, "unknown event type 'sim.heartbeat.v9'", "sim.heartbeat.v9")
@@ -66,7 +66,8 @@ def naive_time(trace_id: str) -> Poison:
 def too_big(trace_id: str) -> Poison:
     """A number DuckDB cannot store in 64 bits, in kernels listed for the trace's upload."""
     listed = ev.TraceKernelsListed(
-        id="p-big", at=datetime.now(UTC), trace_id=trace_id, kernels=[ev.TraceKernel(99, "_Z3bigv", "1x1x1", "1x1x1", 2**63, 8, "kernel-99.traceg")]
+        id="p-big", at=datetime.now(UTC), trace_id=trace_id,
+        kernels=[ev.TraceKernel(uid=99, name="_Z3bigv", grid="1x1x1", block="1x1x1", shmem=2**63, nregs=8, file="kernel-99.traceg")],
     )
     return Poison("too big to store", subjects.trace(trace_id), ev.encode(listed), "cannot be stored", "trace.kernels_listed.v1")
 

@@ -82,6 +82,9 @@ CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.at
 _KERNEL_STAT_COLUMN = {"kernel_name": "name", "kernel_launch_uid": "uid"}
 _KERNEL_FIELDS = tuple(field for field in KernelStat.__struct_fields__ if field not in ("stats", "kernel_short_name"))
 _KERNEL_NAME = _KERNEL_FIELDS.index("kernel_name")
+# Every KernelResult field is a kernels column of the same name.
+_KERNEL_RESULT_FIELDS = reference.KernelResult.__struct_fields__
+_KERNEL_RESULT_COLUMNS = ", ".join(f"k.{field}" for field in _KERNEL_RESULT_FIELDS)
 _KERNEL_COLUMNS = ", ".join(f"k.{_KERNEL_STAT_COLUMN.get(field, field)}" for field in _KERNEL_FIELDS)
 
 
@@ -304,7 +307,7 @@ def run_kernel_chunks(con: Con, run: RunSummary) -> Iterator[bytes]:
         yield from kernel_chunks(con, run, [s.id for s in sim_rows(con, run)])
 
 
-class _Real(msgspec.Struct, frozen=True):
+class _Real(msgspec.Struct, frozen=True, kw_only=True):
     """A kernel's real timing: each measure's mean over the hardware repetitions, and their
     spread when there are several."""
 
@@ -364,7 +367,7 @@ def _real_timing(con: Con, trace_id: str) -> list[_Real]:
     for durations, cycles in records:
         ns, ns_spread = measured(durations or [])
         mean_cycles, cycles_spread = measured(cycles or [])
-        real.append(_Real(ns, ns_spread, mean_cycles, cycles_spread))
+        real.append(_Real(ns=ns, ns_spread=ns_spread, cycles=mean_cycles, cycles_spread=cycles_spread))
     return real
 
 
@@ -409,7 +412,7 @@ def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
     return _compared(run, has_real_timing, _comparison_rows(con, run, real, None), real)
 
 
-class _Computed(msgspec.Struct, frozen=True):
+class _Computed(msgspec.Struct, frozen=True, kw_only=True):
     comparison: Comparison
     real: list[_Real]
     kernels: int  # the kernels table's rows when computed
@@ -453,7 +456,7 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
             kept = [fresh.pop(row.kernel_index, row) for row in known.comparison.rows]
             rows = kept + sorted(fresh.values(), key=lambda r: r.kernel_index)
         result = _compared(run, trace.has_real_timing, rows, real)
-        cache[key] = _Computed(result, real, kernels, last_seq)
+        cache[key] = _Computed(comparison=result, real=real, kernels=kernels, last_seq=last_seq)
         return result
 
 
@@ -466,11 +469,8 @@ def _reference_side(sim: SimRow) -> ReferenceSim:
 
 
 def _kernel_results(con: Con, sim: SimRow) -> list[reference.KernelResult]:
-    records = con.execute(
-        f"SELECT k.uid, k.name, k.gpu_sim_cycle, k.gpu_sim_insn, k.reused_from FROM {CURRENT_KERNELS} WHERE k.sim_id = ? ORDER BY k.uid",
-        [sim.id],
-    ).fetchall()
-    return [reference.KernelResult(*record) for record in records]
+    records = con.execute(f"SELECT {_KERNEL_RESULT_COLUMNS} FROM {CURRENT_KERNELS} WHERE k.sim_id = ? ORDER BY k.uid", [sim.id]).fetchall()
+    return [reference.KernelResult(**dict(zip(_KERNEL_RESULT_FIELDS, record))) for record in records]
 
 
 def reference_comparison(con: Con, fast: SimRow, ref: SimRow) -> ReferenceComparison:

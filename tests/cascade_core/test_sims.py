@@ -267,7 +267,12 @@ def test_a_runner_takes_a_retrys_request_for_the_attempt_it_asks_for() -> None:
 
 
 def ended(state: str, runner_id: str = "slurm-c-12") -> ev.RunnerEnded:
-    return slurm.ended(runner_id, slurm.JobEnd("12", state, "0:15", "TimeLimit" if state == "TIMEOUT" else None), event_id="e", at=T0)
+    return slurm.ended(
+        runner_id,
+        slurm.JobEnd(job_id="12", state=state, exit_code="0:15", reason="TimeLimit" if state == "TIMEOUT" else None),
+        event_id="e",
+        at=T0,
+    )
 
 
 def test_a_runner_its_job_ended_at_a_limit_fails_its_sim_at_once_with_slurms_words() -> None:

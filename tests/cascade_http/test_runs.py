@@ -303,7 +303,7 @@ def test_comparison_shows_repetitions_spread_cycles_and_scores(client: TestClien
     # never; durations and GPU cycles both. One sim of one config, all three kernels finished.
     measured = {1: [(900.0, 1000.0), (1000.0, 1100.0), (1100.0, 1200.0)], 2: [(2000.0, 3000.0), (2000.0, 3000.0)]}
     rows = [
-        ev.RealTiming(uid, f"_Z6kernelv{uid}", ns, repeat=repeat, cycles=cycles)
+        ev.RealTiming(kernel_id=uid, kernel_name=f"_Z6kernelv{uid}", duration_ns=ns, repeat=repeat, cycles=cycles)
         for uid, passes in measured.items() for repeat, (ns, cycles) in enumerate(passes)
     ]
     events = [e for e in w.trace_events(real_timing=[1.0]) if not isinstance(e, ev.TraceRealTimingListed)]

@@ -138,15 +138,15 @@ def test_a_packed_map_reads_as_the_map_and_takes_a_value_as_a_dict_does() -> Non
 
 def test_totals() -> None:
     totals = [o for o in parsed("combo-vec-mm-xz__SM61_TITANX.log") if isinstance(o, Totals)]
-    assert totals[-1] == Totals(18448, 160296, 8.6891, 160296)
+    assert totals[-1] == Totals(gpu_tot_sim_cycle=18448, gpu_tot_sim_insn=160296, gpu_tot_ipc=8.6891, sim_rate_ips=160296)
     assert [t.gpu_tot_sim_cycle for t in totals] == [5534, 5534 + 7506, 18448]
 
 
 def test_liveness_lines_update_totals() -> None:
     totals = [o for o in parsed("liveness-progress__SM61_TITANX.log") if isinstance(o, Totals)]
-    assert totals[0] == Totals(500, 0, 0.0, 0)
-    assert Totals(5500, 10516, 10516 / 5500, 10516) in totals
-    assert totals[-1] == Totals(5534, 10516, 1.9003, 10516)  # the stats block
+    assert totals[0] == Totals(gpu_tot_sim_cycle=500, gpu_tot_sim_insn=0, gpu_tot_ipc=0.0, sim_rate_ips=0)
+    assert Totals(gpu_tot_sim_cycle=5500, gpu_tot_sim_insn=10516, gpu_tot_ipc=10516 / 5500, sim_rate_ips=10516) in totals
+    assert totals[-1] == Totals(gpu_tot_sim_cycle=5534, gpu_tot_sim_insn=10516, gpu_tot_ipc=1.9003, sim_rate_ips=10516)  # the stats block
     assert len(totals) == 12  # 11 "uArch: inst.:" lines and the block
 
 
