@@ -234,7 +234,7 @@ class EventStore:
 
     def raw(self, subject: str, start_seq: int, *, until_caught_up: bool) -> AsyncGenerator[list[Frame], None]:
         """Undecoded (sequence, subject, payload) batches, as fast as the server sends them."""
-        return Firehose(self.nc, self.stream, subject, start_seq).batches(until_caught_up=until_caught_up)
+        return Firehose(nc=self.nc, stream=self.stream, subject=subject, start_seq=start_seq).batches(until_caught_up=until_caught_up)
 
 
 def _answered(header: bytes) -> bytes | None:

@@ -143,7 +143,7 @@ class Commands:
 
 
 class Launcher:
-    def __init__(self, nc: Client, options: Options, commands: Commands, cluster: str, supervision: Supervision | None = None) -> None:
+    def __init__(self, *, nc: Client, options: Options, commands: Commands, cluster: str, supervision: Supervision | None = None) -> None:
         self.nc = nc
         self.store = EventStore(nc)
         self.options = options
@@ -292,6 +292,6 @@ async def launch(settings: Settings, options: Options) -> None:
     nc = await connect_nats(settings.nats_access(), name="cascade-slurm", supervision=supervision)
     try:
         with contextlib.suppress(asyncio.CancelledError):
-            await Launcher(nc, options, Commands({**os.environ, **nats}), cluster, supervision).run()
+            await Launcher(nc=nc, options=options, commands=Commands({**os.environ, **nats}), cluster=cluster, supervision=supervision).run()
     finally:
         await nc.close()

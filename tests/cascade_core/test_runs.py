@@ -198,7 +198,7 @@ class Cut(ev.Split, frozen=True):
     chunks: list[Life]
 
 
-class SimFacts(msgspec.Struct, frozen=True):
+class SimFacts(msgspec.Struct, frozen=True, kw_only=True):
     """A sim as the read model's row gives a retry or a top-up its facts."""
 
     id: str
@@ -214,12 +214,19 @@ class SimFacts(msgspec.Struct, frozen=True):
 
 def test_retry_asks_for_the_next_attempt_of_each_failed_or_cancelled_sim() -> None:
     sims = [
-        SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1),
-        SimFacts("sim-1", "SM86_RTX3070", 1, "failed", 2),
-        SimFacts("sim-2", "SM86_RTX3080", 0, "cancelled", 0),  # cancelled before any runner took it
+        SimFacts(id="sim-0", gpu_config="SM86_RTX3070", replica=0, state="succeeded", attempt=1),
+        SimFacts(id="sim-1", gpu_config="SM86_RTX3070", replica=1, state="failed", attempt=2),
+        SimFacts(id="sim-2", gpu_config="SM86_RTX3080", replica=0, state="cancelled", attempt=0),  # cancelled before any runner took it
         # Split: its failed chunk and the one its failure stopped run again, its finished one is kept.
-        SimFacts("sim-3", "SM86_RTX3080", 1, "failed", 1, splitting=Cut(5, 2, [Life("succeeded", 1), Life("failed", 2), Life("cancelled", 1)])),
-        SimFacts("sim-4", "SM86_RTX3080", 2, "running", 1),
+        SimFacts(
+            id="sim-3",
+            gpu_config="SM86_RTX3080",
+            replica=1,
+            state="failed",
+            attempt=1,
+            splitting=Cut(5, 2, [Life("succeeded", 1), Life("failed", 2), Life("cancelled", 1)]),
+        ),
+        SimFacts(id="sim-4", gpu_config="SM86_RTX3080", replica=2, state="running", attempt=1),
     ]
     (retry,) = decide_retry(summary("cancelled", {}), sims, RetryRun(event_id="e3", at=AT), {("sim-3", 2): 2})
     assert retry == ev.RunRetryRequested(
@@ -246,7 +253,10 @@ def add(*entries: tuple[str, int], key: str | None = None) -> AddEntries:
 
 
 def test_a_top_up_numbers_replicas_on_from_the_runs_and_is_added_once_per_key() -> None:
-    sims = [SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1), SimFacts("sim-1", "SM86_RTX3070", 1, "failed", 1)]
+    sims = [
+        SimFacts(id="sim-0", gpu_config="SM86_RTX3070", replica=0, state="succeeded", attempt=1),
+        SimFacts(id="sim-1", gpu_config="SM86_RTX3070", replica=1, state="failed", attempt=1),
+    ]
     (added,) = decide_add(summary("failed", {}), sims, add(("SM86_RTX3070", 2), ("SM86_RTX3080", 1), key="k"), TRACE, CONFIGS, max_sims=8, keys=set())
     assert isinstance(added, ev.RunEntriesAdded) and (added.run_id, added.trace_id, added.kernels_total, added.key) == ("run-1", "demo", 20, "k")
     assert added.entries == [ev.ConfigCount(gpu_config="SM86_RTX3070", count=2), ev.ConfigCount(gpu_config="SM86_RTX3080", count=1)]
@@ -259,7 +269,7 @@ def test_a_top_up_numbers_replicas_on_from_the_runs_and_is_added_once_per_key() 
 
 
 def test_a_top_up_refuses_as_create_does_and_past_the_runs_limit() -> None:
-    sims = [SimFacts(f"sim-{i}", "SM86_RTX3070", i, "succeeded", 1) for i in range(7)]
+    sims = [SimFacts(id=f"sim-{i}", gpu_config="SM86_RTX3070", replica=i, state="succeeded", attempt=1) for i in range(7)]
     with pytest.raises(BadEntry, match="^SM7_QV100 is sm_70 but trace demo is sm_86$"):
         check_add(summary("succeeded", {}), sims, add(("SM7_QV100", 1)).body, TRACE, CONFIGS, max_sims=8)
     with pytest.raises(TooManySims, match="^the run would have 9 sims with these entries, more than this server's limit of 8"):
@@ -272,16 +282,16 @@ def test_a_top_up_refuses_as_create_does_and_past_the_runs_limit() -> None:
 
 def test_retry_asks_past_an_attempt_a_runner_claimed_after_the_cancel() -> None:
     # Cancelled while pending; a runner took its request later, and its claim changed nothing.
-    sims = [SimFacts("sim-0", "SM86_RTX3070", 0, "cancelled", 0)]
+    sims = [SimFacts(id="sim-0", gpu_config="SM86_RTX3070", replica=0, state="cancelled", attempt=0)]
     (retry,) = decide_retry(summary("cancelled", {}), sims, RetryRun(event_id="e6", at=AT), {("sim-0", None): 1})
     assert isinstance(retry, ev.RunRetryRequested) and retry.sims == [ev.RetriedSim(sim_id="sim-0", gpu_config="SM86_RTX3070", attempt=2)]
 
 
 def test_a_reference_is_a_sim_of_the_same_config_run_whole_added_once_with_no_entry() -> None:
     sims = [
-        SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1, splitting=Cut(10, 2, [Life("succeeded", 1)] * 2)),
-        SimFacts("sim-1", "SM86_RTX3070", 1, "succeeded", 1, reuse=True),
-        SimFacts("sim-2", "SM86_RTX3080", 0, "succeeded", 1),
+        SimFacts(id="sim-0", gpu_config="SM86_RTX3070", replica=0, state="succeeded", attempt=1, splitting=Cut(10, 2, [Life("succeeded", 1)] * 2)),
+        SimFacts(id="sim-1", gpu_config="SM86_RTX3070", replica=1, state="succeeded", attempt=1, reuse=True),
+        SimFacts(id="sim-2", gpu_config="SM86_RTX3080", replica=0, state="succeeded", attempt=1),
     ]
     asked = RequestReference(event_id="e7", at=AT, sim_id="sim-1", reference_id="ref-1")
     (added,) = decide_reference(summary("succeeded", {}), sims, asked, TRACE, CONFIGS, max_sims=8)
@@ -289,7 +299,7 @@ def test_a_reference_is_a_sim_of_the_same_config_run_whole_added_once_with_no_en
         id="e7", at=AT, run_id="run-1", trace_id="demo", kernels_total=20, entries=[],
         sims=[ev.SimSpec(sim_id="ref-1", gpu_config="SM86_RTX3070", replica=2, reference_for="sim-1")],
     )
-    with_it = [*sims, SimFacts("ref-1", "SM86_RTX3070", 2, "pending", 0, reference_for="sim-1")]
+    with_it = [*sims, SimFacts(id="ref-1", gpu_config="SM86_RTX3070", replica=2, state="pending", attempt=0, reference_for="sim-1")]
     assert decide_reference(summary("active", {}), with_it, asked, TRACE, CONFIGS, max_sims=8) == [], "asked again: the one there is"
     with pytest.raises(NotFast, match="^sim sim-2 is neither split nor reusing repeated kernels"):
         decide_reference(summary("active", {}), with_it, msgspec.structs.replace(asked, sim_id="sim-2"), TRACE, CONFIGS, max_sims=8)
