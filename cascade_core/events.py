@@ -504,7 +504,7 @@ class Codec:
 
     def decode_all(self, data: Sequence[bytes]) -> list[Event]:
         """Many events. Small ones go to the decoder in one call, as JSON lines (encoded JSON
-        holds no raw newline), which saves a call each; big ones (log chunks, stats maps) one
+        holds no raw newline), which saves a call each; big ones (heartbeats' logs, stats maps) one
         by one, since joining them would copy every byte once more. `Unreadable` names the
         first message that is no event."""
         if len(data) > 1 and sum(map(len, data)) < _JOIN_BELOW * len(data):

@@ -98,10 +98,10 @@ class Wire:
         """Wait for more to arrive, and add it to `buffer` (what is before `pos` was read and
         goes). Raises WireError on a closed connection, and TimeoutError if nothing arrives
         for `timeout` seconds."""
-        chunk = await asyncio.wait_for(self.reader.read(READ_SIZE), timeout)
-        if not chunk:
+        piece = await asyncio.wait_for(self.reader.read(READ_SIZE), timeout)
+        if not piece:
             raise WireError(f"{self.url} closed the connection")
-        self.buffer = self.buffer[self.pos :] + chunk
+        self.buffer = self.buffer[self.pos :] + piece
         self.pos = 0
 
     def message(self) -> Message | None:

@@ -114,8 +114,8 @@ def _replayed_sim(clock: _Clock, job: Job, log_text: str, files: dict[str, bytes
     ]
     report = SimReport(job, events.append, clock.next_id, clock.now, reader=AccelSimOutput())
     report.launch = Launch("recorded", "recorded", {})
-    for chunk in (log_text[i : i + 65536] for i in range(0, len(log_text), 65536)):
-        report.stdout(chunk)
+    for piece in (log_text[i : i + 65536] for i in range(0, len(log_text), 65536)):
+        report.stdout(piece)
     report.end_of_output()
     result = report.outcome(0, [])
     log_gz = gzip.compress(log_text.encode(), mtime=0)

@@ -22,7 +22,7 @@ from cascade_core.reuse import Reuse
 from cascade_core.split import Chunk, Launches
 from cascade_sim import _tokenizer, simulator
 
-# Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
+# Log lines a heartbeat carries: it goes out when this much has piled up, so with one piece of
 # output more it stays well under the event size limit.
 MAX_LINES_BYTES = 192 * 1024
 # isa-l's fastest level but one: for this log 7.8 times smaller, 1.2 ms per MB (level 0: 6.8
@@ -278,15 +278,15 @@ class SimReport:
         if self._log_bytes >= MAX_LINES_BYTES:
             self.heartbeat()
 
-    def stdout(self, chunk: str) -> None:
-        """A chunk of the simulator's stdout, split anywhere: its lines go to the log, its
+    def stdout(self, piece: str) -> None:
+        """A piece of the simulator's stdout, split anywhere: its lines go to the log, its
         meaning to events."""
-        text = self._partial + chunk
+        text = self._partial + piece
         end = text.rfind("\n")
         if end >= 0:
             self.add_lines(text[:end])
         self._partial = text[end + 1 :]
-        self.handle(self.reader.feed(chunk))
+        self.handle(self.reader.feed(piece))
 
     def handle(self, outputs: list[simulator.Output]) -> None:
         for out in outputs:

@@ -6,8 +6,8 @@ transaction (`snapshot`), so its parts agree. Rows become API Structs here and o
 
 Orders, as the reference gives them: sims by config (the order of the run's entries), then
 replica; kernels by config, replica, kernel_index; a run's files by config, replica, name.
-Only the current attempt of a sim counts. Long answers (kernel lists, results, logs) come as
-chunks built from `fetchmany` batches; stats maps are made again from their rows
+Only the current attempt of a sim counts. Long answers (kernel lists, results, logs) come in
+pieces built from `fetchmany` batches; stats maps are made again from their rows
 (`stats_maps`).
 """
 
@@ -274,8 +274,8 @@ def kernel_stats(con: Con, run: RunSummary) -> list[KernelStat]:
         return [_kernel_stat(r, {}) for r in _kernels(con, run, [s.id for s in sim_rows(con, run)]).fetchall()]
 
 
-def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats_maps.Names | None = None) -> Iterator[bytes]:
-    """The JSON list of the given sims' KernelStats, in chunks, by config, replica and
+def kernel_pieces(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats_maps.Names | None = None) -> Iterator[bytes]:
+    """The JSON list of the given sims' KernelStats, in pieces, by config, replica and
     kernel_index; each with its full stats map given the read model's stat names (`maps`),
     or with `{}`."""
     result = _kernels(con, run, sim_ids, totals=maps is not None)
@@ -302,9 +302,9 @@ def _totals(record: tuple[Any, ...]) -> dict[str, float]:
     return {name: total for name, total in zip(_RUNNING_TOTALS, record[_SEQ + 1 :]) if total is not None}
 
 
-def run_kernel_chunks(con: Con, run: RunSummary) -> Iterator[bytes]:
+def run_kernel_pieces(con: Con, run: RunSummary) -> Iterator[bytes]:
     with snapshot(con):
-        yield from kernel_chunks(con, run, [s.id for s in sim_rows(con, run)])
+        yield from kernel_pieces(con, run, [s.id for s in sim_rows(con, run)])
 
 
 class _Real(msgspec.Struct, frozen=True, kw_only=True):
@@ -513,11 +513,11 @@ def succeeded_kernel_times(con: Con, run_id: str) -> list[SimKernelTimes]:
 # --- results -------------------------------------------------------------------------------
 
 
-def _around(struct: msgspec.Struct, field: str, chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """`struct` as JSON, with the value of its field `field` streamed from `chunks`."""
+def _around(struct: msgspec.Struct, field: str, pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """`struct` as JSON, with the value of its field `field` streamed from `pieces`."""
     head, tail = _encoder.encode(msgspec.structs.replace(struct, **{field: _HOLE})).split(b"\x00")
     yield head
-    yield from chunks
+    yield from pieces
     yield tail
 
 
@@ -533,17 +533,17 @@ def _json_list(items: Iterable[Iterator[bytes]]) -> Iterator[bytes]:
 def _sim_results(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
     view = sim_from_row(sim)
     results = SimResults(sim=view, trace_id=run.trace_id, gpu_config=gpu_configs.get(sim.gpu_config), kernels=[], totals=view.latest)
-    return _around(results, "kernels", kernel_chunks(con, run, [sim.id], maps))
+    return _around(results, "kernels", kernel_pieces(con, run, [sim.id], maps))
 
 
-def sim_results_chunks(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
-    """A SimResults as JSON chunks, its kernels with their full stats maps."""
+def sim_results_pieces(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
+    """A SimResults as JSON pieces, its kernels with their full stats maps."""
     with snapshot(con):
         yield from _sim_results(con, run, sim, gpu_configs, maps)
 
 
-def run_results_chunks(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
-    """A RunResults as JSON chunks: the run, its trace in detail, each sim's results with
+def run_results_pieces(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
+    """A RunResults as JSON pieces: the run, its trace in detail, each sim's results with
     full stats maps, and the comparison."""
     with snapshot(con):
         trace = _trace_detail(con, run)
