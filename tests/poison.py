@@ -33,11 +33,7 @@ def not_json(run_id: str) -> Poison:
 def unknown_type(run_id: str) -> Poison:
     data = json.dumps({"type": "run.exploded.v1", "id": "p-unknown", "at": datetime.now(UTC).isoformat(), "run_id": run_id}).encode()
     return Poison(
-        name="unknown type",
-        subject=subjects.run(run_id),
-        data=data,
-        error="unknown event type 'run.exploded.v1'",
-        event_type="run.exploded.v1",
+        name="unknown type", subject=subjects.run(run_id), data=data, error="unknown event type 'run.exploded.v1'", event_type="run.exploded.v1"
     )
 
 
@@ -48,11 +44,7 @@ def newer_version(run_id: str, sim_id: str) -> Poison:
     )
     data = ev.encode(beat).replace(b'"sim.heartbeat.v1"', b'"sim.heartbeat.v9"')
     return Poison(
-        name="newer version",
-        subject=subjects.sim(run_id, sim_id, "data"),
-        data=data,
-        error="unknown event type 'sim.heartbeat.v9'",
-        event_type="sim.heartbeat.v9",
+        name="newer version", subject=subjects.sim(run_id, sim_id, "data"), data=data, error="unknown event type 'sim.heartbeat.v9'", event_type="sim.heartbeat.v9"
     )
 
 
@@ -61,11 +53,7 @@ def misplaced(run_id: str, trace_id: str) -> Poison:
     cancel = ev.RunCancelRequested(id="p-misplaced", at=datetime.now(UTC), run_id=run_id)
     where = subjects.trace(trace_id)
     return Poison(
-        name="on another subject",
-        subject=where,
-        data=ev.encode(cancel),
-        error=f"belongs on {subjects.run(run_id)}, not on {where}",
-        event_type="run.cancel_requested.v1",
+        name="on another subject", subject=where, data=ev.encode(cancel), error=f"belongs on {subjects.run(run_id)}, not on {where}", event_type="run.cancel_requested.v1"
     )
 
 
@@ -79,11 +67,7 @@ def naive_time(trace_id: str) -> Poison:
     data = ev.encode(ready).replace(at.isoformat().replace("+00:00", "Z").encode(), at.replace(tzinfo=None).isoformat().encode())
     assert data != ev.encode(ready)
     return Poison(
-        name="fails in the fold",
-        subject=subjects.trace(trace_id),
-        data=data,
-        error="cannot be folded: TypeError",
-        event_type="trace.ready.v1",
+        name="fails in the fold", subject=subjects.trace(trace_id), data=data, error="cannot be folded: TypeError", event_type="trace.ready.v1"
     )
 
 
@@ -94,11 +78,7 @@ def too_big(trace_id: str) -> Poison:
         kernels=[ev.TraceKernel(uid=99, name="_Z3bigv", grid="1x1x1", block="1x1x1", shmem=2**63, nregs=8, file="kernel-99.traceg")],
     )
     return Poison(
-        name="too big to store",
-        subject=subjects.trace(trace_id),
-        data=ev.encode(listed),
-        error="cannot be stored",
-        event_type="trace.kernels_listed.v1",
+        name="too big to store", subject=subjects.trace(trace_id), data=ev.encode(listed), error="cannot be stored", event_type="trace.kernels_listed.v1"
     )
 
 
@@ -107,11 +87,7 @@ def foreign_sim(run_id: str, sim_id: str) -> Poison:
     subject, so readable, but the fold cannot apply it."""
     claim = ev.SimClaimed(id="p-foreign", at=datetime.now(UTC), run_id=run_id, sim_id=sim_id, attempt=9, runner_id="r", host="h")
     return Poison(
-        name="a sim of another run",
-        subject=subjects.sim(run_id, sim_id, "life"),
-        data=ev.encode(claim),
-        error=f"not to run {run_id}",
-        event_type="sim.claimed.v1",
+        name="a sim of another run", subject=subjects.sim(run_id, sim_id, "life"), data=ev.encode(claim), error=f"not to run {run_id}", event_type="sim.claimed.v1"
     )
 
 
