@@ -36,9 +36,10 @@ SIMS = 64
 
 def run_created() -> list[ev.Event]:
     at = datetime.now(UTC)
-    sims = [ev.SimSpec(f"sim-{i:03d}", "SM7_QV100", i) for i in range(SIMS)]
+    sims = [ev.SimSpec(sim_id=f"sim-{i:03d}", gpu_config="SM7_QV100", replica=i) for i in range(SIMS)]
     created = ev.RunCreated(
-        id=uuid.uuid4().hex, at=at, run_id="run-bench", trace_id="t", entries=[ev.ConfigCount("SM7_QV100", SIMS)], sims=sims, kernels_total=10**6
+        id=uuid.uuid4().hex, at=at, run_id="run-bench", trace_id="t", entries=[ev.ConfigCount(gpu_config="SM7_QV100", count=SIMS)],
+        sims=sims, kernels_total=10**6,
     )
     claims = [ev.SimClaimed(id=uuid.uuid4().hex, at=at, run_id="run-bench", sim_id=s.sim_id, attempt=1, runner_id="r", host="h") for s in sims]
     return [created, *claims]
@@ -63,7 +64,8 @@ def facts(n: int, start: int = 0) -> list[ev.Event]:
         else:
             out.append(
                 ev.SimHeartbeat(
-                    **common, kernels_done=k, current_kernel="_Z6vecAddIfEvPT_S1_S1_i", latest=ev.SimTotals(6174.0, 19456.0, 3.15, 5e5),
+                    **common, kernels_done=k, current_kernel="_Z6vecAddIfEvPT_S1_S1_i",
+                    latest=ev.SimMetrics(gpu_tot_sim_cycle=6174.0, gpu_tot_sim_insn=19456.0, gpu_tot_ipc=3.15, sim_rate_ips=5e5),
                     first_line_seq=k + 1, log="gpu_sim_cycle = 6174",
                 )
             )

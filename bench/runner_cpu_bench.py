@@ -38,7 +38,7 @@ from cascade_sim.attempt import READ_SIZE, log_compressor  # noqa: E402
 from cascade_sim.install import AccelSimOutput  # noqa: E402
 from cascade_sim.sim_report import Job, SimReport  # noqa: E402
 
-JOB = Job(run_id="run", sim_id="sim", attempt=1, trace_id="trace", gpu_config=GpuConfig("SM61_TITANX", "sm_61", 1417.0), kernels_total=0)
+JOB = Job(run_id="run", sim_id="sim", attempt=1, trace_id="trace", gpu_config=GpuConfig(name="SM61_TITANX", arch="sm_61", core_clock_mhz=1417.0), kernels_total=0)
 
 
 class Frames:

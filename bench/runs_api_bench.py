@@ -86,8 +86,8 @@ def created(sims: int, kernels: int) -> list[ev.Event]:
             has_real_timing=False, has_step_timeline=False, **trace,
         ),
         ev.RunCreated(
-            id=_id(), at=T0, run_id=RUN, trace_id="bench-trace", entries=[ev.ConfigCount(CONFIG, sims)],
-            sims=[ev.SimSpec(f"sim-{i:03d}", CONFIG, i) for i in range(sims)], kernels_total=kernels,
+            id=_id(), at=T0, run_id=RUN, trace_id="bench-trace", entries=[ev.ConfigCount(gpu_config=CONFIG, count=sims)],
+            sims=[ev.SimSpec(sim_id=f"sim-{i:03d}", gpu_config=CONFIG, replica=i) for i in range(sims)], kernels_total=kernels,
         ),
     ]
 
@@ -107,7 +107,7 @@ def history(sims: int, kernels: int) -> Iterator[list[ev.Event]]:
             if len(batch) >= 2000 or (i == 0 and len(batch) >= 100):
                 yield batch
                 batch = []
-        latest = ev.SimTotals(1e6, 3e6, 3.0, 5e5)
+        latest = ev.SimMetrics(gpu_tot_sim_cycle=1e6, gpu_tot_sim_insn=3e6, gpu_tot_ipc=3.0, sim_rate_ips=5e5)
         batch.append(ev.SimHeartbeat(id=_id(), at=at + timedelta(seconds=1), kernels_done=kernels, current_kernel="k", latest=latest, **common))
         if i < sims - 1:
             batch.append(ev.SimFinished(id=_id(), at=at + timedelta(seconds=1), outcome="succeeded", exit_code=0, **common))

@@ -54,7 +54,7 @@ def history(sims: int, heartbeats: int, lines: int, kernels: int) -> Iterator[li
         done = 0
         for h in range(heartbeats):
             at += timedelta(seconds=2)
-            latest = ev.SimTotals(1e3 * h, 3e3 * h, 3.0, 5e5)
+            latest = ev.SimMetrics(gpu_tot_sim_cycle=1e3 * h, gpu_tot_sim_insn=3e3 * h, gpu_tot_ipc=3.0, sim_rate_ips=5e5)
             log = "\n".join(itertools.islice(text, lines))
             batch.append(
                 ev.SimHeartbeat(id=_id(), at=at, kernels_done=done, current_kernel="k", latest=latest, first_line_seq=h * lines + 1, log=log, **common)

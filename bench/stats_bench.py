@@ -96,8 +96,8 @@ def random_maps(names: list[str], kernels: int) -> list[Map]:
 
 def events(maps: list[Map]) -> list[ev.AnyEvent]:
     at = datetime.now(UTC)
-    sims = [ev.SimSpec(f"sim-{c}-{r}", config, r) for c, config in enumerate(CONFIGS) for r in range(SIMS_PER_CONFIG)]
-    entries = [ev.ConfigCount(config, SIMS_PER_CONFIG) for config in CONFIGS]
+    sims = [ev.SimSpec(sim_id=f"sim-{c}-{r}", gpu_config=config, replica=r) for c, config in enumerate(CONFIGS) for r in range(SIMS_PER_CONFIG)]
+    entries = [ev.ConfigCount(gpu_config=config, count=SIMS_PER_CONFIG) for config in CONFIGS]
     out: list[ev.AnyEvent] = [ev.RunCreated(id="run", at=at, run_id="run-1", trace_id="t", entries=entries, sims=sims, kernels_total=len(maps))]
     for s in sims:
         out.append(ev.SimClaimed(id=f"claim-{s.sim_id}", at=at, run_id="run-1", sim_id=s.sim_id, attempt=1, runner_id="r", host="h"))

@@ -135,7 +135,7 @@ def serve(data_dir: Path, port: int) -> subprocess.Popen[str]:
             time.sleep(0.1)
 
 
-def file_chunks(path: Path) -> Iterator[bytes]:
+def file_pieces(path: Path) -> Iterator[bytes]:
     with path.open("rb") as f:
         while chunk := f.read(1 << 20):
             yield chunk
@@ -177,7 +177,7 @@ def main() -> None:
             sampler.start()
             client = ApiClient(f"http://127.0.0.1:{port}", TOKEN)
             t0 = time.perf_counter()
-            raw = client.send_stream("POST", "/api/traces?id=bench", file_chunks(archive), size, {"Content-Type": "application/x-tar"})
+            raw = client.send_stream("POST", "/api/traces?id=bench", file_pieces(archive), size, {"Content-Type": "application/x-tar"})
             ingest_s = time.perf_counter() - t0
             cpu = cpu_s(proc.pid) - cpu_before[0], cpu_s(nats) - cpu_before[1]
             trace = json.loads(raw)

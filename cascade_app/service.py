@@ -42,6 +42,7 @@ class Cascade:
 
     def __init__(
         self,
+        *,
         settings: Settings,
         nc: Client,
         store: EventStore,

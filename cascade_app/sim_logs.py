@@ -19,34 +19,34 @@ from projections.queries import runs as q
 from projections.rows import SimRow
 
 PLACES_PER_READ = 4096  # heartbeats' places read from the read model at a time
-CHUNK_BYTES = 256 * 1024  # about what goes out per write: heartbeats are from a line to ~200 KB
+PIECE_BYTES = 256 * 1024  # about what goes out per write: heartbeats are from a line to ~200 KB
 NATS_RETRY_AFTER_S = 5
 
 
 async def log_text(c: Cascade, sim: SimRow) -> AsyncIterator[bytes]:
     """Every log line of the sim's current attempt, in line order, each ending in a newline.
 
-    The first chunk is read before this returns, so that what cannot be read now is refused
+    The first piece is read before this returns, so that what cannot be read now is refused
     before a response starts: a read model being rebuilt (`read`), or NATS not answering."""
-    chunks = _chunks(c, sim)
+    pieces = _pieces(c, sim)
     try:
-        first = await anext(chunks, b"")
+        first = await anext(pieces, b"")
     except (OSError, StoreError) as err:  # a Wire that cannot connect, an answer that does not come
-        await chunks.aclose()
+        await pieces.aclose()
         detail = f"a sim's log is read from the event log, in NATS, which does not answer now ({err}); see /api/health"
         raise Unavailable(detail, retry_after_s=NATS_RETRY_AFTER_S) from err
-    return _chained(first, chunks)
+    return _chained(first, pieces)
 
 
 async def _chained(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
     async with contextlib.aclosing(rest):
         if first:
             yield first
-        async for chunk in rest:
-            yield chunk
+        async for piece in rest:
+            yield piece
 
 
-async def _chunks(c: Cascade, sim: SimRow) -> AsyncGenerator[bytes, None]:
+async def _pieces(c: Cascade, sim: SimRow) -> AsyncGenerator[bytes, None]:
     after = 0  # line numbers start at 1
     pending: list[bytes] = []
     size = 0
@@ -57,7 +57,7 @@ async def _chunks(c: Cascade, sim: SimRow) -> AsyncGenerator[bytes, None]:
                 assert isinstance(beat, ev.SimHeartbeat), f"sim_log names a {ev.event_type(beat)}"
                 pending.append(deflated.log_utf8(beat) + b"\n")
                 size += len(pending[-1])
-                if size >= CHUNK_BYTES:
+                if size >= PIECE_BYTES:
                     yield b"".join(pending)
                     pending, size = [], 0
         if len(places) < PLACES_PER_READ:

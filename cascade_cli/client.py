@@ -102,9 +102,9 @@ class ApiClient:
         try:
             with self.open("GET", path) as response, partial.open("wb") as out:
                 size = 0
-                while chunk := _guarded(f"GET {path}", lambda: response.read(READ_SIZE)):
-                    out.write(chunk)
-                    size += len(chunk)
+                while piece := _guarded(f"GET {path}", lambda: response.read(READ_SIZE)):
+                    out.write(piece)
+                    size += len(piece)
                 if response.length:  # http.client ends a body cut short quietly
                     raise Disconnected(f"GET {path}: the connection closed {response.length} bytes before the end")
             partial.replace(target)
@@ -126,8 +126,8 @@ class ApiClient:
             lines = iter(lambda: _guarded(f"GET {path}", response.readline), b"")
             yield from server_events((line.decode().rstrip("\r\n") for line in lines), last_event_id, comments)
 
-    def send_stream(self, method: str, path: str, chunks: Iterable[bytes], length: int, headers: dict[str, str]) -> bytes:
-        """Send a body of `length` bytes as `chunks` yields it, never holding it whole. With
+    def send_stream(self, method: str, path: str, pieces: Iterable[bytes], length: int, headers: dict[str, str]) -> bytes:
+        """Send a body of `length` bytes as `pieces` yields it, never holding it whole. With
         `Expect: 100-continue` the server can refuse before the body goes out, and an answer
         it gives while the body is still being sent is read rather than lost."""
         parts = urllib.parse.urlsplit(self.url + path)
@@ -147,8 +147,8 @@ class ApiClient:
             cut_off: OSError | None = None
             if https or _continue(conn):
                 try:
-                    for chunk in chunks:
-                        conn.send(chunk)
+                    for piece in pieces:
+                        conn.send(piece)
                 except (BrokenPipeError, ConnectionResetError) as err:
                     cut_off = err  # the server stopped reading: its answer should say why
             try:

@@ -59,7 +59,7 @@ def parse_entries(
     for token in tokens:
         replicas = None if token in known else REPLICAS.fullmatch(token)
         config, count = (replicas["config"], int(replicas["count"])) if replicas else (token, 1)
-        entries.append(RunEntry(config, count, split, reuse, reference))
+        entries.append(RunEntry(gpu_config=config, count=count, split=split, reuse=reuse, reference=reference))
     return entries
 
 

@@ -14,7 +14,7 @@ import msgspec
 from cascade_app.config import ConfigError
 from cascade_cli.locate import api_client
 from cascade_cli.runs_cli import print_json
-from cascade_cli.uploads_cli import file_chunks
+from cascade_cli.uploads_cli import file_pieces
 from cascade_core.models import RealTimingAttached
 
 
@@ -27,7 +27,7 @@ def attach(args: argparse.Namespace) -> int:
     if not source.is_file():
         raise ConfigError(f"{source}: not a regular file")
     path = f"/api/traces/{quote(args.trace_id, safe='')}/real-timing" + ("?replace=true" if args.replace else "")
-    raw = api_client(args).send_stream("PUT", path, file_chunks(source, size), size, {"Content-Type": "text/csv"})
+    raw = api_client(args).send_stream("PUT", path, file_pieces(source, size), size, {"Content-Type": "text/csv"})
     if args.json:
         print_json(raw)
         return 0

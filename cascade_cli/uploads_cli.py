@@ -60,13 +60,13 @@ def plan(directory: Path) -> TarPlan:
 def tar_stream(tar: TarPlan) -> Iterator[bytes]:
     for source, header, size in tar.files:
         yield header
-        yield from file_chunks(source, size)
+        yield from file_pieces(source, size)
         if pad := -size % tarfile.BLOCKSIZE:
             yield bytes(pad)
     yield bytes(2 * tarfile.BLOCKSIZE)
 
 
-def file_chunks(source: Path, size: int) -> Iterator[bytes]:
+def file_pieces(source: Path, size: int) -> Iterator[bytes]:
     """The first `size` bytes of `source`, a megabyte at a time: what a Content-Length of
     `size` promised, or an error if the file has fewer by now."""
     left = size
@@ -88,10 +88,10 @@ class Progress:
         self.sent = 0
         self.started = self.drawn = time.monotonic()
 
-    def counted(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
-        for chunk in chunks:
-            yield chunk
-            self.sent += len(chunk)
+    def counted(self, pieces: Iterator[bytes]) -> Iterator[bytes]:
+        for piece in pieces:
+            yield piece
+            self.sent += len(piece)
             if time.monotonic() - self.drawn >= 0.2:
                 self.draw()
         self.draw(end="\n")

@@ -40,7 +40,7 @@ class StoredFile(msgspec.Struct, frozen=True):
     digest: str
 
 
-class RealTiming(msgspec.Struct, frozen=True, omit_defaults=True):
+class RealTiming(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     """A kernel launch as measured on hardware, in one pass over the program (`repeat`, from
     0): its duration, its GPU cycles (Nsight Compute's `gpc__cycles_elapsed.avg`), or both.
     `kernel_id` is the launch's uid in the trace (in older events, the id the file gave it);
@@ -69,7 +69,7 @@ class TraceFilesStored(TraceEvent, frozen=True, tag="trace.files_stored.v1"):
     files: list[StoredFile]
 
 
-class TracedKernel(msgspec.Struct, frozen=True, gc=False):
+class TraceKernel(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """A kernel launch of the trace, as `kernelslist.g` and the kernel file's header say."""
 
     uid: int
@@ -83,7 +83,7 @@ class TracedKernel(msgspec.Struct, frozen=True, gc=False):
 
 
 class TraceKernelsListed(TraceEvent, frozen=True, tag="trace.kernels_listed.v1"):
-    kernels: list[TracedKernel]
+    kernels: list[TraceKernel]
 
 
 UPLOAD_TIMING = "upload"  # the timing_id of the real timing an upload brought
@@ -146,7 +146,7 @@ class Split(msgspec.Struct, frozen=True, gc=False):
     warmup: int
 
 
-class ConfigCount(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+class ConfigCount(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, kw_only=True):
     """One entry of a run as it was requested: a GPU config, how many sims run it, how
     they are split ("auto": as `split.auto` chose, in the sims' `split`), whether they
     reuse repeated kernels' results (`cascade_core/reuse.py`), and whether each has a
@@ -159,7 +159,7 @@ class ConfigCount(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     reference: bool = False  # each sim has a reference sim too (`SimSpec.reference_for`)
 
 
-class SimSpec(msgspec.Struct, frozen=True, omit_defaults=True):
+class SimSpec(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     sim_id: str
     gpu_config: str
     replica: int
@@ -186,7 +186,7 @@ class RunCancelRequested(Event, frozen=True, tag="run.cancel_requested.v1"):
     run_id: str
 
 
-class RetriedSim(msgspec.Struct, frozen=True, gc=False):
+class RetriedSim(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """A failed or cancelled sim to run again, as attempt `attempt` (the one after its last)."""
 
     sim_id: str
@@ -246,7 +246,7 @@ class SimEvent(Event, frozen=True, kw_only=True):
     chunk: int | None = None
 
 
-class SimTotals(msgspec.Struct, frozen=True, gc=False):
+class SimMetrics(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """A sim's cumulative metrics so far, as the simulator last printed them."""
 
     gpu_tot_sim_cycle: float | None = None
@@ -315,7 +315,7 @@ class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
     attempt: int
     kernels_done: int
     current_kernel: str | None
-    latest: SimTotals
+    latest: SimMetrics
     first_line_seq: int = 0
     log: str = ""
     # Base64 in the JSON, a sixth of the text's bytes for Accel-Sim's output (bench/README.md,
@@ -492,7 +492,7 @@ class Codec:
 
     def decode_all(self, data: Sequence[bytes]) -> list[Event]:
         """Many events. Small ones go to the decoder in one call, as JSON lines (encoded JSON
-        holds no raw newline), which saves a call each; big ones (log chunks, stats maps) one
+        holds no raw newline), which saves a call each; big ones (heartbeats' logs, stats maps) one
         by one, since joining them would copy every byte once more. `Unreadable` names the
         first message that is no event."""
         if len(data) > 1 and sum(map(len, data)) < _JOIN_BELOW * len(data):

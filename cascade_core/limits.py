@@ -21,22 +21,22 @@ def too_large(what: str, limit: int, setting: str, size: int | None = None) -> s
 
 
 class Limited:
-    """A stream's chunks until more than `limit` bytes came, then `TooLarge(detail)`;
+    """A stream's pieces until more than `limit` bytes came, then `TooLarge(detail)`;
     `received` counts the bytes so far."""
 
-    def __init__(self, chunks: AsyncIterable[bytes], limit: int, detail: str) -> None:
-        self.chunks = chunks
+    def __init__(self, pieces: AsyncIterable[bytes], limit: int, detail: str) -> None:
+        self.pieces = pieces
         self.limit = limit
         self.detail = detail
         self.received = 0
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self.chunks:
-            self.received += len(chunk)
+        async for piece in self.pieces:
+            self.received += len(piece)
             if self.received > self.limit:
                 raise TooLarge(self.detail)
-            if chunk:
-                yield chunk
+            if piece:
+                yield piece
 
 
 class Expansion(msgspec.Struct, frozen=True):

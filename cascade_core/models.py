@@ -12,17 +12,24 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from cascade_core.events import Measure, TimingFormat  # what the log holds, shown as stored
+from cascade_core.events import Measure, SimMetrics, TimingFormat, TraceKernel  # what the log holds, shown as stored
+from cascade_core.packed_stats import StatValue
 
 TraceState = Literal["uploading", "processing", "ready", "failed"]
 SimState = Literal["pending", "launching", "running", "succeeded", "failed", "cancelled"]
 RunState = Literal["active", "succeeded", "failed", "cancelled"]
-StatValue = float | str
+
+# Kernel names are mangled C++ symbols, often kilobytes of template arguments: answers that
+# hold one carry its short name too, for display (`kernel_names.short_name`).
+SHORT_NAME = (
+    "The kernel_name's innermost function name, without scope, template arguments or parameters "
+    "(`_Z6vecAddIfEvPT_S1_S1_i` is `vecAdd`); the kernel_name itself when it is no mangled name this can read."
+)
 
 Count = Annotated[int, msgspec.Meta(ge=1, le=64, description="How many sims run this config.")]
 
 
-class GpuConfig(msgspec.Struct, frozen=True, omit_defaults=True):
+class GpuConfig(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     name: str
     arch: str
     core_clock_mhz: float
@@ -51,7 +58,7 @@ class SplitSpec(msgspec.Struct, frozen=True):
     ] = 2
 
 
-class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True):
+class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     gpu_config: Annotated[str, msgspec.Meta(description="A GpuConfig.name whose arch matches the trace.")]
     count: Count
     split: Annotated[
@@ -95,18 +102,7 @@ class TraceFileRef(msgspec.Struct, frozen=True):
     bytes: int
 
 
-class TraceKernel(msgspec.Struct, frozen=True):
-    uid: int
-    name: str
-    grid: str
-    block: str
-    shmem: int
-    nregs: int
-    file: str
-    cuda_stream_id: int | None = None
-
-
-class TraceMetadata(msgspec.Struct, frozen=True):
+class TraceMetadata(msgspec.Struct, frozen=True, kw_only=True):
     status: str
     files: list[TraceFileRef]
     trace_gpu_arch: str | None
@@ -134,13 +130,6 @@ class Trace(msgspec.Struct, frozen=True, kw_only=True):
 class TraceDetail(Trace, frozen=True, kw_only=True):
     metadata: TraceMetadata
     kernels: list[TraceKernel]
-
-
-class SimMetrics(msgspec.Struct, frozen=True):
-    gpu_tot_sim_cycle: float | None = None
-    gpu_tot_sim_insn: float | None = None
-    gpu_tot_ipc: float | None = None
-    sim_rate_ips: float | None = None
 
 
 class Resumed(msgspec.Struct, frozen=True, kw_only=True):
@@ -204,6 +193,7 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     current_kernel: str | None
     latest: SimMetrics
     log_tail: list[str]
+    current_kernel_short_name: Annotated[str | None, msgspec.Meta(description="current_kernel's short name: " + SHORT_NAME)] = None
     split: Annotated[
         SplitView | None,
         msgspec.Meta(description="How a split sim was cut, with what warm-up, and each chunk's state; absent for a sim run whole."),
@@ -263,7 +253,7 @@ class RunDetail(RunSummary, frozen=True, kw_only=True):
     sims: list[Sim]
 
 
-class KernelStat(msgspec.Struct, frozen=True, omit_defaults=True):
+class KernelStat(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     sim_id: str
     kernel_index: int
     kernel_name: str
@@ -280,9 +270,10 @@ class KernelStat(msgspec.Struct, frozen=True, omit_defaults=True):
             "instead of being simulated (its stats map says so too, as `reused_from`); absent for a launch simulated."
         ),
     ] = None
+    kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
 
 
-class Spread(msgspec.Struct, frozen=True):
+class Spread(msgspec.Struct, frozen=True, kw_only=True):
     """A kernel's real value over the trace's hardware repetitions, of which the row shows
     the mean: the range plot-correlation.py draws as error bars, and how far values stray."""
 
@@ -292,7 +283,7 @@ class Spread(msgspec.Struct, frozen=True):
     stddev: Annotated[float, msgspec.Meta(description="The population standard deviation.")]
 
 
-class Correlation(msgspec.Struct, frozen=True):
+class Correlation(msgspec.Struct, frozen=True, kw_only=True):
     """One config's simulated against real values, over the kernels that have both, as
     Accel-Sim's util/plotting/plot-correlation.py scores them (its names in brackets).
     A kernel whose real value is 0 is left out (and counted in `hw_zero`): its relative
@@ -312,7 +303,7 @@ class Correlation(msgspec.Struct, frozen=True):
 
 
 # The fields added to the reference's Comparison and ComparisonRow are left out while null, so
-# an answer without real timing is the reference's, field for field.
+# an answer without real timing is the reference's, field for field, and each row's kernel_short_name.
 class ComparisonRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     kernel_index: int
     kernel_name: str
@@ -327,6 +318,7 @@ class ComparisonRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
         dict[str, float | None] | None,
         msgspec.Meta(description="With real cycles: each config's median gpu_sim_cycle over its replicas."),
     ] = None
+    kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
 
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -361,6 +353,7 @@ class ReferenceKernel(ReferenceNumbers, frozen=True, kw_only=True, omit_defaults
     kernel_launch_uid: int
     kernel_name: str
     reused_from: Annotated[int | None, msgspec.Meta(description="As in KernelStat: the launch whose result the fast sim took.")] = None
+    kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
 
 
 class ReferenceTotals(ReferenceNumbers, frozen=True, kw_only=True):
@@ -429,6 +422,7 @@ class StatValuesRow(msgspec.Struct, frozen=True, kw_only=True):
     ]
     min: float | None
     max: float | None
+    kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
 
 
 class StatValues(msgspec.Struct, frozen=True, kw_only=True):
@@ -451,7 +445,7 @@ class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True):
     replaced: Annotated[str | None, msgspec.Meta(description="The timing this one replaced: `upload`, a timing_id, or null.")]
 
 
-class SimResults(msgspec.Struct, frozen=True):
+class SimResults(msgspec.Struct, frozen=True, kw_only=True):
     sim: Sim
     trace_id: str
     gpu_config: GpuConfig | None
@@ -459,7 +453,7 @@ class SimResults(msgspec.Struct, frozen=True):
     totals: SimMetrics
 
 
-class RunResults(msgspec.Struct, frozen=True):
+class RunResults(msgspec.Struct, frozen=True, kw_only=True):
     run: RunSummary
     trace: TraceDetail
     sims: list[SimResults]
@@ -573,7 +567,7 @@ class ErrorDetail(msgspec.Struct, frozen=True):
     detail: str
 
 
-class ValidationIssue(msgspec.Struct, frozen=True, omit_defaults=True):
+class ValidationIssue(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     type: str
     loc: list[str | int]
     msg: str

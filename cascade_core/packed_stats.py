@@ -26,7 +26,8 @@ import msgspec
 
 from cascade_core import nonfinite
 
-Value = float | str | None
+StatValue = float | str  # a stats map's value: a number, or the text the simulator printed
+Value = StatValue | None
 Key = TypeVar("Key")
 Kept = TypeVar("Kept")
 

@@ -10,7 +10,7 @@ reference) / reference * 100: +1.37 % is a fast sim 1.37 % slower than the seque
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
@@ -18,7 +18,7 @@ import msgspec
 from cascade_core.models import ReferenceKernel, ReferenceTotals
 
 
-class KernelResult(msgspec.Struct, frozen=True, gc=False):
+class KernelResult(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """What a sim's kernel says that a comparison reads."""
 
     uid: int
@@ -53,8 +53,9 @@ def _numbers(cycles: int | None, reference_cycles: int | None, insn: int | None,
     }
 
 
-def kernels(fast: Iterable[KernelResult], reference: Iterable[KernelResult]) -> list[ReferenceKernel]:
-    """Every launch either sim has, by uid, each with the other's where it has it."""
+def kernels(fast: Iterable[KernelResult], reference: Iterable[KernelResult], short_name: Callable[[str], str]) -> list[ReferenceKernel]:
+    """Every launch either sim has, by uid, each with the other's where it has it; `short_name`
+    gives a kernel's display name (the demangler is a file format's, outside the core)."""
     by_uid = {k.uid: k for k in reference}
     mine = {k.uid: k for k in fast}
     rows = []
@@ -68,6 +69,7 @@ def kernels(fast: Iterable[KernelResult], reference: Iterable[KernelResult]) -> 
             ReferenceKernel(
                 kernel_launch_uid=uid,
                 kernel_name=named.name,
+                kernel_short_name=short_name(named.name),
                 reused_from=None if f is None else f.reused_from,
                 **_numbers(cycles, reference_cycles, insn, reference_insn),
             )

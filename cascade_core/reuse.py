@@ -45,7 +45,7 @@ KERNEL_ID_LINE = re.compile(rb"-kernel id = [0-9]+\r?")
 LONGEST_HEADER_LINE = 64 * 1024
 
 
-class Reuse(msgspec.Struct, frozen=True, gc=False):
+class Reuse(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """Which launches (uids from 1) a simulator run of a sim, or of a chunk of it, simulates,
     and whose result each other one takes."""
 

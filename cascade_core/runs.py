@@ -276,7 +276,11 @@ def decide_retry(
     attempts = [max(a.attempt, claimed.get((a.sim.id, a.chunk), 0)) + 1 for a in again]
     retry = ev.RunRetryRequested(
         id=cmd.event_id, at=cmd.at, run_id=run.id, trace_id=run.trace_id, kernels_total=again[0].sim.kernels_total,
-        sims=[ev.RetriedSim(a.sim.id, a.sim.gpu_config, n, a.sim.reuse) for a, n in zip(again, attempts) if a.chunk is None],
+        sims=[
+            ev.RetriedSim(sim_id=a.sim.id, gpu_config=a.sim.gpu_config, attempt=n, reuse=a.sim.reuse)
+            for a, n in zip(again, attempts)
+            if a.chunk is None
+        ],
         chunks=[_retried_chunk(a, n) for a, n in zip(again, attempts) if a.chunk is not None],
     )
     return [retry]

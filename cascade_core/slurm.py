@@ -30,7 +30,7 @@ LIMITS = frozenset({"TIMEOUT", "OUT_OF_MEMORY", "DEADLINE"})
 _NO_REASON = frozenset({"", "None", "(null)"})
 
 
-class JobEnd(msgspec.Struct, frozen=True):
+class JobEnd(msgspec.Struct, frozen=True, kw_only=True):
     """A finished job as Slurm accounts for it: `state` (the first word of sacct's State,
     which may go on with `by <uid>`), `exit_code` as Slurm writes it (`code:signal`), and
     its `reason`, when Slurm gives one."""
@@ -63,7 +63,7 @@ def parse_sacct(text: str, job_id: str) -> JobEnd | None:
         fields = line.split("|")
         if len(fields) >= 4 and fields[0] == job_id:
             state, _, detail = fields[1].strip().partition(" ")
-            return JobEnd(job_id, state, fields[2] or None, fields[3] or None, detail or None)
+            return JobEnd(job_id=job_id, state=state, exit_code=fields[2] or None, reason=fields[3] or None, detail=detail or None)
     return None
 
 
@@ -73,7 +73,7 @@ def parse_scontrol(text: str, job_id: str) -> JobEnd | None:
     fields = dict(word.split("=", 1) for word in text.split() if "=" in word)
     if fields.get("JobId") != job_id or "JobState" not in fields:
         return None
-    return JobEnd(job_id, fields["JobState"], fields.get("ExitCode"), fields.get("Reason"))
+    return JobEnd(job_id=job_id, state=fields["JobState"], exit_code=fields.get("ExitCode"), reason=fields.get("Reason"))
 
 
 def runner_id(cluster: str, job_id: str) -> str:

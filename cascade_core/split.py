@@ -42,7 +42,7 @@ DEFAULT_WARMUP = 2
 MIN_KERNELS_PER_CHUNK = 5 * DEFAULT_WARMUP
 
 
-class Chunk(msgspec.Struct, frozen=True, gc=False):
+class Chunk(msgspec.Struct, frozen=True, gc=False, kw_only=True):
     """Chunk `index` of `count`: it measures global launches `first`..`last` (from 1), after
     `warmup` launches discarded."""
 

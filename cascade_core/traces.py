@@ -90,7 +90,7 @@ class Contents(msgspec.Struct, frozen=True, kw_only=True):
     the GPU arch they were traced on, real timing lined up with them, whether a step timeline
     came along, and what the uploader says of it."""
 
-    kernels: list[ev.TracedKernel]
+    kernels: list[ev.TraceKernel]
     arch: str
     timing: list[ev.RealTiming] = []
     has_step_timeline: bool = False

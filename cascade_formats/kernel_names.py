@@ -13,6 +13,7 @@ recognise come back as the symbol unchanged: a long label is better than a wrong
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["short_name"]
@@ -560,6 +561,8 @@ class _Parser:
             raise _Unparsable
 
 
+# Answers show one kernel's name thousands of times (a run's kernel list, live): each is read once.
+@functools.lru_cache(maxsize=4096)
 def short_name(symbol: str) -> str:
     """The innermost function name of `symbol` without scope, template arguments or
     parameters (`_Z6vecAddIfEvPT_S1_S1_i` -> `vecAdd`), or `symbol` itself when it is not

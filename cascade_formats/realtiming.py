@@ -32,7 +32,6 @@ import io
 import math
 import re
 from collections.abc import Iterator, Sequence
-from typing import Protocol
 
 import msgspec
 
@@ -40,6 +39,8 @@ from cascade_core.events import Measure, RealTiming, TimingFormat
 from cascade_core.traces import TimingFile
 from cascade_formats.kernel_names import short_name
 from cascade_formats.tracefiles import TraceError, text_of
+from cascade_core.events import Measure, RealTiming, TimingFormat, TraceKernel
+from cascade_formats.tracefiles import TraceError
 
 __all__ = ["MAX_BYTES", "Launch", "Measure", "Timing", "TimingFormat", "line_up", "parse_timing", "same_kernel", "timing_file"]
 
@@ -342,17 +343,7 @@ class _NsysPass(_Pass):
 # --- lining a file up with the trace ------------------------------------------------------------
 
 
-class TraceLaunch(Protocol):
-    """A kernel launch of the trace, as lining timing up reads it: an upload's
-    `events.TracedKernel`, or a ready trace's `models.TraceKernel`."""
-
-    @property
-    def uid(self) -> int: ...
-    @property
-    def name(self) -> str: ...
-
-
-def line_up(timing: Timing, kernels: Sequence[TraceLaunch], source: str) -> list[RealTiming]:
+def line_up(timing: Timing, kernels: Sequence[TraceKernel], source: str) -> list[RealTiming]:
     """The rows to store: launch i of every pass is the trace's kernel i (its `kernel_id` the
     kernel's uid, `repeat` the pass). A pass may stop short of the trace's end (a profile cut
     with `ncu --launch-count`): the kernels past it have no real value there, as
@@ -377,14 +368,14 @@ def line_up(timing: Timing, kernels: Sequence[TraceLaunch], source: str) -> list
                     f"but the trace's kernel {kernel.uid} is {kernel.name[:200]!r} ({short_name(kernel.name)}); "
                     "a pass holds the trace's launches in order, from its first"
                 )
-            rows.append(RealTiming(kernel.uid, launch.name, launch.duration_ns, repeat=repeat, cycles=launch.cycles))
+            rows.append(RealTiming(kernel_id=kernel.uid, kernel_name=launch.name, duration_ns=launch.duration_ns, repeat=repeat, cycles=launch.cycles))
     return rows
 
 
 TIMING_FILE = "the timing file"  # how errors name an attached file, which comes without a name
 
 
-def timing_file(body: bytes, kernels: Sequence[TraceLaunch]) -> TimingFile | str:
+def timing_file(body: bytes, kernels: Sequence[TraceKernel]) -> TimingFile | str:
     """A timing file attached to a ready trace, lined up with its `kernels`, for
     `traces.decide_real_timing`; or what is wrong with it: no timing, no launch, launches
     that are not the trace's."""

@@ -98,7 +98,7 @@ class StepTimeline(msgspec.Struct, frozen=True):
 # --- The simulated timeline (output) -----------------------------------------------------
 
 
-class StepCoverage(msgspec.Struct, frozen=True):
+class StepCoverage(msgspec.Struct, frozen=True, kw_only=True):
     repeat: int
     step: int
     kernels: int
@@ -109,7 +109,7 @@ class StepCoverage(msgspec.Struct, frozen=True):
     measured_kernel_overlap_ns: float
 
 
-class Coverage(msgspec.Struct, frozen=True):
+class Coverage(msgspec.Struct, frozen=True, kw_only=True):
     kernels: int
     simulated_kernels: int
     kernel_fraction: float | None
@@ -120,7 +120,7 @@ class Coverage(msgspec.Struct, frozen=True):
     steps: list[StepCoverage]
 
 
-class Simulation(msgspec.Struct, frozen=True):
+class Simulation(msgspec.Struct, frozen=True, kw_only=True):
     host_model: str
     host_fit: dict[str, Any]
     coverage: Coverage
@@ -129,14 +129,14 @@ class Simulation(msgspec.Struct, frozen=True):
     gap_fit: dict[str, Any]
 
 
-class GapStats(msgspec.Struct, frozen=True):
+class GapStats(msgspec.Struct, frozen=True, kw_only=True):
     n: int
     mean: Num
     p50: Num
     p95: Num
 
 
-class KindStats(msgspec.Struct, frozen=True):
+class KindStats(msgspec.Struct, frozen=True, kw_only=True):
     steps: int
     wall_ns_mean: Num
     gpu_busy_ns_mean: Num
@@ -148,21 +148,21 @@ class Summary(msgspec.Struct, frozen=True):
     per_kind: dict[str, KindStats]
 
 
-class Simulated(msgspec.Struct, frozen=True):
+class Simulated(msgspec.Struct, frozen=True, kw_only=True):
     meta: dict[str, Any]
     steps: list[Step]
     requests: list[Request]
     summary: Summary
 
 
-class MetricCompare(msgspec.Struct, frozen=True):
+class MetricCompare(msgspec.Struct, frozen=True, kw_only=True):
     real: Num | None
     simulated: Num | None
     error: Num | None
     error_pct: float | None
 
 
-class StepCompare(msgspec.Struct, frozen=True):
+class StepCompare(msgspec.Struct, frozen=True, kw_only=True):
     repeat: int
     step: int
     kind: str
@@ -170,7 +170,7 @@ class StepCompare(msgspec.Struct, frozen=True):
     gpu_busy_ns: MetricCompare
 
 
-class RequestCompare(msgspec.Struct, frozen=True):
+class RequestCompare(msgspec.Struct, frozen=True, kw_only=True):
     repeat: int
     ttft_ms: MetricCompare
     itl_ms_mean: MetricCompare
@@ -178,7 +178,7 @@ class RequestCompare(msgspec.Struct, frozen=True):
     e2e_ms: MetricCompare
 
 
-class ErrorStats(msgspec.Struct, frozen=True):
+class ErrorStats(msgspec.Struct, frozen=True, kw_only=True):
     count: int
     mean_error: Num | None
     mean_abs_error: Num | None
@@ -201,7 +201,7 @@ class Compare(msgspec.Struct, frozen=True):
     summary: CompareSummary
 
 
-class SimStepTimeline(msgspec.Struct, frozen=True):
+class SimStepTimeline(msgspec.Struct, frozen=True, kw_only=True):
     sim_id: str
     gpu_config: str
     replica: int

@@ -60,7 +60,7 @@ def contents(received: Received) -> Contents | str:
     )
 
 
-def _kernels(received: Received) -> tuple[list[ev.TracedKernel], str]:
+def _kernels(received: Received) -> tuple[list[ev.TraceKernel], str]:
     """The trace's kernels in launch order and its arch, or the first problem with them."""
     if received.kernelslist is None:
         elsewhere = f" (found {', '.join(received.kernelslists_elsewhere[:3])})" if received.kernelslists_elsewhere else ""
@@ -80,5 +80,5 @@ def _kernels(received: Received) -> tuple[list[ev.TracedKernel], str]:
     return trace_kernels(entries, received.headers), arch
 
 
-def _timing(raw: bytes, source: str, kernels: Sequence[ev.TracedKernel]) -> list[ev.RealTiming]:
+def _timing(raw: bytes, source: str, kernels: Sequence[ev.TraceKernel]) -> list[ev.RealTiming]:
     return line_up(parse_timing(text_of(raw, source), source), kernels, source)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
-from cascade_core.events import TracedKernel
+from cascade_core.events import TraceKernel
 from cascade_core.ids import TRACE_ID_PATTERN
 from cascade_core.traces import TraceInfo
 
@@ -296,10 +296,10 @@ def _dims(dim: tuple[int, int, int]) -> str:
     return "x".join(str(n) for n in dim)
 
 
-def trace_kernels(entries: Iterable[KernelsListEntry], headers: Mapping[str, KernelHeader]) -> list[TracedKernel]:
-    """One TracedKernel per launch in `kernelslist.g` order; `headers` maps each kernel file
+def trace_kernels(entries: Iterable[KernelsListEntry], headers: Mapping[str, KernelHeader]) -> list[TraceKernel]:
+    """One TraceKernel per launch in `kernelslist.g` order; `headers` maps each kernel file
     (see `kernel_files`) to its header."""
-    kernels: list[TracedKernel] = []
+    kernels: list[TraceKernel] = []
     for entry in entries:
         if not isinstance(entry, KernelLaunch):
             continue
@@ -307,7 +307,7 @@ def trace_kernels(entries: Iterable[KernelsListEntry], headers: Mapping[str, Ker
         if header is None:
             raise TraceError(f"{KERNELSLIST} line {entry.line} names {entry.file!r}, which is not in the trace")
         kernels.append(
-            TracedKernel(
+            TraceKernel(
                 uid=entry.uid,
                 name=header.name,
                 grid=_dims(header.grid),

@@ -30,7 +30,7 @@ async def gathered(request: Request, limit: int, what: str, setting: str) -> byt
     declared = content_length(request)
     if declared is not None and declared > limit:
         raise TooLarge(too_large(what, limit, setting, declared))
-    return b"".join([chunk async for chunk in Limited(request.stream(), limit, too_large(what, limit, setting))])
+    return b"".join([piece async for piece in Limited(request.stream(), limit, too_large(what, limit, setting))])
 
 
 async def json_body(request: Request, type_: type[T]) -> T:

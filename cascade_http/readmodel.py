@@ -1,5 +1,5 @@
 """Streamed answers from the DuckDB read model: sync generators over a cursor of their own,
-which Starlette's StreamingResponse advances in worker threads chunk by chunk (single reads
+which Starlette's StreamingResponse advances in worker threads piece by piece (single reads
 are `cascade_app.reads.read`)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from starlette.responses import StreamingResponse
 from cascade_app.service import Cascade
 
 
-def _chunks(c: Cascade, chunks: Callable[..., Iterator[bytes]], args: tuple[Any, ...]) -> Iterator[bytes]:
+def _pieces(c: Cascade, pieces: Callable[..., Iterator[bytes]], args: tuple[Any, ...]) -> Iterator[bytes]:
     with c.reader() as con:
-        yield from chunks(con, *args)
+        yield from pieces(con, *args)
 
 
 def attachment(filename: str) -> dict[str, str]:
@@ -22,8 +22,8 @@ def attachment(filename: str) -> dict[str, str]:
 
 
 def streamed(
-    c: Cascade, chunks: Callable[..., Iterator[bytes]], *args: Any, media_type: str, filename: str | None = None
+    c: Cascade, pieces: Callable[..., Iterator[bytes]], *args: Any, media_type: str, filename: str | None = None
 ) -> StreamingResponse:
-    """A response whose body is what `chunks(cursor, *args)` yields, read as it is sent."""
+    """A response whose body is what `pieces(cursor, *args)` yields, read as it is sent."""
     headers = attachment(filename) if filename is not None else None
-    return StreamingResponse(_chunks(c, chunks, args), media_type=media_type, headers=headers)
+    return StreamingResponse(_pieces(c, pieces, args), media_type=media_type, headers=headers)

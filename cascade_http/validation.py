@@ -50,7 +50,7 @@ def decode_body(raw: bytes, type_: type[T]) -> T:
         value = json.loads(raw) if raw else None
     except json.JSONDecodeError as error:
         ctx: dict[str, object] = {"error": error.msg}
-        issue = ValidationIssue("json_invalid", ["body", error.pos], "JSON decode error", {}, ctx)
+        issue = ValidationIssue(type="json_invalid", loc=["body", error.pos], msg="JSON decode error", input={}, ctx=ctx)
         raise RequestValidationError([issue]) from error
     except (ValueError, RecursionError) as error:
         raise UnparsableBody(str(error)) from error
@@ -102,7 +102,7 @@ def _issue(type_: str, loc: Loc, value: object, ctx: dict[str, object] | None = 
     # pydantic pluralises a length message's noun by its limit, not by the actual length.
     plural = "" if context.get("min_length", context.get("max_length")) == 1 else "s"
     message = _MESSAGES[type_].format(**context, s=plural)
-    return _Invalid([ValidationIssue(type_, loc, message, value, ctx)])
+    return _Invalid([ValidationIssue(type=type_, loc=loc, msg=message, input=value, ctx=ctx)])
 
 
 _validators: dict[type, Validator] = {}  # a body type's validator, built once

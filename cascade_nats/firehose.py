@@ -29,7 +29,7 @@ class FirehoseError(ConnectionError):
 
 
 class Firehose:
-    def __init__(self, nc: Client, stream: str, subject: str, start_seq: int) -> None:
+    def __init__(self, *, nc: Client, stream: str, subject: str, start_seq: int) -> None:
         self.nc = nc
         self.stream = stream
         self.subject = subject

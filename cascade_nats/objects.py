@@ -136,7 +136,7 @@ class Objects:
         if not info.size:
             return
         sha = hashlib.sha256()
-        firehose = Firehose(self.nc, self.stream, f"$O.{self.bucket}.C.{info.nuid}", 1)
+        firehose = Firehose(nc=self.nc, stream=self.stream, subject=f"$O.{self.bucket}.C.{info.nuid}", start_seq=1)
         # Closed with this generator, however its reader stops: it holds a connection.
         async with contextlib.aclosing(firehose.batches(until_caught_up=True)) as batches:
             async for batch in batches:

@@ -33,7 +33,7 @@ class PublishError(RuntimeError):
 class Batch:
     """One pipelined publish: send with `publish`, then `await done()` for the sequences."""
 
-    def __init__(self, pipeline: Pipeline, wire: Wire, key: str, timeout: float) -> None:
+    def __init__(self, *, pipeline: Pipeline, wire: Wire, key: str, timeout: float) -> None:
         self._pipeline = pipeline
         self._wire = wire
         self._reply = f"{pipeline.inbox}.{key}."
@@ -124,7 +124,7 @@ class Pipeline:
     async def batch(self, timeout: float = 10.0) -> Batch:
         wire = await self._connected()
         key = str(next(self._ids))
-        batch = Batch(self, wire, key, timeout)
+        batch = Batch(pipeline=self, wire=wire, key=key, timeout=timeout)
         self._batches[key.encode()] = batch
         return batch
 

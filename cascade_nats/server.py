@@ -70,7 +70,7 @@ def with_password(address: str, password: str) -> str:
 class EmbeddedNats:
     """A running nats-server: clients connect with `url`; `address` is where it is."""
 
-    def __init__(self, process: subprocess.Popen[bytes], address: str, password: str, store_dir: Path, sync_interval: str) -> None:
+    def __init__(self, *, process: subprocess.Popen[bytes], address: str, password: str, store_dir: Path, sync_interval: str) -> None:
         self.process = process
         self.address = address
         self.password = password
@@ -187,9 +187,9 @@ def start(
     while time.monotonic() < deadline:
         address = _ready(process, store_dir / LOG, 0)
         if address is not None:
-            return EmbeddedNats(process, address, password, store_dir, sync_interval)
+            return EmbeddedNats(process=process, address=address, password=password, store_dir=store_dir, sync_interval=sync_interval)
         time.sleep(0.02)
-    EmbeddedNats(process, "", password, store_dir, sync_interval).stop(timeout=0)
+    EmbeddedNats(process=process, address="", password=password, store_dir=store_dir, sync_interval=sync_interval).stop(timeout=0)
     raise NatsServerError(f"nats-server did not become ready within {timeout:.0f}s (log: {store_dir / LOG})")
 
 

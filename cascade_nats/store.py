@@ -59,7 +59,7 @@ class Stored(msgspec.Struct, frozen=True):
     event: ev.AnyEvent
 
 
-class Unread(msgspec.Struct, frozen=True):
+class Unread(msgspec.Struct, frozen=True, kw_only=True):
     """A stored message that is no event, where a history has it (the projector parks it)."""
 
     seq: int
@@ -178,7 +178,7 @@ class EventStore:
                     try:
                         event = subjects.decode(subj, data)
                     except ev.Unreadable as err:
-                        yield Unread(seq, subj.decode(errors="replace"), err.error, err.event_type)
+                        yield Unread(seq=seq, subject=subj.decode(errors="replace"), error=err.error, event_type=err.event_type)
                         continue
                     yield Stored(seq, subj.decode(), event)
 
@@ -234,7 +234,7 @@ class EventStore:
 
     def raw(self, subject: str, start_seq: int, *, until_caught_up: bool) -> AsyncGenerator[list[Frame], None]:
         """Undecoded (sequence, subject, payload) batches, as fast as the server sends them."""
-        return Firehose(self.nc, self.stream, subject, start_seq).batches(until_caught_up=until_caught_up)
+        return Firehose(nc=self.nc, stream=self.stream, subject=subject, start_seq=start_seq).batches(until_caught_up=until_caught_up)
 
 
 def _answered(header: bytes) -> bytes | None:

@@ -47,7 +47,7 @@ def without_credentials(url: str) -> str:
 
 
 class Wire:
-    def __init__(self, url: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, info: dict[str, Any]) -> None:
+    def __init__(self, *, url: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, info: dict[str, Any]) -> None:
         self.url = redacted(url)  # for messages
         self.reader = reader
         self.writer = writer
@@ -76,7 +76,7 @@ class Wire:
         except BaseException:
             writer.close()  # refused, or cancelled mid-way (a service stopping): nothing is left open
             raise
-        return cls(server, reader, writer, info)
+        return cls(url=server, reader=reader, writer=writer, info=info)
 
     def subscribe(self, subject: str) -> bytes:
         """Subscribe; returns the subscription's id as it appears in messages."""
@@ -98,10 +98,10 @@ class Wire:
         """Wait for more to arrive, and add it to `buffer` (what is before `pos` was read and
         goes). Raises WireError on a closed connection, and TimeoutError if nothing arrives
         for `timeout` seconds."""
-        chunk = await asyncio.wait_for(self.reader.read(READ_SIZE), timeout)
-        if not chunk:
+        piece = await asyncio.wait_for(self.reader.read(READ_SIZE), timeout)
+        if not piece:
             raise WireError(f"{self.url} closed the connection")
-        self.buffer = self.buffer[self.pos :] + chunk
+        self.buffer = self.buffer[self.pos :] + piece
         self.pos = 0
 
     def message(self) -> Message | None:

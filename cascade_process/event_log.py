@@ -33,7 +33,7 @@ PASSWORD = "NATS password"
 URL_SAFE = re.compile(r"[A-Za-z0-9_-]+")
 
 
-class Nats(msgspec.Struct, frozen=True):
+class Nats(msgspec.Struct, frozen=True, kw_only=True):
     url: str  # to connect with: the credentials included
     access: Access  # the same, with the TLS and credential files set
     embedded: bool  # the data dir's own server, which lets in the data dir's password
@@ -66,7 +66,7 @@ def configured_or_embedded(settings: Settings) -> Iterator[Nats]:
     from cascade_nats import server
 
     if settings.nats_url is not None:
-        yield Nats(settings.nats_url, settings.nats_access(), embedded=False)
+        yield Nats(url=settings.nats_url, access=settings.nats_access(), embedded=False)
         return
     if settings.nats_files:
         raise ConfigError(f"{', '.join(f'--{f}'.replace('_', '-') for f in settings.nats_files)}: for a NATS of --nats-url; the embedded one needs none")
@@ -76,7 +76,7 @@ def configured_or_embedded(settings: Settings) -> Iterator[Nats]:
     except server.NatsServerError as err:
         raise ConfigError(f"embedded nats-server (store {settings.store_dir}): {err}") from err
     try:
-        yield Nats(embedded.url, embedded_access(embedded.url), embedded=True, server=embedded)
+        yield Nats(url=embedded.url, access=embedded_access(embedded.url), embedded=True, server=embedded)
     finally:
         embedded.stop()
 

@@ -59,7 +59,9 @@ async def running(settings: Settings, embedded: EmbeddedNats | None = None) -> A
         read_model = await ReadModel.open(store, settings.db_path, memory)
         await read_model.catch_up()
         install = AccelSimInstall(settings.accelsim_dir) if settings.accelsim_dir is not None else None
-        cascade = Cascade(settings, nc, store, objects, read_model, install, supervision)
+        cascade = Cascade(
+            settings=settings, nc=nc, store=store, objects=objects, read_model=read_model, install=install, supervision=supervision
+        )
         if install is None:
             log.warning("no Accel-Sim dir (CASCADE_ACCELSIM_DIR): no sim runs here; runs may name the configs of live runners")
         else:

@@ -120,7 +120,7 @@ class Commands:
             end = slurm.parse_scontrol(await self.run("scontrol", "show", "job", "-o", job_id), job_id)
         except SlurmError as err:
             log.warning("%s", err)
-        return end or slurm.JobEnd(job_id, "UNKNOWN", reason="Slurm no longer knows the job")
+        return end or slurm.JobEnd(job_id=job_id, state="UNKNOWN", reason="Slurm no longer knows the job")
 
     async def submit(self, options: Options, python: str) -> str:
         work = shlex.quote(str(options.work_dir))
@@ -144,7 +144,7 @@ class Commands:
 
 
 class Launcher:
-    def __init__(self, nc: Client, options: Options, commands: Commands, cluster: str, supervision: Supervision | None = None) -> None:
+    def __init__(self, *, nc: Client, options: Options, commands: Commands, cluster: str, supervision: Supervision | None = None) -> None:
         self.nc = nc
         self.store = EventStore(nc)
         self.options = options
@@ -293,6 +293,6 @@ async def launch(settings: Settings, options: Options) -> None:
     nc = await connect_nats(settings.nats_access(), name="cascade-slurm", supervision=supervision)
     try:
         with contextlib.suppress(asyncio.CancelledError):
-            await Launcher(nc, options, Commands({**os.environ, **nats}), cluster, supervision).run()
+            await Launcher(nc=nc, options=options, commands=Commands({**os.environ, **nats}), cluster=cluster, supervision=supervision).run()
     finally:
         await nc.close()

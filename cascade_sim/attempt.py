@@ -3,7 +3,7 @@ simulator started as the backend says, its output turned into events as it is pr
 (`sim_report.SimReport`, reading it through the backend's reader), its files stored, and
 the outcome the backend judges.
 
-The output is read in chunks as it comes and never held whole: each chunk goes to the
+The output is read in pieces as it comes and never held whole: each piece goes to the
 gzipped log file, to the log lines that heartbeats carry, and to the streaming parser, whose
 kernel results become events at once. While NATS is away the events wait in the sender,
 and once it holds as many as it may, the output is read no further until they are sent:
@@ -176,11 +176,11 @@ class Attempt:
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         while True:
             await self.sender.room()
-            chunk = await self.process.stdout.read(READ_SIZE)
-            if not chunk:
+            piece = await self.process.stdout.read(READ_SIZE)
+            if not piece:
                 return
-            log_file.write(gz.compress(chunk))
-            self.report.stdout(decoder.decode(chunk))
+            log_file.write(gz.compress(piece))
+            self.report.stdout(decoder.decode(piece))
 
     async def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
@@ -255,5 +255,5 @@ async def _content(source: Path | bytes) -> AsyncIterator[bytes]:
         yield source
         return
     with source.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            yield chunk
+        while piece := f.read(1 << 20):
+            yield piece

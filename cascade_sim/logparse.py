@@ -5,7 +5,7 @@ success or an error message. Pure: text in, values out, no I/O.
 the complete lines so far say; `finish` flushes the rest. It holds back at most the
 incomplete last line, or one unfinished stats block (tens to hundreds of KB), never the log.
 
-Lines outside stats blocks are found with one regex search per chunk, anchored on line
+Lines outside stats blocks are found with one regex search per piece fed, anchored on line
 breaks, so the option dump at the top costs next to nothing. A stats block, from
 `kernel_name = ...` to `gpgpu_silicon_slowdown = ...`, is cut out with `str.find` and read
 whole: a tokenizer in C (`_tokenizer.c`) cuts out its values (numbers, nan, inf, `none`)
@@ -31,9 +31,10 @@ from collections.abc import Sequence
 
 import msgspec
 
+from cascade_core.packed_stats import StatValue
 from cascade_core.sims import Outcome
 from cascade_sim import _tokenizer, statnames
-from cascade_sim.simulator import KernelBlock, KernelLaunched, Stats, StatValue, Totals
+from cascade_sim.simulator import KernelBlock, KernelLaunched, Stats, Totals
 
 __all__ = [
     "BreakMaxCycles",
@@ -180,15 +181,15 @@ def error_line(line: str) -> str | None:
 
 
 class LogParser:
-    """Feed the simulator's stdout in chunks of any size; each call returns the outputs of
+    """Feed the simulator's stdout in pieces of any size; each call returns the outputs of
     the lines it completed, in order. `exit_detected` and `error` (the first error line,
     as later ones tend to be its consequences) summarize what was seen, for `outcome`."""
 
     def __init__(self) -> None:
         self._buf = "\n"  # text not fully read yet, always from a "\n" on
-        self._pending: list[str] = []  # chunks fed since, which complete nothing yet
+        self._pending: list[str] = []  # pieces fed since, which complete nothing yet
         self._pending_size = 0
-        self._tail = ""  # the last characters fed, to see a block's end marker span chunks
+        self._tail = ""  # the last characters fed, to see a block's end marker span pieces
         self._block_at = -1  # offset in _buf of the "\n" before an unfinished block
         self._end_from = 0  # where to resume looking for that block's end marker
         self._end_found = False  # the marker is at _end_from, its line not complete yet
@@ -205,7 +206,7 @@ class LogParser:
         self._pending.append(text)
         self._pending_size += len(text)
         # Joining the buffer only when the new text can complete a line or a block keeps
-        # feeding linear in the text, however small the chunks.
+        # feeding linear in the text, however small the pieces.
         if self._block_at < 0 or self._end_found:
             ready = "\n" in text
         else:

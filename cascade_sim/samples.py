@@ -114,8 +114,8 @@ def _replayed_sim(clock: _Clock, job: Job, log_text: str, files: dict[str, bytes
     ]
     report = SimReport(job=job, emit=events.append, next_id=clock.next_id, now=clock.now, reader=AccelSimOutput())
     report.launch = Launch(launcher_ref="recorded", host="recorded", config_digests={})
-    for chunk in (log_text[i : i + 65536] for i in range(0, len(log_text), 65536)):
-        report.stdout(chunk)
+    for piece in (log_text[i : i + 65536] for i in range(0, len(log_text), 65536)):
+        report.stdout(piece)
     report.end_of_output()
     result = report.outcome(0, [])
     log_gz = gzip.compress(log_text.encode(), mtime=0)
@@ -137,11 +137,11 @@ def recorded(name: str, folder: str, log_file: str) -> Sample:
     trace_id = f"sample__{folder}"
     events, kernel_count = _recorded_trace(clock, trace_id, folder)
     run_id = f"run-sample-{name}"
-    sims = [ev.SimSpec(f"sim-sample-{name}-{r}", TITANX.name, r) for r in range(RECORDED_REPLICAS)]
+    sims = [ev.SimSpec(sim_id=f"sim-sample-{name}-{r}", gpu_config=TITANX.name, replica=r) for r in range(RECORDED_REPLICAS)]
     events.append(
         ev.RunCreated(
             id=clock.next_id(), at=clock.now(), run_id=run_id, trace_id=trace_id,
-            entries=[ev.ConfigCount(TITANX.name, RECORDED_REPLICAS)], sims=sims, kernels_total=kernel_count, sample=True,
+            entries=[ev.ConfigCount(gpu_config=TITANX.name, count=RECORDED_REPLICAS)], sims=sims, kernels_total=kernel_count, sample=True,
         )
     )
     log_text = _data("cascade_sim.sample_data", f"accelsim/{log_file}").decode()
@@ -231,10 +231,11 @@ def llm() -> Sample:
     trace_files = _llm_trace_files()
     files = {trace_file(LLM_TRACE, path): content for path, content in trace_files.items()}
     kernels = [
-        ev.TracedKernel(uid, name, "1x1x1", "128x1x1", 0, 0, f"kernel-{uid}.traceg.xz") for uid, (name, _, _) in enumerate(LLM_KERNELS, 1)
+        ev.TraceKernel(uid=uid, name=name, grid="1x1x1", block="128x1x1", shmem=0, nregs=0, file=f"kernel-{uid}.traceg.xz")
+        for uid, (name, _, _) in enumerate(LLM_KERNELS, 1)
     ]
     real = [
-        ev.RealTiming(int(k), n, float(d))
+        ev.RealTiming(kernel_id=int(k), kernel_name=n, duration_ns=float(d))
         for k, n, d in (line.split(",") for line in trace_files["real_timing.csv"].decode().splitlines()[1:])
     ]
     events: list[ev.Event] = [
@@ -255,8 +256,8 @@ def llm() -> Sample:
     sim_id = "sim-sample-opt125m-h100-0"
     events.append(
         ev.RunCreated(
-            id=clock.next_id(), at=SAMPLE_AT, run_id=LLM_RUN, trace_id=LLM_TRACE, entries=[ev.ConfigCount(H100.name, 1)],
-            sims=[ev.SimSpec(sim_id, H100.name, 0)], kernels_total=len(kernels), sample=True,
+            id=clock.next_id(), at=SAMPLE_AT, run_id=LLM_RUN, trace_id=LLM_TRACE, entries=[ev.ConfigCount(gpu_config=H100.name, count=1)],
+            sims=[ev.SimSpec(sim_id=sim_id, gpu_config=H100.name, replica=0)], kernels_total=len(kernels), sample=True,
         )
     )
     job = Job(run_id=LLM_RUN, sim_id=sim_id, attempt=1, trace_id=LLM_TRACE, gpu_config=H100, kernels_total=len(kernels))

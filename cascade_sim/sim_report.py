@@ -23,7 +23,7 @@ from cascade_core.split import Chunk, Launches
 from cascade_nats.deflated import stats_map
 from cascade_sim import _tokenizer, simulator
 
-# Log lines a heartbeat carries: it goes out when this much has piled up, so with one chunk of
+# Log lines a heartbeat carries: it goes out when this much has piled up, so with one piece of
 # output more it stays well under the event size limit.
 MAX_LINES_BYTES = 192 * 1024
 # isa-l's fastest level but one: much smaller than its fastest for little more time (bench/README.md,
@@ -144,9 +144,9 @@ def kept_by(last: ev.AnyEvent | None, attempt: int, chunk: Chunk) -> Kept | None
     return Kept(launches=done, gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn)
 
 
-def _totals(cycles: float, insn: float) -> ev.SimTotals:
+def _totals(cycles: float, insn: float) -> ev.SimMetrics:
     # gpu_tot_ipc as the simulator prints it (`%12.4f`)
-    return ev.SimTotals(gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn, gpu_tot_ipc=round(insn / cycles, 4) if cycles else None)
+    return ev.SimMetrics(gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn, gpu_tot_ipc=round(insn / cycles, 4) if cycles else None)
 
 
 class _Common(TypedDict):
@@ -180,7 +180,7 @@ class SimReport:
         self.now = now
         self.kernels: list[simulator.KernelBlock] = []  # summaries, for kernel-stats.csv
         self.current_kernel: str | None = None
-        self.latest = ev.SimTotals()
+        self.latest = ev.SimMetrics()
         self._log: list[str] = []  # complete lines since the last heartbeat, in pieces
         self._log_bytes = 0
         self._log_lines = 0
@@ -192,7 +192,7 @@ class SimReport:
         # The sim's kernels' totals when the simulator runs only some of its launches: a chunk's
         # own (warm-up left out), or a reusing sim's, reused kernels included.
         kept = job.kept
-        self._measured = ev.SimTotals(gpu_tot_sim_cycle=0.0, gpu_tot_sim_insn=0.0) if kept is None else _totals(kept.gpu_tot_sim_cycle, kept.gpu_tot_sim_insn)
+        self._measured = ev.SimMetrics(gpu_tot_sim_cycle=0.0, gpu_tot_sim_insn=0.0) if kept is None else _totals(kept.gpu_tot_sim_cycle, kept.gpu_tot_sim_insn)
         self._kept_launches = 0 if kept is None else kept.launches
         if kept is not None:
             self.latest = self._measured
@@ -279,15 +279,15 @@ class SimReport:
         if self._log_bytes >= MAX_LINES_BYTES:
             self.heartbeat()
 
-    def stdout(self, chunk: str) -> None:
-        """A chunk of the simulator's stdout, split anywhere: its lines go to the log, its
+    def stdout(self, piece: str) -> None:
+        """A piece of the simulator's stdout, split anywhere: its lines go to the log, its
         meaning to events."""
-        text = self._partial + chunk
+        text = self._partial + piece
         end = text.rfind("\n")
         if end >= 0:
             self.add_lines(text[:end])
         self._partial = text[end + 1 :]
-        self.handle(self.reader.feed(chunk))
+        self.handle(self.reader.feed(piece))
 
     def handle(self, outputs: list[simulator.Output]) -> None:
         for out in outputs:
@@ -302,7 +302,7 @@ class SimReport:
                     # of a reusing sim's reused launches): the sim's kernels' are the ones that count.
                     self.latest = msgspec.structs.replace(self._measured, sim_rate_ips=float(out.sim_rate_ips))
                 case simulator.Totals():
-                    self.latest = ev.SimTotals(
+                    self.latest = ev.SimMetrics(
                         gpu_tot_sim_cycle=float(out.gpu_tot_sim_cycle),
                         gpu_tot_sim_insn=float(out.gpu_tot_sim_insn),
                         gpu_tot_ipc=out.gpu_tot_ipc,
@@ -327,7 +327,7 @@ class SimReport:
         self._kernel(k, stats)
         if launches is None:  # the heartbeat below says the totals through this kernel, printed with it
             cycles, insn, ipc = (_float(stats.get(name)) for name in ("gpu_tot_sim_cycle", "gpu_tot_sim_insn", "gpu_tot_ipc"))
-            self.latest = ev.SimTotals(gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn, gpu_tot_ipc=ipc, sim_rate_ips=self.latest.sim_rate_ips)
+            self.latest = ev.SimMetrics(gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn, gpu_tot_ipc=ipc, sim_rate_ips=self.latest.sim_rate_ips)
         if reuse is not None:
             if k.uid in self._sources:
                 self._reusable[k.uid] = (self.kernels[-1], stats)

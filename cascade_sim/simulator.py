@@ -19,10 +19,10 @@ from typing import Protocol
 import msgspec
 
 from cascade_core.models import GpuConfig
+from cascade_core.packed_stats import StatValue
 from cascade_core.sims import Outcome
 from cascade_core.split import Launches
 
-StatValue = float | str
 _FLOAT64 = struct.Struct("d")
 
 

@@ -71,11 +71,11 @@ class TraceCache:
                     raise TraceUnavailable(f"trace {trace_id}: unsafe stored path {f.path!r}")
                 target = partial / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
-                chunks = self.objects.read(trace_file(trace_id, f.path))
+                pieces = self.objects.read(trace_file(trace_id, f.path))
                 with target.open("wb") as out:
-                    async with contextlib.aclosing(chunks):
-                        async for chunk in chunks:
-                            out.write(chunk)
+                    async with contextlib.aclosing(pieces):
+                        async for piece in pieces:
+                            out.write(piece)
             (partial / COMPLETE).touch()
             shutil.rmtree(final, ignore_errors=True)
             partial.rename(final)

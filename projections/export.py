@@ -43,10 +43,10 @@ class _Pipe:
     """What the zip writes, kept until taken: the zip streams, it never seeks back."""
 
     def __init__(self) -> None:
-        self._chunks: list[bytes] = []
+        self._pieces: list[bytes] = []
 
     def write(self, data: bytes) -> int:
-        self._chunks.append(bytes(data))
+        self._pieces.append(bytes(data))
         return len(data)
 
     def flush(self) -> None:
@@ -56,13 +56,13 @@ class _Pipe:
         pass
 
     def take(self) -> bytes:
-        data = b"".join(self._chunks)
-        self._chunks.clear()
+        data = b"".join(self._pieces)
+        self._pieces.clear()
         return data
 
 
-def zip_chunks(con: Con, run_id: str, made_at: datetime) -> Iterator[bytes]:
-    """The zip of the run's Parquet files, in chunks of about a row group each."""
+def zip_pieces(con: Con, run_id: str, made_at: datetime) -> Iterator[bytes]:
+    """The zip of the run's Parquet files, in pieces of about a row group each."""
     pipe = _Pipe()
     with snapshot(con), zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_STORED) as archive:
         for table, query in TABLES.items():

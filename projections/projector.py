@@ -58,7 +58,7 @@ WAITING_BATCHES = 2
 
 # A checkpoint folds DuckDB's write-ahead log into the database file and stalls commits while
 # it runs. It rewrites each table's last, partly filled vector of 2,048 rows whole, and with
-# ~50 KB stats maps and log chunks per row that is up to ~100 MB: 1.8 s here (measured). So
+# ~50 KB stats maps and heartbeats' logs per row that is up to ~100 MB: 1.8 s here (measured). So
 # the projector checkpoints when the stream goes quiet (nothing for IDLE_S) once the log
 # passes CHECKPOINT_IDLE_AT, and after a batch only past its memory's `checkpoint_at`;
 # DuckDB's own threshold, inside a commit, is the last resort.

@@ -90,7 +90,7 @@ class ReadModel:
     """The projector, the connection reads take cursors from, and while the read model is
     rebuilt, the old file those cursors read."""
 
-    def __init__(self, db: Path, memory: Memory, projector: Projector, readers: Readers, rebuilding: _Rebuilding | None) -> None:
+    def __init__(self, *, db: Path, memory: Memory, projector: Projector, readers: Readers, rebuilding: _Rebuilding | None) -> None:
         self.db = db
         self.memory = memory
         self.projector = projector
@@ -122,9 +122,9 @@ class ReadModel:
                 "that change something are refused) until the new one takes its place",
                 db, why.reason, rebuild_path(db), resumed,
             )
-            return cls(db, memory, projector, Readers(old), rebuilding)
+            return cls(db=db, memory=memory, projector=projector, readers=Readers(old), rebuilding=rebuilding)
         remove(rebuild_path(db))  # one a crash left behind for another version: of no use now
-        return cls(db, memory, Projector(store, con, memory=memory), Readers(con.cursor()), None)
+        return cls(db=db, memory=memory, projector=Projector(store, con, memory=memory), readers=Readers(con.cursor()), rebuilding=None)
 
     @property
     def seq(self) -> int:

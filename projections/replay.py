@@ -17,7 +17,7 @@ from projections.database import open_database, registered
 from projections.projector import Projector, connect
 
 
-class TableCheck(msgspec.Struct, frozen=True):
+class TableCheck(msgspec.Struct, frozen=True, kw_only=True):
     table: str
     rows: int
     replayed_rows: int
@@ -89,7 +89,15 @@ def compare(live: duckdb.DuckDBPyConnection, fresh_path: Path, seq: int) -> Veri
         checks = []
         for table in [*tables.ROW_TYPES, "checkpoint"]:
             count, fresh_count = (_count(con, f"SELECT count(*) FROM {table}") for con in (live, fresh))
-            checks.append(TableCheck(table, count, fresh_count, _only_in(live, fresh, table), _only_in(fresh, live, table)))
+            checks.append(
+                TableCheck(
+                    table=table,
+                    rows=count,
+                    replayed_rows=fresh_count,
+                    only_in_live=_only_in(live, fresh, table),
+                    only_in_replay=_only_in(fresh, live, table),
+                )
+            )
     return Verification(seq=seq, equal=all(c.equal for c in checks), tables=checks)
 
 

@@ -16,7 +16,7 @@ import msgspec
 import nkeys  # type: ignore[import-untyped]  # nkeys ships no type information
 
 
-class Certificates(msgspec.Struct, frozen=True):
+class Certificates(msgspec.Struct, frozen=True, kw_only=True):
     ca: Path
     server_cert: Path
     server_key: Path
@@ -40,7 +40,13 @@ def certificates(directory: Path) -> Certificates:
         _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", key, "-out", csr)
         _openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", cert)
         made[name] = (cert, key)
-    return Certificates(ca, made["server"][0], made["server"][1], made["client"][0], made["client"][1])
+    return Certificates(
+        ca=ca,
+        server_cert=made["server"][0],
+        server_key=made["server"][1],
+        client_cert=made["client"][0],
+        client_key=made["client"][1],
+    )
 
 
 def nkey(prefix: int = nkeys.PREFIX_BYTE_USER) -> tuple[str, str]:

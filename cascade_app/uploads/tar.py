@@ -46,8 +46,8 @@ class Entry(msgspec.Struct, frozen=True):
 class _Bytes:
     """An async byte stream read by count."""
 
-    def __init__(self, chunks: AsyncIterable[bytes]) -> None:
-        self._chunks = chunks.__aiter__()
+    def __init__(self, body: AsyncIterable[bytes]) -> None:
+        self._body = body.__aiter__()
         self._buf = b""
         self._pos = 0
 
@@ -69,10 +69,10 @@ class _Bytes:
 
     async def _more(self) -> bool:
         try:
-            chunk = await anext(self._chunks)
+            received = await anext(self._body)
         except StopAsyncIteration:
             return False
-        self._buf = self._buf[self._pos :] + chunk if self._pos < len(self._buf) else chunk
+        self._buf = self._buf[self._pos :] + received if self._pos < len(self._buf) else received
         self._pos = 0
         return True
 

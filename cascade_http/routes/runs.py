@@ -219,7 +219,7 @@ async def get_stat_values(request: Request) -> Response:
 async def list_kernels(request: Request) -> Response:
     c = cascade(request)
     run = await _run(c, request.path_params["run_id"])
-    return streamed(c, q.run_kernel_chunks, run, media_type="application/json")
+    return streamed(c, q.run_kernel_pieces, run, media_type="application/json")
 
 
 @operation(summary="List a run's step timing", response=list[SimStepTimeline], errors=NO_RUN)
@@ -235,7 +235,7 @@ async def run_results(request: Request) -> Response:
     c = cascade(request)
     run = await _run(c, request.path_params["run_id"])
     configs = await c.configs_by_name()
-    return streamed(c, q.run_results_chunks, run, configs, c.stat_names, media_type="application/json", filename=f"{run.id}-results.json")
+    return streamed(c, q.run_results_pieces, run, configs, c.stat_names, media_type="application/json", filename=f"{run.id}-results.json")
 
 
 @operation(
@@ -252,7 +252,7 @@ async def run_results(request: Request) -> Response:
 async def export_run(request: Request) -> Response:
     c = cascade(request)
     run = await _run(c, request.path_params["run_id"])
-    return streamed(c, export.zip_chunks, run.id, now(), media_type="application/zip", filename=f"{run.id}-parquet.zip")
+    return streamed(c, export.zip_pieces, run.id, now(), media_type="application/zip", filename=f"{run.id}-parquet.zip")
 
 
 @operation(summary="List a run's output files", response=list[RunFile], errors=NO_RUN)

@@ -35,7 +35,7 @@ async def sim_results(request: Request) -> Response:
     sim = await _sim(c, request.path_params["sim_id"])
     run = await read(c, q.run_summary, sim.run_id)
     configs = await c.configs_by_name()
-    return streamed(c, q.sim_results_chunks, run, sim, configs, c.stat_names, media_type="application/json", filename=f"{sim.id}-results.json")
+    return streamed(c, q.sim_results_pieces, run, sim, configs, c.stat_names, media_type="application/json", filename=f"{sim.id}-results.json")
 
 
 @operation(

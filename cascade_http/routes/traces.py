@@ -27,8 +27,8 @@ TAG = "traces"
 async def _body(request: Request) -> AsyncIterator[bytes]:
     """The request body, a client that went away said as the upload command understands it."""
     try:
-        async for chunk in request.stream():
-            yield chunk
+        async for piece in request.stream():
+            yield piece
     except ClientDisconnect:
         raise receive.Disconnected from None
 

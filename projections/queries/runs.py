@@ -6,8 +6,8 @@ transaction (`snapshot`), so its parts agree. Rows become API Structs here and o
 
 Orders, as the reference gives them: sims by config (the order of the run's entries), then
 replica; kernels by config, replica, kernel_index; a run's files by config, replica, name.
-Only the current attempt of a sim counts. Long answers (kernel lists, results, logs) come as
-chunks built from `fetchmany` batches; stats maps are made again from their rows
+Only the current attempt of a sim counts. Long answers (kernel lists, results, logs) come in
+pieces built from `fetchmany` batches; stats maps are made again from their rows
 (`stats_maps`).
 """
 
@@ -24,6 +24,7 @@ from cascade_core import attention, reference
 from cascade_core import events as ev
 from cascade_core import split as splitting
 from cascade_core.correlation import correlate, measured
+from cascade_formats.kernel_names import short_name
 from cascade_core.models import (
     ChunkView,
     Comparison,
@@ -42,15 +43,14 @@ from cascade_core.models import (
     Sim,
     SimAttempt,
     SimFile,
-    SimMetrics,
     SimResults,
     SplitView,
     Spread,
-    StatValue,
     Trace,
     TraceDetail,
     TraceMetadata,
 )
+from cascade_core.packed_stats import StatValue
 from projections import tables
 from projections.fold import listed
 from projections.queries import stats_maps, traces
@@ -77,10 +77,14 @@ _EMPTY_STATS = msgspec.Raw(b"{}")
 
 CURRENT_KERNELS = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
 # The kernels table's column of each KernelStat field whose name differs. Lists select every
-# field but the last, stats, in the Struct's own order, and a row is matched to them by name,
-# then given its map (made again from its rows, or left empty).
+# field but stats and kernel_short_name, in the Struct's own order, and a row is matched to
+# them by name, then given its map (made again from its rows, or left empty) and short name.
 _KERNEL_STAT_COLUMN = {"kernel_name": "name", "kernel_launch_uid": "uid"}
-_KERNEL_FIELDS = tuple(field for field in KernelStat.__struct_fields__ if field != "stats")
+_KERNEL_FIELDS = tuple(field for field in KernelStat.__struct_fields__ if field not in ("stats", "kernel_short_name"))
+_KERNEL_NAME = _KERNEL_FIELDS.index("kernel_name")
+# Every KernelResult field is a kernels column of the same name.
+_KERNEL_RESULT_FIELDS = reference.KernelResult.__struct_fields__
+_KERNEL_RESULT_COLUMNS = ", ".join(f"k.{field}" for field in _KERNEL_RESULT_FIELDS)
 _KERNEL_COLUMNS = ", ".join(f"k.{_KERNEL_STAT_COLUMN.get(field, field)}" for field in _KERNEL_FIELDS)
 
 
@@ -123,8 +127,9 @@ def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
     return from_row(
         Sim,
         row,
-        latest=from_row(SimMetrics, row),
+        latest=from_row(ev.SimMetrics, row),
         log_tail=list(row.log_tail),
+        current_kernel_short_name=None if row.current_kernel is None else short_name(row.current_kernel),
         split=None if row.split is None else split_view(row.kernels_total, _splits.decode(row.split)),
         attention=None if watch is None else attention.attention(seen(row), watch),
         attempt=row.attempt if row.attempt > 1 else None,
@@ -149,7 +154,7 @@ def run_from_row(row: RunRow) -> RunSummary:
 def kernel_from_row(row: KernelRow) -> KernelStat:
     """A kernel as lists and live streams show it: its stats map left empty."""
     renamed = {field: getattr(row, column) for field, column in _KERNEL_STAT_COLUMN.items()}
-    return from_row(KernelStat, row, **renamed, stats={})
+    return from_row(KernelStat, row, **renamed, stats={}, kernel_short_name=short_name(row.name))
 
 
 def file_from_row(row: SimFileRow, place: Place) -> RunFile:
@@ -259,7 +264,8 @@ def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, totals: bool 
 
 def _kernel_stat(record: tuple[Any, ...], stats: dict[str, StatValue] | msgspec.Raw) -> KernelStat:
     """The KernelStat of a record of `_kernels` (its trailing seq and totals unnamed, so left out)."""
-    return KernelStat(**dict(zip(_KERNEL_FIELDS, record)), stats=stats)  # type: ignore[arg-type]  # a Raw map is encoded as it is
+    short = short_name(record[_KERNEL_NAME])
+    return KernelStat(**dict(zip(_KERNEL_FIELDS, record)), stats=stats, kernel_short_name=short)  # type: ignore[arg-type]  # a Raw map is encoded as it is
 
 
 def kernel_stats(con: Con, run: RunSummary) -> list[KernelStat]:
@@ -268,8 +274,8 @@ def kernel_stats(con: Con, run: RunSummary) -> list[KernelStat]:
         return [_kernel_stat(r, {}) for r in _kernels(con, run, [s.id for s in sim_rows(con, run)]).fetchall()]
 
 
-def kernel_chunks(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats_maps.Names | None = None) -> Iterator[bytes]:
-    """The JSON list of the given sims' KernelStats, in chunks, by config, replica and
+def kernel_pieces(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats_maps.Names | None = None) -> Iterator[bytes]:
+    """The JSON list of the given sims' KernelStats, in pieces, by config, replica and
     kernel_index; each with its full stats map given the read model's stat names (`maps`),
     or with `{}`."""
     result = _kernels(con, run, sim_ids, totals=maps is not None)
@@ -296,12 +302,12 @@ def _totals(record: tuple[Any, ...]) -> dict[str, float]:
     return {name: total for name, total in zip(_RUNNING_TOTALS, record[_SEQ + 1 :]) if total is not None}
 
 
-def run_kernel_chunks(con: Con, run: RunSummary) -> Iterator[bytes]:
+def run_kernel_pieces(con: Con, run: RunSummary) -> Iterator[bytes]:
     with snapshot(con):
-        yield from kernel_chunks(con, run, [s.id for s in sim_rows(con, run)])
+        yield from kernel_pieces(con, run, [s.id for s in sim_rows(con, run)])
 
 
-class _Real(msgspec.Struct, frozen=True):
+class _Real(msgspec.Struct, frozen=True, kw_only=True):
     """A kernel's real timing: each measure's mean over the hardware repetitions, and their
     spread when there are several."""
 
@@ -333,6 +339,7 @@ def _comparison_rows(con: Con, run: RunSummary, real: list[_Real], indices: list
             row = ComparisonRow(
                 kernel_index=index,
                 kernel_name=name,
+                kernel_short_name=short_name(name),
                 real_ns=known.ns,
                 sim_ns=dict.fromkeys(names),
                 real_ns_spread=known.ns_spread,
@@ -360,7 +367,7 @@ def _real_timing(con: Con, trace_id: str) -> list[_Real]:
     for durations, cycles in records:
         ns, ns_spread = measured(durations or [])
         mean_cycles, cycles_spread = measured(cycles or [])
-        real.append(_Real(ns, ns_spread, mean_cycles, cycles_spread))
+        real.append(_Real(ns=ns, ns_spread=ns_spread, cycles=mean_cycles, cycles_spread=cycles_spread))
     return real
 
 
@@ -405,7 +412,7 @@ def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
     return _compared(run, has_real_timing, _comparison_rows(con, run, real, None), real)
 
 
-class _Computed(msgspec.Struct, frozen=True):
+class _Computed(msgspec.Struct, frozen=True, kw_only=True):
     comparison: Comparison
     real: list[_Real]
     kernels: int  # the kernels table's rows when computed
@@ -449,7 +456,7 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
             kept = [fresh.pop(row.kernel_index, row) for row in known.comparison.rows]
             rows = kept + sorted(fresh.values(), key=lambda r: r.kernel_index)
         result = _compared(run, trace.has_real_timing, rows, real)
-        cache[key] = _Computed(result, real, kernels, last_seq)
+        cache[key] = _Computed(comparison=result, real=real, kernels=kernels, last_seq=last_seq)
         return result
 
 
@@ -462,17 +469,14 @@ def _reference_side(sim: SimRow) -> ReferenceSim:
 
 
 def _kernel_results(con: Con, sim: SimRow) -> list[reference.KernelResult]:
-    records = con.execute(
-        f"SELECT k.uid, k.name, k.gpu_sim_cycle, k.gpu_sim_insn, k.reused_from FROM {CURRENT_KERNELS} WHERE k.sim_id = ? ORDER BY k.uid",
-        [sim.id],
-    ).fetchall()
-    return [reference.KernelResult(*record) for record in records]
+    records = con.execute(f"SELECT {_KERNEL_RESULT_COLUMNS} FROM {CURRENT_KERNELS} WHERE k.sim_id = ? ORDER BY k.uid", [sim.id]).fetchall()
+    return [reference.KernelResult(**dict(zip(_KERNEL_RESULT_FIELDS, record))) for record in records]
 
 
 def reference_comparison(con: Con, fast: SimRow, ref: SimRow) -> ReferenceComparison:
     """The split or reusing sim `fast` against its reference `ref`, kernel by kernel and in total."""
     with snapshot(con):
-        kernels = reference.kernels(_kernel_results(con, fast), _kernel_results(con, ref))
+        kernels = reference.kernels(_kernel_results(con, fast), _kernel_results(con, ref), short_name)
     fast_side, ref_side = _reference_side(fast), _reference_side(ref)
     known = fast_side.config_digests is not None and ref_side.config_digests is not None
     return ReferenceComparison(
@@ -509,11 +513,11 @@ def succeeded_kernel_times(con: Con, run_id: str) -> list[SimKernelTimes]:
 # --- results -------------------------------------------------------------------------------
 
 
-def _around(struct: msgspec.Struct, field: str, chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """`struct` as JSON, with the value of its field `field` streamed from `chunks`."""
+def _around(struct: msgspec.Struct, field: str, pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """`struct` as JSON, with the value of its field `field` streamed from `pieces`."""
     head, tail = _encoder.encode(msgspec.structs.replace(struct, **{field: _HOLE})).split(b"\x00")
     yield head
-    yield from chunks
+    yield from pieces
     yield tail
 
 
@@ -529,17 +533,17 @@ def _json_list(items: Iterable[Iterator[bytes]]) -> Iterator[bytes]:
 def _sim_results(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
     view = sim_from_row(sim)
     results = SimResults(sim=view, trace_id=run.trace_id, gpu_config=gpu_configs.get(sim.gpu_config), kernels=[], totals=view.latest)
-    return _around(results, "kernels", kernel_chunks(con, run, [sim.id], maps))
+    return _around(results, "kernels", kernel_pieces(con, run, [sim.id], maps))
 
 
-def sim_results_chunks(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
-    """A SimResults as JSON chunks, its kernels with their full stats maps."""
+def sim_results_pieces(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
+    """A SimResults as JSON pieces, its kernels with their full stats maps."""
     with snapshot(con):
         yield from _sim_results(con, run, sim, gpu_configs, maps)
 
 
-def run_results_chunks(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
-    """A RunResults as JSON chunks: the run, its trace in detail, each sim's results with
+def run_results_pieces(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
+    """A RunResults as JSON pieces: the run, its trace in detail, each sim's results with
     full stats maps, and the comparison."""
     with snapshot(con):
         trace = _trace_detail(con, run)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from cascade_formats.kernel_names import short_name
 from cascade_core.models import RunSummary, StatCatalogue, StatName, StatTable, StatValues, StatValuesRow
 from projections.queries.runs import CURRENT_KERNELS, RECOMPUTED_TOTALS, Con, configs, snapshot
 
@@ -191,7 +192,17 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
         held = {r[3] for r in records} if not truncated else {i for (i,) in con.execute(_HELD, params).fetchall()}
     names = dict(found)
     rows = [
-        StatValuesRow(kernel_index=index, kernel_name=kernel, gpu_config=config, units=units[names[stat]], replicas=replicas, median=median, min=low, max=high)
+        StatValuesRow(
+            kernel_index=index,
+            kernel_name=kernel,
+            kernel_short_name=short_name(kernel),
+            gpu_config=config,
+            units=units[names[stat]],
+            replicas=replicas,
+            median=median,
+            min=low,
+            max=high,
+        )
         for index, kernel, config, stat, replicas, median, low, high in records[:VALUES_LIMIT]
     ]
     return StatValues(

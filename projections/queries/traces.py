@@ -11,7 +11,8 @@ from __future__ import annotations
 import duckdb
 import msgspec
 
-from cascade_core.models import Trace, TraceDetail, TraceFileRef, TraceKernel, TraceMetadata
+from cascade_core.events import TraceKernel
+from cascade_core.models import Trace, TraceDetail, TraceFileRef, TraceMetadata
 from cascade_core.object_names import trace_file
 from projections import tables
 from projections.queries.convert import from_row
@@ -58,9 +59,8 @@ def _detail(con: Con, row: TraceRow) -> TraceDetail:
         trace_gpu_arch=row.trace_gpu_arch,
         suggested_sim_config=row.suggested_sim_config,
     )
-    return TraceDetail(
-        **msgspec.structs.asdict(summary), metadata=metadata, kernels=[TraceKernel(*k) for k in kernels]
-    )
+    listed = [TraceKernel(**dict(zip(TraceKernel.__struct_fields__, k))) for k in kernels]
+    return TraceDetail(**msgspec.structs.asdict(summary), metadata=metadata, kernels=listed)
 
 
 def active_run_using(con: Con, trace_id: str) -> str | None:

@@ -23,6 +23,7 @@ from cascade_http.run_events import last_event_id
 from tests.browser.conftest import TOKEN, data_json, environment, missing, seed, shoot, sign_in
 from tests.browser.proxy import proxy_to
 from tests.cascade_formats.test_kernel_names import GRAMMAR_SYMBOLS, REAL_SYMBOLS
+from cascade_core.sims import FINISHED, RETRIABLE, SIM_STATES, UNDER_WAY
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.live import LiveServer
 from tests.support import TRACES
@@ -564,11 +565,15 @@ def test_ten_thousand_kernels_stay_smooth(page: Any, cascade: LiveServer) -> Non
     page.wait_for_selector("#sims-table tbody[data-sim] .progress-text:has-text('10,000 / 10,000')")
 
 
-def test_short_kernel_names_agree_with_the_server(page: Any, cascade: LiveServer) -> None:
-    symbols = [*REAL_SYMBOLS, *GRAMMAR_SYMBOLS, "nvjet_sm90_hsh_64x8_64x16_4x1_v_bz_bias_TNT", "", "_Z", "_Z6vecAddIf", "_ZTV3Foo", "_ZN1AcviEv", "_Z1f" + "P" * 100_000 + "i"]
+def test_the_web_apps_sim_states_are_the_cores(page: Any, cascade: LiveServer) -> None:
     page.goto(f"{cascade.url}/")
-    shown = page.evaluate("async (symbols) => { const names = await import('/static/js/kernelname.js'); return symbols.map(names.shortName); }", symbols)
-    assert shown == [short_name(s) for s in symbols]
+    shown = page.evaluate(
+        "async () => { const s = await import('/static/js/simstates.js'); "
+        "return [s.SIM_STATES, ...[s.FINISHED, s.UNDER_WAY, s.RETRIABLE].map((set) => [...set])]; }"
+    )
+    every, finished, under_way, retriable = shown
+    assert sorted(every) == sorted(SIM_STATES)
+    assert (set(finished), set(under_way), set(retriable)) == (FINISHED, UNDER_WAY, RETRIABLE)
 
 
 def test_folder_archives_built_in_the_browser_read_back(page: Any, cascade: LiveServer) -> None:

@@ -63,9 +63,9 @@ def test_core_clock_from_config(text: str, clock: float | None) -> None:
 
 def test_suggested_config_is_the_first_by_name_of_the_arch() -> None:
     configs = [
-        GpuConfig("SM90_H200", "sm_90", 1980.0),
-        GpuConfig("SM61_TITANX", "sm_61", 1417.0),
-        GpuConfig("SM90_H100", "sm_90", 1980.0),
+        GpuConfig(name="SM90_H200", arch="sm_90", core_clock_mhz=1980.0),
+        GpuConfig(name="SM61_TITANX", arch="sm_61", core_clock_mhz=1417.0),
+        GpuConfig(name="SM90_H100", arch="sm_90", core_clock_mhz=1980.0),
     ]
     assert suggested_config("sm_90", configs) == "SM90_H100"
     assert suggested_config("sm_61", configs) == "SM61_TITANX"
@@ -79,9 +79,9 @@ def test_offered_configs_are_the_local_ones_and_the_runners_once_per_name_and_di
         names = [c.name for c in configs]
         return Runner(id=id, host="h", slots=1, running=[], configs=names, started_at=at, last_seen_at=at, gpu_configs=list(configs))
 
-    titanx = GpuConfig("SM61_TITANX", "sm_61", 1417.0, digest="b" * 64)
-    changed = GpuConfig("SM61_TITANX", "sm_61", 1417.0, digest="a" * 64)
-    volta = GpuConfig("SM7_QV100", "sm_70", 1132.0, digest="c" * 64)
+    titanx = GpuConfig(name="SM61_TITANX", arch="sm_61", core_clock_mhz=1417.0, digest="b" * 64)
+    changed = GpuConfig(name="SM61_TITANX", arch="sm_61", core_clock_mhz=1417.0, digest="a" * 64)
+    volta = GpuConfig(name="SM7_QV100", arch="sm_70", core_clock_mhz=1132.0, digest="c" * 64)
     older = Runner(id="r-old", host="h", slots=1, running=[], configs=["SM90_H100"], started_at=at, last_seen_at=at)  # names only
     shown = offered([titanx], [runner("r2", titanx, volta), runner("r1", changed, titanx), older])
     assert [(c.name, c.digest, c.local, c.runners) for c in shown] == [

@@ -8,8 +8,17 @@ from cascade_core.reference import KernelResult, error_pct, kernels, speedup, to
 
 
 def test_each_launch_is_matched_by_uid_and_its_errors_are_signed() -> None:
-    fast = [KernelResult(2, "mm", 1010, 500), KernelResult(1, "va", 990, 100), KernelResult(3, "mm", 1010, 500, reused_from=2)]
-    reference = [KernelResult(1, "va", 1000, 100), KernelResult(2, "mm", 1000, 500), KernelResult(3, "mm", 1000, 400), KernelResult(4, "va", 7, 1)]
+    fast = [
+        KernelResult(uid=2, name="mm", gpu_sim_cycle=1010, gpu_sim_insn=500),
+        KernelResult(uid=1, name="va", gpu_sim_cycle=990, gpu_sim_insn=100),
+        KernelResult(uid=3, name="mm", gpu_sim_cycle=1010, gpu_sim_insn=500, reused_from=2),
+    ]
+    reference = [
+        KernelResult(uid=1, name="va", gpu_sim_cycle=1000, gpu_sim_insn=100),
+        KernelResult(uid=2, name="mm", gpu_sim_cycle=1000, gpu_sim_insn=500),
+        KernelResult(uid=3, name="mm", gpu_sim_cycle=1000, gpu_sim_insn=400),
+        KernelResult(uid=4, name="va", gpu_sim_cycle=7, gpu_sim_insn=1),
+    ]
     rows = kernels(fast, reference)
     assert [(r.kernel_launch_uid, r.kernel_name, r.gpu_sim_cycle, r.reference_gpu_sim_cycle, r.reused_from) for r in rows] == [
         (1, "va", 990, 1000, None), (2, "mm", 1010, 1000, None), (3, "mm", 1010, 1000, 2), (4, "va", None, 7, None)
@@ -25,7 +34,7 @@ def test_each_launch_is_matched_by_uid_and_its_errors_are_signed() -> None:
 
 
 def test_nothing_in_common_yet_has_no_errors() -> None:
-    t = totals(kernels([KernelResult(1, "va", 990, 100)], []))
+    t = totals(kernels([KernelResult(uid=1, name="va", gpu_sim_cycle=990, gpu_sim_insn=100)], []))
     assert (t.kernels, t.gpu_sim_cycle, t.reference_gpu_sim_cycle, t.cycle_error_pct, t.insn_error_pct, t.exact) == (0, None, None, None, None, 0)
     assert (t.worst_cycle_error_pct, t.worst_kernel_launch_uid) == (None, None)
 

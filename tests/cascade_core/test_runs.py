@@ -33,10 +33,10 @@ from cascade_core.runs import (
 
 AT = datetime(2026, 11, 8, 8, 59, 3, 24065, tzinfo=UTC)
 CONFIGS = [
-    GpuConfig("SM7_QV100", "sm_70", 1132.0),
-    GpuConfig("SM86_RTX3070", "sm_86", 1132.0),
-    GpuConfig("SM86_RTX3080", "sm_86", 1440.0),
-    GpuConfig("SM90_H100", "sm_90", 1980.0),
+    GpuConfig(name="SM7_QV100", arch="sm_70", core_clock_mhz=1132.0),
+    GpuConfig(name="SM86_RTX3070", arch="sm_86", core_clock_mhz=1132.0),
+    GpuConfig(name="SM86_RTX3080", arch="sm_86", core_clock_mhz=1440.0),
+    GpuConfig(name="SM90_H100", arch="sm_90", core_clock_mhz=1980.0),
 ]
 TRACE = Trace(
     id="demo",
@@ -58,7 +58,7 @@ TRACE = Trace(
 
 
 def create(*entries: tuple[str, int], trace_id: str = "demo") -> CreateRun:
-    body = RunCreate(trace_id, [RunEntry(name, count) for name, count in entries])
+    body = RunCreate(trace_id, [RunEntry(gpu_config=name, count=count) for name, count in entries])
     total = sum(count for _, count in entries)
     return CreateRun(event_id="e1", at=AT, run_id="run-1", sim_ids=[f"sim-{i}" for i in range(total)], body=body)
 
@@ -69,7 +69,7 @@ def summary(state: str, counts: dict[str, int], *, sample: bool = False) -> RunS
         trace_id="demo",
         created_at=AT,
         state=state,  # type: ignore[arg-type]
-        entries=[RunEntry("SM86_RTX3070", 2)],
+        entries=[RunEntry(gpu_config="SM86_RTX3070", count=2)],
         sim_counts=counts,
         sample=sample,
     )
@@ -82,11 +82,11 @@ def test_create_fans_each_entry_out_by_replica_in_entry_order() -> None:
         at=AT,
         run_id="run-1",
         trace_id="demo",
-        entries=[ev.ConfigCount("SM86_RTX3080", 1), ev.ConfigCount("SM86_RTX3070", 2)],
+        entries=[ev.ConfigCount(gpu_config="SM86_RTX3080", count=1), ev.ConfigCount(gpu_config="SM86_RTX3070", count=2)],
         sims=[
-            ev.SimSpec("sim-0", "SM86_RTX3080", 0),
-            ev.SimSpec("sim-1", "SM86_RTX3070", 0),
-            ev.SimSpec("sim-2", "SM86_RTX3070", 1),
+            ev.SimSpec(sim_id="sim-0", gpu_config="SM86_RTX3080", replica=0),
+            ev.SimSpec(sim_id="sim-1", gpu_config="SM86_RTX3070", replica=0),
+            ev.SimSpec(sim_id="sim-2", gpu_config="SM86_RTX3070", replica=1),
         ],
         kernels_total=20,
     )
@@ -169,10 +169,10 @@ def test_run_state_follows_its_sims(counts: dict[str, int], state: str) -> None:
 
 def test_an_entry_split_gives_its_sims_the_split_as_decided() -> None:
     entries = [
-        RunEntry("SM86_RTX3070", 2, SplitSpec(5)),  # warm-up 2 by default
-        RunEntry("SM86_RTX3080", 1, SplitSpec(20, 0)),  # one chunk of the trace's 20 launches: whole
-        RunEntry("SM86_RTX3080", 1, "auto"),  # 4 free slots for it: 20 launches make 2 chunks of 10
-        RunEntry("SM86_RTX3070", 1, "auto"),  # no free slot: whole
+        RunEntry(gpu_config="SM86_RTX3070", count=2, split=SplitSpec(5)),  # warm-up 2 by default
+        RunEntry(gpu_config="SM86_RTX3080", count=1, split=SplitSpec(20, 0)),  # one chunk of the trace's 20 launches: whole
+        RunEntry(gpu_config="SM86_RTX3080", count=1, split="auto"),  # 4 free slots for it: 20 launches make 2 chunks of 10
+        RunEntry(gpu_config="SM86_RTX3070", count=1, split="auto"),  # no free slot: whole
     ]
     command = CreateRun(
         event_id="e1", at=AT, run_id="run-1", sim_ids=[f"sim-{i}" for i in range(5)], body=RunCreate("demo", entries),
@@ -198,7 +198,7 @@ class Cut(ev.Split, frozen=True):
     chunks: list[Life]
 
 
-class SimFacts(msgspec.Struct, frozen=True):
+class SimFacts(msgspec.Struct, frozen=True, kw_only=True):
     """A sim as the read model's row gives a retry or a top-up its facts."""
 
     id: str
@@ -214,17 +214,27 @@ class SimFacts(msgspec.Struct, frozen=True):
 
 def test_retry_asks_for_the_next_attempt_of_each_failed_or_cancelled_sim() -> None:
     sims = [
-        SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1),
-        SimFacts("sim-1", "SM86_RTX3070", 1, "failed", 2),
-        SimFacts("sim-2", "SM86_RTX3080", 0, "cancelled", 0),  # cancelled before any runner took it
+        SimFacts(id="sim-0", gpu_config="SM86_RTX3070", replica=0, state="succeeded", attempt=1),
+        SimFacts(id="sim-1", gpu_config="SM86_RTX3070", replica=1, state="failed", attempt=2),
+        SimFacts(id="sim-2", gpu_config="SM86_RTX3080", replica=0, state="cancelled", attempt=0),  # cancelled before any runner took it
         # Split: its failed chunk and the one its failure stopped run again, its finished one is kept.
-        SimFacts("sim-3", "SM86_RTX3080", 1, "failed", 1, splitting=Cut(5, 2, [Life("succeeded", 1), Life("failed", 2), Life("cancelled", 1)])),
-        SimFacts("sim-4", "SM86_RTX3080", 2, "running", 1),
+        SimFacts(
+            id="sim-3",
+            gpu_config="SM86_RTX3080",
+            replica=1,
+            state="failed",
+            attempt=1,
+            splitting=Cut(5, 2, [Life("succeeded", 1), Life("failed", 2), Life("cancelled", 1)]),
+        ),
+        SimFacts(id="sim-4", gpu_config="SM86_RTX3080", replica=2, state="running", attempt=1),
     ]
     (retry,) = decide_retry(summary("cancelled", {}), sims, RetryRun(event_id="e3", at=AT), {("sim-3", 2): 2})
     assert retry == ev.RunRetryRequested(
         id="e3", at=AT, run_id="run-1", trace_id="demo", kernels_total=20,
-        sims=[ev.RetriedSim("sim-1", "SM86_RTX3070", 3), ev.RetriedSim("sim-2", "SM86_RTX3080", 1)],
+        sims=[
+            ev.RetriedSim(sim_id="sim-1", gpu_config="SM86_RTX3070", attempt=3),
+            ev.RetriedSim(sim_id="sim-2", gpu_config="SM86_RTX3080", attempt=1),
+        ],
         chunks=[
             ev.RetriedChunk(sim_id="sim-3", gpu_config="SM86_RTX3080", chunk=1, split=ev.Split(5, 2), attempt=3),
             # A runner claimed attempt 2 after the stop: its life subject says so.
@@ -238,21 +248,28 @@ def test_retry_asks_for_the_next_attempt_of_each_failed_or_cancelled_sim() -> No
 
 def add(*entries: tuple[str, int], key: str | None = None) -> AddEntries:
     total = sum(count for _, count in entries)
-    body = RunEntries([RunEntry(name, count) for name, count in entries])
+    body = RunEntries([RunEntry(gpu_config=name, count=count) for name, count in entries])
     return AddEntries(event_id="e5", at=AT, sim_ids=[f"new-{i}" for i in range(total)], body=body, key=key)
 
 
 def test_a_top_up_numbers_replicas_on_from_the_runs_and_is_added_once_per_key() -> None:
-    sims = [SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1), SimFacts("sim-1", "SM86_RTX3070", 1, "failed", 1)]
+    sims = [
+        SimFacts(id="sim-0", gpu_config="SM86_RTX3070", replica=0, state="succeeded", attempt=1),
+        SimFacts(id="sim-1", gpu_config="SM86_RTX3070", replica=1, state="failed", attempt=1),
+    ]
     (added,) = decide_add(summary("failed", {}), sims, add(("SM86_RTX3070", 2), ("SM86_RTX3080", 1), key="k"), TRACE, CONFIGS, max_sims=8, keys=set())
     assert isinstance(added, ev.RunEntriesAdded) and (added.run_id, added.trace_id, added.kernels_total, added.key) == ("run-1", "demo", 20, "k")
-    assert added.entries == [ev.ConfigCount("SM86_RTX3070", 2), ev.ConfigCount("SM86_RTX3080", 1)]
-    assert added.sims == [ev.SimSpec("new-0", "SM86_RTX3070", 2), ev.SimSpec("new-1", "SM86_RTX3070", 3), ev.SimSpec("new-2", "SM86_RTX3080", 0)]
+    assert added.entries == [ev.ConfigCount(gpu_config="SM86_RTX3070", count=2), ev.ConfigCount(gpu_config="SM86_RTX3080", count=1)]
+    assert added.sims == [
+        ev.SimSpec(sim_id="new-0", gpu_config="SM86_RTX3070", replica=2),
+        ev.SimSpec(sim_id="new-1", gpu_config="SM86_RTX3070", replica=3),
+        ev.SimSpec(sim_id="new-2", gpu_config="SM86_RTX3080", replica=0),
+    ]
     assert decide_add(summary("failed", {}), sims, add(("SM86_RTX3070", 2), key="k"), TRACE, CONFIGS, max_sims=8, keys={"k"}) == []
 
 
 def test_a_top_up_refuses_as_create_does_and_past_the_runs_limit() -> None:
-    sims = [SimFacts(f"sim-{i}", "SM86_RTX3070", i, "succeeded", 1) for i in range(7)]
+    sims = [SimFacts(id=f"sim-{i}", gpu_config="SM86_RTX3070", replica=i, state="succeeded", attempt=1) for i in range(7)]
     with pytest.raises(BadEntry, match="^SM7_QV100 is sm_70 but trace demo is sm_86$"):
         check_add(summary("succeeded", {}), sims, add(("SM7_QV100", 1)).body, TRACE, CONFIGS, max_sims=8)
     with pytest.raises(TooManySims, match="^the run would have 9 sims with these entries, more than this server's limit of 8"):
@@ -265,24 +282,24 @@ def test_a_top_up_refuses_as_create_does_and_past_the_runs_limit() -> None:
 
 def test_retry_asks_past_an_attempt_a_runner_claimed_after_the_cancel() -> None:
     # Cancelled while pending; a runner took its request later, and its claim changed nothing.
-    sims = [SimFacts("sim-0", "SM86_RTX3070", 0, "cancelled", 0)]
+    sims = [SimFacts(id="sim-0", gpu_config="SM86_RTX3070", replica=0, state="cancelled", attempt=0)]
     (retry,) = decide_retry(summary("cancelled", {}), sims, RetryRun(event_id="e6", at=AT), {("sim-0", None): 1})
-    assert isinstance(retry, ev.RunRetryRequested) and retry.sims == [ev.RetriedSim("sim-0", "SM86_RTX3070", 2)]
+    assert isinstance(retry, ev.RunRetryRequested) and retry.sims == [ev.RetriedSim(sim_id="sim-0", gpu_config="SM86_RTX3070", attempt=2)]
 
 
 def test_a_reference_is_a_sim_of_the_same_config_run_whole_added_once_with_no_entry() -> None:
     sims = [
-        SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1, splitting=Cut(10, 2, [Life("succeeded", 1)] * 2)),
-        SimFacts("sim-1", "SM86_RTX3070", 1, "succeeded", 1, reuse=True),
-        SimFacts("sim-2", "SM86_RTX3080", 0, "succeeded", 1),
+        SimFacts(id="sim-0", gpu_config="SM86_RTX3070", replica=0, state="succeeded", attempt=1, splitting=Cut(10, 2, [Life("succeeded", 1)] * 2)),
+        SimFacts(id="sim-1", gpu_config="SM86_RTX3070", replica=1, state="succeeded", attempt=1, reuse=True),
+        SimFacts(id="sim-2", gpu_config="SM86_RTX3080", replica=0, state="succeeded", attempt=1),
     ]
     asked = RequestReference(event_id="e7", at=AT, sim_id="sim-1", reference_id="ref-1")
     (added,) = decide_reference(summary("succeeded", {}), sims, asked, TRACE, CONFIGS, max_sims=8)
     assert added == ev.RunEntriesAdded(
         id="e7", at=AT, run_id="run-1", trace_id="demo", kernels_total=20, entries=[],
-        sims=[ev.SimSpec("ref-1", "SM86_RTX3070", 2, reference_for="sim-1")],
+        sims=[ev.SimSpec(sim_id="ref-1", gpu_config="SM86_RTX3070", replica=2, reference_for="sim-1")],
     )
-    with_it = [*sims, SimFacts("ref-1", "SM86_RTX3070", 2, "pending", 0, reference_for="sim-1")]
+    with_it = [*sims, SimFacts(id="ref-1", gpu_config="SM86_RTX3070", replica=2, state="pending", attempt=0, reference_for="sim-1")]
     assert decide_reference(summary("active", {}), with_it, asked, TRACE, CONFIGS, max_sims=8) == [], "asked again: the one there is"
     with pytest.raises(NotFast, match="^sim sim-2 is neither split nor reusing repeated kernels"):
         decide_reference(summary("active", {}), with_it, msgspec.structs.replace(asked, sim_id="sim-2"), TRACE, CONFIGS, max_sims=8)
@@ -293,7 +310,13 @@ def test_a_reference_is_a_sim_of_the_same_config_run_whole_added_once_with_no_en
 
 
 def test_an_entry_with_references_gives_each_fast_sim_one_numbered_after_them() -> None:
-    body = RunCreate("demo", [RunEntry("SM86_RTX3070", 2, SplitSpec(5), reference=True), RunEntry("SM86_RTX3080", 1, reuse=True, reference=True)])
+    body = RunCreate(
+        "demo",
+        [
+            RunEntry(gpu_config="SM86_RTX3070", count=2, split=SplitSpec(5), reference=True),
+            RunEntry(gpu_config="SM86_RTX3080", count=1, reuse=True, reference=True),
+        ],
+    )
     cmd = CreateRun(event_id="e1", at=AT, run_id="run-1", sim_ids=[f"sim-{i}" for i in range(6)], body=body)
     (created,) = decide_create(cmd, TRACE, CONFIGS, max_sims=6)
     assert isinstance(created, ev.RunCreated)
@@ -305,12 +328,12 @@ def test_an_entry_with_references_gives_each_fast_sim_one_numbered_after_them() 
         ("sim-4", "SM86_RTX3080", 0, False, True, None),
         ("sim-5", "SM86_RTX3080", 1, False, False, "sim-4"),
     ]
-    assert created.entries[0] == ev.ConfigCount("SM86_RTX3070", 2, ev.Split(5, 2), reference=True)
+    assert created.entries[0] == ev.ConfigCount(gpu_config="SM86_RTX3070", count=2, split=ev.Split(5, 2), reference=True)
     with pytest.raises(TooManySims):
         check_create(body, TRACE, CONFIGS, max_sims=5)
     # An "auto" split that runs whole, not reusing: its sims are sequential, so no reference.
-    short = RunCreate("demo", [RunEntry("SM86_RTX3070", 1, "auto", reference=True)])
+    short = RunCreate("demo", [RunEntry(gpu_config="SM86_RTX3070", count=1, split="auto", reference=True)])
     (whole,) = decide_create(CreateRun(event_id="e2", at=AT, run_id="run-2", sim_ids=["a", "b"], body=short), TRACE, CONFIGS, max_sims=6)
-    assert isinstance(whole, ev.RunCreated) and whole.sims == [ev.SimSpec("a", "SM86_RTX3070", 0)]
+    assert isinstance(whole, ev.RunCreated) and whole.sims == [ev.SimSpec(sim_id="a", gpu_config="SM86_RTX3070", replica=0)]
     with pytest.raises(BadEntry, match="^the entry of SM86_RTX3070 asks for a reference but is neither split nor reusing"):
-        check_create(RunCreate("demo", [RunEntry("SM86_RTX3070", 1, reference=True)]), TRACE, CONFIGS, max_sims=6)
+        check_create(RunCreate("demo", [RunEntry(gpu_config="SM86_RTX3070", count=1, reference=True)]), TRACE, CONFIGS, max_sims=6)

@@ -28,7 +28,7 @@ def fact(kind: str, attempt: int, n: int, chunk: int | None = None) -> sims.Fact
         case "launch":
             return ev.SimLaunched(**common, launcher_ref="1234", host=f"h{attempt}", config_digests={})  # type: ignore[arg-type]
         case "beat":
-            return ev.SimHeartbeat(**common, kernels_done=0, current_kernel=None, latest=ev.SimTotals())  # type: ignore[arg-type]
+            return ev.SimHeartbeat(**common, kernels_done=0, current_kernel=None, latest=ev.SimMetrics())  # type: ignore[arg-type]
         case "kernel":
             return ev.KernelFinished(**common, kernel_index=0, uid=1, name="k", gpu_sim_cycle=1, gpu_sim_insn=1, gpu_ipc=1.0, sim_time_ns=1.0)  # type: ignore[arg-type]
         case "file":
@@ -267,7 +267,12 @@ def test_a_runner_takes_a_retrys_request_for_the_attempt_it_asks_for() -> None:
 
 
 def ended(state: str, runner_id: str = "slurm-c-12") -> ev.RunnerEnded:
-    return slurm.ended(runner_id, slurm.JobEnd("12", state, "0:15", "TimeLimit" if state == "TIMEOUT" else None), event_id="e", at=T0)
+    return slurm.ended(
+        runner_id,
+        slurm.JobEnd(job_id="12", state=state, exit_code="0:15", reason="TimeLimit" if state == "TIMEOUT" else None),
+        event_id="e",
+        at=T0,
+    )
 
 
 def test_a_runner_its_job_ended_at_a_limit_fails_its_sim_at_once_with_slurms_words() -> None:

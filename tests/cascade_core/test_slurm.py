@@ -18,24 +18,30 @@ SCONTROL = (
 
 
 def test_scontrol_gives_the_state_reason_and_exit_code_of_its_job_only() -> None:
-    assert slurm.parse_scontrol(SCONTROL, "7") == JobEnd("7", "TIMEOUT", "0:15", "TimeLimit")
+    assert slurm.parse_scontrol(SCONTROL, "7") == JobEnd(job_id="7", state="TIMEOUT", exit_code="0:15", reason="TimeLimit")
     assert slurm.parse_scontrol(SCONTROL, "70") is None
     assert slurm.parse_scontrol("slurm_load_jobs error: Invalid job id specified", "7") is None
 
 
 def test_sacct_gives_the_state_and_what_follows_it() -> None:
     text = "12|CANCELLED by 0|0:0|None\n13|OUT_OF_MEMORY|0:125|None\n"
-    assert slurm.parse_sacct(text, "12") == JobEnd("12", "CANCELLED", "0:0", "None", "by 0")
-    assert slurm.parse_sacct(text, "13") == JobEnd("13", "OUT_OF_MEMORY", "0:125", "None")
+    assert slurm.parse_sacct(text, "12") == JobEnd(job_id="12", state="CANCELLED", exit_code="0:0", reason="None", detail="by 0")
+    assert slurm.parse_sacct(text, "13") == JobEnd(job_id="13", state="OUT_OF_MEMORY", exit_code="0:125", reason="None")
     assert slurm.parse_sacct("", "14") is None  # not in the accounting database (yet)
 
 
 @pytest.mark.parametrize(
     "end, line",
     [
-        (JobEnd("7", "TIMEOUT", "0:15", "TimeLimit"), "Slurm job 7 ended: TIMEOUT (reason TimeLimit, exit code 0:15)"),
-        (JobEnd("12", "CANCELLED", "0:0", "None", "by 0"), "Slurm job 12 ended: CANCELLED (by 0, exit code 0:0)"),
-        (JobEnd("9", "UNKNOWN", reason="Slurm no longer knows the job"), "Slurm job 9 ended: UNKNOWN (reason Slurm no longer knows the job)"),
+        (JobEnd(job_id="7", state="TIMEOUT", exit_code="0:15", reason="TimeLimit"), "Slurm job 7 ended: TIMEOUT (reason TimeLimit, exit code 0:15)"),
+        (
+            JobEnd(job_id="12", state="CANCELLED", exit_code="0:0", reason="None", detail="by 0"),
+            "Slurm job 12 ended: CANCELLED (by 0, exit code 0:0)",
+        ),
+        (
+            JobEnd(job_id="9", state="UNKNOWN", reason="Slurm no longer knows the job"),
+            "Slurm job 9 ended: UNKNOWN (reason Slurm no longer knows the job)",
+        ),
     ],
 )
 def test_a_jobs_end_in_one_line(end: JobEnd, line: str) -> None:
@@ -45,7 +51,7 @@ def test_a_jobs_end_in_one_line(end: JobEnd, line: str) -> None:
 def test_only_a_limit_of_the_job_fails_its_sims_at_once() -> None:
     at = datetime(2026, 12, 1, tzinfo=UTC)
     for state, fails in [("TIMEOUT", True), ("OUT_OF_MEMORY", True), ("DEADLINE", True), ("PREEMPTED", False), ("NODE_FAIL", False), ("FAILED", False)]:
-        assert slurm.limit_reached(slurm.ended("r", JobEnd("1", state), event_id="e", at=at)) is fails
+        assert slurm.limit_reached(slurm.ended("r", JobEnd(job_id="1", state=state), event_id="e", at=at)) is fails
 
 
 @pytest.mark.parametrize(

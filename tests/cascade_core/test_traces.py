@@ -7,7 +7,8 @@ import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail, TraceKernel, TraceMetadata
+from cascade_core.events import TraceKernel
+from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail, TraceMetadata
 from cascade_core.refusals import Conflict, Invalid, NotFound, Refused, TooLarge, UnsupportedMedia
 from cascade_core.traces import (
     Attachment,
@@ -30,7 +31,7 @@ from tests.support import TRACES
 
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 UPLOAD = Upload("demo", "u1")
-CONFIGS = [GpuConfig("SM7_QV100", "sm_70", 1132.0), GpuConfig("SM61_TITANX", "sm_61", 1417.0)]
+CONFIGS = [GpuConfig(name="SM7_QV100", arch="sm_70", core_clock_mhz=1132.0), GpuConfig(name="SM61_TITANX", arch="sm_61", core_clock_mhz=1417.0)]
 HEADER = (TRACES / "vectoradd-100-32" / "kernel-1.traceg").read_text()[:2000]
 LIMIT = 1000
 
@@ -192,14 +193,18 @@ def test_an_uploads_timing_is_lined_up_with_its_kernels() -> None:
     )
 
 
-KERNELS = [TraceKernel(uid, "_Z6vecAddIfEvPT_S1_S1_i", "1x1x1", "1024x1x1", 0, 8, "kernel-1.traceg") for uid in (1, 2)]
+KERNELS = [
+    TraceKernel(uid=uid, name="_Z6vecAddIfEvPT_S1_S1_i", grid="1x1x1", block="1024x1x1", shmem=0, nregs=8, file="kernel-1.traceg")
+    for uid in (1, 2)
+]
 
 
 def ready_trace(**changes: object) -> TraceDetail:
     trace = TraceDetail(
         id="demo", state="ready", error=None, created_at=AT, updated_at=AT, model=None, layers=[], source_gpu=None,
         trace_gpu_arch="sm_61", suggested_sim_config=None, kernel_count=2, bytes=1, has_real_timing=False,
-        has_step_timeline=False, sample=False, metadata=TraceMetadata("ok", [], "sm_61", None), kernels=KERNELS,
+        has_step_timeline=False, sample=False, kernels=KERNELS,
+        metadata=TraceMetadata(status="ok", files=[], trace_gpu_arch="sm_61", suggested_sim_config=None),
     )
     return msgspec.structs.replace(trace, **changes)
 
@@ -227,7 +232,7 @@ def test_attaching_timing_lists_its_rows_then_the_marker() -> None:
 
 def test_attached_timing_is_split_into_events_that_stay_small() -> None:
     name = "_Z" + "N5cutlass6kernelI" * 120  # about 2 KB
-    kernels = [TraceKernel(uid, name, "1x1x1", "1x1x1", 0, 8, "kernel-1.traceg") for uid in range(1, 1001)]
+    kernels = [TraceKernel(uid=uid, name=name, grid="1x1x1", block="1x1x1", shmem=0, nregs=8, file="kernel-1.traceg") for uid in range(1, 1001)]
     body = "".join("kernel_id,kernel_name,duration_ns\n" + "".join(f"{i},{name},{i}\n" for i in range(1000)) for _ in range(5))
     listed, marker = decide_real_timing(ready_trace(kernels=kernels, kernel_count=1000), None, attach(body, kernels=kernels), AT)
     assert len(listed) > 10 and max(len(ev.encode(e)) for e in [*listed, marker]) < 300 * 1024

@@ -69,7 +69,7 @@ class SimHeartbeatV2(ev.SimEvent, frozen=True, tag="sim.heartbeat.v2"):
     attempt: int
     kernels_done: int
     current_kernel: str | None
-    latest: ev.SimTotals
+    latest: ev.SimMetrics
     first_line_seq: int = 0
     lines: list[str] = []
 
@@ -246,11 +246,11 @@ def test_no_stored_event_type_carries_a_limit() -> None:
 def test_a_run_past_todays_api_limit_is_read_and_shown_as_stored() -> None:
     at = datetime(2026, 12, 1, tzinfo=UTC)
     created = ev.RunCreated(
-        id="e", at=at, run_id="r", trace_id="t", entries=[ev.ConfigCount("SM61_TITANX", 100)],
-        sims=[ev.SimSpec(f"s{i}", "SM61_TITANX", i) for i in range(100)], kernels_total=1,
+        id="e", at=at, run_id="r", trace_id="t", entries=[ev.ConfigCount(gpu_config="SM61_TITANX", count=100)],
+        sims=[ev.SimSpec(sim_id=f"s{i}", gpu_config="SM61_TITANX", replica=i) for i in range(100)], kernels_total=1,
     )
     assert ev.decode(ev.encode(created)) == created
     with pytest.raises(msgspec.ValidationError):  # what the API refuses in a request
         msgspec.convert({"gpu_config": "SM61_TITANX", "count": 100}, RunEntry)
     row = fold(Rows(), [(1, created)]).rows.runs["r"]
-    assert run_from_row(row).entries == [RunEntry("SM61_TITANX", 100)]
+    assert run_from_row(row).entries == [RunEntry(gpu_config="SM61_TITANX", count=100)]

@@ -10,7 +10,8 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cascade_core.models import KernelStat, RunEntry, RunSummary, Sim, SimMetrics
+from cascade_core.events import SimMetrics
+from cascade_core.models import KernelStat, RunEntry, RunSummary, Sim
 from cascade_formats.perfetto import perfetto_trace
 from cascade_sim.samples import H100, LLM_KERNELS
 
@@ -169,7 +170,7 @@ def as_json(value: object) -> object:
 def test_reproduces_the_reference_example() -> None:
     sims = [sim("sim-e8f63b6b3bed", "SM86_RTX3070", 1), sim("sim-1047ddbdf5b1", "SM86_RTX3070", 0)]
     kernels = reference_kernels("sim-e8f63b6b3bed") + reference_kernels("sim-1047ddbdf5b1")[::-1]
-    trace = as_json(perfetto_trace(run(RunEntry("SM86_RTX3070", 2)), sims, kernels))
+    trace = as_json(perfetto_trace(run(RunEntry(gpu_config="SM86_RTX3070", count=2)), sims, kernels))
     assert isinstance(trace, dict)
     assert list(trace) == ["traceEvents", "displayTimeUnit", "otherData"]
     events = trace.pop("traceEvents")
@@ -187,7 +188,7 @@ def test_reproduces_the_reference_example() -> None:
 def test_processes_follow_entry_order_and_threads_replicas() -> None:
     sims = [sim("s-b0", "SM7_QV100", 0), sim("s-a1", "SM86_RTX3070", 1), sim("s-a0", "SM86_RTX3070", 0)]
     trace = as_json(
-        perfetto_trace(run(RunEntry("SM86_RTX3070", 2), RunEntry("SM7_QV100", 1)), sims, reference_kernels("s-b0"))
+        perfetto_trace(run(RunEntry(gpu_config="SM86_RTX3070", count=2), RunEntry(gpu_config="SM7_QV100", count=1)), sims, reference_kernels("s-b0"))
     )
     assert isinstance(trace, dict)
     metadata = [(e["pid"], e.get("tid"), e["args"]) for e in trace["traceEvents"] if e["ph"] == "M"]
@@ -209,7 +210,7 @@ def test_processes_follow_entry_order_and_threads_replicas() -> None:
 def slices_as_printed(kernels: list[KernelStat]) -> list[dict[str, Any]]:
     """The slices of one sim's `kernels` as the JSON says them, numbers as the exact decimals
     printed (Decimal), so that sums are the sums of what a reader sees."""
-    trace = perfetto_trace(run(RunEntry("SM7_QV100", 1)), [sim("s", "SM7_QV100", 0)], kernels)
+    trace = perfetto_trace(run(RunEntry(gpu_config="SM7_QV100", count=1)), [sim("s", "SM7_QV100", 0)], kernels)
     events = json.loads(msgspec.json.encode(trace), parse_float=Decimal)["traceEvents"]
     return [e for e in events if e["ph"] == "X"]
 

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cascade_core.events import RealTiming
-from cascade_core.models import TraceKernel
+from cascade_core.events import RealTiming, TraceKernel
 from cascade_formats.realtiming import Launch, Timing, line_up, parse_timing, same_kernel
 from cascade_formats.tracefiles import TraceError
 
@@ -16,9 +15,9 @@ VEC_ADD = "_Z6vecAddIfEvPT_S1_S1_i"
 MULT = "_Z8mult_gpuIfEvPT_S1_S1_ii"
 # The combo-vec-mm-xz trace: vecAdd, mult_gpu, vecAdd.
 COMBO = [
-    TraceKernel(1, VEC_ADD, "1x1x1", "1024x1x1", 0, 8, "kernel-1.traceg"),
-    TraceKernel(2, MULT, "1x1x1", "32x32x1", 0, 32, "kernel-2.traceg.xz"),
-    TraceKernel(3, VEC_ADD, "1x1x1", "1024x1x1", 0, 8, "kernel-1.traceg"),
+    TraceKernel(uid=1, name=VEC_ADD, grid="1x1x1", block="1024x1x1", shmem=0, nregs=8, file="kernel-1.traceg"),
+    TraceKernel(uid=2, name=MULT, grid="1x1x1", block="32x32x1", shmem=0, nregs=32, file="kernel-2.traceg.xz"),
+    TraceKernel(uid=3, name=VEC_ADD, grid="1x1x1", block="1024x1x1", shmem=0, nregs=8, file="kernel-1.traceg"),
 ]
 CASCADE_HEADER = "kernel_id,kernel_name,duration_ns\n"
 
@@ -56,7 +55,11 @@ def test_header_only_is_no_timing() -> None:
 
 def test_cascade_layout_lined_up_with_the_trace() -> None:
     text = CASCADE_HEADER + f"10,{VEC_ADD},3232\n20,{MULT},5856\n30,vecAdd,3104\n"
-    assert timed(text) == [RealTiming(1, VEC_ADD, 3232.0), RealTiming(2, MULT, 5856.0), RealTiming(3, "vecAdd", 3104.0)]
+    assert timed(text) == [
+        RealTiming(kernel_id=1, kernel_name=VEC_ADD, duration_ns=3232.0),
+        RealTiming(kernel_id=2, kernel_name=MULT, duration_ns=5856.0),
+        RealTiming(kernel_id=3, kernel_name="vecAdd", duration_ns=3104.0),
+    ]
 
 
 def test_repeated_header_starts_a_repetition() -> None:

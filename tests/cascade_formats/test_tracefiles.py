@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cascade_core.events import TracedKernel
+from cascade_core.events import TraceKernel
 from cascade_formats.tracefiles import (
     HEADER_PREFIX_BYTES,
     TRACE_ID_PATTERN,
@@ -55,7 +55,7 @@ def header_prefix(path: Path) -> str:
     return prefix.decode()
 
 
-def load_trace(name: str) -> tuple[str, list[TracedKernel]]:
+def load_trace(name: str) -> tuple[str, list[TraceKernel]]:
     root = TRACES / name
     entries = parse_kernelslist((root / "kernelslist.g").read_text())
     headers = {file: parse_kernel_header(header_prefix(root / file), file) for file in kernel_files(entries)}
@@ -74,7 +74,7 @@ def test_vectoradd_trace() -> None:
     arch, kernels = load_trace("vectoradd-100-32")
     assert arch == "sm_61"
     assert kernels == [
-        TracedKernel(
+        TraceKernel(
             uid=1,
             name="_Z6vecAddIfEvPT_S1_S1_i",
             grid="1x1x1",
@@ -323,7 +323,7 @@ def test_trace_kernels_reports_a_missing_kernel_file() -> None:
 def test_trace_kernels_without_stream_id() -> None:
     entries = parse_kernelslist("kernel-1.traceg\n")
     [kernel] = trace_kernels(entries, {"kernel-1.traceg": header("kernel-1.traceg")})
-    assert kernel == TracedKernel(
+    assert kernel == TraceKernel(
         uid=1, name="k", grid="2x1x1", block="128x1x1", shmem=0, nregs=32, file="kernel-1.traceg", cuda_stream_id=None
     )
 

@@ -49,7 +49,7 @@ KERNELS = [
     (5, "_Z12triad_kernelIdEvPT_PKS0_S3_", 16384, 2.2303),
     (6, "_Z10dot_kernelIdEvPKT_S2_PS0_i", 26484480, 579.4149),
 ]
-LATEST = ev.SimTotals(76713.0, 26560256.0, 346.2289, 510774.0)
+LATEST = ev.SimMetrics(gpu_tot_sim_cycle=76713.0, gpu_tot_sim_insn=26560256.0, gpu_tot_ipc=346.2289, sim_rate_ips=510774.0)
 # The stats maps' sizes: the reference shows four keys of each and trims 945 and 950 more.
 STATS_KEYS = {1: 949, 2: 954}
 TAIL_START = [
@@ -118,14 +118,17 @@ def trace_events(
 ) -> list[ev.Event]:
     """A trace's upload; ready (or still processing, with `ready=None`)."""
     common = {"trace_id": trace_id}
-    kernels = [ev.TracedKernel(uid, f"_Z6kernelv{uid}", "1x1x1", "256x1x1", 0, 16, f"kernel-{uid}.traceg") for uid in range(1, kernel_count + 1)]
+    kernels = [
+        ev.TraceKernel(uid=uid, name=f"_Z6kernelv{uid}", grid="1x1x1", block="256x1x1", shmem=0, nregs=16, file=f"kernel-{uid}.traceg")
+        for uid in range(1, kernel_count + 1)
+    ]
     events: list[ev.Event] = [
         ev.TraceUploadStarted(id=event_id(), at=started, content_type="application/x-tar", sample=sample, **common),
         ev.TraceFilesStored(id=event_id(), at=started, files=[ev.StoredFile("kernelslist.g", 1000, "d0")], **common),
         ev.TraceKernelsListed(id=event_id(), at=started, kernels=kernels, **common),
     ]
     if real_timing:
-        rows = [ev.RealTiming(i + 1, f"_Z6kernelv{i + 1}", ns) for i, ns in enumerate(real_timing)]
+        rows = [ev.RealTiming(kernel_id=i + 1, kernel_name=f"_Z6kernelv{i + 1}", duration_ns=ns) for i, ns in enumerate(real_timing)]
         events.append(ev.TraceRealTimingListed(id=event_id(), at=started, rows=rows, **common))
     if ready is not None:
         events.append(
@@ -172,8 +175,8 @@ def run_created(
         at=created,
         run_id=run_id,
         trace_id=trace_id,
-        entries=[ev.ConfigCount(c, n) for c, n in counts.items()],
-        sims=[ev.SimSpec(*s) for s in sims],
+        entries=[ev.ConfigCount(gpu_config=c, count=n) for c, n in counts.items()],
+        sims=[ev.SimSpec(sim_id=sim_id, gpu_config=config, replica=replica) for sim_id, config, replica in sims],
         kernels_total=kernels_total,
         sample=sample,
     )
@@ -272,7 +275,7 @@ def sim_life(
                 attempt=attempt,
                 kernels_done=i,
                 current_kernel=KERNELS[min(i, len(KERNELS) - 1)][1],
-                latest=ev.SimTotals(1000.0 * i, 2000.0 * i, 2.0, 500000.0),
+                latest=ev.SimMetrics(gpu_tot_sim_cycle=1000.0 * i, gpu_tot_sim_insn=2000.0 * i, gpu_tot_ipc=2.0, sim_rate_ips=500000.0),
                 first_line_seq=i * chunk + 1,
                 log="\n".join(part),
                 **common,

@@ -33,7 +33,7 @@ def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) 
     return subprocess.run([*CASCADE, *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=env or clean_env())
 
 
-class Served(msgspec.Struct):
+class Served(msgspec.Struct, kw_only=True):
     process: subprocess.Popen[bytes]
     data_dir: Path
     service: datadir.Service
@@ -77,7 +77,7 @@ def start(command: list[str], data_dir: Path, output: Path, *, cwd: Path | None 
         if service is not None and service.pid == process.pid:
             try:
                 health(service.api_url)
-                return Served(process, data_dir, service, output)
+                return Served(process=process, data_dir=data_dir, service=service, output=output)
             except OSError:
                 pass
         if process.poll() is not None or time.monotonic() > deadline:

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 from cascade_core import events as ev
 from cascade_core.correlation import correlate
 from cascade_formats import realtiming
+from cascade_formats.kernel_names import short_name
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import service
 from tests.cascade_http.trace_archives import files_of, history, tar_of, upload
@@ -59,7 +60,8 @@ def test_attached_timing_is_scored_per_config(client: TestClient) -> None:
         "configs": ["SM86_RTX3070", "SM7_QV100"],
         "rows": [
             {"kernel_index": i, "kernel_name": w.KERNELS[i][1], "real_ns": None,
-             "sim_ns": {"SM86_RTX3070": SIM_NS["SM86_RTX3070"][i], "SM7_QV100": (SIM_NS["SM7_QV100"] + [None])[i]}}
+             "sim_ns": {"SM86_RTX3070": SIM_NS["SM86_RTX3070"][i], "SM7_QV100": (SIM_NS["SM7_QV100"] + [None])[i]},
+             "kernel_short_name": short_name(w.KERNELS[i][1])}
             for i in range(3)
         ],
     }

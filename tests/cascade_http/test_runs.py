@@ -27,7 +27,7 @@ from cascade_nats import subjects
 from cascade_process.service import starlette_app
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN, service
-from tests.cascade_http.reference import MORE_ITEMS, assert_shows, example, substitute, text_example
+from tests.cascade_http.reference import MORE_ITEMS, assert_shows, example, substitute, text_example, without_short_names
 
 RUN = f"/api/runs/{w.RUN_ID}"
 SIM = f"/api/sims/{w.SIMS[0]}"
@@ -292,7 +292,7 @@ def test_comparison_takes_medians_per_config_and_real_timing_by_kernel_id(client
     kernels = client.get("/api/runs/run-m/kernels").json()  # by config (entry order), replica, kernel
     assert [(k["sim_id"], k["kernel_index"]) for k in kernels] == [(s, i) for s in ("s0", "s1", "s2") for i in range(3)] + [("q0", 0)]
     times = [w.sim_time_ns(c) for c in (6174, 5923, 6216)]
-    assert rows["rows"] == [
+    assert [without_short_names(r) for r in rows["rows"]] == [
         {"kernel_index": i, "kernel_name": w.KERNELS[i][1], "real_ns": real[i],
          "sim_ns": {"SM86_RTX3070": times[i] * 2, "SM7_QV100": times[i] if i == 0 else None}}
         for i in range(3)
@@ -304,7 +304,7 @@ def test_comparison_shows_repetitions_spread_cycles_and_scores(client: TestClien
     # never; durations and GPU cycles both. One sim of one config, all three kernels finished.
     measured = {1: [(900.0, 1000.0), (1000.0, 1100.0), (1100.0, 1200.0)], 2: [(2000.0, 3000.0), (2000.0, 3000.0)]}
     rows = [
-        ev.RealTiming(uid, f"_Z6kernelv{uid}", ns, repeat=repeat, cycles=cycles)
+        ev.RealTiming(kernel_id=uid, kernel_name=f"_Z6kernelv{uid}", duration_ns=ns, repeat=repeat, cycles=cycles)
         for uid, passes in measured.items() for repeat, (ns, cycles) in enumerate(passes)
     ]
     events = [e for e in w.trace_events(real_timing=[1.0]) if not isinstance(e, ev.TraceRealTimingListed)]
@@ -313,7 +313,7 @@ def test_comparison_shows_repetitions_spread_cycles_and_scores(client: TestClien
     w.append(client, events)
     comparison = client.get("/api/runs/run-r/comparison").json()
     sim = [w.sim_time_ns(c) for c in (6174, 5923, 6216)]
-    assert comparison["rows"] == [
+    assert [without_short_names(r) for r in comparison["rows"]] == [
         {
             "kernel_index": 0, "kernel_name": w.KERNELS[0][1], "real_ns": 1000.0, "sim_ns": {"SM86_RTX3070": sim[0]},
             "real_ns_spread": {"repeats": 3, "min": 900.0, "max": 1100.0, "stddev": pytest.approx((20000 / 3) ** 0.5)},

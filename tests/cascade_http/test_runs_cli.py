@@ -95,13 +95,13 @@ def progress_lines(out: str) -> list[tuple[str, ...]]:
 def test_config_tokens_become_entries() -> None:
     known = {"SM61_TITANX", "SM7_QV100", "ODDx2"}
     assert parse_entries(["SM61_TITANXx3", "SM7_QV100", "SM61_TITANX", "ODDx2", "ODDx2x4", "NOPEx0", "SM61_TITANXX3"], known) == [
-        RunEntry("SM61_TITANX", 3),
-        RunEntry("SM7_QV100", 1),
-        RunEntry("SM61_TITANX", 1),
-        RunEntry("ODDx2", 1),  # a config's own name wins over the suffix
-        RunEntry("ODDx2", 4),
-        RunEntry("NOPE", 0),  # for the API to refuse
-        RunEntry("SM61_TITANXX3", 1),  # an uppercase X is part of the name
+        RunEntry(gpu_config="SM61_TITANX", count=3),
+        RunEntry(gpu_config="SM7_QV100", count=1),
+        RunEntry(gpu_config="SM61_TITANX", count=1),
+        RunEntry(gpu_config="ODDx2", count=1),  # a config's own name wins over the suffix
+        RunEntry(gpu_config="ODDx2", count=4),
+        RunEntry(gpu_config="NOPE", count=0),  # for the API to refuse
+        RunEntry(gpu_config="SM61_TITANXX3", count=1),  # an uppercase X is part of the name
     ]
 
 

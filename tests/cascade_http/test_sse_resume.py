@@ -60,7 +60,7 @@ def position(message: bytes) -> Position:
     return found
 
 
-class Batch(msgspec.Struct, frozen=True):
+class Batch(msgspec.Struct, frozen=True, kw_only=True):
     """What the projector leaves after one batch, as far as the run's streams see it."""
 
     checkpoint: int
@@ -78,7 +78,7 @@ def project(items: Sequence[tuple[int, ev.Event]], bounds: Sequence[int], cached
             cache.clear()
         folded = apply(con, items[start:end], cache=cache)
         changes = [c for c in folded.changes if c.run_id == run_id]
-        out.append(Batch(items[end - 1][0], changes, q.stream_snapshot(con, run_id), q.run_rows(con, run_id)))
+        out.append(Batch(checkpoint=items[end - 1][0], changes=changes, snapshot=q.stream_snapshot(con, run_id), rows=q.run_rows(con, run_id)))
     return out
 
 

@@ -325,8 +325,8 @@ def test_delete_removes_files_keeps_events_and_refuses_what_is_in_use(client: Te
     _append(
         client,
         ev.RunCreated(
-            id="run-1.created", at=at, run_id="run-1", trace_id="demo", entries=[ev.ConfigCount("SM61_TITANX", 1)],
-            sims=[ev.SimSpec("sim-1", "SM61_TITANX", 0)], kernels_total=3,
+            id="run-1.created", at=at, run_id="run-1", trace_id="demo", entries=[ev.ConfigCount(gpu_config="SM61_TITANX", count=1)],
+            sims=[ev.SimSpec(sim_id="sim-1", gpu_config="SM61_TITANX", replica=0)], kernels_total=3,
         ),
     )
     response = client.delete("/api/traces/demo")

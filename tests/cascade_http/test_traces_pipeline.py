@@ -56,13 +56,13 @@ def test_broken_compressed_data_is_named(codec: str, data: bytes, error: str) ->
         inflate(codec, data)
 
 
-async def chunks(data: bytes, size: int) -> AsyncIterator[bytes]:
+async def pieces(data: bytes, size: int) -> AsyncIterator[bytes]:
     for i in range(0, len(data), size):
         yield data[i : i + size]
 
 
 async def entries(archive: bytes, size: int = 7) -> list[tuple[Entry, bytes]]:
-    reader = TarReader(chunks(archive, size))
+    reader = TarReader(pieces(archive, size))
     out = []
     while (entry := await reader.next()) is not None:
         out.append((entry, b"".join([p async for p in reader.pieces()])))
@@ -88,14 +88,14 @@ FILES = {LONG: b"x" * 1500, "top/kernelslist.g": b"kernel-1.traceg\n", "top/Ã¼nÃ
 
 
 @pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
-async def test_long_names_pax_headers_and_tiny_chunks(fmt: int) -> None:
+async def test_long_names_pax_headers_and_tiny_pieces(fmt: int) -> None:
     got = await entries(archive(fmt, FILES))
     assert [(e.name, e.kind, e.size) for e, _ in got] == [("top", "directory", 0)] + [(n, "file", len(d)) for n, d in FILES.items()]
     assert [data for _, data in got[1:]] == list(FILES.values())
 
 
 async def test_entries_may_be_skipped_unread() -> None:
-    reader = TarReader(chunks(archive(tarfile.PAX_FORMAT, FILES), 4096))
+    reader = TarReader(pieces(archive(tarfile.PAX_FORMAT, FILES), 4096))
     names = []
     while (entry := await reader.next()) is not None:
         names.append(entry.name)

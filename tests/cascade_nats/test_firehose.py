@@ -14,7 +14,7 @@ SID = b"7"
 
 
 def firehose(nc: Client | None = None) -> Firehose:
-    hose = Firehose(nc, "CASCADE", "cascade.ev.>", 1)  # type: ignore[arg-type]  # no request is made: only what arrived is sorted out
+    hose = Firehose(nc=nc, stream="CASCADE", subject="cascade.ev.>", start_seq=1)  # type: ignore[arg-type]  # no request is made: only what arrived is sorted out
     hose._sid = SID
     return hose
 

@@ -25,7 +25,7 @@ def deleted(trace_id: str = "demo", event_id: str | None = None) -> ev.TraceDele
 
 def heartbeat(i: int, sim_id: str = "sim-1") -> ev.SimHeartbeat:
     return ev.SimHeartbeat(
-        id=f"hb-{sim_id}-{i}", at=AT, run_id="run-1", sim_id=sim_id, attempt=1, kernels_done=i, current_kernel=None, latest=ev.SimTotals()
+        id=f"hb-{sim_id}-{i}", at=AT, run_id="run-1", sim_id=sim_id, attempt=1, kernels_done=i, current_kernel=None, latest=ev.SimMetrics()
     )
 
 
@@ -99,7 +99,7 @@ async def test_messages_are_read_at_the_sequences_asked_in_the_order_asked(store
 
 async def test_events_over_the_size_limit_are_refused(store: EventStore) -> None:
     big = ev.SimHeartbeat(
-        id="big", at=AT, run_id="r", sim_id="s", attempt=1, kernels_done=0, current_kernel=None, latest=ev.SimTotals(), log="x" * 600_000
+        id="big", at=AT, run_id="r", sim_id="s", attempt=1, kernels_done=0, current_kernel=None, latest=ev.SimMetrics(), log="x" * 600_000
     )
     with pytest.raises(EventTooLarge):
         await store.append(big)

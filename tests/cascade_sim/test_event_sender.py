@@ -25,7 +25,7 @@ pytestmark = pytest.mark.anyio
 def beat(sender: EventSender) -> ev.SimHeartbeat:
     return ev.SimHeartbeat(
         id=sender.next_id(), at=datetime.now(UTC), run_id="run-1", sim_id="sim-1", attempt=1, kernels_done=0, current_kernel=None,
-        latest=ev.SimTotals(),
+        latest=ev.SimMetrics(),
     )
 
 

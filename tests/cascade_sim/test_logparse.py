@@ -1,5 +1,5 @@
 """The Accel-Sim stdout parser against every real log: kernels, totals and builds from the
-stream, random chunkings, and the failure cases. The stats names: test_stats_names.py."""
+stream, random cuts, and the failure cases. The stats names: test_stats_names.py."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def finished(name: str) -> list[KernelBlock]:
 
 @pytest.mark.parametrize("name", sorted(KERNELS_FINISHED))
 def test_every_block_of_every_log(name: str) -> None:
-    # The stream hands each finished block whole to parse_stats, whatever the chunking.
+    # The stream hands each finished block whole to parse_stats, wherever the text is cut.
     kernels = finished(name)
     assert len(kernels) == KERNELS_FINISHED[name]
     blocks = [b for b in stats_blocks(log(name)) if b.split("\n")[0].strip() != "kernel_name ="]
@@ -161,12 +161,12 @@ def test_build_without_gpgpu_sim_line() -> None:
     assert out == [Build("x-y", None, None)]
 
 
-# --- chunks -------------------------------------------------------------------------------
+# --- pieces -------------------------------------------------------------------------------
 
 
 @settings(max_examples=40, deadline=None)
 @given(name=st.sampled_from(sorted(KERNELS_FINISHED)), cuts=st.lists(st.integers(min_value=0), max_size=60))
-def test_chunk_boundaries_do_not_matter(name: str, cuts: list[int]) -> None:
+def test_where_the_text_is_cut_does_not_matter(name: str, cuts: list[int]) -> None:
     text = log(name)
     points = sorted({c % (len(text) + 1) for c in cuts})
     pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
@@ -174,7 +174,7 @@ def test_chunk_boundaries_do_not_matter(name: str, cuts: list[int]) -> None:
 
 
 @pytest.mark.parametrize("size", [1, 7, 4096])
-def test_small_chunks(size: int) -> None:
+def test_small_pieces(size: int) -> None:
     text = log("combo-vec-mm-xz__SM61_TITANX.log")
     pieces = [text[i : i + size] for i in range(0, len(text), size)]
     assert parse(pieces)[0] == parsed("combo-vec-mm-xz__SM61_TITANX.log")

@@ -169,7 +169,13 @@ def test_what_a_lost_attempt_recorded_is_read_off_the_last_event_on_its_data_sub
     chunk = split.chunk_of(40, ev.Split(20, 2), 1)  # launches 21-40
 
     def beat(attempt: int) -> ev.SimHeartbeat:
-        return ev.SimHeartbeat(**common, attempt=attempt, kernels_done=4, current_kernel="k", latest=ev.SimTotals(29704.0, 4.0e6))
+        return ev.SimHeartbeat(
+            **common,
+            attempt=attempt,
+            kernels_done=4,
+            current_kernel="k",
+            latest=ev.SimMetrics(gpu_tot_sim_cycle=29704.0, gpu_tot_sim_insn=4.0e6),
+        )
 
     def kernel(attempt: int, stats: dict[str, float]) -> ev.KernelFinished:
         return ev.KernelFinished(

@@ -34,7 +34,7 @@ async def heartbeats(nats_url: str, run_id: str, sim_id: str, *, first: int, cou
     beats: list[ev.Event] = [
         ev.SimHeartbeat(
             id=f"{sim_id}.1.beat{n}", at=now + timedelta(microseconds=n - first), run_id=run_id, sim_id=sim_id, attempt=1, kernels_done=0,
-            current_kernel=f"{n:08d}".ljust(name_bytes, "k"), latest=ev.SimTotals(),
+            current_kernel=f"{n:08d}".ljust(name_bytes, "k"), latest=ev.SimMetrics(),
         )
         for n in range(first, first + count)
     ]

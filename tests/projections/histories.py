@@ -104,7 +104,7 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
                 files = [ev.StoredFile("kernelslist.g", 10, "d1"), ev.StoredFile("kernel-1.traceg", 99, "d2")]
                 return ev.TraceFilesStored(id=eid, at=at, trace_id=trace_id, files=files)
             case "kernels":
-                kernels = [ev.TracedKernel(1, "_Z1kv", "1x1x1", "32x1x1", 0, 8, "kernel-1.traceg")]
+                kernels = [ev.TraceKernel(uid=1, name="_Z1kv", grid="1x1x1", block="32x1x1", shmem=0, nregs=8, file="kernel-1.traceg")]
                 return ev.TraceKernelsListed(id=eid, at=at, trace_id=trace_id, kernels=kernels)
             case "ready":
                 return ev.TraceReady(
@@ -115,7 +115,10 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
                 return ev.TraceFailed(id=eid, at=at, trace_id=trace_id, error="kernelslist.g line 1: bad")
             case str() if step.startswith("rows "):
                 timing_id = step.split()[1]
-                rows = [ev.RealTiming(1, "_Z1kv", 1000.0 + repeat, repeat=repeat, cycles=1417.0) for repeat in range(2)]
+                rows = [
+                    ev.RealTiming(kernel_id=1, kernel_name="_Z1kv", duration_ns=1000.0 + repeat, repeat=repeat, cycles=1417.0)
+                    for repeat in range(2)
+                ]
                 return ev.TraceRealTimingListed(id=eid, at=at, trace_id=trace_id, rows=rows, timing_id=timing_id)
             case str() if step.startswith("attach "):
                 _, timing_id, replaces = step.split()
@@ -128,8 +131,8 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
     if kind == "run":
         _, run_id, sims = item
         # Two configs, listed out of alphabetical order, the sims alternating between them.
-        specs = [ev.SimSpec(s, CONFIGS[i % 2], i // 2) for i, s in enumerate(sims)]
-        entries = [ev.ConfigCount(c, n) for c, n in ((CONFIGS[0], (len(sims) + 1) // 2), (CONFIGS[1], len(sims) // 2)) if n]
+        specs = [ev.SimSpec(sim_id=s, gpu_config=CONFIGS[i % 2], replica=i // 2) for i, s in enumerate(sims)]
+        entries = [ev.ConfigCount(gpu_config=c, count=n) for c, n in ((CONFIGS[0], (len(sims) + 1) // 2), (CONFIGS[1], len(sims) // 2)) if n]
         return ev.RunCreated(id=eid, at=at, run_id=run_id, trace_id="tr.0", entries=entries, sims=specs, kernels_total=3)
     if kind == "cancel":
         return ev.RunCancelRequested(id=eid, at=at, run_id=item[1])
@@ -149,7 +152,8 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
             counters[f"{sim_id}/{attempt}"][0] += 3
             return ev.SimHeartbeat(
                 **common, attempt=attempt, kernels_done=kernels, current_kernel="_Z1kv",
-                latest=ev.SimTotals(float(lines), 2.0, 0.5, 100.0), first_line_seq=lines + 1, log="\n".join(f"l{lines + j}" for j in range(3)),
+                latest=ev.SimMetrics(gpu_tot_sim_cycle=float(lines), gpu_tot_sim_insn=2.0, gpu_tot_ipc=0.5, sim_rate_ips=100.0),
+                first_line_seq=lines + 1, log="\n".join(f"l{lines + j}" for j in range(3)),
             )
         case "kernel":
             counters[f"{sim_id}/{attempt}"][1] += 1

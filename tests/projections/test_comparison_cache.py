@@ -13,8 +13,12 @@ T0 = datetime(2026, 11, 8, tzinfo=UTC)
 
 def test_incremental_comparison_equals_a_whole_one() -> None:
     con = connect(":memory:")
-    entries = [ev.ConfigCount("A", 2), ev.ConfigCount("B", 1)]
-    sims = [ev.SimSpec("a0", "A", 0), ev.SimSpec("a1", "A", 1), ev.SimSpec("b0", "B", 0)]
+    entries = [ev.ConfigCount(gpu_config="A", count=2), ev.ConfigCount(gpu_config="B", count=1)]
+    sims = [
+        ev.SimSpec(sim_id="a0", gpu_config="A", replica=0),
+        ev.SimSpec(sim_id="a1", gpu_config="A", replica=1),
+        ev.SimSpec(sim_id="b0", gpu_config="B", replica=0),
+    ]
     n = iter(range(1, 10**6))
     at = lambda: T0 + timedelta(seconds=next(n))  # noqa: E731
     events: list[ev.Event] = [

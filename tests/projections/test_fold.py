@@ -140,8 +140,8 @@ def test_a_split_sims_chunk_retried_after_a_lost_runner_keeps_each_kernel_once()
     at = datetime(2026, 12, 1, tzinfo=UTC)
     split = ev.Split(kernels_per_chunk=1, warmup=0)
     created = ev.RunCreated(
-        id="r", at=at, run_id="run-1", trace_id="t", entries=[ev.ConfigCount("C", 1, split)],
-        sims=[ev.SimSpec("sim-1", "C", 0, split)], kernels_total=2,
+        id="r", at=at, run_id="run-1", trace_id="t", entries=[ev.ConfigCount(gpu_config="C", count=1, split=split)],
+        sims=[ev.SimSpec(sim_id="sim-1", gpu_config="C", replica=0, split=split)], kernels_total=2,
     )
     ids = iter(range(10**6))
 
@@ -156,7 +156,7 @@ def test_a_split_sims_chunk_retried_after_a_lost_runner_keeps_each_kernel_once()
 
     def beat(chunk: int, attempt: int, cycles: float) -> ev.SimHeartbeat:
         return ev.SimHeartbeat(
-            **common(chunk, attempt), kernels_done=1, current_kernel="k", latest=ev.SimTotals(cycles, 10.0),
+            **common(chunk, attempt), kernels_done=1, current_kernel="k", latest=ev.SimMetrics(gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=10.0),
             first_line_seq=((chunk + 1) << 40) + ((attempt - 1) << 32) + 1, log=f"chunk {chunk} attempt {attempt}",
         )
 

@@ -138,7 +138,11 @@ async def test_an_old_version_is_upcast_and_applied_and_one_that_fails_to_upcast
             good.append((await store.append(event), event))
             continue
         seq, parked_seq = await poison.publish(
-            store.nc, [poison.Poison(name, where, ev.encode(e), "", None) for name, e in (("v0", v0), ("fails to upcast", unknown))]
+            store.nc,
+            [
+                poison.Poison(name=name, subject=where, data=ev.encode(e), error="", event_type=None)
+                for name, e in (("v0", v0), ("fails to upcast", unknown))
+            ],
         )
         good.append((seq, ready))
 

@@ -1,6 +1,7 @@
 // A few DOM helpers: build elements, show loading / empty / error states, announce changes.
 
 import { download } from "./api.js";
+import { SIM_STATES } from "./simstates.js";
 
 /** h("a", {href, class: "x", onclick}, "text", child, [more]) */
 export function h(tag, props = {}, ...children) {
@@ -121,8 +122,6 @@ export function throttle(fn, ms) {
   };
   return call;
 }
-
-const SIM_STATES = ["running", "launching", "pending", "succeeded", "failed", "cancelled"];
 
 /** Per-state sim counts as chips: "2 running", "1 succeeded". */
 export function simCounts(counts) {

@@ -10,7 +10,6 @@
 import { api, enc } from "../api.js";
 import { counted, duration, fixed, integer, ms, NONE, percent, precise } from "../format.js";
 import { clear, failure, h, loading, state, throttle } from "../dom.js";
-import { shortName } from "../kernelname.js";
 import { lineChart } from "../chart.js";
 import { errorPct, median } from "../stats.js";
 import { colorMap, cssVar } from "../palette.js";
@@ -155,7 +154,7 @@ export function mountCompare(el, model) {
     const base = c.configs[0];
     const cols = [
       { title: "#", width: "3.5rem", num: true, cell: (r) => r.kernel_index },
-      { title: "Kernel", width: "minmax(10rem,2fr)", cell: (r) => h("span", { class: "mono", title: r.kernel_name }, shortName(r.kernel_name)) },
+      { title: "Kernel", width: "minmax(10rem,2fr)", cell: (r) => h("span", { class: "mono", title: r.kernel_name }, r.kernel_short_name) },
     ];
     if (real) cols.push({ title: "Real", width: "6.5rem", num: true, cell: (r) => precise(r.real_ns), data: (r) => ({ "data-real-ns": r.real_ns ?? "" }) });
     if (c.rows.some((r) => r.real_ns_spread)) {

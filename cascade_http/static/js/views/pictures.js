@@ -7,12 +7,11 @@
 
 import { duration, fixed, integer, NONE, percent, precise } from "../format.js";
 import { h } from "../dom.js";
-import { shortName } from "../kernelname.js";
 import { kernelBars } from "../bars.js";
 import { scatterPlot } from "../scatter.js";
 import { errorPct, median } from "../stats.js";
 
-const kernelTitle = (r) => `#${r.kernel_index} ${shortName(r.kernel_name)}`;
+const kernelTitle = (r) => `#${r.kernel_index} ${r.kernel_short_name}`;
 
 function picture(id, title, hint, chart, controls = null) {
   return h("div", { class: "picture", id, hidden: true }, h("div", { class: "picture-head" }, h("h3", { class: "sub" }, title), controls), h("p", { class: "hint pad-x" }, hint), chart.el);

@@ -7,7 +7,6 @@
 import { api, enc } from "../api.js";
 import { fixed, integer, NONE, percent } from "../format.js";
 import { clear, failure, h, loading } from "../dom.js";
-import { shortName } from "../kernelname.js";
 import { virtualTable } from "../vtable.js";
 
 /** The run's fast sims that have a reference, in the run's order. */
@@ -38,7 +37,7 @@ function wall(side) {
 
 const COLUMNS = [
   { title: "Launch", width: "4.5rem", num: true, cell: (k) => k.kernel_launch_uid },
-  { title: "Kernel", width: "minmax(9rem,2fr)", cell: (k) => h("span", { class: "mono", title: k.kernel_name }, shortName(k.kernel_name)) },
+  { title: "Kernel", width: "minmax(9rem,2fr)", cell: (k) => h("span", { class: "mono", title: k.kernel_name }, k.kernel_short_name) },
   { title: "Cycles", width: "minmax(6rem,1fr)", num: true, cell: (k) => integer(k.gpu_sim_cycle) },
   { title: "Reference", width: "minmax(6rem,1fr)", num: true, cell: (k) => integer(k.reference_gpu_sim_cycle) },
   { title: "Error", width: "6rem", num: true, cell: (k) => signed(k.cycle_error_pct), data: (k) => ({ "data-error": k.cycle_error_pct ?? "" }) },

@@ -8,6 +8,7 @@ import { api, enc } from "../api.js";
 import { age, counted, dateTime, integer } from "../format.js";
 import { announce, clear, confirmDialog, downloadButton, entriesText, failure, h, loading, markCurrent, progressBar, sampleBadge, setProgress, simCounts, state, stateBadge } from "../dom.js";
 import { RunModel } from "../runmodel.js";
+import { FINISHED, RETRIABLE } from "../simstates.js";
 import { mountSims } from "./sims.js";
 import { mountTimeline } from "./timeline.js";
 import { mountCompare } from "./compare.js";
@@ -20,8 +21,6 @@ const TABS = [
   { id: "compare", title: "Compare", mount: mountCompare, path: "/compare" },
   { id: "stats", title: "Stats", mount: mountStats, path: "/stats" },
 ];
-
-const RETRIABLE = new Set(["failed", "cancelled"]);
 
 const LINK_TEXT = {
   connecting: "Connecting…",
@@ -144,7 +143,7 @@ export function mountRun(el, params, query) {
   });
 
   cancel.addEventListener("click", async () => {
-    const unfinished = [...model.sims.values()].filter((s) => !["succeeded", "failed", "cancelled"].includes(s.state)).length;
+    const unfinished = [...model.sims.values()].filter((s) => !FINISHED.has(s.state)).length;
     const ok = await confirmDialog({
       title: `Cancel run ${params.id}?`,
       message: `${counted(unfinished, "unfinished sim")} will be cancelled and stopped. Finished sims keep their state and results.`,

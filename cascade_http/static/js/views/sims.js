@@ -8,10 +8,9 @@
 import { api, enc } from "../api.js";
 import { bytes, dateTime, elapsed, integer, ipc, NONE, rate } from "../format.js";
 import { downloadButton, h, progressBar, state, stateBadge, syncRows } from "../dom.js";
-import { shortName } from "../kernelname.js";
+import { FINISHED, UNDER_WAY } from "../simstates.js";
 import { isFast } from "./reference.js";
 
-const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
 const COLUMNS = ["Sim", "State", "Progress", "Current kernel", "IPC", "Sim rate", "Elapsed", ""];
 
 function elapsedMs(sim, now) {
@@ -136,7 +135,7 @@ export function mountSims(el, model) {
         progressBar(sim.kernels_done, sim.kernels_total, `Kernels of ${sim.id}`),
         h("span", { class: "progress-text", dataset: { done: sim.kernels_done, total: sim.kernels_total } }, `${integer(sim.kernels_done)} / ${integer(sim.kernels_total)}`),
       ),
-      h("td", { "data-label": "Current kernel", class: "kernel-cell" }, kernel ? h("span", { class: "mono", title: kernel }, shortName(kernel)) : NONE),
+      h("td", { "data-label": "Current kernel", class: "kernel-cell" }, kernel ? h("span", { class: "mono", title: kernel }, sim.current_kernel_short_name) : NONE),
       h("td", { "data-label": "IPC", class: "num" }, ipc(sim.latest.gpu_tot_ipc)),
       h("td", { "data-label": "Sim rate", class: "num" }, rate(sim.latest.sim_rate_ips)),
       h("td", { "data-label": "Elapsed", class: "num" }, h("span", { class: "elapsed", title: sim.started_at ? `started ${dateTime(sim.started_at)}` : "not started" }, elapsed(elapsedMs(sim, Date.now())))),
@@ -170,7 +169,7 @@ export function mountSims(el, model) {
   const ticker = setInterval(() => {
     const now = Date.now();
     for (const sim of model.sims.values()) {
-      if (sim.state !== "running" && sim.state !== "launching") continue;
+      if (!UNDER_WAY.has(sim.state)) continue;
       const cell = table.querySelector(`tbody[data-sim="${CSS.escape(sim.id)}"] .elapsed`);
       if (cell) cell.textContent = elapsed(elapsedMs(sim, now));
     }

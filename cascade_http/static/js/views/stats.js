@@ -9,7 +9,6 @@
 import { api, enc } from "../api.js";
 import { counted, integer, NONE, number } from "../format.js";
 import { clear, failure, h, loading, markCurrent, state, throttle } from "../dom.js";
-import { shortName } from "../kernelname.js";
 import { colorMap } from "../palette.js";
 import { kernelBars } from "../bars.js";
 import { heatmap } from "../heatmap.js";
@@ -19,7 +18,7 @@ const ANY = "[*]";
 const INDEX = /\[[0-9]+\]/g;
 const SEARCH_MS = 250;
 
-const kernelTitle = (r) => `#${r.kernel_index} ${shortName(r.kernel_name)}`;
+const kernelTitle = (r) => `#${r.kernel_index} ${r.kernel_short_name}`;
 const unitText = (units) => units.map((u) => `[${u}]`).join("");
 const range = (r) => (r.min === r.max ? number(r.min) : `${number(r.min)} to ${number(r.max)}`);
 
@@ -92,7 +91,7 @@ export function mountStats(el, model, query) {
   function columns(withUnits) {
     return [
       { title: "#", width: "3.5rem", num: true, cell: (r) => r.kernel_index },
-      { title: "Kernel", width: "minmax(9rem,2fr)", cell: (r) => h("span", { class: "mono", title: r.kernel_name }, shortName(r.kernel_name)) },
+      { title: "Kernel", width: "minmax(9rem,2fr)", cell: (r) => h("span", { class: "mono", title: r.kernel_name }, r.kernel_short_name) },
       { title: "Config", width: "minmax(8rem,1fr)", cell: (r) => h("span", { class: "mono" }, r.gpu_config) },
       ...(withUnits ? [{ title: "Unit", width: "6rem", cell: (r) => h("span", { class: "mono" }, unitText(r.units)) }] : []),
       { title: "Median", width: "7rem", num: true, cell: (r) => number(r.median), data: (r) => ({ "data-median": r.median ?? "" }) },
@@ -104,7 +103,7 @@ export function mountStats(el, model, query) {
   /** The kernels the answer has, in order, with their names. */
   function kernelsOf(rows) {
     const seen = new Map();
-    for (const r of rows) if (!seen.has(r.kernel_index)) seen.set(r.kernel_index, { kernel_index: r.kernel_index, kernel_name: r.kernel_name });
+    for (const r of rows) if (!seen.has(r.kernel_index)) seen.set(r.kernel_index, { kernel_index: r.kernel_index, kernel_name: r.kernel_name, kernel_short_name: r.kernel_short_name });
     return [...seen.values()];
   }
 

@@ -9,7 +9,6 @@
 
 import { counted, duration, integer, ipc, ticks, timeUnit } from "../format.js";
 import { clear, facts, h, hideTip, perFrame, showTip, state, throttle } from "../dom.js";
-import { shortName } from "../kernelname.js";
 import { colorMap, cssVar, fitCanvas, textOn } from "../palette.js";
 import { fitText } from "../plot.js";
 import { virtualTable } from "../vtable.js";
@@ -25,6 +24,7 @@ export function mountTimeline(el, model) {
   let fitted = true;
   let drag = null;
   let colors = colorMap();
+  let shortNames = new Map(); // kernel_name -> its kernel_short_name, for the legend
 
   const canvas = h("canvas", { class: "tl-canvas", id: "timeline-canvas", tabindex: "0", role: "img" });
   const wrap = h("div", { class: "tl-wrap" }, canvas);
@@ -51,7 +51,7 @@ export function mountTimeline(el, model) {
       { title: "Lane", width: "minmax(10rem,1.2fr)", cell: (b) => laneName(b.lane) },
       { title: "#", width: "3.5rem", num: true, cell: (b) => b.k.kernel_index },
       { title: "uid", width: "3.5rem", num: true, cell: (b) => b.k.kernel_launch_uid },
-      { title: "Kernel", width: "minmax(10rem,2fr)", cell: (b) => h("span", { class: "mono", title: b.k.kernel_name }, shortName(b.k.kernel_name)) },
+      { title: "Kernel", width: "minmax(10rem,2fr)", cell: (b) => h("span", { class: "mono", title: b.k.kernel_name }, b.k.kernel_short_name) },
       { title: "Start", width: "6rem", num: true, cell: (b) => duration(b.start) },
       { title: "Time", width: "6rem", num: true, cell: (b) => duration(b.dur) },
       { title: "Cycles", width: "7rem", num: true, cell: (b) => integer(b.k.gpu_sim_cycle) },
@@ -64,6 +64,7 @@ export function mountTimeline(el, model) {
 
   function build() {
     colors = colorMap();
+    shortNames = new Map();
     end = 0;
     const sims = model.orderedSims();
     const short = shortConfigs(sims.map((s) => s.gpu_config));
@@ -75,6 +76,7 @@ export function mountTimeline(el, model) {
         if (!k) continue;
         lane.bars.push({ start: t, dur: k.sim_time_ns, k, lane });
         colors.get(k.kernel_name);
+        shortNames.set(k.kernel_name, k.kernel_short_name);
         t += k.sim_time_ns;
       }
       end = Math.max(end, t);
@@ -169,7 +171,7 @@ export function mountTimeline(el, model) {
         ctx.fillRect(x0, y, w > 3 ? w - 1 : w, LANE);
         if (w > 48) {
           ctx.fillStyle = textOn(color);
-          ctx.fillText(fitText(ctx, shortName(bar.k.kernel_name), w - 8), Math.max(x0, gutter) + 4, y + LANE / 2);
+          ctx.fillText(fitText(ctx, bar.k.kernel_short_name, w - 8), Math.max(x0, gutter) + 4, y + LANE / 2);
         }
       }
       // a split sim: a line where each chunk begins, and under its kernels a strip, chunk
@@ -206,7 +208,7 @@ export function mountTimeline(el, model) {
     showTip(
       e.clientX,
       e.clientY,
-      h("div", { class: "tip-title mono" }, shortName(k.kernel_name)),
+      h("div", { class: "tip-title mono" }, k.kernel_short_name),
       facts([
         ["Lane", hit.lane.label],
         ...chunkFacts(hit.lane, k),
@@ -284,7 +286,7 @@ export function mountTimeline(el, model) {
     clear(
       legend,
       shown.map(([name, color]) => {
-        const short = shortName(name);
+        const short = shortNames.get(name);
         const n = (seen.get(short) ?? 0) + 1;
         seen.set(short, n);
         return h("li", { title: name }, h("span", { class: "swatch", style: `background:${color}` }), n > 1 ? `${short} (${n})` : short);
