@@ -19,10 +19,11 @@ def test_each_launch_is_matched_by_uid_and_its_errors_are_signed() -> None:
         KernelResult(uid=3, name="mm", gpu_sim_cycle=1000, gpu_sim_insn=400),
         KernelResult(uid=4, name="va", gpu_sim_cycle=7, gpu_sim_insn=1),
     ]
-    rows = kernels(fast, reference)
+    rows = kernels(fast, reference, str.upper)
     assert [(r.kernel_launch_uid, r.kernel_name, r.gpu_sim_cycle, r.reference_gpu_sim_cycle, r.reused_from) for r in rows] == [
         (1, "va", 990, 1000, None), (2, "mm", 1010, 1000, None), (3, "mm", 1010, 1000, 2), (4, "va", None, 7, None)
     ]
+    assert [r.kernel_short_name for r in rows] == ["VA", "MM", "MM", "VA"]  # as the caller's short_name gives it
     assert [r.cycle_error_pct for r in rows] == [pytest.approx(-1.0), pytest.approx(1.0), pytest.approx(1.0), None]
     assert [r.insn_error_pct for r in rows] == [0.0, 0.0, pytest.approx(25.0), None]
 
@@ -34,7 +35,7 @@ def test_each_launch_is_matched_by_uid_and_its_errors_are_signed() -> None:
 
 
 def test_nothing_in_common_yet_has_no_errors() -> None:
-    t = totals(kernels([KernelResult(uid=1, name="va", gpu_sim_cycle=990, gpu_sim_insn=100)], []))
+    t = totals(kernels([KernelResult(uid=1, name="va", gpu_sim_cycle=990, gpu_sim_insn=100)], [], str))
     assert (t.kernels, t.gpu_sim_cycle, t.reference_gpu_sim_cycle, t.cycle_error_pct, t.insn_error_pct, t.exact) == (0, None, None, None, None, 0)
     assert (t.worst_cycle_error_pct, t.worst_kernel_launch_uid) == (None, None)
 

@@ -24,7 +24,7 @@ from cascade_core.traces import (
     failed,
     files_stored,
 )
-from cascade_formats.realtiming import TraceLaunch, timing_file
+from cascade_formats.realtiming import timing_file
 from cascade_formats.trace_contents import Received, contents
 from cascade_formats.tracefiles import parse_kernel_header
 from tests.support import TRACES
@@ -212,7 +212,7 @@ def ready_trace(**changes: object) -> TraceDetail:
 NSYS = "Start (ns),Duration (ns),CorrId,Name\n1,3232,11,vecAdd\n9,3104,12,vecAdd\n"
 
 
-def attach(body: str, *, replace: bool = False, kernels: Sequence[TraceLaunch] = KERNELS) -> Attachment:
+def attach(body: str, *, replace: bool = False, kernels: Sequence[ev.TraceKernel] = KERNELS) -> Attachment:
     return Attachment(trace_id="demo", timing_id="timing-1", timing=timing_file(body.encode(), kernels), replace=replace)
 
 
