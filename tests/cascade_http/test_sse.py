@@ -23,6 +23,7 @@ from cascade_core import events as ev
 from cascade_core import subjects
 from cascade_http import run_events
 from cascade_nats.store import EventStore
+from cascade_sim.dispatcher import launch_requests
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN
 from tests.cascade_http.live import LiveServer, SseEvent, live_server, sse_events
@@ -71,7 +72,16 @@ def expected(events: Sequence[ev.Event], seqs: Sequence[int]) -> list[tuple[str,
 
 
 async def setup_run(store: EventStore, live: LiveServer) -> None:
-    await append(store, live, [*w.trace_events(), w.run_created()])
+    """The reference run, created, and its launch requests stored: the dispatcher appends them
+    when it gets to the run, which under load was among a test's own events, and then a
+    snapshot's checkpoint was past the test's last one."""
+    run = w.run_created()
+    await append(store, live, [*w.trace_events(), run])
+    with anyio.fail_after(20):
+        for request in launch_requests(run):
+            while await store.last_on(subjects.of(request)) is None:
+                await anyio.sleep(0.01)
+    await live.projected(await store.last_seq())
 
 
 async def test_a_hundred_clients_each_get_every_event_once_in_order(live: LiveServer, http: httpx.AsyncClient, store: EventStore) -> None:
