@@ -200,5 +200,11 @@ def shoot(page: Page, name: str, ready: str | None = None, check: Callable[[Page
     page.set_viewport_size(DESKTOP)
 
 
+def wait_for_rows(page: Page, table: str, count: int) -> None:
+    """Wait until the virtual table `table` shows `count` rows: vtable.js draws them a frame
+    after it is given them, so right after its view is drawn it shows none yet."""
+    page.wait_for_function("([table, count]) => document.querySelectorAll(`${table} .vt-row`).length === count", arg=[table, count])
+
+
 def data_json(page: Page, selector: str, attribute: str) -> Any:
     return page.eval_on_selector(selector, f"el => JSON.parse(el.dataset.{attribute} ?? 'null')")
