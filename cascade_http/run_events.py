@@ -23,7 +23,8 @@ back, and an EventSource would stop reconnecting on a 400.
   it is committed. A retry or a top-up makes an ended run active again, shown as a `run`
   event too: the stream then goes on to the next end. A resume from at or past it has nothing to send: the route answers 204
   No Content, which tells an EventSource to stop reconnecting. Files a sim stores after its
-  run ended are in the file lists, not in the stream.
+  run ended are in the file lists, not in the stream. A resume past an end the route's read
+  did not show (a read model behind the client's id) ends once it comes to that end.
 - A client that falls too far behind (it stopped reading) has its stream ended
   (`projections.live`): it resumes with `Last-Event-ID` like any dropped connection.
 - What needs attention is not in the stream: it is judged when the run is read (Get a run),
@@ -36,6 +37,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
+from typing import NamedTuple
 
 import anyio
 import msgspec
@@ -137,23 +139,47 @@ class _Encoded:
 _encoded = _Encoded()
 
 
+class Sent(NamedTuple):
+    data: bytes
+    ended: bool  # the run's end was among the messages
+    # After the changes, the run stands ended at or before the stream's position, and nothing
+    # since made it active again: the stream has nothing more to send unless something does.
+    over: bool
+
+
 def messages(
     changes: Sequence[Change],
     places: dict[str, q.Place],
     after: Position,
     encoder: Callable[[Change, dict[str, q.Place]], bytes] = _encoded,
-) -> tuple[bytes, bool]:
-    """The messages of the changes past `after` up to the run's end, and whether the end was
-    among them. The end is a `run` change past `after` that is not active: an earlier one was
-    an end the run came back from (a retry or a top-up made it active again, which a `run`
-    change shows too), and the route answers a stream resumed at its last end with 204."""
+    over: bool = False,
+) -> Sent:
+    """The messages of the changes past `after` up to the run's end. The end is a `run` change
+    past `after` that is not active: an earlier one was an end the run came back from (a retry
+    or a top-up made it active again, which a `run` change shows too), and the route answers
+    a stream resumed at its last end with 204. `over`: as `Sent.over`, before the changes."""
     parts = []
+    again: set[int] | None = None  # the events that make the run active again, once needed
     for change in changes:
-        if (change.seq, change.k) > after:
-            parts.append(encoder(change, places))
-            if isinstance(change.row, RunRow) and change.row.state != "active":
-                return b"".join(parts), True
-    return b"".join(parts), False
+        row = change.row
+        if (change.seq, change.k) <= after:
+            if isinstance(row, RunRow):
+                over = row.state != "active"
+            continue
+        if over:
+            # While the run stands ended, only an event that makes it active again is sent
+            # (its sims' changes come before its `run` change): any other, such as a file a
+            # sim stored late, was in no stream, as every stream ended with the run.
+            if again is None:
+                again = {c.seq for c in changes if isinstance(c.row, RunRow) and c.row.state == "active"}
+            if change.seq not in again:
+                continue
+        parts.append(encoder(change, places))
+        if isinstance(row, RunRow):
+            if row.state != "active":
+                return Sent(b"".join(parts), ended=True, over=True)
+            over = False
+    return Sent(b"".join(parts), ended=False, over=over)
 
 
 class CatchUp:
@@ -168,14 +194,16 @@ class CatchUp:
         self.skip = skip
         self.rows = Rows()
         self.ended = False
+        self.over = False
 
     def __call__(self, frames: Sequence[Frame]) -> bytes:
         items = [item for item in parking.sort_out(frames).items if item[0] not in self.skip]
         folded = fold(self.rows, items)
         self.rows = folded.rows
         # One-off changes: the shared cache is for what every live stream sends.
-        data, self.ended = messages(folded.changes, self.places, self.after, encode)
-        return data
+        sent = messages(folded.changes, self.places, self.after, encode, self.over)
+        self.ended, self.over = sent.ended, sent.over
+        return sent.data
 
 
 async def events(c: Cascade, run_id: str, after: Position | None, places: dict[str, q.Place]) -> AsyncIterator[bytes]:
@@ -200,15 +228,18 @@ async def events(c: Cascade, run_id: str, after: Position | None, places: dict[s
             async with aclosing(_caught_up(c, run_id, catch_up, checkpoint)) as caught:
                 async for data in caught:
                     yield data
-            ended = catch_up.ended
+            # Over without the end sent: the run ended at or before `after`, which the route's
+            # read did not show yet; nothing is left to send, as its 204 would have said.
+            ended = catch_up.over
             after = max(after, (checkpoint, ALL_OF))
         while not ended:
             changes = await queue.get()
             if changes is LAGGED:
                 return
-            data, ended = messages(changes, places, after)
-            if data:
-                yield data
+            sent = messages(changes, places, after)
+            if sent.data:
+                yield sent.data
+            ended = sent.over
 
 
 async def _caught_up(c: Cascade, run_id: str, catch_up: CatchUp, checkpoint: int) -> AsyncGenerator[bytes, None]:

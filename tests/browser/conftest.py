@@ -173,6 +173,16 @@ LAYOUT_PROBLEMS = """() => {
 }"""
 
 
+# Every drawn canvas at its box's width. A canvas redraws a frame after a ResizeObserver says
+# its box changed, itself a frame or more after the viewport did (plot.js, chart.js,
+# timeline.js: each draws at its box's clientWidth, which fitCanvas sets as its CSS width).
+# A hidden box (no width) and a canvas never drawn (no data yet) have nothing to wait for.
+CANVASES_FIT = """() => [...document.querySelectorAll('canvas')].every((canvas) => {
+  const width = canvas.parentElement.clientWidth;
+  return !width || !canvas.style.width || canvas.style.width === `${width}px`;
+})"""
+
+
 def shoot(page: Page, name: str, ready: str | None = None, check: Callable[[Page, str], None] | None = None) -> None:
     """Full-page screenshots of what `page` shows, at 1280×800 and at 390×844; at each size,
     nothing may be cut off or spill out (LAYOUT_PROBLEMS), and `check(page, size)` holds."""
@@ -181,13 +191,19 @@ def shoot(page: Page, name: str, ready: str | None = None, check: Callable[[Page
         page.set_viewport_size(viewport)
         if ready:
             page.wait_for_selector(ready)
-        page.wait_for_timeout(250)  # a frame for canvases to redraw at the new width
+        page.wait_for_function(CANVASES_FIT)
         page.screenshot(path=str(SCREENSHOTS / f"{name}-{size}.png"), full_page=True)
         problems = page.evaluate(LAYOUT_PROBLEMS)
         assert not problems, f"{name} at {size}: {problems}"
         if check:
             check(page, size)
     page.set_viewport_size(DESKTOP)
+
+
+def wait_for_rows(page: Page, table: str, count: int) -> None:
+    """Wait until the virtual table `table` shows `count` rows: vtable.js draws them a frame
+    after it is given them, so right after its view is drawn it shows none yet."""
+    page.wait_for_function("([table, count]) => document.querySelectorAll(`${table} .vt-row`).length === count", arg=[table, count])
 
 
 def data_json(page: Page, selector: str, attribute: str) -> Any:

@@ -20,7 +20,7 @@ import pytest
 from cascade_core import events as ev
 from cascade_formats.kernel_names import short_name
 from cascade_http.run_events import last_event_id
-from tests.browser.conftest import TOKEN, data_json, environment, missing, seed, shoot, sign_in
+from tests.browser.conftest import TOKEN, data_json, environment, missing, seed, shoot, sign_in, wait_for_rows
 from tests.browser.proxy import proxy_to
 from tests.cascade_formats.test_kernel_names import GRAMMAR_SYMBOLS, REAL_SYMBOLS
 from cascade_core.sims import FINISHED, RETRIABLE, SIM_STATES, UNDER_WAY
@@ -191,7 +191,7 @@ def test_upload_run_watch_timeline_compare_and_perfetto(page: Any, cascade: Live
     drawn = [(b["lane"], b["sim_id"], b["uid"], b["name"], b["start_ns"], b["dur_ns"]) for b in bars]
     assert [d[:4] for d in drawn] == [e[:4] for e in expected]
     assert [x for d in drawn for x in d[4:]] == pytest.approx([x for e in expected for x in e[4:]], rel=1e-12)
-    assert page.locator("#timeline-kernels .vt-row").count() == 9
+    wait_for_rows(page, "#timeline-kernels", 9)
     box = page.locator("#timeline-canvas").bounding_box()
     assert box is not None
     page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 28 + 12)  # the first lane, past its middle
@@ -373,7 +373,7 @@ def test_samples_render_and_cannot_be_run(page: Any, cascade: LiveServer, api: h
         simulated = statistics.median(t["compare"]["requests"][0][metric]["simulated"] for t in timelines)
         shown = page.get_attribute(f"#requests-table tr[data-metric={metric}] td[data-config=SM90_H100]", "data-ms")
         assert float(shown or "nan") == pytest.approx(simulated)
-    assert page.locator("#steps-table .vt-row").count() == len(timelines[0]["compare"]["steps"])
+    wait_for_rows(page, "#steps-table", len(timelines[0]["compare"]["steps"]))
     # Under 1 % of its kernels simulated: its near-zero errors come with a caveat saying so,
     # beside the mean errors and the requests' errors.
     fraction = statistics.median(t["simulated"]["summary"]["simulation"]["coverage"]["kernel_fraction"] for t in timelines)
@@ -515,6 +515,7 @@ def test_compare_scores_real_time_and_cycles_with_the_spread_of_repetitions(page
     assert_shows_scores(page, "#cycles-correlation-table", comparison["cycles_correlation"])
     headers = page.eval_on_selector_all("#correlation-table thead th", "els => els.map(e => e.textContent)")
     assert headers == ["Config", "Kernels", "Correl", "Err", "Agg_Err", "RPD", "NRMSE", "< 1 %", "< 10 %", "Over", "Under"]
+    wait_for_rows(page, "#compare-table", len(comparison["rows"]))
     real = page.eval_on_selector_all("#compare-table .vt-row [data-real-ns]", "els => els.map(e => Number(e.dataset.realNs))")
     ranges = page.eval_on_selector_all("#compare-table .vt-row [data-real-min]", "els => els.map(e => [e.dataset.realMin, e.dataset.realMax].map(Number))")
     assert (real, ranges) == ([r["real_ns"] for r in comparison["rows"]], [[r["real_ns_spread"]["min"], r["real_ns_spread"]["max"]] for r in comparison["rows"]])

@@ -153,6 +153,7 @@ def test_the_stat_explorer_finds_a_stat_and_draws_it_per_kernel_and_config(page:
     assert page.url.endswith("/stats?name=gpu_sim_cycle")
     values = api.get(f"/api/runs/{run}/stats/values", params={"name": "gpu_sim_cycle"}).json()
     assert data_json(page, "#stat-bars", "bars") == [{k: r[k] for k in ("kernel_index", "gpu_config", "median", "min", "max")} for r in values["rows"]]
+    table_lists(page, values["rows"])
     shown = page.eval_on_selector_all("#stat-table .vt-row", "rows => rows.map(r => [Number(r.dataset.kernelIndex), r.dataset.config, Number(r.querySelector('[data-median]').dataset.median)])")
     assert shown == [[r["kernel_index"], r["gpu_config"], r["median"]] for r in values["rows"]]
     assert values["rows"][0]["min"] < values["rows"][0]["max"]  # the replicas differ: whiskers
@@ -212,11 +213,23 @@ def test_the_stat_explorer_finds_a_stat_and_draws_it_per_kernel_and_config(page:
     # A stat whose values are no numbers, and a search nothing matches, say so.
     page.goto(f"{cascade.url}/#/runs/{run}/stats?name=kernel_name")
     page.wait_for_selector("#stat-view .state-empty:has-text('No value of it is a number.')")
-    # The table draws its rows on the next frame (vtable.js): until then it shows the last stat's.
-    page.wait_for_function("() => document.querySelectorAll('#stat-table .vt-row').length === 6")
-    assert page.locator("#stat-table .vt-row").count() == 6
+    values = api.get(f"/api/runs/{run}/stats/values", params={"name": "kernel_name"}).json()
+    assert len(values["rows"]) == 6
+    table_lists(page, values["rows"])
     page.fill("#stat-search", "no such stat")
     page.wait_for_selector("#stat-results .state-empty:has-text('No stat')")
+
+
+def table_lists(page: Any, rows: list[dict[str, Any]]) -> None:
+    """Wait until the stat's table lists these rows of the API's answer, by kernel and config.
+    The table draws its rows on a later frame than the view (vtable.js draws per frame): until
+    then it lists the last stat's, or none. Its row count is no sign of which stat it shows."""
+    keys = [[r["kernel_index"], r["gpu_config"]] for r in rows]
+    page.wait_for_function(
+        "(keys) => JSON.stringify([...document.querySelectorAll('#stat-table .vt-row')]"
+        ".map((r) => [Number(r.dataset.kernelIndex), r.dataset.config])) === JSON.stringify(keys)",
+        arg=keys,
+    )
 
 
 # The middle of a heatmap's cell, from the geometry it drew with.

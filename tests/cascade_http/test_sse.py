@@ -11,6 +11,7 @@ ended it (`<seq>.1`).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import aclosing
 
 import anyio
 import httpx
@@ -22,6 +23,7 @@ from cascade_core import events as ev
 from cascade_http import run_events
 from cascade_nats import subjects
 from cascade_nats.store import EventStore
+from cascade_sim.dispatcher import launch_requests
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN
 from tests.cascade_http.live import LiveServer, SseEvent, live_server, sse_events
@@ -70,7 +72,16 @@ def expected(events: Sequence[ev.Event], seqs: Sequence[int]) -> list[tuple[str,
 
 
 async def setup_run(store: EventStore, live: LiveServer) -> None:
-    await append(store, live, [*w.trace_events(), w.run_created()])
+    """The reference run, created, and its launch requests stored: the dispatcher appends them
+    when it gets to the run, which under load was among a test's own events, and then a
+    snapshot's checkpoint was past the test's last one."""
+    run = w.run_created()
+    await append(store, live, [*w.trace_events(), run])
+    with anyio.fail_after(20):
+        for request in launch_requests(run):
+            while await store.last_on(subjects.of(request)) is None:
+                await anyio.sleep(0.01)
+    await live.projected(await store.last_seq())
 
 
 async def test_a_hundred_clients_each_get_every_event_once_in_order(live: LiveServer, http: httpx.AsyncClient, store: EventStore) -> None:
@@ -121,9 +132,13 @@ async def test_a_client_that_reconnects_gets_what_a_client_connected_all_along_g
 ) -> None:
     await setup_run(store, live)
     lives = sim_lives()
+    seqs: list[int] = []  # where the run's events were stored, in order
     along: list[SseEvent] = []
     first: list[SseEvent] = []
     second: list[SseEvent] = []
+
+    async def append_lives(part: Sequence[ev.Event]) -> None:
+        seqs.extend(await append(store, live, part))
 
     async def connected_all_along(subscribed: anyio.Event) -> None:
         async with http.stream("GET", EVENTS, headers=AUTH) as response:
@@ -136,23 +151,28 @@ async def test_a_client_that_reconnects_gets_what_a_client_connected_all_along_g
             subscribed = anyio.Event()
             tg.start_soon(connected_all_along, subscribed)
             await subscribed.wait()
-            async with http.stream("GET", EVENTS, headers=AUTH) as response:
-                await append(store, live, lives[:20])
-                async for event in sse_events(response):
+            async with http.stream("GET", EVENTS, headers=AUTH) as response, aclosing(sse_events(response)) as events:
+                # The headers come before the server subscribes: the snapshot says it has, so
+                # what is appended next is in this stream (and not all in its snapshot).
+                first.append(await anext(events))
+                await append_lives(lives[:20])
+                async for event in events:
                     first.append(event)
                     if len(first) == 8:
                         break  # the connection drops here
-            # More happens while it is away, and more while it reconnects.
-            await append(store, live, lives[20:30])
+            # More happens while it is away, and more while it reconnects; other runs' events
+            # land among the run's, as the dispatcher's requests do, and show in no stream of it.
+            await append(store, live, [w.run_created(run_id="run-other", sims=[("sim-other", "SM86_RTX3070", 0)])])
+            await append_lives(lives[20:30])
             async with http.stream("GET", EVENTS, headers={**AUTH, "Last-Event-ID": first[-1].id}) as response:
                 assert response.status_code == 200
-                tg.start_soon(append, store, live, lives[30:])
+                tg.start_soon(append_lives, lives[30:])
                 async for event in sse_events(response):
                     second.append(event)
     assert first[0].event == "snapshot" and all(e.event != "snapshot" for e in second)
     # Every intermediate state of every sim, as the client connected all along saw it.
     assert first[1:] + second == along[1:]
-    assert [(e.event, e.id) for e in along[1:]] == expected(lives, list(range(along[1].position[0], along[-1].position[0] + 1)))
+    assert [(e.event, e.id) for e in along[1:]] == expected(lives, seqs)
     assert (along[-1].event, along[-1].data["state"]) == ("run", "succeeded")
 
 

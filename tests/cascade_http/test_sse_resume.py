@@ -38,7 +38,7 @@ from projections.rows import RunRow, SimRow
 from tests.cascade_http.live import LiveServer, SseEvent, live_server, sse_events
 from tests.cascade_http.trace_archives import files_of, tar_of
 from tests.cascade_sim.world import accelsim_tree
-from tests.projections.histories import T0, histories
+from tests.projections.histories import T0, _Clock, _event, histories
 from tests.projections.test_fold import fresh
 
 # The runs' trace, there before them (a run is created for a ready trace; a snapshot shows it).
@@ -101,6 +101,32 @@ def test_a_resumed_stream_is_the_tail_of_a_continuous_one(history: list[ev.Event
 
     # Connected all along, from the snapshot after batch i.
     i = data.draw(st.sampled_from(exists), label="connected after batch")
+    stream, ended = connected(batches, i)
+    ids = [position(m) for m in stream]
+    assert ids == sorted(set(ids)), "unique and strictly increasing"
+    final = batches[-1].rows
+    assert final is not None and ended == (final[0].state != "active")
+
+    # Resumed from a cut: an id it received, or a plain sequence.
+    checkpoint = ids[0][0]
+    cut_id = data.draw(st.sampled_from([id_of(m) for m in stream]) | st.integers(checkpoint, items[-1][0]).map(str), label="cut")
+    cut = last_event_id(cut_id)
+    assert cut is not None
+    tail = [m for m, p in zip(stream, ids) if p > cut]
+    # ... from a server whose projector stands after batch j.
+    j = data.draw(st.sampled_from(exists), label="server after batch")
+    server = batches[j]
+    assert server.rows is not None
+    log = len(run_frames(items, run_id, server.checkpoint))
+    resumed, resumed_ended = resumed_from(items, batches, run_id, cut, j, pieces(data, log, "log pieces"))
+    assert split(resumed) == tail
+    assert resumed_ended == ended, "a resumed stream ends where a continuous one does"
+    assert finished_before(*server.rows, cut) == (not tail and end_of(*server.rows) is not None)
+
+
+def connected(batches: Sequence[Batch], i: int) -> tuple[list[bytes], bool]:
+    """The messages a client connected from the snapshot after batch i gets, and whether its
+    stream ended."""
     snapshot, rows = batches[i].snapshot, batches[i].rows
     assert snapshot is not None and rows is not None
     checkpoint, detail = snapshot
@@ -110,41 +136,60 @@ def test_a_resumed_stream_is_the_tail_of_a_continuous_one(history: list[ev.Event
     for batch in batches[i + 1 :]:
         if ended:
             break
-        sent, ended = messages(batch.changes, places, after)
-        stream += split(sent)
-    ids = [position(m) for m in stream]
-    assert ids == sorted(set(ids)), "unique and strictly increasing"
-    final = batches[-1].rows
-    assert final is not None and ended == (final[0].state != "active")
+        sent = messages(batch.changes, places, after)
+        stream += split(sent.data)
+        ended = sent.over
+    return stream, ended
 
-    # Resumed from a cut: an id it received, or a plain sequence.
-    cut_id = data.draw(st.sampled_from([id_of(m) for m in stream]) | st.integers(checkpoint, items[-1][0]).map(str), label="cut")
-    cut = last_event_id(cut_id)
-    assert cut is not None
-    tail = [m for m, p in zip(stream, ids) if p > cut]
-    # ... from a server whose projector stands after batch j.
-    j = data.draw(st.sampled_from(exists), label="server after batch")
-    server = batches[j]
+
+def run_frames(items: Sequence[tuple[int, ev.Event]], run_id: str, checkpoint: int) -> list[Frame]:
     prefix = subjects.run_history(run_id).removesuffix(">")
-    frames: list[Frame] = [
-        (seq, subjects.of(e).encode(), ev.encode(e)) for seq, e in items if seq <= server.checkpoint and subjects.of(e).startswith(prefix)
-    ]
+    return [(seq, subjects.of(e).encode(), ev.encode(e)) for seq, e in items if seq <= checkpoint and subjects.of(e).startswith(prefix)]
+
+
+def resumed_from(
+    items: Sequence[tuple[int, ev.Event]], batches: Sequence[Batch], run_id: str, cut: Position, j: int, log_pieces: Sequence[tuple[int, int]]
+) -> tuple[bytes, bool]:
+    """What a stream resumed after `cut` sends, as `run_events.events` does, from a server
+    whose projector stands after batch j: the catch-up folded from the run's events up to
+    there (arriving in `log_pieces`), then the later batches; and whether it ended."""
+    server = batches[j]
     assert server.rows is not None
+    frames = run_frames(items, run_id, server.checkpoint)
     at = q.places(server.rows[1])  # where the resuming server has the run's sims
     catch_up = CatchUp(cut, at, frozenset())  # these histories hold nothing the projector parks
     resumed = b""
-    for start, end in pieces(data, len(frames), "log pieces"):
+    for start, end in log_pieces:
         if catch_up.ended:
             break
         resumed += catch_up(frames[start:end])
-    after, ended = max(cut, (server.checkpoint, ALL_OF)), catch_up.ended
+    after, ended = max(cut, (server.checkpoint, ALL_OF)), catch_up.over
     for batch in batches[j + 1 :]:
         if ended:
             break
-        sent, ended = messages(batch.changes, at, after)
-        resumed += sent
-    assert split(resumed) == tail
-    assert finished_before(*server.rows, cut) == (not tail and end_of(*server.rows) is not None)
+        sent = messages(batch.changes, at, after)
+        resumed += sent.data
+        ended = sent.over
+    return resumed, ended
+
+
+def test_a_resume_past_the_end_sends_no_file_stored_after_it() -> None:
+    """A file a sim stores after its run ended (here, cancelled) is in no stream: each ended
+    with the run. A resume from the end, or from a sequence past it, has nothing to send,
+    whether the server's read model is behind that id (its route's read did not show the
+    end: the stream ends once it comes to it) or past it (the route answers 204)."""
+    clock: _Clock = _Clock()
+    lives = [("trace", "tr.0", step) for step in ("started", "files", "kernels", "ready")]
+    lives += [("run", "run-0", ["sim-0-0"]), ("sim", "run-0", "sim-0-0", ("claim", 1)), ("cancel", "run-0"), ("sim", "run-0", "sim-0-0", ("file", 1))]
+    items = list(enumerate([TRACE, *(_event(clock, life, {}) for life in lives)], 1))
+    batches = project(items, range(len(items) + 1), [True] * len(items), "run-0")  # one event a batch
+    first = next(i for i, b in enumerate(batches) if b.rows is not None)
+    stream, ended = connected(batches, first)
+    assert ended and [id_of(m) for m in stream] == ["6", "7.0", "8.0", "8.1"]  # the cancel's sim, then the run
+    for cut in ((8, 1), (9, ALL_OF)):
+        for j in range(first, len(batches)):
+            log = [(0, len(run_frames(items, "run-0", batches[j].checkpoint)))]
+            assert resumed_from(items, batches, "run-0", cut, j, log) == (b"", True), (cut, j)
 
 
 def test_an_event_id_is_a_sequence_and_an_index_or_nothing() -> None:
