@@ -78,9 +78,10 @@ class Folded(msgspec.Struct, frozen=True):
     changed: frozenset[tuple[str, str]]  # (table, id) of entity rows to write
     appended: dict[str, list[msgspec.Struct]]  # certainly new rows
     checked: dict[str, list[msgspec.Struct]]  # rows to add unless their key is already there
-    # Rows to delete before the appended ones are written, in order: a sim's attempts before
+    # Rows to delete, in order, once the appended ones are written: a sim's attempts before
     # the one given, but, with a launch (a resume's first), its kernels before it and its log
-    # lines, which are made the given attempt's; and a deleted trace's files, kernels and timing.
+    # lines, which are made the given attempt's; and, before they are written, a deleted
+    # trace's files, kernels and timing.
     purged_attempts: list[tuple[str, int, int | None]]
     purged_traces: frozenset[str]
     # Every kernel result applied, in order, kept or not: their maps' names get ids (`stats_rows`).
@@ -107,19 +108,12 @@ class _Batch:
         self.changes: list[Change] = []
 
     def purge_sim(self, sim_id: str, attempt: int, first: int | None = None) -> None:
-        """Forget the rows of the sim's attempts before `attempt`, stored or in this batch."""
+        """Forget the rows of the sim's attempts before `attempt`; with `first` (a resume's),
+        make its kernels of launches before `first` and its log lines that attempt's instead.
+        The projector does it once the batch's rows are written (`projector.write`): a fact of
+        an attempt another one replaced counts no more, so the batch's rows after this are all
+        of the new attempt."""
         self.purged_attempts.append((sim_id, attempt, first))
-        for rows in (self.appended, self.checked):
-            for table in ("kernels", "sim_log", "sim_files"):
-                rows[table] = [r for r in rows[table] if r.sim_id != sim_id or r.attempt >= attempt]  # type: ignore[attr-defined]  # rows of these tables, untyped here, all have both
-
-    def carry_sim(self, sim_id: str, attempt: int, first: int) -> None:
-        """Make the sim's kernels of launches before `first` and its log lines, of its
-        attempts before `attempt`, that attempt's, stored or in this batch; forget the rest."""
-        for rows in (self.appended, self.checked):
-            rows["kernels"] = [_carried(r, sim_id, attempt, r.uid < first) for r in rows["kernels"]]  # type: ignore[attr-defined]  # these are KernelRows
-            rows["sim_log"] = [_carried(r, sim_id, attempt, True) for r in rows["sim_log"]]
-        self.purge_sim(sim_id, attempt, first)
 
     def purge_trace(self, trace_id: str) -> None:
         self.purged_traces.add(trace_id)
@@ -183,14 +177,6 @@ class _Batch:
         self.runs[run.id] = run
         self.changed.add(("runs", run.id))
         return run
-
-
-def _carried(row: msgspec.Struct, sim_id: str, attempt: int, kept: bool) -> msgspec.Struct:
-    """A kernel or log row of the batch as a resume leaves it: made the resuming attempt's
-    when it is kept from an earlier one of its sim."""
-    if kept and row.sim_id == sim_id and row.attempt < attempt:  # type: ignore[attr-defined]  # rows of these tables, untyped here, all have both
-        return msgspec.structs.replace(row, attempt=attempt)
-    return row
 
 
 class Unfoldable(Exception):
@@ -427,10 +413,7 @@ def _evolved(b: _Batch, seq: int, sim: Sim, e: sim_state.Evolving) -> None:
         return
     if after.attempt != sim.attempt and sim.attempt and sim.split is None:
         resume = e.resume if isinstance(e, ev.SimClaimed) else None
-        if resume is None:
-            b.purge_sim(sim.id, after.attempt)
-        else:
-            b.carry_sim(sim.id, after.attempt, resume.first)
+        b.purge_sim(sim.id, after.attempt, None if resume is None else resume.first)
     b.put_sim(seq, sim, after)
 
 
