@@ -230,7 +230,10 @@ def evolve(sim: Sim, event: Evolving) -> Sim:
     """The sim after `event`; `sim` itself when the event changes nothing."""
     match event:
         case ev.SimHeartbeat():
-            return heartbeat(sim, event, event.text)
+            if event.sim_id != sim.id or not takes(sim, event):
+                return sim
+            text = event.text
+            return heartbeat(sim, event, text, ev.lines_in(text))
         case ev.RunRetryRequested():
             return _retried(sim, event)
         case ev.RunCancelRequested():
@@ -265,12 +268,9 @@ def takes(sim: Sim, fact: sims.Fact) -> bool:
     return type(fact) is not ev.KernelFinished or sims.current(sim, sim.attempt)
 
 
-def heartbeat(sim: Sim, e: ev.SimHeartbeat, text: str) -> Sim:
-    """The sim after a heartbeat whose lines are `text` (given: a deflated heartbeat's are
-    inflated at each read)."""
-    if e.sim_id != sim.id or not takes(sim, e):
-        return sim
-    count = ev.lines_in(text)
+def heartbeat(sim: Sim, e: ev.SimHeartbeat, text: str, count: int) -> Sim:
+    """The sim after a heartbeat it takes (`takes`), whose `count` lines are `text` (given: a
+    deflated heartbeat's are inflated at each read, and counted over all their length)."""
     if e.chunk is not None:
         return _chunk_beat(sim, e, text, count)
     fresh_from = fresh_lines(sim.log_seq, e, count)

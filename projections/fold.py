@@ -484,7 +484,7 @@ def _heartbeat(b: _Batch, seq: int, sim: Sim, e: ev.SimHeartbeat) -> None:
         chunk = LogChunkRow(sim_id=sim.id, attempt=e.attempt if whole else sim.attempt, first_line_seq=e.first_line_seq, line_count=count, seq=seq)
         fresh = whole and sim_state.fresh_lines(sim.log_seq, e, count) == 0
         (b.appended if fresh else b.checked)["sim_log"].append(chunk)
-    after = sim_state.heartbeat(sim, e, text)
+    after = sim_state.heartbeat(sim, e, text, count)
     if after is not sim:
         b.put_sim(seq, sim, after)
 
