@@ -25,6 +25,8 @@ from cascade_core import split as splitting
 from cascade_core.models import Resumed, SimAttempt
 
 LOG_TAIL = 20  # the last log lines a sim keeps
+# What GPGPU-Sim prints when it stops at its limit; a few lines before its last, so in the tail.
+CUT_SHORT = "GPGPU-Sim: ** break due to reaching the maximum cycles (or instructions) **"
 
 
 def totals(cycles: float | None, insn: float | None, sim_rate_ips: float | None = None) -> ev.SimTotals:
@@ -98,6 +100,10 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     attempts: list[SimAttempt]  # the attempts before the current one, as they ended
     reference_for: str | None  # the split or reusing sim this one is the reference of (`events.SimSpec`)
     resumed: list[Resumed]  # the attempts that resumed a lost runner's
+    # The simulator stopped at its cycle or instruction limit (`-gpgpu_max_cycle`,
+    # `-gpgpu_max_insn`) and still exited as if done: its results cover only the launches
+    # before the limit, so a comparison must not take them for the whole trace's.
+    cut_short: bool = False
 
     @property
     def chunk(self) -> None:
@@ -153,6 +159,7 @@ _NO_PROGRESS: dict[str, Any] = {
     "log_tail": [],
     "log_seq": 0,
     "kernels_recorded": 0,
+    "cut_short": False,
 }
 
 
@@ -321,11 +328,16 @@ def _whole_lived(sim: Sim, e: ev.SimClaimed | ev.SimLaunched | ev.SimFinished | 
         case ev.SimLaunched():
             return _lived(sim, after, **_launch(e))
         case ev.SimFinished():
-            return _lived(sim, after, exit_code=e.exit_code, error=e.error, finished_at=e.at)
+            return _lived(sim, after, exit_code=e.exit_code, error=e.error, finished_at=e.at, cut_short=_cut_short(sim))
         case ev.RunCancelRequested():
             return _lived(sim, after, finished_at=e.at)
         case _:
             assert_never(e)
+
+
+def _cut_short(sim: Sim) -> bool:
+    """Whether the simulator said, at the end of the sim's log, that it stopped at its limit."""
+    return CUT_SHORT in sim.log_tail
 
 
 def _launch(e: ev.SimLaunched) -> dict[str, Any]:
@@ -432,6 +444,7 @@ def _stitched(sim: Sim, chunks: list[SimChunk], e: ev.SimClaimed | ev.SimLaunche
     }
     if state in sims.FINISHED and sim.state not in sims.FINISHED:
         fields["finished_at"] = e.at
+        fields["cut_short"] = _cut_short(sim)
         failed = next((i for i, c in enumerate(chunks) if c.state == "failed"), None)
         if failed is not None:
             label = splitting.chunk_of(sim.kernels_total, sim.split.cut, failed).label

@@ -132,3 +132,16 @@ def test_a_chunk_beyond_the_split_cannot_be_applied() -> None:
     with pytest.raises(ValueError, match="has 2 chunks, not a chunk 5"):
         s.evolve(sim, claim(1, 1, chunk=5))
 
+
+
+def test_a_sim_the_simulator_cut_short_at_its_limit_says_so() -> None:
+    ending = ["gpgpu_simulation_rate = 1000 (cycle/sec)", s.CUT_SHORT, "GPGPU-Sim: *** simulation thread exiting ***", "GPGPU-Sim: *** exit detected ***"]
+    sim = lived(created(), claim(1, 1), launch(2, 1), beat(3, 1, 2, 100.0, ["a"], 1), beat(4, 1, 2, 100.0, ending, 2), finish(5, 1))
+    assert (sim.state, sim.cut_short) == ("succeeded", True)
+    whole = lived(created(), claim(1, 1), launch(2, 1), beat(3, 1, 2, 100.0, ending[2:], 1), finish(5, 1))
+    assert (whole.state, whole.cut_short) == ("succeeded", False)
+    retry = ev.RunRetryRequested(
+        id="retry", at=at(6), run_id="run-1", trace_id="tr", kernels_total=KERNELS, sims=[ev.RetriedSim("sim-1", "SM7_QV100", 2)]
+    )
+    again = lived(lived(created(), claim(1, 1), beat(4, 1, 2, 100.0, ending, 1), finish(5, 1, outcome="failed")), retry)
+    assert again.cut_short is False, "a new attempt is not cut short by the last one's limit"
