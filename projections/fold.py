@@ -12,7 +12,8 @@ A sim's events are load → evolve → rows: the batch holds each sim it touches
 state (`cascade_core/sim.py`, which a stored row is), evolves it by each event, and maps the
 sims it changed to rows once, at the end; a runner's fact makes a kernel, log or file row only
 if the sim takes it there. The rules of a sim's life live in that one place, shared with the
-runner. A run's state follows from its sims' (`cascade_core/runs.py`).
+runner. A run is held the same way (`cascade_core/run.py`): it counts its sims by state as
+their evolve moves them, and its state follows from the counts.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ import msgspec
 
 from cascade_core import events as ev
 from cascade_core import sim as sim_state
-from cascade_core.runs import run_state
+from cascade_core.run import Run, SimMoved
+from cascade_core.run import evolve as evolve_run
+from cascade_core.run import new as new_run
 from cascade_core.sim import Sim
-from cascade_core.sims import SIM_STATES
 from projections.rows import (
     APPEND_TABLES,
     KernelRow,
@@ -47,7 +49,6 @@ from projections.rows import (
 VERSION = 2
 
 _json = msgspec.json.Encoder()
-_entries = msgspec.json.Decoder(list[ev.ConfigCount])
 
 
 class Rows(msgspec.Struct, frozen=True):
@@ -95,7 +96,9 @@ class _Batch:
     def __init__(self, rows: Rows, changes: bool) -> None:
         self.shows = changes
         self.traces = dict(rows.traces)
-        self.runs = dict(rows.runs)
+        self.run_rows = rows.runs
+        self.runs: dict[str, Run] = {run_id: row.run for run_id, row in rows.runs.items()}  # each run's state
+        self.run_seqs = {run_id: row.seq for run_id, row in rows.runs.items()}
         self.rows = rows.sims
         self.sims: dict[str, Sim] = dict(rows.sims)  # each sim's state: a stored row is one
         self.seqs = {sim_id: row.seq for sim_id, row in rows.sims.items()}  # what each sim's row names
@@ -161,22 +164,22 @@ class _Batch:
         return {sim_id: self.sim_row(sim_id) for sim_id in self.sims}
 
     def _count(self, seq: int, run_id: str, old: str, new: str) -> None:
-        run = self.runs[run_id]
-        counts = dict(run.sim_counts)
-        counts[old] -= 1
-        counts[new] = counts.get(new, 0) + 1
-        was = run.state
-        run = self.count(seq, run, counts)
+        was = self.runs[run_id].state
+        run = self.put_run(seq, evolve_run(self.runs[run_id], SimMoved(old, new)))
         if run.state != "active" or was != run.state:  # it ended, or a retry made it active again
-            self.show(seq, run_id, "run", run)
+            self.show(seq, run_id, "run", self.run_row(run_id))
 
-    def count(self, seq: int, run: RunRow, counts: dict[str, int], **changes: object) -> RunRow:
-        """The run with these per-state counts of its sims, and the state they give it."""
-        ordered = {s: counts[s] for s in SIM_STATES if counts.get(s)}
-        run = msgspec.structs.replace(run, sim_counts=ordered, state=run_state(counts), seq=seq, **changes)
+    def put_run(self, seq: int, run: Run) -> Run:
+        """A run as the event at `seq` changed it, which its row then names."""
         self.runs[run.id] = run
+        self.run_seqs[run.id] = seq
         self.changed.add(("runs", run.id))
         return run
+
+    def run_row(self, run_id: str) -> RunRow:
+        if ("runs", run_id) not in self.changed:
+            return self.run_rows[run_id]
+        return RunRow.of(self.runs[run_id], self.run_seqs[run_id])
 
 
 class Unfoldable(Exception):
@@ -199,7 +202,7 @@ def fold(rows: Rows, items: Iterable[tuple[int, ev.AnyEvent]], *, changes: bool 
         except Exception as err:  # noqa: BLE001 - a fold that raises has met an event it cannot apply
             raise Unfoldable(seq, str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}") from err
     return Folded(
-        rows=Rows(batch.traces, batch.runs, batch.sim_rows()),
+        rows=Rows(batch.traces, {run_id: batch.run_row(run_id) for run_id in batch.runs}, batch.sim_rows()),
         changed=frozenset(batch.changed),
         appended=batch.appended,
         checked=batch.checked,
@@ -367,19 +370,7 @@ def _new_trace(seq: int, e: ev.TraceUploadStarted) -> TraceRow:
 def _run_created(b: _Batch, seq: int, e: ev.RunCreated) -> None:
     if e.run_id in b.runs:
         return
-    counts = {"pending": len(e.sims)} if e.sims else {}
-    b.runs[e.run_id] = RunRow(
-        id=e.run_id,
-        trace_id=e.trace_id,
-        created_at=e.at,
-        state=run_state(counts),
-        entries=_json.encode(e.entries).decode(),
-        sim_counts=counts,
-        sample=e.sample,
-        kernels_total=e.kernels_total,
-        seq=seq,
-    )
-    b.changed.add(("runs", e.run_id))
+    b.put_run(seq, new_run(e))
     for spec in e.sims:
         b.keep_sim(sim_state.new(e, spec), seq)
 
@@ -390,7 +381,7 @@ def _cancel_requested(b: _Batch, seq: int, e: ev.RunCancelRequested) -> None:
         return
     # In the order the run lists its sims, not the order they were loaded in: the changes'
     # order, and so their `k`, must not depend on where a batch began.
-    configs = [entry.gpu_config for entry in _entries.decode(run.entries)]
+    configs = [entry.gpu_config for entry in run.entries]
     for sim in listed([s for s in b.sims.values() if s.run_id == e.run_id], configs):
         _evolved(b, seq, sim, e)
 
@@ -423,14 +414,12 @@ def _entries_added(b: _Batch, seq: int, e: ev.RunEntriesAdded) -> None:
     run = b.runs.get(e.run_id)
     if run is None or any(spec.sim_id in b.sims for spec in e.sims):
         return
-    counts = dict(run.sim_counts)
-    counts["pending"] = counts.get("pending", 0) + len(e.sims)
-    run = b.count(seq, run, counts, entries=_json.encode([*_entries.decode(run.entries), *e.entries]).decode())
+    b.put_run(seq, evolve_run(run, e))
     for spec in e.sims:
         b.keep_sim(sim_state.new(e, spec), seq)
         if b.shows:
             b.show(seq, e.run_id, "sim", b.sim_row(spec.sim_id))
-    b.show(seq, e.run_id, "run", run)
+    b.show(seq, e.run_id, "run", b.run_row(e.run_id))
 
 
 S = TypeVar("S", bound=Sim)

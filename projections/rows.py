@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
+from cascade_core.events import ConfigCount
+from cascade_core.run import Run
 from cascade_core.sim import Sim
 from cascade_core.packed_stats import PackedStats
 
@@ -68,6 +70,10 @@ class RealTimingRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class RunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A run as the read model stores it: its domain state (`cascade_core/run.py`), field by
+    field, but its entries as their JSON (an entry's `split` is a cut or "auto", which no
+    DuckDB type holds)."""
+
     id: str
     trace_id: str
     created_at: datetime
@@ -77,6 +83,24 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     sample: bool
     kernels_total: int
     seq: int
+
+    @property
+    def run(self) -> Run:
+        """The run's domain state."""
+        return Run(**{**_fields(self, Run), "entries": _entries.decode(self.entries)})
+
+    @classmethod
+    def of(cls, run: Run, seq: int) -> RunRow:
+        return cls(**{**_fields(run, Run), "entries": _json.encode(run.entries).decode()}, seq=seq)
+
+
+_entries = msgspec.json.Decoder(list[ConfigCount])
+_json = msgspec.json.Encoder()
+
+
+def _fields(struct: msgspec.Struct, of: type[msgspec.Struct]) -> dict[str, Any]:
+    """The fields of `struct` that `of` has, by name."""
+    return {name: getattr(struct, name) for name in of.__struct_fields__}
 
 
 class SimRow(Sim, frozen=True, kw_only=True, gc=False):
