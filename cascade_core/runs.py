@@ -248,7 +248,7 @@ class SimFacts(Protocol):
     @property
     def kernels_total(self) -> int: ...
     @property
-    def splitting(self) -> SplitFacts | None: ...
+    def split(self) -> SplitFacts | None: ...
     @property
     def reuse(self) -> bool: ...
     @property
@@ -270,7 +270,7 @@ def retried(sims: Sequence[SimFacts]) -> list[Again]:
     for s in sims:
         if s.state not in RETRIABLE:
             continue
-        split = s.splitting
+        split = s.split
         if split is None:
             again.append(Again(s, None, s.attempt))
         else:
@@ -299,7 +299,7 @@ def decide_retry(
 
 
 def _retried_chunk(again: Again, attempt: int) -> ev.RetriedChunk:
-    s, split = again.sim, again.sim.splitting
+    s, split = again.sim, again.sim.split
     assert split is not None and again.chunk is not None  # a chunk is of a split sim
     cut = ev.Split(kernels_per_chunk=split.kernels_per_chunk, warmup=split.warmup)
     return ev.RetriedChunk(sim_id=s.id, gpu_config=s.gpu_config, chunk=again.chunk, split=cut, attempt=attempt, reuse=s.reuse)
@@ -379,7 +379,7 @@ def check_reference(sim: SimFacts) -> None:
     """Refused when `sim` can have no reference: it is one, or it runs whole and in sequence."""
     if sim.reference_for is not None:
         raise NotFast(f"sim {sim.id} is the reference of sim {sim.reference_for}; a reference has no reference of its own")
-    if sim.splitting is None and not sim.reuse:
+    if sim.split is None and not sim.reuse:
         raise NotFast(
             f"sim {sim.id} is neither split nor reusing repeated kernels: it runs whole and in sequence, as a reference "
             "would, so there is nothing to measure it against"

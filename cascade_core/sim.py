@@ -111,10 +111,6 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return None
 
     @property
-    def splitting(self) -> SimSplit | None:
-        return self.split
-
-    @property
     def life(self) -> sims.SimState:
         return sims.SimState(run_id=self.run_id, sim_id=self.id, state=self.state, attempt=self.attempt, runner_id=self.runner_id, host=self.host)
 

@@ -207,7 +207,7 @@ class SimFacts(msgspec.Struct, frozen=True):
     state: str
     attempt: int
     kernels_total: int = 20
-    splitting: Cut | None = None
+    split: Cut | None = None
     reuse: bool = False
     reference_for: str | None = None
 
@@ -218,7 +218,7 @@ def test_retry_asks_for_the_next_attempt_of_each_failed_or_cancelled_sim() -> No
         SimFacts("sim-1", "SM86_RTX3070", 1, "failed", 2),
         SimFacts("sim-2", "SM86_RTX3080", 0, "cancelled", 0),  # cancelled before any runner took it
         # Split: its failed chunk and the one its failure stopped run again, its finished one is kept.
-        SimFacts("sim-3", "SM86_RTX3080", 1, "failed", 1, splitting=Cut(5, 2, [Life("succeeded", 1), Life("failed", 2), Life("cancelled", 1)])),
+        SimFacts("sim-3", "SM86_RTX3080", 1, "failed", 1, split=Cut(5, 2, [Life("succeeded", 1), Life("failed", 2), Life("cancelled", 1)])),
         SimFacts("sim-4", "SM86_RTX3080", 2, "running", 1),
     ]
     (retry,) = decide_retry(summary("cancelled", {}), sims, RetryRun(event_id="e3", at=AT), {("sim-3", 2): 2})
@@ -272,7 +272,7 @@ def test_retry_asks_past_an_attempt_a_runner_claimed_after_the_cancel() -> None:
 
 def test_a_reference_is_a_sim_of_the_same_config_run_whole_added_once_with_no_entry() -> None:
     sims = [
-        SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1, splitting=Cut(10, 2, [Life("succeeded", 1)] * 2)),
+        SimFacts("sim-0", "SM86_RTX3070", 0, "succeeded", 1, split=Cut(10, 2, [Life("succeeded", 1)] * 2)),
         SimFacts("sim-1", "SM86_RTX3070", 1, "succeeded", 1, reuse=True),
         SimFacts("sim-2", "SM86_RTX3080", 0, "succeeded", 1),
     ]
