@@ -1,5 +1,5 @@
 """A run as the domain holds it: its entries, its sims counted by state, and its own state,
-which follows from theirs (`runs.run_state`); `evolve` is the one place an event changes it.
+which follows from theirs (`run_state`); `evolve` is the one place an event changes it.
 
 Pure: the run and an event in, the run out (`run` itself when nothing changed). A sim's
 change of state reaches its run as `SimMoved`, which the sim's own evolve tells apart
@@ -8,13 +8,13 @@ change of state reaches its run as `SimMoved`, which the sim's own evolve tells 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.runs import run_state
-from cascade_core.sims import SIM_STATES
+from cascade_core.sims import FINISHED, SIM_STATES
 
 
 class Run(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -26,6 +26,17 @@ class Run(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     sim_counts: dict[str, int]  # state -> count, in the order of `sims.SIM_STATES`
     sample: bool
     kernels_total: int
+
+
+def run_state(counts: Mapping[str, int]) -> str:
+    """A run's state from its sims' per-state counts: active while any of its sims is
+    unfinished, then cancelled if any was cancelled, else failed if any failed, else succeeded."""
+    if any(counts.get(s, 0) for s in SIM_STATES if s not in FINISHED):
+        return "active"
+    for state in ("cancelled", "failed"):
+        if counts.get(state, 0):
+            return state
+    return "succeeded"
 
 
 class SimMoved(msgspec.Struct, frozen=True):

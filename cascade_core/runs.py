@@ -1,14 +1,13 @@
 """Runs as pure decisions: a command and the read model's view in, the events to append out.
 
-No I/O and no clock: ids and the time arrive in the command; a run and its sims arrive as the
-facts a decision reads of them (`RunFacts`, `SimFacts`: the read model's rows, which are the
-sims' domain state, `cascade_core/sim.py`, hold them), the trace as the API Struct the read
-model serves. A rejection is a `cascade_core.refusals` type whose
+No I/O and no clock: ids and the time arrive in the command; a run arrives as its domain state
+(`cascade_core/run.py`), its sims as the facts a decision reads of them (`SimFacts`, which a
+sim's domain state holds, `cascade_core/sim.py`), the trace as the API Struct the read model
+serves. A rejection is a `cascade_core.refusals` type whose
 message is the API's `detail` text; each edge says it its own way.
 
-A run is active while any of its sims is unfinished (a sim's states: `cascade_core/sims.py`),
-then cancelled if any sim was cancelled, else failed if any failed, else succeeded; a retry or
-a top-up gives it unfinished sims again, so it is active again.
+A run's state follows from its sims' (`cascade_core/run.py`); a retry or a top-up gives it
+unfinished sims again, so it is active again.
 """
 
 from __future__ import annotations
@@ -22,18 +21,9 @@ import msgspec
 from cascade_core import events as ev
 from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec, Trace
 from cascade_core.refusals import Conflict, Invalid, NotFound
-from cascade_core.sims import FINISHED, RETRIABLE, SIM_STATES
+from cascade_core.run import Run
+from cascade_core.sims import RETRIABLE
 from cascade_core.split import auto, chunk_count
-
-
-def run_state(counts: Mapping[str, int]) -> str:
-    """A run's state from its sims' per-state counts."""
-    if any(counts.get(s, 0) for s in SIM_STATES if s not in FINISHED):
-        return "active"
-    for state in ("cancelled", "failed"):
-        if counts.get(state, 0):
-            return state
-    return "succeeded"
 
 
 class TraceNotFound(NotFound):
@@ -198,20 +188,6 @@ def _split(asked: SplitSpec | str | None, kernels_total: int, free_slots: int) -
     return auto(kernels_total, free_slots)
 
 
-class RunFacts(Protocol):
-    """What a decision reads of a run: its own state, not how the API shows it (the read
-    model's row holds it, as does the API's view of the run)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def trace_id(self) -> str: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def sample(self) -> bool: ...
-
-
 class ChunkFacts(Protocol):
     """What a retry reads of a split sim's chunk."""
 
@@ -279,7 +255,7 @@ def retried(sims: Sequence[SimFacts]) -> list[Again]:
 
 
 def decide_retry(
-    run: RunFacts, sims: Sequence[SimFacts], cmd: RetryRun, claimed: Mapping[tuple[str, int | None], int] = {}
+    run: Run, sims: Sequence[SimFacts], cmd: RetryRun, claimed: Mapping[tuple[str, int | None], int] = {}
 ) -> list[ev.Event]:
     """Run every failed or cancelled sim (or chunk) again, as the attempt after its last;
     nothing when none is (a sample's sims all succeeded), so retrying again while they wait
@@ -306,7 +282,7 @@ def _retried_chunk(again: Again, attempt: int) -> ev.RetriedChunk:
 
 
 def check_add(
-    run: RunFacts, sims: Sequence[SimFacts], body: RunEntries, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int
+    run: Run, sims: Sequence[SimFacts], body: RunEntries, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int
 ) -> Trace:
     """The trace the added sims would simulate, or a refusal: a sample run, the trace's and the
     entries' reasons as for a new run, or more sims in the run than `max_sims` with them."""
@@ -323,7 +299,7 @@ def check_add(
 
 
 def decide_add(
-    run: RunFacts,
+    run: Run,
     sims: Sequence[SimFacts],
     cmd: AddEntries,
     trace: Trace | None,
@@ -345,7 +321,7 @@ def decide_add(
 
 
 def _added(
-    run: RunFacts,
+    run: Run,
     cmd: AddEntries | RequestReference,
     trace: Trace,
     entries: list[ev.ConfigCount],
@@ -387,7 +363,7 @@ def check_reference(sim: SimFacts) -> None:
 
 
 def decide_reference(
-    run: RunFacts,
+    run: Run,
     sims: Sequence[SimFacts],
     cmd: RequestReference,
     trace: Trace | None,
@@ -410,7 +386,7 @@ def decide_reference(
     return [_added(run, cmd, trace, [], [_reference(sim.id, sim.gpu_config, cmd.reference_id, replica)])]
 
 
-def decide_cancel(run: RunFacts, cmd: CancelRun) -> list[ev.Event]:
+def decide_cancel(run: Run, cmd: CancelRun) -> list[ev.Event]:
     """Cancel every unfinished sim; nothing when none is left or the run is a sample, so
     cancelling again changes nothing."""
     if run.sample or run.state != "active":

@@ -24,6 +24,7 @@ from cascade_core import attention, reference
 from cascade_core import events as ev
 from cascade_core import split as splitting
 from cascade_core.correlation import correlate, measured
+from cascade_core.run import Run
 from cascade_core.sim import SimSplit
 from cascade_core.models import (
     ChunkView,
@@ -168,12 +169,12 @@ def runs(con: Con) -> list[RunSummary]:
     return [run_from_row(r) for r in rows]
 
 
-def configs(run: RunSummary) -> list[str]:
+def configs(run: RunSummary | Run) -> list[str]:
     """The run's configs in the order of its entries, each once."""
     return list(dict.fromkeys(e.gpu_config for e in run.entries))
 
 
-def sim_rows(con: Con, run: RunSummary) -> list[SimRow]:
+def sim_rows(con: Con, run: RunSummary | Run) -> list[SimRow]:
     """The run's sims by config, then replica."""
     return listed(_select(con, SimRow, "run_id = ?", [run.id]), configs(run))
 

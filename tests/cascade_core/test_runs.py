@@ -8,7 +8,8 @@ import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, RunSummary, SplitSpec, Trace
+from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec, Trace
+from cascade_core.run import Run, run_state
 from cascade_core.runs import (
     AddEntries,
     BadEntry,
@@ -28,7 +29,6 @@ from cascade_core.runs import (
     decide_create,
     decide_reference,
     decide_retry,
-    run_state,
 )
 
 AT = datetime(2026, 11, 8, 8, 59, 3, 24065, tzinfo=UTC)
@@ -63,15 +63,16 @@ def create(*entries: tuple[str, int], trace_id: str = "demo") -> CreateRun:
     return CreateRun(event_id="e1", at=AT, run_id="run-1", sim_ids=[f"sim-{i}" for i in range(total)], body=body)
 
 
-def summary(state: str, counts: dict[str, int], *, sample: bool = False) -> RunSummary:
-    return RunSummary(
+def summary(state: str, counts: dict[str, int], *, sample: bool = False) -> Run:
+    return Run(
         id="run-1",
         trace_id="demo",
         created_at=AT,
-        state=state,  # type: ignore[arg-type]
-        entries=[RunEntry("SM86_RTX3070", 2)],
+        state=state,
+        entries=[ev.ConfigCount("SM86_RTX3070", 2)],
         sim_counts=counts,
         sample=sample,
+        kernels_total=20,
     )
 
 

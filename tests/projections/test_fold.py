@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cascade_core import events as ev
 from cascade_core import sims
 from projections import tables
-from cascade_core.runs import run_state
+from cascade_core.run import run_state
 from projections.fold import Rows, fold
 from projections.projector import RowCache, apply, connect
 from tests.projections.histories import histories, trace_history
