@@ -213,12 +213,6 @@ def _beat(life: Life, e: ev.SimHeartbeat, last_line: int) -> dict[str, Any]:
     return changes
 
 
-def fresh_lines(log_seq: int, e: ev.SimHeartbeat, count: int) -> int:
-    """How many of the heartbeat's `count` lines were recorded already, by a life whose last
-    recorded line is `log_seq`."""
-    return max(0, log_seq + 1 - e.first_line_seq)
-
-
 def _tail(tail: list[str], text: str, count: int, fresh_from: int) -> list[str]:
     return (tail + text.rsplit("\n", LOG_TAIL)[-min(LOG_TAIL, count - fresh_from) :])[-LOG_TAIL:]
 
@@ -276,7 +270,7 @@ def heartbeat(sim: Sim, e: ev.SimHeartbeat, text: str, count: int) -> Sim:
     deflated heartbeat's are inflated at each read, and counted over all their length)."""
     if e.chunk is not None:
         return _chunk_beat(sim, e, text, count)
-    fresh_from = fresh_lines(sim.log_seq, e, count)
+    fresh_from = max(0, sim.log_seq + 1 - e.first_line_seq)  # how many of its lines were recorded already
     changes = _beat(sim, e, e.first_line_seq + count - 1 if fresh_from < count else 0)
     if fresh_from < count:
         changes["log_tail"] = _tail(sim.log_tail, text, count, fresh_from)
@@ -466,7 +460,7 @@ def _chunk_beat(sim: Sim, e: ev.SimHeartbeat, text: str, count: int) -> Sim:
     assert sim.split is not None and e.chunk is not None
     chunks = list(sim.split.chunks)
     chunk = chunks[e.chunk]
-    fresh_from = fresh_lines(chunk.log_seq, e, count)
+    fresh_from = max(0, chunk.log_seq + 1 - e.first_line_seq)
     last = e.first_line_seq + count - 1 if fresh_from < count else 0
     beat = _beat(chunk, e, last)
     changes: dict[str, Any] = {}

@@ -103,6 +103,7 @@ class _Batch:
         self.sims: dict[str, Sim] = dict(rows.sims)  # each sim's state: a stored row is one
         self.seqs = {sim_id: row.seq for sim_id, row in rows.sims.items()}  # what each sim's row names
         self.changed: set[tuple[str, str]] = set()
+        self.changed_sims: set[str] = set()  # the sims of `changed`, kept apart on the hot path
         self.appended: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
         self.checked: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
         self.purged_attempts: list[tuple[str, int, int | None]] = []
@@ -139,7 +140,10 @@ class _Batch:
 
     def put_sim(self, seq: int, old: Sim, sim: Sim) -> None:
         """A sim as the event at `seq` changed it from `old`, which its row then names."""
-        self.keep_sim(sim, seq)
+        sim_id = sim.id
+        self.sims[sim_id] = sim
+        self.seqs[sim_id] = seq
+        self.changed_sims.add(sim_id)
         if self.shows:
             self.show(seq, sim.run_id, "sim", self.sim_row(sim.id))
         if old.state != sim.state:
@@ -151,7 +155,7 @@ class _Batch:
         self.sims[sim.id] = sim
         if seq is not None:
             self.seqs[sim.id] = seq
-        self.changed.add(("sims", sim.id))
+        self.changed_sims.add(sim.id)
 
     def sim_row(self, sim_id: str) -> SimRow:
         """The sim's row as it stands, its fields the state's by name."""
@@ -203,7 +207,7 @@ def fold(rows: Rows, items: Iterable[tuple[int, ev.AnyEvent]], *, changes: bool 
             raise Unfoldable(seq, str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}") from err
     return Folded(
         rows=Rows(batch.traces, {run_id: batch.run_row(run_id) for run_id in batch.runs}, batch.sim_rows()),
-        changed=frozenset(batch.changed),
+        changed=frozenset(batch.changed | {("sims", sim_id) for sim_id in batch.changed_sims}),
         appended=batch.appended,
         checked=batch.checked,
         purged_attempts=batch.purged_attempts,
@@ -471,7 +475,7 @@ def _heartbeat(b: _Batch, seq: int, sim: Sim, e: ev.SimHeartbeat) -> None:
         # heartbeat), and a chunk's (any chunk may come first), are kept only if absent.
         whole = e.chunk is None
         chunk = LogChunkRow(sim_id=sim.id, attempt=e.attempt if whole else sim.attempt, first_line_seq=e.first_line_seq, line_count=count, seq=seq)
-        fresh = whole and sim_state.fresh_lines(sim.log_seq, e, count) == 0
+        fresh = whole and sim.log_seq < e.first_line_seq
         (b.appended if fresh else b.checked)["sim_log"].append(chunk)
     after = sim_state.heartbeat(sim, e, text, count)
     if after is not sim:
