@@ -74,11 +74,26 @@ class Change(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     row: SimRow | KernelRow | SimFileRow | RunRow
 
 
+class Added(msgspec.Struct):
+    """Rows a batch adds to the append-only tables (`rows.APPEND_TABLES`), by table."""
+
+    trace_files: list[TraceFileRow] = []
+    trace_kernels: list[TraceKernelRow] = []
+    trace_real_timing: list[RealTimingRow] = []
+    kernels: list[KernelRow] = []
+    sim_log: list[LogChunkRow] = []
+    sim_files: list[SimFileRow] = []
+
+    def tables(self) -> list[tuple[str, list[Any]]]:
+        """Each table's rows, in the order of `rows.APPEND_TABLES`."""
+        return [(table, getattr(self, table)) for table in APPEND_TABLES]
+
+
 class Folded(msgspec.Struct, frozen=True):
     rows: Rows
     changed: frozenset[tuple[str, str]]  # (table, id) of entity rows to write
-    appended: dict[str, list[msgspec.Struct]]  # certainly new rows
-    checked: dict[str, list[msgspec.Struct]]  # rows to add unless their key is already there
+    appended: Added  # certainly new rows
+    checked: Added  # rows to add unless their key is already there
     # Rows to delete, in order, once the appended ones are written: a sim's attempts before
     # the one given, but, with a launch (a resume's first), its kernels before it and its log
     # lines, which are made the given attempt's; and, before they are written, a deleted
@@ -104,8 +119,8 @@ class _Batch:
         self.seqs = {sim_id: row.seq for sim_id, row in rows.sims.items()}  # what each sim's row names
         self.changed: set[tuple[str, str]] = set()
         self.changed_sims: set[str] = set()  # the sims of `changed`, kept apart on the hot path
-        self.appended: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
-        self.checked: dict[str, list[msgspec.Struct]] = {table: [] for table in APPEND_TABLES}
+        self.appended = Added()
+        self.checked = Added()
         self.purged_attempts: list[tuple[str, int, int | None]] = []
         self.purged_traces: set[str] = set()
         self.kernels: list[KernelRow] = []
@@ -122,8 +137,9 @@ class _Batch:
     def purge_trace(self, trace_id: str) -> None:
         self.purged_traces.add(trace_id)
         for rows in (self.appended, self.checked):
-            for table in ("trace_files", "trace_kernels", "trace_real_timing"):
-                rows[table] = [r for r in rows[table] if r.trace_id != trace_id]  # type: ignore[attr-defined]  # rows of these tables, untyped here, all have it
+            rows.trace_files = [r for r in rows.trace_files if r.trace_id != trace_id]
+            rows.trace_kernels = [r for r in rows.trace_kernels if r.trace_id != trace_id]
+            rows.trace_real_timing = [r for r in rows.trace_real_timing if r.trace_id != trace_id]
 
     def put_trace(self, row: TraceRow) -> None:
         self.traces[row.id] = row
@@ -296,18 +312,18 @@ def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
             return
         case ev.TraceFilesStored() if trace is not None and _open(trace):
             for f in e.files:
-                b.checked["trace_files"].append(TraceFileRow(trace_id=trace_id, **msgspec.structs.asdict(f)))
+                b.checked.trace_files.append(TraceFileRow(trace_id=trace_id, **msgspec.structs.asdict(f)))
             if trace.state == "uploading":  # the whole upload is stored: processing it starts
                 b.put_trace(msgspec.structs.replace(trace, state="processing", updated_at=e.at, seq=seq))
             return
         case ev.TraceKernelsListed() if trace is not None and _open(trace):
             for k in e.kernels:
-                b.checked["trace_kernels"].append(TraceKernelRow(trace_id=trace_id, **msgspec.structs.asdict(k)))
+                b.checked.trace_kernels.append(TraceKernelRow(trace_id=trace_id, **msgspec.structs.asdict(k)))
             return
         case ev.TraceRealTimingListed() if trace is not None and _open(trace):
             for r in e.rows:
                 timing = RealTimingRow(trace_id=trace_id, timing_id=e.timing_id, **msgspec.structs.asdict(r))
-                b.checked["trace_real_timing"].append(timing)
+                b.checked.trace_real_timing.append(timing)
             return
         case ev.TraceRealTimingAttached():
             if trace is not None and not trace.deleted and trace.state == "ready" and trace.real_timing == e.replaces:
@@ -459,9 +475,9 @@ def _kernel_finished(b: _Batch, seq: int, sim: Sim, e: ev.KernelFinished) -> Non
     b.show(seq, sim.run_id, "kernel", row)
     after = sim_state.recorded(sim, e.kernel_index)
     if after is sim:
-        b.checked["kernels"].append(row)
+        b.checked.kernels.append(row)
         return
-    b.appended["kernels"].append(row)
+    b.appended.kernels.append(row)
     b.keep_sim(after)  # bookkeeping no reader sees
 
 
@@ -476,7 +492,7 @@ def _heartbeat(b: _Batch, seq: int, sim: Sim, e: ev.SimHeartbeat) -> None:
         whole = e.chunk is None
         chunk = LogChunkRow(sim_id=sim.id, attempt=e.attempt if whole else sim.attempt, first_line_seq=e.first_line_seq, line_count=count, seq=seq)
         fresh = whole and sim.log_seq < e.first_line_seq
-        (b.appended if fresh else b.checked)["sim_log"].append(chunk)
+        (b.appended if fresh else b.checked).sim_log.append(chunk)
     after = sim_state.heartbeat(sim, e, text, count)
     if after is not sim:
         b.put_sim(seq, sim, after)
@@ -496,7 +512,7 @@ def _file_stored(b: _Batch, seq: int, sim: Sim, e: ev.SimFileStored) -> None:
         digest=e.digest,
         seq=seq,
     )
-    b.checked["sim_files"].append(row)
+    b.checked.sim_files.append(row)
     b.show(seq, sim.run_id, "file", row)
 
 

@@ -218,10 +218,10 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
     if folded.purged_traces:
         for table in ("trace_files", "trace_kernels", "trace_real_timing"):
             con.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT unnest(?))", [sorted(folded.purged_traces)])
-    for table, rows in folded.appended.items():
+    for table, rows in folded.appended.tables():
         if rows:
             _insert(con, table, rows, dedupe=None)
-    for table, rows in folded.checked.items():
+    for table, rows in folded.checked.tables():
         if rows:
             _insert(con, table, rows, dedupe=APPEND_TABLES[table][1])
     _write_stats(con, folded, (cache or RowCache()).stat_names)
@@ -248,10 +248,10 @@ def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_ro
     applied names its stats, kept or not (`stats_rows`)."""
     if not folded.kernels:
         return
-    kept = {row.seq for row in folded.appended["kernels"]}  # type: ignore[attr-defined]  # the fold's lists hold each table's rows untyped: these are KernelRows
-    if folded.checked["kernels"]:
+    kept = {row.seq for row in folded.appended.kernels}
+    if folded.checked.kernels:
         # Those not already there were written, under the seq of the event that brought them.
-        candidates = [row.seq for row in folded.checked["kernels"]]  # type: ignore[attr-defined]  # the fold's lists hold each table's rows untyped: these are KernelRows
+        candidates = [row.seq for row in folded.checked.kernels]
         kept.update(s for (s,) in con.execute("SELECT seq FROM kernels WHERE seq IN (SELECT unnest(?))", [candidates]).fetchall())
     stats = stats_rows.rows(con, folded.kernels, kept, names)
     if names.added:
