@@ -4,7 +4,7 @@ of a split sim live by one mechanism (`cascade_core/sim.py`)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -45,8 +45,10 @@ def beat(n: float, attempt: int, done: int, cycles: float, lines: list[str], fir
     )
 
 
-def finish(n: float, attempt: int, chunk: int | None = None, outcome: str = "succeeded", error: str | None = None) -> ev.SimFinished:
-    return ev.SimFinished(**common(n, attempt, chunk), outcome=outcome, exit_code=0 if outcome == "succeeded" else 1, error=error)  # type: ignore[arg-type]
+def finish(
+    n: float, attempt: int, chunk: int | None = None, outcome: Literal["succeeded", "failed"] = "succeeded", error: str | None = None
+) -> ev.SimFinished:
+    return ev.SimFinished(**common(n, attempt, chunk), outcome=outcome, exit_code=0 if outcome == "succeeded" else 1, error=error)
 
 
 def lived(sim: s.Sim, *events: s.Evolving) -> s.Sim:
