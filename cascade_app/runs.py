@@ -14,10 +14,11 @@ from cascade_app.service import Cascade
 from cascade_core import events as ev
 from cascade_core import runs as decide
 from cascade_core.gpu_configs import offered
-from cascade_core.models import OfferedConfig, ReferenceComparison, RunCreate, RunEntries, RunEntry, RunSummary
+from cascade_core.models import OfferedConfig, ReferenceComparison, RunCreate, RunEntries, RunEntry
 from cascade_core.refusals import NotFound, Unavailable
 from cascade_host import new_ids
 from cascade_nats import subjects
+from cascade_core.run import Run
 from projections.queries import runs as q
 from projections.queries.traces import trace_summary
 
@@ -78,13 +79,13 @@ async def cancel_run(c: Cascade, run_id: str) -> None:
     await decided(c, cancel)
 
 
-async def _run_as_last_shown(c: Cascade, run_id: str) -> tuple[int, RunSummary]:
-    """The run subject's last sequence, and the run as the read model shows it then."""
+async def _run_as_last_shown(c: Cascade, run_id: str) -> tuple[int, Run]:
+    """The run subject's last sequence, and the run's state as the read model holds it then."""
     last = await last_shown(c, subjects.run(run_id))
-    run = None if last is None else await read(c, q.run_summary, run_id)
-    if last is None or run is None:
+    row = None if last is None else await read(c, q.run_row, run_id)
+    if last is None or row is None:
         raise NotFound(f"run {run_id} not found")
-    return last.seq, run
+    return last.seq, row.run
 
 
 async def _events(c: Cascade, run_id: str) -> AsyncIterator[ev.AnyEvent]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, cast, get_args
@@ -321,6 +322,13 @@ class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
     # Base64 in the JSON, a sixth of the text's bytes for Accel-Sim's output (bench/README.md,
     # "The runner's wire"): the event stream, nats-server's writes and serve's reads shrink by that.
     log_deflated: bytes | None = None
+
+
+def log_text(beat: SimHeartbeat, inflate: Callable[[bytes], bytes] = zlib.decompress) -> str:
+    """The heartbeat's lines, joined by newlines. `inflate` undoes the runner's deflate: the
+    standard library's here, ISA-L's for every reader of the whole log
+    (`cascade_nats/deflated.py`), which the core does not import."""
+    return beat.log if beat.log_deflated is None else inflate(beat.log_deflated).decode()
 
 
 def lines_in(text: str) -> int:

@@ -1,12 +1,13 @@
 """Runs as pure decisions: a command and the read model's view in, the events to append out.
 
-No I/O and no clock: ids and the time arrive in the command, the trace and the run arrive as
-the API Structs the read model serves. A rejection is a `cascade_core.refusals` type whose
+No I/O and no clock: ids and the time arrive in the command; a run arrives as its domain state
+(`cascade_core/run.py`), its sims as the facts a decision reads of them (`SimFacts`, which a
+sim's domain state holds, `cascade_core/sim.py`), the trace as the API Struct the read model
+serves. A rejection is a `cascade_core.refusals` type whose
 message is the API's `detail` text; each edge says it its own way.
 
-A run is active while any of its sims is unfinished (a sim's states: `cascade_core/sims.py`),
-then cancelled if any sim was cancelled, else failed if any failed, else succeeded; a retry or
-a top-up gives it unfinished sims again, so it is active again.
+A run's state follows from its sims' (`cascade_core/run.py`); a retry or a top-up gives it
+unfinished sims again, so it is active again.
 """
 
 from __future__ import annotations
@@ -18,20 +19,11 @@ from typing import Protocol
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, RunSummary, SplitSpec, Trace
+from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec, Trace
 from cascade_core.refusals import Conflict, Invalid, NotFound
-from cascade_core.sims import FINISHED, RETRIABLE, SIM_STATES
+from cascade_core.run import Run
+from cascade_core.sims import RETRIABLE
 from cascade_core.split import auto, chunk_count
-
-
-def run_state(counts: Mapping[str, int]) -> str:
-    """A run's state from its sims' per-state counts."""
-    if any(counts.get(s, 0) for s in SIM_STATES if s not in FINISHED):
-        return "active"
-    for state in ("cancelled", "failed"):
-        if counts.get(state, 0):
-            return state
-    return "succeeded"
 
 
 class TraceNotFound(NotFound):
@@ -232,7 +224,7 @@ class SimFacts(Protocol):
     @property
     def kernels_total(self) -> int: ...
     @property
-    def splitting(self) -> SplitFacts | None: ...
+    def split(self) -> SplitFacts | None: ...
     @property
     def reuse(self) -> bool: ...
     @property
@@ -254,7 +246,7 @@ def retried(sims: Sequence[SimFacts]) -> list[Again]:
     for s in sims:
         if s.state not in RETRIABLE:
             continue
-        split = s.splitting
+        split = s.split
         if split is None:
             again.append(Again(s, None, s.attempt))
         else:
@@ -263,7 +255,7 @@ def retried(sims: Sequence[SimFacts]) -> list[Again]:
 
 
 def decide_retry(
-    run: RunSummary, sims: Sequence[SimFacts], cmd: RetryRun, claimed: Mapping[tuple[str, int | None], int] = {}
+    run: Run, sims: Sequence[SimFacts], cmd: RetryRun, claimed: Mapping[tuple[str, int | None], int] = {}
 ) -> list[ev.Event]:
     """Run every failed or cancelled sim (or chunk) again, as the attempt after its last;
     nothing when none is (a sample's sims all succeeded), so retrying again while they wait
@@ -287,14 +279,14 @@ def decide_retry(
 
 
 def _retried_chunk(again: Again, attempt: int) -> ev.RetriedChunk:
-    s, split = again.sim, again.sim.splitting
+    s, split = again.sim, again.sim.split
     assert split is not None and again.chunk is not None  # a chunk is of a split sim
     cut = ev.Split(kernels_per_chunk=split.kernels_per_chunk, warmup=split.warmup)
     return ev.RetriedChunk(sim_id=s.id, gpu_config=s.gpu_config, chunk=again.chunk, split=cut, attempt=attempt, reuse=s.reuse)
 
 
 def check_add(
-    run: RunSummary, sims: Sequence[SimFacts], body: RunEntries, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int
+    run: Run, sims: Sequence[SimFacts], body: RunEntries, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int
 ) -> Trace:
     """The trace the added sims would simulate, or a refusal: a sample run, the trace's and the
     entries' reasons as for a new run, or more sims in the run than `max_sims` with them."""
@@ -311,7 +303,7 @@ def check_add(
 
 
 def decide_add(
-    run: RunSummary,
+    run: Run,
     sims: Sequence[SimFacts],
     cmd: AddEntries,
     trace: Trace | None,
@@ -333,7 +325,7 @@ def decide_add(
 
 
 def _added(
-    run: RunSummary,
+    run: Run,
     cmd: AddEntries | RequestReference,
     trace: Trace,
     entries: list[ev.ConfigCount],
@@ -367,7 +359,7 @@ def check_reference(sim: SimFacts) -> None:
     """Refused when `sim` can have no reference: it is one, or it runs whole and in sequence."""
     if sim.reference_for is not None:
         raise NotFast(f"sim {sim.id} is the reference of sim {sim.reference_for}; a reference has no reference of its own")
-    if sim.splitting is None and not sim.reuse:
+    if sim.split is None and not sim.reuse:
         raise NotFast(
             f"sim {sim.id} is neither split nor reusing repeated kernels: it runs whole and in sequence, as a reference "
             "would, so there is nothing to measure it against"
@@ -375,7 +367,7 @@ def check_reference(sim: SimFacts) -> None:
 
 
 def decide_reference(
-    run: RunSummary,
+    run: Run,
     sims: Sequence[SimFacts],
     cmd: RequestReference,
     trace: Trace | None,
@@ -398,7 +390,7 @@ def decide_reference(
     return [_added(run, cmd, trace, [], [_reference(sim.id, sim.gpu_config, cmd.reference_id, replica)])]
 
 
-def decide_cancel(run: RunSummary, cmd: CancelRun) -> list[ev.Event]:
+def decide_cancel(run: Run, cmd: CancelRun) -> list[ev.Event]:
     """Cancel every unfinished sim; nothing when none is left or the run is a sample, so
     cancelling again changes nothing."""
     if run.sample or run.state != "active":

@@ -21,7 +21,7 @@ from cascade_core.packed_stats import PackedStats, Value
 
 def log_text(beat: ev.SimHeartbeat) -> str:
     """The heartbeat's lines, joined by newlines (read it once: each read inflates)."""
-    return beat.log if beat.log_deflated is None else isal_zlib.decompress(beat.log_deflated).decode()
+    return ev.log_text(beat, isal_zlib.decompress)
 
 
 def log_utf8(beat: ev.SimHeartbeat) -> bytes:

@@ -19,6 +19,7 @@ from cascade_core import packed_stats, sims
 from cascade_core.models import GpuConfig
 from cascade_core.packed_stats import PackedStats
 from cascade_core.reuse import Reuse
+from cascade_core.sim import totals
 from cascade_core.split import Chunk, Launches
 from cascade_nats.deflated import stats_map
 from cascade_sim import _tokenizer, simulator
@@ -144,11 +145,6 @@ def kept_by(last: ev.AnyEvent | None, attempt: int, chunk: Chunk) -> Kept | None
     return Kept(launches=done, gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn)
 
 
-def _totals(cycles: float, insn: float) -> ev.SimMetrics:
-    # gpu_tot_ipc as the simulator prints it (`%12.4f`)
-    return ev.SimMetrics(gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn, gpu_tot_ipc=round(insn / cycles, 4) if cycles else None)
-
-
 class _Common(TypedDict):
     """The fields every event of the attempt has."""
 
@@ -192,7 +188,7 @@ class SimReport:
         # The sim's kernels' totals when the simulator runs only some of its launches: a chunk's
         # own (warm-up left out), or a reusing sim's, reused kernels included.
         kept = job.kept
-        self._measured = ev.SimMetrics(gpu_tot_sim_cycle=0.0, gpu_tot_sim_insn=0.0) if kept is None else _totals(kept.gpu_tot_sim_cycle, kept.gpu_tot_sim_insn)
+        self._measured = ev.SimMetrics(gpu_tot_sim_cycle=0.0, gpu_tot_sim_insn=0.0) if kept is None else totals(kept.gpu_tot_sim_cycle, kept.gpu_tot_sim_insn)
         self._kept_launches = 0 if kept is None else kept.launches
         if kept is not None:
             self.latest = self._measured
@@ -341,7 +337,7 @@ class SimReport:
         """Record a kernel result of the sim (uid global), its stats map packed."""
         if self.job.launches is not None:
             cycles, insn = self._measured.gpu_tot_sim_cycle or 0.0, self._measured.gpu_tot_sim_insn or 0.0
-            self._measured = _totals(cycles + k.gpu_sim_cycle, insn + k.gpu_sim_insn)
+            self._measured = totals(cycles + k.gpu_sim_cycle, insn + k.gpu_sim_insn)
             self.latest = msgspec.structs.replace(self._measured, sim_rate_ips=self.latest.sim_rate_ips)
         self._record(
             ev.KernelFinished(
@@ -367,9 +363,9 @@ class SimReport:
         resumed sim whole, what the sim run straight printed."""
         cycles = (self._measured.gpu_tot_sim_cycle or 0.0) + k.gpu_sim_cycle
         insn = (self._measured.gpu_tot_sim_insn or 0.0) + k.gpu_sim_insn
-        ipc = _totals(cycles, insn).gpu_tot_ipc
-        totals = {"gpu_tot_sim_cycle": cycles, "gpu_tot_sim_insn": insn, "gpu_tot_ipc": ipc}
-        for name, value in totals.items():
+        ipc = totals(cycles, insn).gpu_tot_ipc
+        recomputed = {"gpu_tot_sim_cycle": cycles, "gpu_tot_sim_insn": insn, "gpu_tot_ipc": ipc}
+        for name, value in recomputed.items():
             if value is not None and name in stats.names:
                 stats = stats.with_value(name, value)
         return stats

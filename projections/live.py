@@ -36,8 +36,8 @@ def weight(changes: list[Change]) -> int:
                 total += len(value)
             elif isinstance(value, PackedStats):
                 total += len(value.names) + len(value.values)
-            elif isinstance(value, list):
-                total += sum(map(len, value))
+            elif isinstance(value, list):  # a log tail's lines, or a sim's past attempts
+                total += sum(len(v) if isinstance(v, str) else _ROW_BYTES for v in value)
     return total
 
 

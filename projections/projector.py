@@ -215,26 +215,32 @@ def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequ
         rows = getattr(folded.rows, table)
         con.execute(f"DELETE FROM {table} WHERE id IN (SELECT unnest(?))", [ids])
         _insert(con, table, [rows[i] for i in ids], dedupe=None)
-    for sim_id, attempt, first in folded.purged_attempts:  # in order: a resume keeps what the attempt before it had
+    if folded.purged_traces:
+        for table in ("trace_files", "trace_kernels", "trace_real_timing"):
+            con.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT unnest(?))", [sorted(folded.purged_traces)])
+    for table, rows in folded.appended.tables():
+        if rows:
+            _insert(con, table, rows, dedupe=None)
+    for table, rows in folded.checked.tables():
+        if rows:
+            _insert(con, table, rows, dedupe=APPEND_TABLES[table][1])
+    _write_stats(con, folded, (cache or RowCache()).stat_names)
+    _purge_attempts(con, folded)
+    if parked:
+        _insert(con, PARKED_TABLE, list(parked), dedupe=PARKED_KEY)
+    con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
+
+
+def _purge_attempts(con: duckdb.DuckDBPyConnection, folded: Folded) -> None:
+    """The sims' rows of the attempts a new one replaced, the batch's own included (so they are
+    written first): gone, but, in order, what a resume keeps of the attempt before it."""
+    for sim_id, attempt, first in folded.purged_attempts:
         if first is not None:  # kernel rows keep their seq, and with it their stats rows
             con.execute("UPDATE kernels SET attempt = ? WHERE sim_id = ? AND attempt < ? AND uid < ?", [attempt, sim_id, attempt, first])
             con.execute("UPDATE sim_log SET attempt = ? WHERE sim_id = ? AND attempt < ?", [attempt, sim_id, attempt])
         con.execute("DELETE FROM kernel_stats WHERE seq IN (SELECT seq FROM kernels WHERE sim_id = ? AND attempt < ?)", [sim_id, attempt])
         for table in ("kernels", "sim_log", "sim_files"):
             con.execute(f"DELETE FROM {table} WHERE sim_id = ? AND attempt < ?", [sim_id, attempt])
-    if folded.purged_traces:
-        for table in ("trace_files", "trace_kernels", "trace_real_timing"):
-            con.execute(f"DELETE FROM {table} WHERE trace_id IN (SELECT unnest(?))", [sorted(folded.purged_traces)])
-    for table, rows in folded.appended.items():
-        if rows:
-            _insert(con, table, rows, dedupe=None)
-    for table, rows in folded.checked.items():
-        if rows:
-            _insert(con, table, rows, dedupe=APPEND_TABLES[table][1])
-    _write_stats(con, folded, (cache or RowCache()).stat_names)
-    if parked:
-        _insert(con, PARKED_TABLE, list(parked), dedupe=PARKED_KEY)
-    con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
 
 
 def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_rows.StatNames) -> None:
@@ -242,10 +248,10 @@ def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_ro
     applied names its stats, kept or not (`stats_rows`)."""
     if not folded.kernels:
         return
-    kept = {row.seq for row in folded.appended["kernels"]}  # type: ignore[attr-defined]  # the fold's lists hold each table's rows untyped: these are KernelRows
-    if folded.checked["kernels"]:
+    kept = {row.seq for row in folded.appended.kernels}
+    if folded.checked.kernels:
         # Those not already there were written, under the seq of the event that brought them.
-        candidates = [row.seq for row in folded.checked["kernels"]]  # type: ignore[attr-defined]  # the fold's lists hold each table's rows untyped: these are KernelRows
+        candidates = [row.seq for row in folded.checked.kernels]
         kept.update(s for (s,) in con.execute("SELECT seq FROM kernels WHERE seq IN (SELECT unnest(?))", [candidates]).fetchall())
     stats = stats_rows.rows(con, folded.kernels, kept, names)
     if names.added:

@@ -6,11 +6,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
-from cascade_core.models import Resumed
+from cascade_core.events import ConfigCount
+from cascade_core.run import Run
+from cascade_core.sim import Sim
 from cascade_core.packed_stats import PackedStats
 
 
@@ -68,87 +70,44 @@ class RealTimingRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class RunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A run as the read model stores it: its domain state (`cascade_core/run.py`), field by
+    field, but its entries as their JSON (an entry's `split` is a cut or "auto", which no
+    DuckDB type holds)."""
+
     id: str
     trace_id: str
     created_at: datetime
     state: str
     entries: str  # JSON list of events.ConfigCount, in request order
-    sim_counts: str  # JSON object: state -> count
+    sim_counts: dict[str, int]  # state -> count, in the order of `sims.SIM_STATES`
     sample: bool
     kernels_total: int
     seq: int
 
+    @property
+    def run(self) -> Run:
+        """The run's domain state."""
+        return Run(**{**_fields(self, Run), "entries": _entries.decode(self.entries)})
 
-class SimRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    id: str
-    run_id: str
-    gpu_config: str
-    replica: int
-    state: str
-    error: str | None
-    launcher_ref: str | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    last_heartbeat_at: datetime | None
-    exit_code: int | None
-    kernels_done: int
-    kernels_total: int
-    current_kernel: str | None
-    gpu_tot_sim_cycle: float | None
-    gpu_tot_sim_insn: float | None
-    gpu_tot_ipc: float | None
-    sim_rate_ips: float | None
-    log_tail: list[str]
-    log_seq: int  # the highest log line sequence recorded
-    kernels_recorded: int  # kernel results recorded for the current attempt
-    attempt: int
-    runner_id: str | None
-    host: str | None
-    config_digests: str | None  # JSON object: file -> sha256
-    accel_sim_build: str | None
-    gpgpu_sim_build: str | None
-    split: str | None  # JSON SplitRow of a split sim: how, and each chunk's life; None for a sim whole
-    reuse: bool  # it reuses repeated kernels' results (`cascade_core/reuse.py`)
-    attempts: str  # JSON list of models.SimAttempt: the attempts before the current one, as the API shows them
-    reference_for: str | None  # the split or reusing sim this one is the reference of (`events.SimSpec`)
-    resumed: str  # JSON list of models.Resumed: the attempts that resumed a lost runner's
+    @classmethod
+    def of(cls, run: Run, seq: int) -> RunRow:
+        return cls(**{**_fields(run, Run), "entries": _json.encode(run.entries).decode()}, seq=seq)
+
+
+_entries = msgspec.json.Decoder(list[ConfigCount])
+_json = msgspec.json.Encoder()
+
+
+def _fields(struct: msgspec.Struct, of: type[msgspec.Struct]) -> dict[str, Any]:
+    """The fields of `struct` that `of` has, by name."""
+    return {name: getattr(struct, name) for name in of.__struct_fields__}
+
+
+class SimRow(Sim, frozen=True, kw_only=True, gc=False):
+    """A sim as the read model stores it: its domain state (`cascade_core/sim.py`), field by
+    field, its attempts, resumes and chunks as DuckDB STRUCTs and LISTs."""
+
     seq: int
-
-    @property
-    def chunk(self) -> None:
-        """The row is the life of the sim whole (`sims.Lifecycle`); a chunk's is in `split`."""
-        return None
-
-    @property
-    def splitting(self) -> SplitRow | None:
-        """How a split sim was cut, and its chunks' lives; None for a sim whole."""
-        return None if self.split is None else msgspec.json.decode(self.split, type=SplitRow)
-
-
-class ChunkRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """One chunk of a split sim, in its sim's `split`: its life as `cascade_core/sims.py`
-    evolves it, and its progress (measured kernels only, totals summed over them)."""
-
-    state: str = "pending"
-    attempt: int = 0
-    runner_id: str | None = None
-    host: str | None = None
-    error: str | None = None
-    exit_code: int | None = None
-    kernels_done: int = 0
-    gpu_tot_sim_cycle: float | None = None
-    gpu_tot_sim_insn: float | None = None
-    sim_rate_ips: float | None = None
-    last_heartbeat_at: datetime | None = None
-    log_seq: int = 0  # the highest log line sequence of the chunk recorded
-    resumed: list[Resumed] = []  # the chunk's attempts that resumed a lost runner's
-
-
-class SplitRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    kernels_per_chunk: int
-    warmup: int
-    chunks: list[ChunkRow]
 
 
 # A field the fold fills in that no column holds: the projector writes it otherwise.

@@ -59,16 +59,20 @@ CHECKPOINT_SQL = "CREATE TABLE IF NOT EXISTS checkpoint (id INTEGER PRIMARY KEY,
 _OWN_TIMES = {PARKED_TABLE: ("parked_at",)}
 
 
-def _base_type(info: msgspec.inspect.Type) -> tuple[Any, bool]:
-    """The Python scalar type behind a field's type, and whether it is a list of it."""
+def _plain(info: msgspec.inspect.Type) -> msgspec.inspect.Type:
+    """A field's type without its metadata and without None (columns are all nullable)."""
     if isinstance(info, msgspec.inspect.Metadata):
         info = info.type
     if isinstance(info, msgspec.inspect.UnionType):
         (info,) = [t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)]
-    if isinstance(info, msgspec.inspect.ListType):
-        return _base_type(info.item_type)[0], True
+    return info
+
+
+def _scalar(info: msgspec.inspect.Type) -> Any:
     if isinstance(info, msgspec.inspect.IntType) and info.le is not None and info.le < 2**31:
-        return _INT32, False
+        return _INT32
+    if isinstance(info, msgspec.inspect.LiteralType):
+        return str
     scalar = {
         msgspec.inspect.StrType: str,
         msgspec.inspect.IntType: int,
@@ -76,7 +80,39 @@ def _base_type(info: msgspec.inspect.Type) -> tuple[Any, bool]:
         msgspec.inspect.BoolType: bool,
         msgspec.inspect.DateTimeType: datetime,
     }
-    return scalar[type(info)], False
+    return scalar[type(info)]
+
+
+def sql_type(info: msgspec.inspect.Type) -> str:
+    """A field's DuckDB type: a list a LIST, a dict a MAP, a Struct a STRUCT of its fields."""
+    info = _plain(info)
+    if isinstance(info, msgspec.inspect.ListType):
+        return f"{sql_type(info.item_type)}[]"
+    if isinstance(info, msgspec.inspect.DictType):
+        return f"MAP({sql_type(info.key_type)}, {sql_type(info.value_type)})"
+    if isinstance(info, msgspec.inspect.StructType):
+        return f"STRUCT({', '.join(f'{f.name} {sql_type(f.type)}' for f in info.fields)})"
+    return _SQL[_scalar(info)]
+
+
+def arrow_type(info: msgspec.inspect.Type) -> pa.DataType:
+    """A field's Arrow type, as `sql_type` gives its DuckDB one."""
+    info = _plain(info)
+    if isinstance(info, msgspec.inspect.ListType):
+        return pa.list_(arrow_type(info.item_type))
+    if isinstance(info, msgspec.inspect.DictType):
+        return pa.map_(arrow_type(info.key_type), arrow_type(info.value_type))
+    if isinstance(info, msgspec.inspect.StructType):
+        return pa.struct([pa.field(f.name, arrow_type(f.type)) for f in info.fields])
+    return _ARROW[_scalar(info)]
+
+
+def _nested(info: msgspec.inspect.Type) -> bool:
+    """Whether a column's values are Structs or dicts, which DuckDB and Arrow take as builtins."""
+    info = _plain(info)
+    if isinstance(info, msgspec.inspect.ListType):
+        return _nested(info.item_type)
+    return isinstance(info, msgspec.inspect.StructType | msgspec.inspect.DictType)
 
 
 def _stored(field: msgspec.inspect.Field) -> bool:
@@ -95,9 +131,18 @@ def stored_fields(row_type: type[msgspec.Struct]) -> tuple[int, ...]:
     return tuple(i for i, f in enumerate(_fields(row_type)) if _stored(f))
 
 
-def columns(row_type: type[msgspec.Struct]) -> list[tuple[str, Any, bool]]:
+def columns(row_type: type[msgspec.Struct]) -> list[msgspec.inspect.Field]:
     fields = _fields(row_type)
-    return [(fields[i].name, *_base_type(fields[i].type)) for i in stored_fields(row_type)]
+    return [fields[i] for i in stored_fields(row_type)]
+
+
+@functools.cache
+def has_nested(row_type: type[msgspec.Struct]) -> bool:
+    return any(_nested(f.type) for f in columns(row_type))
+
+
+def _builtins(value: Any) -> Any:
+    return msgspec.to_builtins(value, builtin_types=(datetime,))
 
 
 @functools.cache
@@ -105,6 +150,9 @@ def _stored_values(row_type: type[msgspec.Struct]) -> Callable[[msgspec.Struct],
     """How a row of the type gives its column values: all its fields, or those stored picked
     by one C call (a generator over the fields cost more than the insert of the row)."""
     stored = stored_fields(row_type)
+    if has_nested(row_type):
+        names = [f.name for f in columns(row_type)]
+        return lambda row: tuple(_builtins(getattr(row, name)) for name in names)
     if len(stored) == len(_fields(row_type)):
         return msgspec.structs.astuple
     pick = operator.itemgetter(*stored)
@@ -118,7 +166,7 @@ def values(row: msgspec.Struct) -> tuple[Any, ...]:
 
 def column_sql(table: str) -> list[str]:
     """Each column of `table` as its definition: name and DuckDB type."""
-    return [f"{name} {_SQL[t]}{'[]' if is_list else ''}" for name, t, is_list in columns(ROW_TYPES[table])]
+    return [f"{f.name} {sql_type(f.type)}" for f in columns(ROW_TYPES[table])]
 
 
 def create_sql(table: str) -> str:
@@ -128,12 +176,20 @@ def create_sql(table: str) -> str:
 @functools.cache
 def _schema(row_type: type[msgspec.Struct]) -> pa.Schema:
     """The Arrow schema of a row type's table, made once (by type, so a new type is seen)."""
-    return pa.schema([pa.field(name, pa.list_(_ARROW[t]) if is_list else _ARROW[t]) for name, t, is_list in columns(row_type)])
+    return pa.schema([pa.field(f.name, arrow_type(f.type)) for f in columns(row_type)])
 
 
 @functools.cache
 def _column_getters(row_type: type[msgspec.Struct]) -> tuple[Callable[[msgspec.Struct], Any], ...]:
-    return tuple(operator.attrgetter(name) for name, _, _ in columns(row_type))
+    getters: list[Callable[[msgspec.Struct], Any]] = []
+    for f in columns(row_type):
+        get = operator.attrgetter(f.name)
+        getters.append(functools.partial(_built, get) if _nested(f.type) else get)
+    return tuple(getters)
+
+
+def _built(get: Callable[[msgspec.Struct], Any], row: msgspec.Struct) -> Any:
+    return _builtins(get(row))
 
 
 def to_arrow(table: str, rows: Sequence[msgspec.Struct]) -> pa.Table:
@@ -166,7 +222,7 @@ def compared_columns(table: str) -> str:
     own = _OWN_TIMES.get(table, ())
     if table not in ROW_TYPES or not own:
         return "*"
-    return ", ".join(name for name, _, _ in columns(ROW_TYPES[table]) if name not in own)
+    return ", ".join(f.name for f in columns(ROW_TYPES[table]) if f.name not in own)
 
 
 def checkpoint(con: duckdb.DuckDBPyConnection) -> int:
@@ -175,7 +231,10 @@ def checkpoint(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def from_rows(row_type: type[R], records: list[tuple[Any, ...]]) -> list[R]:
-    """Rows read back with `SELECT *` as `row_type`s (of a table that stores every field)."""
+    """Rows read back with `SELECT *` as `row_type`s (of a table that stores every field), by
+    field name: STRUCTs, LISTs and MAPs as the Structs, lists and dicts their fields hold."""
     names = row_type.__struct_fields__
     assert len(stored_fields(row_type)) == len(names), f"{TABLE_OF[row_type]} does not store every field of its rows"
+    if has_nested(row_type):
+        return [msgspec.convert(dict(zip(names, record)), row_type) for record in records]
     return [row_type(**dict(zip(names, record))) for record in records]

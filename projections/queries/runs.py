@@ -25,6 +25,8 @@ from cascade_core import events as ev
 from cascade_core import split as splitting
 from cascade_core.correlation import correlate, measured
 from cascade_formats.kernel_names import short_name
+from cascade_core.run import Run
+from cascade_core.sim import SimSplit
 from cascade_core.models import (
     ChunkView,
     Comparison,
@@ -34,14 +36,12 @@ from cascade_core.models import (
     KernelStat,
     ReferenceComparison,
     ReferenceSim,
-    Resumed,
     RunDetail,
     RunEntry,
     RunFile,
     RunResults,
     RunSummary,
     Sim,
-    SimAttempt,
     SimFile,
     SimResults,
     SplitView,
@@ -55,7 +55,7 @@ from projections import tables
 from projections.fold import listed
 from projections.queries import stats_maps, traces
 from projections.queries.convert import from_row, one_row
-from projections.rows import KernelRow, RunRow, SimFileRow, SimRow, SplitRow, TraceRow
+from projections.rows import KernelRow, RunRow, SimFileRow, SimRow, TraceRow
 from projections.tables import R
 
 BATCH = 4096
@@ -64,11 +64,6 @@ Con = duckdb.DuckDBPyConnection
 Place = tuple[str, int]  # a sim's (gpu_config, replica)
 
 _entries = msgspec.json.Decoder(list[ev.ConfigCount])
-_splits = msgspec.json.Decoder(SplitRow)
-_attempts = msgspec.json.Decoder(list[SimAttempt])
-_resumed = msgspec.json.Decoder(list[Resumed])
-_counts = msgspec.json.Decoder(dict[str, int])
-_digests = msgspec.json.Decoder(dict[str, str])
 _encoder = msgspec.json.Encoder()
 # Stands in for a list while a Struct is encoded and is then split out: msgspec never writes
 # a NUL byte of its own (strings escape it), so the split is unambiguous.
@@ -130,16 +125,16 @@ def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
         latest=from_row(ev.SimMetrics, row),
         log_tail=list(row.log_tail),
         current_kernel_short_name=None if row.current_kernel is None else short_name(row.current_kernel),
-        split=None if row.split is None else split_view(row.kernels_total, _splits.decode(row.split)),
+        split=None if row.split is None else split_view(row.kernels_total, row.split),
         attention=None if watch is None else attention.attention(seen(row), watch),
         attempt=row.attempt if row.attempt > 1 else None,
-        attempts=_attempts.decode(row.attempts),
-        resumed=_resumed.decode(row.resumed),
+        attempts=list(row.attempts),
+        resumed=list(row.resumed),
     )
 
 
-def split_view(kernels_total: int, split: SplitRow) -> SplitView:
-    plan = splitting.plan(kernels_total, ev.Split(split.kernels_per_chunk, split.warmup))
+def split_view(kernels_total: int, split: SimSplit) -> SplitView:
+    plan = splitting.plan(kernels_total, split.cut)
     chunks = [
         from_row(ChunkView, row, index=c.index, first=c.first, last=c.last, warmup=c.warmup) for c, row in zip(plan, split.chunks)
     ]
@@ -148,7 +143,7 @@ def split_view(kernels_total: int, split: SplitRow) -> SplitView:
 
 def run_from_row(row: RunRow) -> RunSummary:
     entries = [from_row(RunEntry, entry) for entry in _entries.decode(row.entries)]
-    return from_row(RunSummary, row, entries=entries, sim_counts=_counts.decode(row.sim_counts))
+    return from_row(RunSummary, row, entries=entries, sim_counts=dict(row.sim_counts))
 
 
 def kernel_from_row(row: KernelRow) -> KernelStat:
@@ -179,12 +174,12 @@ def runs(con: Con) -> list[RunSummary]:
     return [run_from_row(r) for r in rows]
 
 
-def configs(run: RunSummary) -> list[str]:
+def configs(run: RunSummary | Run) -> list[str]:
     """The run's configs in the order of its entries, each once."""
     return list(dict.fromkeys(e.gpu_config for e in run.entries))
 
 
-def sim_rows(con: Con, run: RunSummary) -> list[SimRow]:
+def sim_rows(con: Con, run: RunSummary | Run) -> list[SimRow]:
     """The run's sims by config, then replica."""
     return listed(_select(con, SimRow, "run_id = ?", [run.id]), configs(run))
 
@@ -464,8 +459,7 @@ def _reference_side(sim: SimRow) -> ReferenceSim:
     wall = None
     if sim.state == "succeeded" and sim.started_at is not None and sim.finished_at is not None:
         wall = (sim.finished_at - sim.started_at).total_seconds()
-    digests = None if sim.config_digests is None else _digests.decode(sim.config_digests)
-    return from_row(ReferenceSim, sim, sim_id=sim.id, wall_s=wall, config_digests=digests)
+    return from_row(ReferenceSim, sim, sim_id=sim.id, wall_s=wall)
 
 
 def _kernel_results(con: Con, sim: SimRow) -> list[reference.KernelResult]:
@@ -483,7 +477,7 @@ def reference_comparison(con: Con, fast: SimRow, ref: SimRow) -> ReferenceCompar
         sim_id=fast.id,
         run_id=fast.run_id,
         gpu_config=fast.gpu_config,
-        split=None if fast.split is None else split_view(fast.kernels_total, _splits.decode(fast.split)),
+        split=None if fast.split is None else split_view(fast.kernels_total, fast.split),
         reuse=fast.reuse,
         fast=fast_side,
         reference=ref_side,

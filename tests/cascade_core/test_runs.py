@@ -8,7 +8,8 @@ import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, RunSummary, SplitSpec, Trace
+from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec, Trace
+from cascade_core.run import Run, run_state
 from cascade_core.runs import (
     AddEntries,
     BadEntry,
@@ -28,7 +29,6 @@ from cascade_core.runs import (
     decide_create,
     decide_reference,
     decide_retry,
-    run_state,
 )
 
 AT = datetime(2026, 11, 8, 8, 59, 3, 24065, tzinfo=UTC)
@@ -63,15 +63,16 @@ def create(*entries: tuple[str, int], trace_id: str = "demo") -> CreateRun:
     return CreateRun(event_id="e1", at=AT, run_id="run-1", sim_ids=[f"sim-{i}" for i in range(total)], body=body)
 
 
-def summary(state: str, counts: dict[str, int], *, sample: bool = False) -> RunSummary:
-    return RunSummary(
+def summary(state: str, counts: dict[str, int], *, sample: bool = False) -> Run:
+    return Run(
         id="run-1",
         trace_id="demo",
         created_at=AT,
-        state=state,  # type: ignore[arg-type]
-        entries=[RunEntry(gpu_config="SM86_RTX3070", count=2)],
+        state=state,
+        entries=[ev.ConfigCount(gpu_config="SM86_RTX3070", count=2)],
         sim_counts=counts,
         sample=sample,
+        kernels_total=20,
     )
 
 
@@ -207,7 +208,7 @@ class SimFacts(msgspec.Struct, frozen=True, kw_only=True):
     state: str
     attempt: int
     kernels_total: int = 20
-    splitting: Cut | None = None
+    split: Cut | None = None
     reuse: bool = False
     reference_for: str | None = None
 
@@ -224,7 +225,7 @@ def test_retry_asks_for_the_next_attempt_of_each_failed_or_cancelled_sim() -> No
             replica=1,
             state="failed",
             attempt=1,
-            splitting=Cut(5, 2, [Life("succeeded", 1), Life("failed", 2), Life("cancelled", 1)]),
+            split=Cut(5, 2, [Life("succeeded", 1), Life("failed", 2), Life("cancelled", 1)]),
         ),
         SimFacts(id="sim-4", gpu_config="SM86_RTX3080", replica=2, state="running", attempt=1),
     ]
@@ -289,7 +290,7 @@ def test_retry_asks_past_an_attempt_a_runner_claimed_after_the_cancel() -> None:
 
 def test_a_reference_is_a_sim_of_the_same_config_run_whole_added_once_with_no_entry() -> None:
     sims = [
-        SimFacts(id="sim-0", gpu_config="SM86_RTX3070", replica=0, state="succeeded", attempt=1, splitting=Cut(10, 2, [Life("succeeded", 1)] * 2)),
+        SimFacts(id="sim-0", gpu_config="SM86_RTX3070", replica=0, state="succeeded", attempt=1, split=Cut(10, 2, [Life("succeeded", 1)] * 2)),
         SimFacts(id="sim-1", gpu_config="SM86_RTX3070", replica=1, state="succeeded", attempt=1, reuse=True),
         SimFacts(id="sim-2", gpu_config="SM86_RTX3080", replica=0, state="succeeded", attempt=1),
     ]

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -15,7 +14,8 @@ from cascade_core import events as ev
 from cascade_core import sims
 from cascade_nats import deflated
 from projections import tables
-from projections.fold import Rows, fold, run_state
+from cascade_core.run import run_state
+from projections.fold import Rows, fold
 from projections.projector import RowCache, apply, connect
 from tests.projections.histories import histories, trace_history
 
@@ -173,11 +173,11 @@ def test_a_split_sims_chunk_retried_after_a_lost_runner_keeps_each_kernel_once()
     ]
     con = project(list(enumerate(history, 1)))
     assert con.execute("SELECT uid, gpu_sim_cycle, attempt FROM kernels ORDER BY uid").fetchall() == [(1, 100, 1), (2, 101, 1)]
-    state, attempt, done, cycles, split_json = con.execute(
+    state, attempt, done, cycles, split = con.execute(
         "SELECT state, attempt, kernels_done, gpu_tot_sim_cycle, split FROM sims"
     ).fetchone()  # type: ignore[misc]
     assert (state, attempt, done, cycles) == ("succeeded", 1, 2, 201.0)
-    assert [(c["state"], c["attempt"]) for c in json.loads(split_json)["chunks"]] == [("succeeded", 2), ("succeeded", 1)]
+    assert [(c["state"], c["attempt"]) for c in split["chunks"]] == [("succeeded", 2), ("succeeded", 1)]
     beats = con.execute("SELECT seq FROM sim_log ORDER BY first_line_seq").fetchall()
     log = [deflated.log_text(history[seq - 1]) for (seq,) in beats]  # type: ignore[arg-type]  # each row's seq is a heartbeat's
     assert log == ["chunk 0 attempt 1", "chunk 0 attempt 2", "chunk 1 attempt 1"]
