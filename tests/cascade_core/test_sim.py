@@ -88,7 +88,7 @@ def test_a_resumed_sim_whole_keeps_what_its_lost_attempt_recorded_before_the_res
 def test_a_retry_waits_for_the_attempt_it_asked_for_its_failure_past() -> None:
     sim = lived(created(), claim(1, 1), launch(2, 1), finish(3, 1, outcome="failed", error="boom"))
     retry = ev.RunRetryRequested(
-        id="retry", at=at(4), run_id="run-1", trace_id="tr", kernels_total=KERNELS, sims=[ev.RetriedSim("sim-1", "SM7_QV100", 2)]
+        id="retry", at=at(4), run_id="run-1", trace_id="tr", kernels_total=KERNELS, sims=[ev.RetriedSim(sim_id="sim-1", gpu_config="SM7_QV100", attempt=2)]
     )
     sim = s.evolve(sim, retry)
     assert (sim.state, sim.attempt, sim.error, sim.exit_code, sim.finished_at, sim.started_at) == ("pending", 2, None, None, None, None)
@@ -143,7 +143,7 @@ def test_a_sim_the_simulator_cut_short_at_its_limit_says_so() -> None:
     whole = lived(created(), claim(1, 1), launch(2, 1), beat(3, 1, 2, 100.0, ending[2:], 1), finish(5, 1))
     assert (whole.state, whole.cut_short) == ("succeeded", False)
     retry = ev.RunRetryRequested(
-        id="retry", at=at(6), run_id="run-1", trace_id="tr", kernels_total=KERNELS, sims=[ev.RetriedSim("sim-1", "SM7_QV100", 2)]
+        id="retry", at=at(6), run_id="run-1", trace_id="tr", kernels_total=KERNELS, sims=[ev.RetriedSim(sim_id="sim-1", gpu_config="SM7_QV100", attempt=2)]
     )
     again = lived(lived(created(), claim(1, 1), beat(4, 1, 2, 100.0, ending, 1), finish(5, 1, outcome="failed")), retry)
     assert again.cut_short is False, "a new attempt is not cut short by the last one's limit"

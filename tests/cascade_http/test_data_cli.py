@@ -253,7 +253,7 @@ def test_readme_documents_every_table_and_column() -> None:
         con.execute(tables.CHECKPOINT_SQL)
         checkpoint = [name for (name,) in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'checkpoint'").fetchall()]
     every = {
-        **{table: [name for name, _, _ in tables.columns(row_type)] for table, row_type in tables.ROW_TYPES.items()},
+        **{table: [field.name for field in tables.columns(row_type)] for table, row_type in tables.ROW_TYPES.items()},
         "checkpoint": checkpoint,
         version.TABLE: list(version.Version.__struct_fields__),
         "stats": ["gpu_config", "stat", "kernels"],
