@@ -346,8 +346,8 @@ class KernelFinished(SimEvent, frozen=True, tag="sim.kernel_finished.v2"):
     gpu_sim_insn: int
     gpu_ipc: float
     sim_time_ns: float
-    # The stats map, every value of the block, packed (`cascade_core/packed_stats.py`): 30 to
-    # 60 KB for a real kernel, where its JSON was 100 to 430 KB. None: the result has no map.
+    # The stats map, every value of the block, packed (`cascade_core/packed_stats.py`): a
+    # fraction of its JSON's size (bench/README.md). None: the result has no map.
     stats: PackedStats | None = None
     # Which naming rule made the stats map's keys (docs/stats-naming.md): 1 for events
     # written before the rule had a number (`Access#2`, lines without "=" left out), 2 for

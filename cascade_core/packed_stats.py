@@ -31,10 +31,9 @@ Value = StatValue | None
 Key = TypeVar("Key")
 Kept = TypeVar("Kept")
 
-# zlib's fastest level for the values, packed per map: for an SM7_QV100 map 0.4 ms and 3.2 KB
-# (level 6 took 5 times as long for 13 % less). The names are packed once per set and then
-# travel in every result: its best level, for an SM61_TITANX set of 3,816 names 14 ms once and
-# 17.1 KB in each result, against 0.9 ms and 21.0 KB at level 1 (bench/README.md, "The runner's wire").
+# The values are packed once per map, so the fastest level: higher ones cost far more time for
+# little. The names are packed once per set of names and then travel in every result, so their
+# best level (bench/README.md, "The runner's wire").
 _LEVEL = 1
 _NAMES_LEVEL = 9
 MAX_SETS = 64  # what a cache by set of names keeps (`kept`): a few MB for SM7_QV100 maps
@@ -52,7 +51,7 @@ class PackedStats(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
 
 _texts_of_names: dict[tuple[str, ...], str] = {}
 # The same, by the tuple's identity: the runner's parser gives every block of a kind the same
-# tuple, and hashing its 9,000 names took 73 µs a block, 0.6 ms per MB of output.
+# tuple, and hashing thousands of names for every block would be a cost per MB of output.
 _texts_of_tuples: dict[int, tuple[tuple[str, ...], str]] = {}
 _names_of_texts: dict[str, tuple[str, ...]] = {}
 

@@ -35,9 +35,9 @@ from cascade_nats.replicas import kept
 # file in the object store that an event refers to.
 MAX_EVENT_BYTES = 512 * 1024
 DUPLICATE_WINDOW_S = 120.0
-# Direct gets in flight at once when reading messages by sequence: 55 MB of heartbeats came
-# back in 0.55 s with 16, 0.37 s with 32 or 64 (bench/README.md); with heartbeats of at most
-# ~200 KB of lines, 32 answers are ~6 MB.
+# Direct gets in flight at once when reading messages by sequence: enough to hide the round
+# trips (more gained nothing, bench/README.md), few enough that the answers waiting stay a
+# few MB however large the heartbeats.
 DIRECT_WINDOW = 32
 
 

@@ -116,8 +116,8 @@ class Layout(msgspec.Struct, frozen=True, gc=False):
 
 
 # Layouts by skeleton. Blocks of one config and kernel look alike, so their names are worked
-# out once (the costly part of a block of a kind not seen before) and found again. Bounded by the names held, about
-# 90 bytes each: 20 MB is 27 layouts of SM7_QV100 blocks, 65 of SM61_TITANX ones.
+# out once (the costly part of a block of a kind not seen before) and found again. Bounded by
+# the names held, so that a runner of many configs keeps a few dozen layouts at most.
 _layouts: dict[str, Layout] = {}
 _MAX_NAMES = 250_000
 

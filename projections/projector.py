@@ -43,11 +43,10 @@ Entity = TypeVar("Entity", TraceRow, RunRow, SimRow)  # a row of one of `rows.EN
 
 FaultHook = Callable[[str], None]
 # A batch takes up to this many events, and stops at the first that brings it past this many
-# bytes (real kernel results carry stats maps of ~30 KB): big batches spread each
-# transaction's fixed cost thin, the byte bound keeps a batch's memory in check: a batch and
-# the next one arriving are serve's largest transient (32 MiB of events were up to 93 MiB of
-# malloc decoded). At 8 MiB serve's peak over a 1 GB log fell by ~50 MiB and a replay's by a
-# third, at the same CPU per event (bench/README.md, "serve within 286 MiB").
+# bytes (real kernel results carry large stats maps): big batches spread each transaction's
+# fixed cost thin, the byte bound keeps a batch's memory in check, since a batch and the next
+# one arriving are serve's largest transient. The bound was chosen where serve's peak fell and
+# the CPU per event did not rise (bench/README.md, "serve within 286 MiB").
 MAX_BATCH = 32768
 MAX_BATCH_BYTES = 8 << 20
 # Frames read and not yet applied are at most about two batches: one being applied, the next
@@ -58,21 +57,20 @@ WAITING_BATCHES = 2
 
 # A checkpoint folds DuckDB's write-ahead log into the database file and stalls commits while
 # it runs. It rewrites each table's last, partly filled vector of 2,048 rows whole, and with
-# ~50 KB stats maps and heartbeats' logs per row that is up to ~100 MB: 1.8 s here (measured). So
-# the projector checkpoints when the stream goes quiet (nothing for IDLE_S) once the log
+# large stats maps per row that can take seconds (bench/README.md). So the projector checkpoints when the stream goes quiet (nothing for IDLE_S) once the log
 # passes CHECKPOINT_IDLE_AT, and after a batch only past its memory's `checkpoint_at`;
 # DuckDB's own threshold, inside a commit, is the last resort.
 CHECKPOINT_IDLE_AT = 16 << 20
-# Rows written wait in memory until a checkpoint: 256 MiB of log were 86 to 134 MiB of them
-# over a campaign, whose stream never goes quiet. A budget brings them closer (a quarter of
-# it): at the default's 32 MiB a replay was as fast as at 256 (bench/README.md).
+# Rows written wait in memory until a checkpoint, and a campaign's stream never goes quiet.
+# A budget brings the checkpoint closer (a quarter of it), at no cost to a replay's speed
+# (bench/README.md).
 CHECKPOINT_AT = 256 << 20
 IDLE_S = 0.5
 # While the stream is busy (a batch applied less than this long ago), the next batch waits
-# until this long after it, or until it is full: a transaction costs ~10 ms of CPU however
+# until this long after it, or until it is full: a transaction has a fixed CPU cost however
 # few events it holds, and a campaign's events come one or two at a time. The first event
-# after a quiet spell goes in at once. 50 ms took a third off serve's CPU over a campaign,
-# as 100 ms did, where 25 ms took little (bench/README.md).
+# after a quiet spell goes in at once. The pause is the shortest that took most of that cost
+# off serve's CPU over a campaign (bench/README.md, commit pacing).
 GATHER_S = 0.05
 
 
@@ -87,8 +85,7 @@ class Memory(msgspec.Struct, frozen=True):
     cache still has them) and spills intermediates and unwritten rows to `<db>.tmp`. What it
     cannot go past: a commit pins what it writes, and a checkpoint the vector it rewrites; one
     that does not fit is a fatal error that leaves the database unusable until serve starts
-    again (a 1 GB log at 128 MiB, measured while `sim_log` kept the log's text, whose last
-    vector grew with it). So what waits for a checkpoint is kept to a quarter of the limit,
+    again (it happened while `sim_log` kept the log's text, whose last vector grew with it). So what waits for a checkpoint is kept to a quarter of the limit,
     DuckDB's own threshold to half."""
 
     limit: int
@@ -102,15 +99,14 @@ class Memory(msgspec.Struct, frozen=True):
         return {
             "memory_limit": f"{self.limit}B",
             "checkpoint_threshold": f"{self.limit // 2}B",
-            # DuckDB's allocator keeps up to 128 MiB it freed unless told otherwise.
+            # DuckDB's allocator keeps much of what it freed unless told otherwise.
             "allocator_flush_threshold": f"{min(128 << 20, self.limit // 8)}B",
         }
 
 
-# With no log text in the read model nothing it holds grows with a sim's log: within 128 MiB
-# serve ingested a 1 GB log at 300 to 400 MiB of RSS (2 GiB: up to 1,197), and levelled off
-# at ~360 over a 1,000-sim campaign; 64 MiB saved 20 to 40 MiB, and with 8 MiB batches it
-# keeps eight times a batch (bench/README.md).
+# With no log text in the read model nothing it holds grows with a sim's log, so a small
+# budget holds any log; this one keeps serve's memory flat over a long campaign and is still
+# several times a batch (bench/README.md, "serve within 286 MiB").
 DEFAULT_MEMORY = Memory(64 << 20)
 
 

@@ -89,7 +89,7 @@ _SEQS = f"SELECT min(k.seq), max(k.seq) FROM {CURRENT_KERNELS} WHERE s.run_id = 
 # by seq alone), a kernel index the list of those its replicas have, and each such set is
 # read by its names once, from one kernel that has it (two sets share a number by a chance of
 # 1 in 2^64). Counting distinct kernel indices over every row instead groups them by stat and
-# kernel: 2 to 4 times slower.
+# kernel, which is several times slower (bench/README.md).
 _CATALOGUE = f"""
 WITH run_kernels AS ({_RUN_KERNELS}),
 layouts AS (SELECT r.seq, r.gpu_config, r.kernel_index, l.layout
