@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from cascade_core.events import ConfigCount
+from cascade_core.events import ConfigCount, Split
 from cascade_core.run import Run
 from cascade_core.sim import Sim
 from cascade_core.packed_stats import PackedStats
@@ -69,16 +69,36 @@ class RealTimingRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     cycles: float | None
 
 
+class EntryRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A run's entry (`events.ConfigCount`) as a STRUCT, field by field, but its split as two
+    fields: a cut, or "auto", which no one DuckDB type holds beside a cut."""
+
+    gpu_config: str
+    count: int
+    split: Split | None  # the cut; None: whole, or "auto"
+    split_auto: bool  # split "auto": as `split.auto` chose, in the sims' `split`
+    reuse: bool
+    reference: bool
+
+    @property
+    def entry(self) -> ConfigCount:
+        return ConfigCount(**{**_fields(self, ConfigCount), "split": "auto" if self.split_auto else self.split})
+
+    @classmethod
+    def of(cls, entry: ConfigCount) -> EntryRow:
+        auto = entry.split == "auto"
+        return cls(**{**_fields(entry, ConfigCount), "split": None if auto else entry.split}, split_auto=auto)
+
+
 class RunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A run as the read model stores it: its domain state (`cascade_core/run.py`), field by
-    field, but its entries as their JSON (an entry's `split` is a cut or "auto", which no
-    DuckDB type holds)."""
+    field, its entries as `EntryRow`s."""
 
     id: str
     trace_id: str
     created_at: datetime
     state: str
-    entries: str  # JSON list of events.ConfigCount, in request order
+    entries: list[EntryRow]  # in request order
     sim_counts: dict[str, int]  # state -> count, in the order of `sims.SIM_STATES`
     sample: bool
     kernels_total: int
@@ -87,15 +107,11 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     @property
     def run(self) -> Run:
         """The run's domain state."""
-        return Run(**{**_fields(self, Run), "entries": _entries.decode(self.entries)})
+        return Run(**{**_fields(self, Run), "entries": [row.entry for row in self.entries]})
 
     @classmethod
     def of(cls, run: Run, seq: int) -> RunRow:
-        return cls(**{**_fields(run, Run), "entries": _json.encode(run.entries).decode()}, seq=seq)
-
-
-_entries = msgspec.json.Decoder(list[ConfigCount])
-_json = msgspec.json.Encoder()
+        return cls(**{**_fields(run, Run), "entries": list(map(EntryRow.of, run.entries))}, seq=seq)
 
 
 def _fields(struct: msgspec.Struct, of: type[msgspec.Struct]) -> dict[str, Any]:

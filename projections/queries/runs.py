@@ -63,7 +63,6 @@ BATCH = 4096
 Con = duckdb.DuckDBPyConnection
 Place = tuple[str, int]  # a sim's (gpu_config, replica)
 
-_entries = msgspec.json.Decoder(list[ev.ConfigCount])
 _encoder = msgspec.json.Encoder()
 # Stands in for a list while a Struct is encoded and is then split out: msgspec never writes
 # a NUL byte of its own (strings escape it), so the split is unambiguous.
@@ -142,7 +141,7 @@ def split_view(kernels_total: int, split: SimSplit) -> SplitView:
 
 
 def run_from_row(row: RunRow) -> RunSummary:
-    entries = [from_row(RunEntry, entry) for entry in _entries.decode(row.entries)]
+    entries = [from_row(RunEntry, entry.entry) for entry in row.entries]
     return from_row(RunSummary, row, entries=entries, sim_counts=dict(row.sim_counts))
 
 
