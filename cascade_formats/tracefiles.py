@@ -355,6 +355,8 @@ def parse_cascade_json(raw: bytes) -> TraceInfo:
             raise TraceError(
                 f"{CASCADE_JSON}: 'layers' item {index} must be a string or an integer, not {_json_type(layer)}"
             )
+        if isinstance(layer, int) and not -(2**63) <= layer < 2**63:  # the read model holds it as a BIGINT
+            raise TraceError(f"{CASCADE_JSON}: 'layers' item {index} must be an integer of at most 64 bits")
     return TraceInfo(
         model=_optional_str(doc, "model"),
         layers=layers,

@@ -34,6 +34,7 @@ from cascade_nats import deflated
 from projections.rows import (
     APPEND_TABLES,
     KernelRow,
+    LayerRow,
     LogChunkRow,
     RealTimingRow,
     RunRow,
@@ -48,9 +49,6 @@ from projections.rows import (
 # (a rule, a derived value, a default) without any table changing shape: a read model built
 # by another version is then rebuilt from the log when the service starts (`rebuild.py`).
 VERSION = 2
-
-_json = msgspec.json.Encoder()
-
 
 class Rows(msgspec.Struct, frozen=True):
     """Current entity rows, by id: every row a batch's events may change must be here."""
@@ -347,7 +345,7 @@ def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
                     real_timing=ev.UPLOAD_TIMING if e.has_real_timing else None,
                     has_step_timeline=e.has_step_timeline,
                     model=e.model,
-                    layers=_json.encode(e.layers).decode(),
+                    layers=list(map(LayerRow.of, e.layers)),
                     source_gpu=e.source_gpu,
                     seq=seq,
                 )
@@ -373,7 +371,7 @@ def _new_trace(seq: int, e: ev.TraceUploadStarted) -> TraceRow:
         created_at=e.at,
         updated_at=e.at,
         model=None,
-        layers="[]",
+        layers=[],
         source_gpu=None,
         trace_gpu_arch=None,
         suggested_sim_config=None,

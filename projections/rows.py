@@ -16,6 +16,25 @@ from cascade_core.sim import Sim
 from cascade_core.packed_stats import PackedStats
 
 
+class LayerRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A layer of a trace's model as a STRUCT: `cascade.json` names it by text or by number,
+    which no one DuckDB type holds, so the one it is not is null."""
+
+    name: str | None
+    number: int | None
+
+    @property
+    def layer(self) -> str | int:
+        if self.name is not None:
+            return self.name
+        assert self.number is not None, "a layer row holds a name or a number"
+        return self.number
+
+    @classmethod
+    def of(cls, layer: str | int) -> LayerRow:
+        return cls(name=layer, number=None) if isinstance(layer, str) else cls(name=None, number=layer)
+
+
 class TraceRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     id: str
     state: str
@@ -23,7 +42,7 @@ class TraceRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     created_at: datetime
     updated_at: datetime
     model: str | None
-    layers: str  # JSON list
+    layers: list[LayerRow]  # as `cascade.json` lists them
     source_gpu: str | None
     trace_gpu_arch: str | None
     suggested_sim_config: str | None

@@ -20,7 +20,6 @@ from projections.rows import TraceRow
 
 Con = duckdb.DuckDBPyConnection
 
-_layers = msgspec.json.Decoder(list[str | int])
 # Every TraceKernel field is a trace_kernels column of the same name: rows come in its order.
 _TRACE_KERNEL_COLUMNS = ", ".join(TraceKernel.__struct_fields__)
 
@@ -79,5 +78,5 @@ def _row(con: Con, trace_id: str) -> TraceRow | None:
 
 def trace_from_row(row: TraceRow) -> Trace:
     """The row as the API shows it: every Trace field is a column of the same name, with
-    `layers` stored as JSON text."""
-    return from_row(Trace, row, layers=_layers.decode(row.layers))
+    `layers` stored as `LayerRow`s."""
+    return from_row(Trace, row, layers=[layer.layer for layer in row.layers])

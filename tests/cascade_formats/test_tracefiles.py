@@ -349,6 +349,7 @@ def test_cascade_json_fields_are_optional() -> None:
         (b'{"layers": "attn"}', "cascade.json: 'layers' must be a list of strings or integers, not a string"),
         (b'{"layers": [1, true]}', "cascade.json: 'layers' item 1 must be a string or an integer, not a boolean"),
         (b'{"layers": [1.5]}', "cascade.json: 'layers' item 0 must be a string or an integer, not a decimal number"),
+        (b'{"layers": [1, 9223372036854775808]}', "cascade.json: 'layers' item 1 must be an integer of at most 64 bits"),
         (b"[]", "cascade.json must hold a JSON object, not a list"),
     ],
 )
