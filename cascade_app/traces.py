@@ -17,7 +17,7 @@ from cascade_core.traces import Attachment, attached, decide_delete, decide_real
 from cascade_formats.realtiming import timing_file
 from cascade_host import new_ids
 from cascade_nats import subjects
-from projections.queries.traces import active_run_using, timed_trace, trace_summary
+from projections.queries.traces import active_run_using, timed_trace, trace_state
 
 
 async def delete_trace(c: Cascade, trace_id: str) -> None:
@@ -25,7 +25,7 @@ async def delete_trace(c: Cascade, trace_id: str) -> None:
 
     async def delete() -> Decision[None]:
         last = await last_shown(c, subjects.trace(trace_id))
-        trace = await read(c, trace_summary, trace_id)
+        trace = await read(c, trace_state, trace_id)
         active_run = await read(c, active_run_using, trace_id)
         deleted = decide_delete(
             trace, trace_id, clock.now(), new_ids.trace_deleted_id(),
@@ -46,10 +46,10 @@ async def attach_real_timing(c: Cascade, trace_id: str, body: bytes, *, replace:
         last = await last_shown(c, subjects.trace(trace_id))
         if last is None:
             raise NotFound(f"trace {trace_id} not found")
-        trace, in_use = await read(c, timed_trace, trace_id)
-        timing = await anyio.to_thread.run_sync(timing_file, body, trace.kernels if trace is not None else [])
+        trace, kernels = await read(c, timed_trace, trace_id)
+        timing = await anyio.to_thread.run_sync(timing_file, body, kernels)
         attachment = Attachment(trace_id=trace_id, timing_id=new_ids.timing_id(), timing=timing, replace=replace)
-        listed, marker = await anyio.to_thread.run_sync(decide_real_timing, trace, in_use, attachment, clock.now())
+        listed, marker = await anyio.to_thread.run_sync(decide_real_timing, trace, attachment, clock.now())
         return Decision([*listed, marker], last.seq, attached(marker))
 
     return await decided(c, attach)

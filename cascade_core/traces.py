@@ -29,8 +29,9 @@ from cascade_core import events as ev
 from cascade_core.gpu_configs import suggested_config
 from cascade_core.ids import is_trace_id
 from cascade_core.limits import too_large
-from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail
+from cascade_core.models import GpuConfig, RealTimingAttached
 from cascade_core.refusals import Conflict, Invalid, NotFound, TooLarge, UnsupportedMedia
+from cascade_core.trace import Trace
 
 T = TypeVar("T")
 
@@ -276,13 +277,13 @@ class Attachment(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def decide_real_timing(
-    trace: TraceDetail | None, timing_in_use: str | None, request: Attachment, at: datetime
+    trace: Trace | None, request: Attachment, at: datetime
 ) -> tuple[list[ev.TraceRealTimingListed], ev.TraceRealTimingAttached]:
     """The events that attach the file's timing to a ready trace: its rows, and the marker
-    to append after them that makes them the trace's, in place of `timing_in_use` (the trace's current
-    timing id). Refused: no such trace (`NotFound`); a sample, a trace not ready, or one with
-    timing when `replace` is not set (`Conflict`); a file that is no timing, or whose launches
-    are not the trace's (`Invalid`, with the problem the edge found)."""
+    to append after them that makes them the trace's, in place of the timing it has in use.
+    Refused: no such trace (`NotFound`); a sample, a trace not ready, or one with timing when
+    `replace` is not set (`Conflict`); a file that is no timing, or whose launches are not
+    the trace's (`Invalid`, with the problem the edge found)."""
     trace_id = request.trace_id
     if trace is None:
         raise NotFound(f"trace {trace_id} not found")
@@ -290,6 +291,7 @@ def decide_real_timing(
         raise Conflict(f"trace {trace_id} is a sample that ships with Cascade; its real timing cannot be changed")
     if trace.state != "ready":
         raise Conflict(f"trace {trace_id} is {trace.state}; real timing can be attached to a ready trace")
+    timing_in_use = trace.real_timing
     if timing_in_use is not None and not request.replace:
         raise Conflict(
             f"trace {trace_id} already has real timing ({timing_in_use}); replace it with ?replace=true "

@@ -30,11 +30,12 @@ from cascade_core.run import Run, SimMoved
 from cascade_core.run import evolve as evolve_run
 from cascade_core.run import new as new_run
 from cascade_core.sim import Sim
+from cascade_core.trace import evolve as evolve_trace
+from cascade_core.trace import takes_rows
 from cascade_nats import deflated
 from projections.rows import (
     APPEND_TABLES,
     KernelRow,
-    LayerRow,
     LogChunkRow,
     RealTimingRow,
     RunRow,
@@ -300,90 +301,32 @@ def _for_runners(b: _Batch, seq: int, e: ev.SimQueued | ev.RunnerEnded) -> None:
 
 
 def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
+    row = b.traces.get(e.trace_id)
+    trace = None if row is None else row.trace
+    if takes_rows(trace, e):
+        _listed(b, e)
+    after = evolve_trace(trace, e)
+    if after is None or after is trace:
+        return
+    b.put_trace(TraceRow.of(after, seq))
+    if isinstance(e, ev.TraceFailed | ev.TraceDeleted):
+        b.purge_trace(e.trace_id)  # a failed upload's files were removed from the object store
+
+
+def _listed(b: _Batch, e: ev.TraceEvent) -> None:
+    """The files, kernels or timing rows the event lists, as rows of its trace."""
     trace_id = e.trace_id
-    trace = b.traces.get(trace_id)
-    if trace is not None and e.at < trace.created_at:
-        return  # from an earlier upload under the same id, since deleted
     match e:
-        case ev.TraceUploadStarted():
-            if trace is None or trace.deleted and e.at > trace.updated_at:
-                b.put_trace(_new_trace(seq, e))
-            return
-        case ev.TraceFilesStored() if trace is not None and _open(trace):
+        case ev.TraceFilesStored():
             for f in e.files:
                 b.checked.trace_files.append(TraceFileRow(trace_id=trace_id, **msgspec.structs.asdict(f)))
-            if trace.state == "uploading":  # the whole upload is stored: processing it starts
-                b.put_trace(msgspec.structs.replace(trace, state="processing", updated_at=e.at, seq=seq))
-            return
-        case ev.TraceKernelsListed() if trace is not None and _open(trace):
+        case ev.TraceKernelsListed():
             for k in e.kernels:
                 b.checked.trace_kernels.append(TraceKernelRow(trace_id=trace_id, **msgspec.structs.asdict(k)))
-            return
-        case ev.TraceRealTimingListed() if trace is not None and _open(trace):
+        case ev.TraceRealTimingListed():
             for r in e.rows:
                 timing = RealTimingRow(trace_id=trace_id, timing_id=e.timing_id, **msgspec.structs.asdict(r))
                 b.checked.trace_real_timing.append(timing)
-            return
-        case ev.TraceRealTimingAttached():
-            if trace is not None and not trace.deleted and trace.state == "ready" and trace.real_timing == e.replaces:
-                b.put_trace(msgspec.structs.replace(trace, real_timing=e.timing_id, has_real_timing=True, updated_at=e.at, seq=seq))
-            return
-    if trace is None or trace.deleted or trace.state in ("ready", "failed") and not isinstance(e, ev.TraceDeleted):
-        return
-    match e:
-        case ev.TraceReady():
-            b.put_trace(
-                msgspec.structs.replace(
-                    trace,
-                    state="ready",
-                    updated_at=e.at,
-                    trace_gpu_arch=e.trace_gpu_arch,
-                    kernel_count=e.kernel_count,
-                    bytes=e.bytes,
-                    suggested_sim_config=e.suggested_sim_config,
-                    has_real_timing=e.has_real_timing,
-                    real_timing=ev.UPLOAD_TIMING if e.has_real_timing else None,
-                    has_step_timeline=e.has_step_timeline,
-                    model=e.model,
-                    layers=list(map(LayerRow.of, e.layers)),
-                    source_gpu=e.source_gpu,
-                    seq=seq,
-                )
-            )
-        case ev.TraceFailed():
-            b.put_trace(msgspec.structs.replace(trace, state="failed", error=e.error, bytes=e.bytes, updated_at=e.at, seq=seq))
-            b.purge_trace(trace_id)  # a failed upload's files were removed from the object store
-        case ev.TraceDeleted():
-            b.put_trace(msgspec.structs.replace(trace, deleted=True, updated_at=e.at, seq=seq))
-            b.purge_trace(trace_id)
-
-
-def _open(trace: TraceRow) -> bool:
-    """Whether the trace still takes files, kernels and timing rows."""
-    return not trace.deleted and trace.state != "failed"
-
-
-def _new_trace(seq: int, e: ev.TraceUploadStarted) -> TraceRow:
-    return TraceRow(
-        id=e.trace_id,
-        state="uploading",
-        error=None,
-        created_at=e.at,
-        updated_at=e.at,
-        model=None,
-        layers=[],
-        source_gpu=None,
-        trace_gpu_arch=None,
-        suggested_sim_config=None,
-        kernel_count=0,
-        bytes=0,
-        has_real_timing=False,
-        has_step_timeline=False,
-        sample=e.sample,
-        deleted=False,
-        seq=seq,
-        real_timing=None,
-    )
 
 
 def _run_created(b: _Batch, seq: int, e: ev.RunCreated) -> None:

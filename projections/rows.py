@@ -12,6 +12,7 @@ import msgspec
 
 from cascade_core.events import ConfigCount, Split
 from cascade_core.run import Run
+from cascade_core.trace import Trace
 from cascade_core.sim import Sim
 from cascade_core.packed_stats import PackedStats
 
@@ -36,6 +37,9 @@ class LayerRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class TraceRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A trace as the read model stores it: its domain state (`cascade_core/trace.py`), field
+    by field, its layers as `LayerRow`s."""
+
     id: str
     state: str
     error: str | None
@@ -54,6 +58,15 @@ class TraceRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     deleted: bool
     seq: int
     real_timing: str | None  # the timing_id of the trace_real_timing rows in use
+
+    @property
+    def trace(self) -> Trace:
+        """The trace's domain state."""
+        return Trace(**{**_fields(self, Trace), "layers": [row.layer for row in self.layers]})
+
+    @classmethod
+    def of(cls, trace: Trace, seq: int) -> TraceRow:
+        return cls(**{**_fields(trace, Trace), "layers": list(map(LayerRow.of, trace.layers))}, seq=seq)
 
 
 class TraceFileRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):

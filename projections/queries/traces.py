@@ -14,6 +14,7 @@ import msgspec
 from cascade_core.events import TraceKernel
 from cascade_core.models import Trace, TraceDetail, TraceFileRef, TraceMetadata
 from cascade_core.object_names import trace_file
+from cascade_core.trace import Trace as TraceState
 from projections import tables
 from projections.queries.convert import from_row
 from projections.rows import TraceRow
@@ -41,16 +42,21 @@ def trace_detail(con: Con, trace_id: str) -> TraceDetail | None:
     return None if row is None else _detail(con, row)
 
 
-def timed_trace(con: Con, trace_id: str) -> tuple[TraceDetail | None, str | None]:
-    """The trace in detail, and the id of the real timing it uses (None: none)."""
+def trace_state(con: Con, trace_id: str) -> TraceState | None:
+    """The trace's domain state, for a decision."""
     row = _row(con, trace_id)
-    return (None, None) if row is None else (_detail(con, row), row.real_timing)
+    return None if row is None else row.trace
+
+
+def timed_trace(con: Con, trace_id: str) -> tuple[TraceState | None, list[TraceKernel]]:
+    """The trace's domain state and its kernels, which a timing file is lined up with."""
+    row = _row(con, trace_id)
+    return (None, []) if row is None else (row.trace, _kernels(con, trace_id))
 
 
 def _detail(con: Con, row: TraceRow) -> TraceDetail:
     trace_id = row.id
     files = con.execute("SELECT path, bytes FROM trace_files WHERE trace_id = ? ORDER BY path", [trace_id]).fetchall()
-    kernels = con.execute(f"SELECT {_TRACE_KERNEL_COLUMNS} FROM trace_kernels WHERE trace_id = ? ORDER BY uid", [trace_id]).fetchall()
     summary = trace_from_row(row)
     metadata = TraceMetadata(
         status="ok" if row.state == "ready" else row.state,
@@ -58,8 +64,13 @@ def _detail(con: Con, row: TraceRow) -> TraceDetail:
         trace_gpu_arch=row.trace_gpu_arch,
         suggested_sim_config=row.suggested_sim_config,
     )
-    listed = [TraceKernel(**dict(zip(TraceKernel.__struct_fields__, k))) for k in kernels]
-    return TraceDetail(**msgspec.structs.asdict(summary), metadata=metadata, kernels=listed)
+    return TraceDetail(**msgspec.structs.asdict(summary), metadata=metadata, kernels=_kernels(con, trace_id))
+
+
+def _kernels(con: Con, trace_id: str) -> list[TraceKernel]:
+    """The trace's kernels, by launch uid."""
+    kernels = con.execute(f"SELECT {_TRACE_KERNEL_COLUMNS} FROM trace_kernels WHERE trace_id = ? ORDER BY uid", [trace_id]).fetchall()
+    return [TraceKernel(**dict(zip(TraceKernel.__struct_fields__, k))) for k in kernels]
 
 
 def active_run_using(con: Con, trace_id: str) -> str | None:
@@ -77,6 +88,6 @@ def _row(con: Con, trace_id: str) -> TraceRow | None:
 
 
 def trace_from_row(row: TraceRow) -> Trace:
-    """The row as the API shows it: every Trace field is a column of the same name, with
-    `layers` stored as `LayerRow`s."""
-    return from_row(Trace, row, layers=[layer.layer for layer in row.layers])
+    """The row as the API shows it: every Trace field is a field of the trace's domain state
+    of the same name."""
+    return from_row(Trace, row.trace)

@@ -8,8 +8,9 @@ import pytest
 
 from cascade_core import events as ev
 from cascade_core.events import TraceKernel
-from cascade_core.models import GpuConfig, RealTimingAttached, Trace, TraceDetail, TraceMetadata
+from cascade_core.models import GpuConfig, RealTimingAttached
 from cascade_core.refusals import Conflict, Invalid, NotFound, Refused, TooLarge, UnsupportedMedia
+from cascade_core.trace import Trace
 from cascade_core.traces import (
     Attachment,
     Upload,
@@ -152,13 +153,13 @@ def test_an_error_is_cut_to_a_readable_length() -> None:
     assert len(failed(UPLOAD, "x" * 10_000, AT).error) == 2000
 
 
-def trace(**fields: object) -> Trace:
-    base: dict[str, object] = dict(
+def trace(**changes: object) -> Trace:
+    ready = Trace(
         id="demo", state="ready", error=None, created_at=AT, updated_at=AT, model=None, layers=[], source_gpu=None,
         trace_gpu_arch="sm_61", suggested_sim_config=None, kernel_count=1, bytes=1, has_real_timing=False,
-        has_step_timeline=False, sample=False,
+        has_step_timeline=False, sample=False, deleted=False, real_timing=None,
     )
-    return Trace(**{**base, **fields})  # type: ignore[arg-type]
+    return msgspec.structs.replace(ready, **changes)
 
 
 def test_delete_decisions() -> None:
@@ -199,14 +200,8 @@ KERNELS = [
 ]
 
 
-def ready_trace(**changes: object) -> TraceDetail:
-    trace = TraceDetail(
-        id="demo", state="ready", error=None, created_at=AT, updated_at=AT, model=None, layers=[], source_gpu=None,
-        trace_gpu_arch="sm_61", suggested_sim_config=None, kernel_count=2, bytes=1, has_real_timing=False,
-        has_step_timeline=False, sample=False, kernels=KERNELS,
-        metadata=TraceMetadata(status="ok", files=[], trace_gpu_arch="sm_61", suggested_sim_config=None),
-    )
-    return msgspec.structs.replace(trace, **changes)
+def ready_trace(**changes: object) -> Trace:
+    return trace(**{"kernel_count": 2, **changes})
 
 
 NSYS = "Start (ns),Duration (ns),CorrId,Name\n1,3232,11,vecAdd\n9,3104,12,vecAdd\n"
@@ -217,7 +212,7 @@ def attach(body: str, *, replace: bool = False, kernels: Sequence[ev.TraceKernel
 
 
 def test_attaching_timing_lists_its_rows_then_the_marker() -> None:
-    listed, marker = decide_real_timing(ready_trace(), None, attach(NSYS + NSYS), AT)
+    listed, marker = decide_real_timing(ready_trace(), attach(NSYS + NSYS), AT)
     assert [(e.id, e.timing_id, e.correlation_id) for e in listed] == [("timing-1.rows.0", "timing-1", "timing-1")]
     assert [(r.kernel_id, r.repeat, r.duration_ns) for r in listed[0].rows] == [(1, 0, 3232.0), (2, 0, 3104.0), (1, 1, 3232.0), (2, 1, 3104.0)]
     assert (marker.id, marker.timing_id, marker.replaces, marker.format, marker.kernels, marker.repeats, marker.measures) == (
@@ -226,7 +221,7 @@ def test_attaching_timing_lists_its_rows_then_the_marker() -> None:
     assert attached(marker) == RealTimingAttached(
         trace_id="demo", timing_id="timing-1", format="nsys", kernels=2, repeats=2, measures=["duration_ns"], replaced=None
     )
-    _, replacing = decide_real_timing(ready_trace(has_real_timing=True), "upload", attach(NSYS, replace=True), AT)
+    _, replacing = decide_real_timing(ready_trace(has_real_timing=True, real_timing="upload"), attach(NSYS, replace=True), AT)
     assert replacing.replaces == "upload"
 
 
@@ -234,35 +229,35 @@ def test_attached_timing_is_split_into_events_that_stay_small() -> None:
     name = "_Z" + "N5cutlass6kernelI" * 120  # about 2 KB
     kernels = [TraceKernel(uid=uid, name=name, grid="1x1x1", block="1x1x1", shmem=0, nregs=8, file="kernel-1.traceg") for uid in range(1, 1001)]
     body = "".join("kernel_id,kernel_name,duration_ns\n" + "".join(f"{i},{name},{i}\n" for i in range(1000)) for _ in range(5))
-    listed, marker = decide_real_timing(ready_trace(kernels=kernels, kernel_count=1000), None, attach(body, kernels=kernels), AT)
+    listed, marker = decide_real_timing(ready_trace(kernel_count=1000), attach(body, kernels=kernels), AT)
     assert len(listed) > 10 and max(len(ev.encode(e)) for e in [*listed, marker]) < 300 * 1024
     assert sum(len(e.rows) for e in listed) == 5000 and len({e.id for e in listed}) == len(listed)
 
 
 @pytest.mark.parametrize(
-    ("trace", "in_use", "attachment", "expected"),
+    ("trace", "attachment", "expected"),
     [
-        (None, None, attach(NSYS), (NotFound, "trace demo not found")),
+        (None, attach(NSYS), (NotFound, "trace demo not found")),
         (
-            ready_trace(sample=True), None, attach(NSYS),
+            ready_trace(sample=True), attach(NSYS),
             (Conflict, "trace demo is a sample that ships with Cascade; its real timing cannot be changed"),
         ),
-        (ready_trace(state="processing"), None, attach(NSYS), (Conflict, "trace demo is processing; real timing can be attached to a ready trace")),
+        (ready_trace(state="processing"), attach(NSYS), (Conflict, "trace demo is processing; real timing can be attached to a ready trace")),
         (
-            ready_trace(has_real_timing=True), "upload", attach(NSYS),
+            ready_trace(has_real_timing=True, real_timing="upload"), attach(NSYS),
             (Conflict, "trace demo already has real timing (upload); replace it with ?replace=true (cascade trace timing --replace)"),
         ),
-        (ready_trace(), None, attach("kernel_id,kernel_name,duration_ns\n"), (Invalid, "the timing file holds no kernel launches")),
+        (ready_trace(), attach("kernel_id,kernel_name,duration_ns\n"), (Invalid, "the timing file holds no kernel launches")),
         (
-            ready_trace(), None, attach(NSYS.replace("3104", "fast")),
+            ready_trace(), attach(NSYS.replace("3104", "fast")),
             (Invalid, "the timing file line 3: Duration (ns) 'fast' is not a non-negative number"),
         ),
         (
-            ready_trace(), None, Attachment(trace_id="demo", timing_id="t", timing=timing_file(b"\xff\xfe", KERNELS)),
+            ready_trace(), Attachment(trace_id="demo", timing_id="t", timing=timing_file(b"\xff\xfe", KERNELS)),
             (Invalid, "the timing file is not UTF-8 text (byte 0 is 0xff); save it as UTF-8"),
         ),
         (
-            ready_trace(), None, attach(NSYS.replace("vecAdd\n", "mult_gpu\n", 1)),
+            ready_trace(), attach(NSYS.replace("vecAdd\n", "mult_gpu\n", 1)),
             (
                 Invalid,
                 "the timing file line 2: launch 1 is 'mult_gpu', but the trace's kernel 1 is '_Z6vecAddIfEvPT_S1_S1_i' (vecAdd); "
@@ -271,8 +266,8 @@ def test_attached_timing_is_split_into_events_that_stay_small() -> None:
         ),
     ],
 )
-def test_attaching_timing_is_refused(trace: TraceDetail | None, in_use: str | None, attachment: Attachment, expected: tuple[type[Refused], str]) -> None:
-    assert refusal(decide_real_timing, trace, in_use, attachment, AT) == expected
+def test_attaching_timing_is_refused(trace: Trace | None, attachment: Attachment, expected: tuple[type[Refused], str]) -> None:
+    assert refusal(decide_real_timing, trace, attachment, AT) == expected
 
 
 def test_an_upload_goes_on_only_while_the_trace_is_its_own() -> None:
