@@ -17,22 +17,24 @@ from cascade_core import events as ev
 
 class Trace(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     id: str
-    state: str  # uploading, processing, ready, failed
-    error: str | None
+    sample: bool  # ships with Cascade
     created_at: datetime
     updated_at: datetime
+    state: str  # uploading, processing, ready, failed
+    error: str | None
+    deleted: bool
+    # What the upload found in its files, and what its `cascade.json` says.
+    bytes: int
+    kernel_count: int
+    trace_gpu_arch: str | None
+    suggested_sim_config: str | None
+    has_step_timeline: bool
     model: str | None
     layers: list[str | int]  # as `cascade.json` lists them
     source_gpu: str | None
-    trace_gpu_arch: str | None
-    suggested_sim_config: str | None
-    kernel_count: int
-    bytes: int
+    # Real timing: whether it has any, and the timing_id of that in use.
     has_real_timing: bool
-    has_step_timeline: bool
-    sample: bool
-    deleted: bool
-    real_timing: str | None  # the timing_id of the real timing in use
+    real_timing: str | None
 
 
 def new(e: ev.TraceUploadStarted) -> Trace:
