@@ -20,7 +20,7 @@ from cascade_host import new_ids
 from cascade_nats import subjects
 from cascade_core.run import Run
 from projections.queries import runs as q
-from projections.queries.traces import trace_summary
+from projections.queries.traces import trace_state
 
 
 NATS_RETRY_AFTER_S = 5  # what a run refused while NATS does not answer is told to wait
@@ -31,7 +31,7 @@ async def create_run(c: Cascade, body: RunCreate) -> str:
     max_sims = c.settings.max_sims_per_run
 
     async def create() -> Decision[str]:
-        trace = await read(c, trace_summary, body.trace_id)
+        trace = await read(c, trace_state, body.trace_id)
         configs = await _configs(c, body)
         decide.check_create(body, trace, configs, max_sims=max_sims)  # before drawing an id per sim
         command = decide.CreateRun(
@@ -125,7 +125,7 @@ async def add_entries(c: Cascade, run_id: str, body: RunEntries, key: str | None
     async def add() -> Decision[None]:
         seq, run = await _run_as_last_shown(c, run_id)
         sims = await read(c, q.sim_rows, run)
-        trace = await read(c, trace_summary, run.trace_id)
+        trace = await read(c, trace_state, run.trace_id)
         keys = {e.key async for e in _events(c, run_id) if isinstance(e, ev.RunEntriesAdded) and e.key is not None}
         configs = await _configs(c, body)
         if key not in keys:
@@ -155,7 +155,7 @@ async def request_reference(c: Cascade, sim_id: str) -> None:
         decide.check_reference(sim)
         seq, run = await _run_as_last_shown(c, sim.run_id)
         sims = await read(c, q.sim_rows, run)
-        trace = await read(c, trace_summary, run.trace_id)
+        trace = await read(c, trace_state, run.trace_id)
         configs = await _configs(c, RunEntries(entries=[RunEntry(gpu_config=sim.gpu_config, count=1)]))
         command = decide.RequestReference(
             event_id=new_ids.event_id(), at=clock.now(), sim_id=sim_id, reference_id=new_ids.sim_id()

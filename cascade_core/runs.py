@@ -2,8 +2,8 @@
 
 No I/O and no clock: ids and the time arrive in the command; a run arrives as its domain state
 (`cascade_core/run.py`), its sims as the facts a decision reads of them (`SimFacts`, which a
-sim's domain state holds, `cascade_core/sim.py`), the trace as the API Struct the read model
-serves. A rejection is a `cascade_core.refusals` type whose
+sim's domain state holds, `cascade_core/sim.py`), the trace as its domain state
+(`cascade_core/trace.py`). A rejection is a `cascade_core.refusals` type whose
 message is the API's `detail` text; each edge says it its own way.
 
 A run's state follows from its sims' (`cascade_core/run.py`); a retry or a top-up gives it
@@ -19,11 +19,12 @@ from typing import Protocol
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec, Trace
+from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec
 from cascade_core.refusals import Conflict, Invalid, NotFound
 from cascade_core.run import Run
 from cascade_core.sims import RETRIABLE
 from cascade_core.split import auto, chunk_count
+from cascade_core.trace import Trace
 
 
 class TraceNotFound(NotFound):

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec, Trace
+from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec
 from cascade_core.run import Run, run_state
 from cascade_core.runs import (
     AddEntries,
@@ -30,6 +30,7 @@ from cascade_core.runs import (
     decide_reference,
     decide_retry,
 )
+from cascade_core.trace import Trace
 
 AT = datetime(2026, 11, 8, 8, 59, 3, 24065, tzinfo=UTC)
 CONFIGS = [
@@ -54,6 +55,8 @@ TRACE = Trace(
     has_real_timing=False,
     has_step_timeline=True,
     sample=False,
+    deleted=False,
+    real_timing=None,
 )
 
 
