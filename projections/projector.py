@@ -201,14 +201,26 @@ def load(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, ev.AnyEvent]
     )
 
 
-def write(con: duckdb.DuckDBPyConnection, folded: Folded, seq: int, parked: Sequence[ParkedRow] = (), cache: RowCache | None = None) -> None:
+def write(
+    con: duckdb.DuckDBPyConnection,
+    folded: Folded,
+    seq: int,
+    parked: Sequence[ParkedRow] = (),
+    cache: RowCache | None = None,
+    stored: Rows | None = None,
+) -> None:
     """Everything a fold produced, the kernels' stats maps as rows, what was parked, and the
-    checkpoint; the caller owns the transaction."""
+    checkpoint; the caller owns the transaction. `stored`: the rows the fold started from, as
+    DuckDB holds them (`load`)."""
     for table in ENTITY_TABLES:
         ids = sorted(key for t, key in folded.changed if t == table)
         if not ids:
             continue
         rows = getattr(folded.rows, table)
+        before = getattr(stored or Rows(), table)
+        if len(ids) == 1 and ids[0] in before:
+            _update(con, table, before[ids[0]], rows[ids[0]])
+            continue
         con.execute(f"DELETE FROM {table} WHERE id IN (SELECT unnest(?))", [ids])
         _insert(con, table, [rows[i] for i in ids], dedupe=None)
     if folded.purged_traces:
@@ -257,6 +269,17 @@ def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_ro
             con.execute("INSERT INTO kernel_stats SELECT * FROM incoming")
 
 
+def _update(con: duckdb.DuckDBPyConnection, table: str, stored: Entity, row: Entity) -> None:
+    """One stored row made `row` by an UPDATE of the columns that changed: the live path's
+    usual write, one sim's heartbeats, changes its progress and rarely its nested columns, and
+    DuckDB's delete and insert of a row with nested columns costs more than an update of a
+    few of them (bench/README.md, "Typed sims columns: the live path back to back")."""
+    changed: dict[str, object] = tables.changed_columns(stored, row)
+    if changed:
+        sets = ", ".join(f"{name} = ?" for name in changed)
+        con.execute(f"UPDATE {table} SET {sets} WHERE id = ?", [*changed.values(), row.id])
+
+
 # Up to this many rows go in as one parameterised statement: for the few rows a live event
 # brings, that costs a third of handing DuckDB an Arrow table; beyond it, Arrow wins.
 FEW_ROWS = 8
@@ -296,8 +319,9 @@ def apply(
     cache = cache or RowCache()
     con.execute("BEGIN TRANSACTION")
     try:
-        folded = fold(load(con, items, cache), items, changes=changes)
-        write(con, folded, items[-1][0] if seq is None else seq, parked, cache)
+        stored = load(con, items, cache)
+        folded = fold(stored, items, changes=changes)
+        write(con, folded, items[-1][0] if seq is None else seq, parked, cache, stored)
         if fault is not None:
             fault("before_commit")
         con.execute("COMMIT")

@@ -203,6 +203,17 @@ def to_arrow(table: str, rows: Sequence[msgspec.Struct]) -> pa.Table:
     )
 
 
+def changed_columns(stored: R, row: R) -> dict[str, Any]:
+    """The columns whose values `row` changes from `stored` (the same table's), with `row`'s
+    values as `values` gives them."""
+    return {name: get(row) for name, get in _named_getters(type(row)) if getattr(stored, name) != getattr(row, name)}
+
+
+@functools.cache
+def _named_getters(row_type: type[msgspec.Struct]) -> tuple[tuple[str, Callable[[msgspec.Struct], Any]], ...]:
+    return tuple(zip([f.name for f in columns(row_type)], _column_getters(row_type), strict=True))
+
+
 # What inserting rows raises when a value does not fit its column, such as an integer past 64
 # bits: the fault of the event they came from, where any other error (I/O, memory) is not.
 REFUSED_ROWS = (duckdb.DataError, OverflowError, pa.ArrowException)
