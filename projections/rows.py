@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 
@@ -62,11 +63,11 @@ class TraceRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     @property
     def trace(self) -> Trace:
         """The trace's domain state."""
-        return Trace(**{**_fields(self, Trace), "layers": [row.layer for row in self.layers]})
+        return _converted(self, Trace, "layers", lambda row: row.layer)
 
     @classmethod
     def of(cls, trace: Trace, seq: int) -> TraceRow:
-        return cls(**{**_fields(trace, Trace), "layers": list(map(LayerRow.of, trace.layers))}, seq=seq)
+        return _converted(trace, cls, "layers", LayerRow.of, seq=seq)
 
 
 class TraceFileRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -139,16 +140,27 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     @property
     def run(self) -> Run:
         """The run's domain state."""
-        return Run(**{**_fields(self, Run), "entries": [row.entry for row in self.entries]})
+        return _converted(self, Run, "entries", lambda row: row.entry)
 
     @classmethod
     def of(cls, run: Run, seq: int) -> RunRow:
-        return cls(**{**_fields(run, Run), "entries": list(map(EntryRow.of, run.entries))}, seq=seq)
+        return _converted(run, cls, "entries", EntryRow.of, seq=seq)
 
 
 def _fields(struct: msgspec.Struct, of: type[msgspec.Struct]) -> dict[str, Any]:
     """The fields of `struct` that `of` has, by name."""
     return {name: getattr(struct, name) for name in of.__struct_fields__}
+
+
+Into = TypeVar("Into", bound=msgspec.Struct)
+
+
+def _converted(struct: msgspec.Struct, into: type[Into], listed: str, convert: Callable[[Any], Any], **more: Any) -> Into:
+    """`struct` as an `into`, by field name, its list `listed` converted item by item (a domain
+    state and its row differ only there) and `more` added."""
+    fields = {name: getattr(struct, name) for name in into.__struct_fields__ if name not in more}
+    fields[listed] = [convert(item) for item in getattr(struct, listed)]
+    return into(**fields, **more)
 
 
 class SimRow(Sim, frozen=True, kw_only=True, gc=False):

@@ -31,6 +31,7 @@ from cascade_core.runs import (
     decide_retry,
 )
 from cascade_core.trace import Trace
+from cascade_core.trace import new as new_trace
 
 AT = datetime(2026, 11, 8, 8, 59, 3, 24065, tzinfo=UTC)
 CONFIGS = [
@@ -39,24 +40,10 @@ CONFIGS = [
     GpuConfig(name="SM86_RTX3080", arch="sm_86", core_clock_mhz=1440.0),
     GpuConfig(name="SM90_H100", arch="sm_90", core_clock_mhz=1980.0),
 ]
-TRACE = Trace(
-    id="demo",
-    state="ready",
-    error=None,
-    created_at=AT,
-    updated_at=AT,
-    model=None,
-    layers=[],
-    source_gpu=None,
-    trace_gpu_arch="sm_86",
-    suggested_sim_config="SM86_RTX3070",
-    kernel_count=20,
-    bytes=16890250,
-    has_real_timing=False,
-    has_step_timeline=True,
-    sample=False,
-    deleted=False,
-    real_timing=None,
+# A ready trace as the upload leaves it: its state from its first event, what the upload found.
+TRACE = msgspec.structs.replace(
+    new_trace(ev.TraceUploadStarted(id="upload", at=AT, trace_id="demo", content_type="application/x-tar")),
+    state="ready", trace_gpu_arch="sm_86", suggested_sim_config="SM86_RTX3070", kernel_count=20, bytes=16890250, has_step_timeline=True,
 )
 
 
