@@ -57,8 +57,8 @@ WAITING_BATCHES = 2
 
 # A checkpoint folds DuckDB's write-ahead log into the database file and stalls commits while
 # it runs. It rewrites each table's last, partly filled vector of 2,048 rows whole, and with
-# large stats maps per row that can take seconds (bench/README.md). So the projector checkpoints when the stream goes quiet (nothing for IDLE_S) once the log
-# passes CHECKPOINT_IDLE_AT, and after a batch only past its memory's `checkpoint_at`;
+# large stats maps per row that can take seconds (bench/README.md). So the projector
+# checkpoints when the stream goes quiet (nothing for IDLE_S) once the log passes CHECKPOINT_IDLE_AT, and after a batch only past its memory's `checkpoint_at`;
 # DuckDB's own threshold, inside a commit, is the last resort.
 CHECKPOINT_IDLE_AT = 16 << 20
 # Rows written wait in memory until a checkpoint, and a campaign's stream never goes quiet.
@@ -85,8 +85,9 @@ class Memory(msgspec.Struct, frozen=True):
     cache still has them) and spills intermediates and unwritten rows to `<db>.tmp`. What it
     cannot go past: a commit pins what it writes, and a checkpoint the vector it rewrites; one
     that does not fit is a fatal error that leaves the database unusable until serve starts
-    again (it happened while `sim_log` kept the log's text, whose last vector grew with it). So what waits for a checkpoint is kept to a quarter of the limit,
-    DuckDB's own threshold to half."""
+    again (it happened while `sim_log` kept the log's text, whose last vector grew with it).
+    So what waits for a checkpoint is kept to a quarter of the limit, DuckDB's own threshold
+    to half."""
 
     limit: int
 

@@ -150,9 +150,9 @@ def _stored_values(row_type: type[msgspec.Struct]) -> Callable[[msgspec.Struct],
     """How a row of the type gives its column values: all its fields, or those stored picked
     by one C call (a generator over the fields cost more than the insert of the row)."""
     stored = stored_fields(row_type)
-    if has_nested(row_type):
-        names = [f.name for f in columns(row_type)]
-        return lambda row: tuple(_builtins(getattr(row, name)) for name in names)
+    if has_nested(row_type):  # its nested columns as builtins, as `to_arrow` takes them
+        getters = _column_getters(row_type)
+        return lambda row: tuple(get(row) for get in getters)
     if len(stored) == len(_fields(row_type)):
         return msgspec.structs.astuple
     pick = operator.itemgetter(*stored)
