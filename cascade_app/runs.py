@@ -14,7 +14,7 @@ from cascade_app.service import Cascade
 from cascade_core import events as ev
 from cascade_core import runs as decide
 from cascade_core.gpu_configs import offered
-from cascade_core.models import OfferedConfig, ReferenceComparison, RunCreate, RunEntries, RunEntry
+from cascade_api.models import OfferedConfig, ReferenceComparison, RunCreate, RunEntries, RunEntry
 from cascade_core.refusals import NotFound, Unavailable
 from cascade_host import new_ids
 from cascade_nats import subjects

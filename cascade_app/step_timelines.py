@@ -17,7 +17,7 @@ import anyio
 import msgspec
 
 from cascade_app.lru import Lru
-from cascade_core.models import RunDetail
+from cascade_api.models import RunDetail
 from cascade_core.object_names import trace_file
 from cascade_formats.timeline import TIMELINE_FILE, StepTimeline, TimelineError, step_timeline, validate_timeline
 from cascade_nats.objects import ObjectMissing, Objects

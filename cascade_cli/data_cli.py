@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import msgspec
 
-from cascade_core.models import SqlAnswer, SqlFormat, SqlQuery
+from cascade_api.models import SqlAnswer, SqlFormat, SqlQuery
 from cascade_app.config import ConfigError
 from cascade_cli import runs_text
 from cascade_cli.locate import api_client

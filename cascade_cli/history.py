@@ -8,7 +8,7 @@ import msgspec
 from cascade_core import events as ev
 from cascade_core import packed_stats
 from cascade_core.packed_stats import PackedStats
-from cascade_core.models import ParkedEvent
+from cascade_api.models import ParkedEvent
 from cascade_nats.store import Unread
 
 _ENVELOPE = frozenset({"id", "at", "causation_id", "correlation_id"})

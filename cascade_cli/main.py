@@ -458,7 +458,7 @@ async def _events(settings: Settings, aggregate_id: str, *, as_json: bool) -> in
 
 
 def _parked(args: argparse.Namespace) -> int:
-    from cascade_core.models import ParkedEvent
+    from cascade_api.models import ParkedEvent
     from cascade_cli.history import describe_parked
     from cascade_cli.locate import api_client
 

@@ -23,7 +23,7 @@ import msgspec
 
 from cascade_cli.client import COMMENT, ApiClient, Disconnected, ServerEvent
 from cascade_cli.runs_text import progress
-from cascade_core.models import RunDetail, Sim
+from cascade_api.models import RunDetail, Sim
 
 RETRY_S = 0.5
 MAX_RETRY_S = 5.0

@@ -22,7 +22,7 @@ from cascade_cli import run_watch, runs_text
 from cascade_cli.client import ApiClient
 from cascade_cli.locate import api_client
 from cascade_core.ids import is_file_name
-from cascade_core.models import (
+from cascade_api.models import (
     Comparison,
     GpuConfig,
     ReferenceComparison,

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import get_args
 
-from cascade_core.models import ChunkView, Comparison, Correlation, ReferenceComparison, ReferenceSim, Resumed, RunDetail, RunSummary, Sim, SimState, Spread
+from cascade_api.models import ChunkView, Comparison, Correlation, ReferenceComparison, ReferenceSim, Resumed, RunDetail, RunSummary, Sim, SimState, Spread
 from cascade_formats.kernel_names import short_name
 
 NONE = "-"

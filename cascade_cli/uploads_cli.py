@@ -22,7 +22,7 @@ import msgspec
 
 from cascade_app.config import ConfigError
 from cascade_cli.client import ApiClient, SendInterrupted
-from cascade_core.models import Trace
+from cascade_api.models import Trace
 from cascade_host import new_ids
 
 READ_SIZE = 1 << 20

@@ -32,7 +32,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 
-from cascade_core.models import Correlation, Spread
+from cascade_api.models import Correlation, Spread
 
 __all__ = ["correlate", "measured"]
 

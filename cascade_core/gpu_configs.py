@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
-from cascade_core.models import GpuConfig, OfferedConfig, Runner
+from cascade_api.models import GpuConfig, OfferedConfig, Runner
 
 # SM90_H100 -> 90, SM7_QV100 -> 7. Accel-Sim names its tested configs this way.
 _CONFIG_NAME = re.compile(r"SM([1-9][0-9]*)_.+")

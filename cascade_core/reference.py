@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from cascade_core.models import ReferenceKernel, ReferenceTotals
+from cascade_api.models import ReferenceKernel, ReferenceTotals
 
 
 class KernelResult(msgspec.Struct, frozen=True, gc=False, kw_only=True):

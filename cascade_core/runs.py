@@ -19,7 +19,7 @@ from typing import Protocol
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec
+from cascade_api.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec
 from cascade_core.refusals import Conflict, Invalid, NotFound
 from cascade_core.run import Run
 from cascade_core.sims import RETRIABLE

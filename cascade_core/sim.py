@@ -22,7 +22,7 @@ import msgspec
 from cascade_core import events as ev
 from cascade_core import sims
 from cascade_core import split as splitting
-from cascade_core.models import Resumed, SimAttempt
+from cascade_api.models import Resumed, SimAttempt
 
 LOG_TAIL = 20  # the last log lines a sim keeps
 # What GPGPU-Sim prints when it stops at its limit; a few lines before its last, so in the tail.

@@ -29,7 +29,7 @@ from cascade_core import events as ev
 from cascade_core.gpu_configs import suggested_config
 from cascade_core.ids import is_trace_id
 from cascade_core.limits import too_large
-from cascade_core.models import GpuConfig, RealTimingAttached
+from cascade_api.models import GpuConfig, RealTimingAttached
 from cascade_core.refusals import Conflict, Invalid, NotFound, TooLarge, UnsupportedMedia
 from cascade_core.trace import Trace
 

@@ -16,7 +16,7 @@ from typing import Literal
 
 import msgspec
 
-from cascade_core.models import KernelStat, RunSummary, Sim
+from cascade_api.models import KernelStat, RunSummary, Sim
 from cascade_formats.kernel_names import short_name
 
 TIME_AXIS = "simulated time, microseconds; each sim's kernels laid end to end"

@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 from cascade_app.reads import read
 from cascade_app.service import NATS_ANSWER_S, Cascade
 from cascade_core import attention
-from cascade_core.models import ErrorDetail, Health, Problem, ValidationErrorBody
+from cascade_api.models import ErrorDetail, Health, Problem, ValidationErrorBody
 from cascade_core.refusals import Refused
 from cascade_http.auth import BearerAuth
 from cascade_http.openapi import document, operation

@@ -13,7 +13,7 @@ import re
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cascade_http.responses import MsgspecResponse
-from cascade_core.models import ErrorDetail
+from cascade_api.models import ErrorDetail
 
 OPEN_PATHS = frozenset({"/api/openapi.json", "/api/health"})
 QUERY_TOKEN_PATH = re.compile(r"^/api/runs/[^/]+/events$")

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import msgspec
 from starlette.routing import BaseRoute, Route
 
-from cascade_core.models import ErrorDetail, ValidationErrorBody
+from cascade_api.models import ErrorDetail, ValidationErrorBody
 
 F = TypeVar("F", bound=Callable[..., Any])
 

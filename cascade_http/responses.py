@@ -1,4 +1,4 @@
-"""Responses whose bodies msgspec encodes: the Structs in `cascade_core.models` go out as is."""
+"""Responses whose bodies msgspec encodes: the Structs in `cascade_api.models` go out as is."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Send
 
-from cascade_core.models import ErrorDetail
+from cascade_api.models import ErrorDetail
 from cascade_core.refusals import Conflict, Invalid, NotFound, Refused, TimedOut, TooLarge, Unanswerable, Unavailable, UnsupportedMedia
 
 ENCODER = msgspec.json.Encoder()

@@ -22,7 +22,7 @@ from typing import TypeVar, cast
 
 from msgspec import inspect
 
-from cascade_core.models import ValidationIssue
+from cascade_api.models import ValidationIssue
 
 T = TypeVar("T")
 Loc = list[str | int]

@@ -54,8 +54,8 @@ from nats.js.kv import KeyValue
 
 from cascade_core import events as ev
 from cascade_core import reuse, sims, split
-from cascade_core.models import Runner as RunnerInfo
-from cascade_core.models import GpuConfig, SimulatorBuild
+from cascade_api.models import Runner as RunnerInfo
+from cascade_api.models import GpuConfig, SimulatorBuild
 from cascade_core.reuse import Reuse
 from cascade_host import new_ids
 from cascade_host.heap import settle_heap

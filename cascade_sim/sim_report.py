@@ -16,7 +16,7 @@ from isal import isal_zlib
 
 from cascade_core import events as ev
 from cascade_core import packed_stats, sims
-from cascade_core.models import GpuConfig
+from cascade_api.models import GpuConfig
 from cascade_core.packed_stats import PackedStats
 from cascade_core.reuse import Reuse
 from cascade_core.sim import totals

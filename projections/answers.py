@@ -12,7 +12,7 @@ import pyarrow.csv
 import pyarrow.parquet
 
 from cascade_core import nonfinite
-from cascade_core.models import SqlAnswer, SqlColumn, SqlFormat
+from cascade_api.models import SqlAnswer, SqlColumn, SqlFormat
 
 MEDIA_TYPES: dict[SqlFormat, str] = {
     "json": "application/json",

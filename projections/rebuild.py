@@ -34,7 +34,7 @@ import anyio
 import duckdb
 import msgspec
 
-from cascade_core.models import Rebuild
+from cascade_api.models import Rebuild
 from cascade_nats.store import EventStore
 from projections import tables
 from projections.database import open_database

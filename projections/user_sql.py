@@ -25,7 +25,7 @@ import duckdb
 import msgspec
 import pyarrow as pa
 
-from cascade_core.models import SqlColumn, SqlFormat
+from cascade_api.models import SqlColumn, SqlFormat
 from cascade_core.refusals import Invalid, TimedOut, Unanswerable
 from projections import answers
 

@@ -7,7 +7,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from cascade_app.reads import read
-from cascade_core.models import ParkedEvent
+from cascade_api.models import ParkedEvent
 from cascade_http.openapi import operation
 from cascade_http.responses import MsgspecResponse
 from cascade_http.state import cascade

@@ -17,7 +17,7 @@ from cascade_app import runs
 from cascade_app.clock import now
 from cascade_app.reads import read
 from cascade_app.service import Cascade
-from cascade_core.models import (
+from cascade_api.models import (
     Comparison,
     KernelStat,
     OfferedConfig,

@@ -11,7 +11,7 @@ from cascade_app.reads import read
 from cascade_app.service import Cascade
 from cascade_app.sim_logs import log_text
 from cascade_core.ids import is_file_name
-from cascade_core.models import ReferenceComparison, SimFile, SimResults
+from cascade_api.models import ReferenceComparison, SimFile, SimResults
 from cascade_http.openapi import operation
 from cascade_http.readmodel import attachment, streamed
 from cascade_http.responses import ClosingStreamingResponse, MsgspecResponse, not_found

@@ -8,7 +8,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from cascade_app.reads import read
-from cascade_core.models import SqlAnswer, SqlQuery
+from cascade_api.models import SqlAnswer, SqlQuery
 from cascade_core.refusals import Unanswerable
 from cascade_http.bodies import json_body
 from cascade_http.openapi import operation

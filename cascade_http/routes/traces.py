@@ -11,7 +11,7 @@ from starlette.routing import Route
 from cascade_app import traces
 from cascade_app.reads import read
 from cascade_app.uploads import receive
-from cascade_core.models import RealTimingAttached, Trace, TraceDetail
+from cascade_api.models import RealTimingAttached, Trace, TraceDetail
 from cascade_core.traces import MEDIA_TYPES
 from cascade_formats import realtiming
 from cascade_host import new_ids

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from cascade_core.models import ParkedEvent
+from cascade_api.models import ParkedEvent
 from projections.queries.convert import one_row
 
 Con = duckdb.DuckDBPyConnection

@@ -27,7 +27,7 @@ from cascade_core.correlation import correlate, measured
 from cascade_formats.kernel_names import short_name
 from cascade_core.run import Run
 from cascade_core.sim import SimSplit
-from cascade_core.models import (
+from cascade_api.models import (
     ChunkView,
     Comparison,
     ComparisonRow,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from cascade_formats.kernel_names import short_name
-from cascade_core.models import RunSummary, StatCatalogue, StatName, StatTable, StatValues, StatValuesRow
+from cascade_api.models import RunSummary, StatCatalogue, StatName, StatTable, StatValues, StatValuesRow
 from projections.queries.runs import CURRENT_KERNELS, RECOMPUTED_TOTALS, Con, configs, snapshot
 
 CATALOGUE_LIMIT = 200  # names in a catalogue's answer

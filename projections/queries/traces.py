@@ -12,7 +12,7 @@ import duckdb
 import msgspec
 
 from cascade_core.events import TraceKernel
-from cascade_core.models import Trace, TraceDetail, TraceFileRef, TraceMetadata
+from cascade_api.models import Trace, TraceDetail, TraceFileRef, TraceMetadata
 from cascade_core.object_names import trace_file
 from cascade_core.trace import Trace as TraceState
 from projections import tables

@@ -10,7 +10,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from cascade_core.correlation import correlate, measured
-from cascade_core.models import Correlation, Spread
+from cascade_api.models import Correlation, Spread
 
 # Four kernels (hw, sim), and one whose hardware value is 0:
 #   kernel  hw   sim  |sim-hw|  error            sim vs hw

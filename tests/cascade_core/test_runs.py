@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_core.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec
+from cascade_api.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec
 from cascade_core.run import Run, run_state
 from cascade_core.runs import (
     AddEntries,

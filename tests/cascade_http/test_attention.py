@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 from cascade_cli.runs_text import run_text
 from cascade_core import attention
 from cascade_core import events as ev
-from cascade_core.models import RunDetail
+from cascade_api.models import RunDetail
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.test_runs import create
 

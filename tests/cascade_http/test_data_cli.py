@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet
 import pytest
 
-from cascade_core.models import SqlAnswer
+from cascade_api.models import SqlAnswer
 from cascade_cli import main as cli
 from cascade_app.config import Settings
 from cascade_nats import server

@@ -7,7 +7,7 @@ import json
 
 import msgspec
 
-from cascade_core.models import ReferenceComparison, RunDetail
+from cascade_api.models import ReferenceComparison, RunDetail
 from tests.cascade_http.live import LiveServer
 from tests.cascade_http.test_runs_cli import cascade, live, tree, upload_combo
 

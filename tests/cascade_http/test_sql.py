@@ -17,7 +17,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from cascade_app.config import Settings
-from cascade_core.models import SqlAnswer
+from cascade_api.models import SqlAnswer
 from cascade_process.service import starlette_app
 from projections.projector import connect
 from tests.cascade_http import runs_world as w

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from cascade_app.config import Settings
 from cascade_core import events as ev
-from cascade_core.models import RunDetail
+from cascade_api.models import RunDetail
 from cascade_http.run_events import ALL_OF, CatchUp, Position, end_of, finished_before, last_event_id, message, messages
 from cascade_nats import subjects
 from cascade_nats.firehose import Frame
