@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from bench.runner_bench import LOG_NAME, big_log  # noqa: E402
 from cascade_core import events as ev  # noqa: E402
 from cascade_host.heap import settle_heap  # noqa: E402
-from cascade_api.models import GpuConfig  # noqa: E402
+from cascade_core.gpu_configs import GpuConfig  # noqa: E402
 from cascade_nats import subjects  # noqa: E402
 from cascade_nats.store import _payload  # noqa: E402
 from cascade_sim.attempt import READ_SIZE, log_compressor  # noqa: E402

@@ -2,7 +2,9 @@
 
 These Structs are the single definition of every body Cascade serves or accepts: the HTTP
 layer encodes them, the OpenAPI document is generated from them, and request validation
-reads their constraints.
+reads their constraints. The domain's value types they hold (a GPU config, a run's entries,
+a sim's past attempts, a correlation, a reference's numbers, the states) are the core's
+(`cascade_core`), defined beside the rules about them; the core never imports this package.
 """
 
 from __future__ import annotations
@@ -12,89 +14,16 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from cascade_core.events import Measure, SimMetrics, TimingFormat, TraceKernel  # what the log holds, shown as stored
+from cascade_core.correlation import Correlation, Spread
+from cascade_core.events import SimMetrics, TraceKernel  # what the log holds, shown as stored
+from cascade_core.gpu_configs import GpuConfig
 from cascade_core.packed_stats import StatValue
-
-TraceState = Literal["uploading", "processing", "ready", "failed"]
-SimState = Literal["pending", "launching", "running", "succeeded", "failed", "cancelled"]
-RunState = Literal["active", "succeeded", "failed", "cancelled"]
-
-# Kernel names are mangled C++ symbols, often kilobytes of template arguments: answers that
-# hold one carry its short name too, for display (`kernel_names.short_name`).
-SHORT_NAME = (
-    "The kernel_name's innermost function name, without scope, template arguments or parameters "
-    "(`_Z6vecAddIfEvPT_S1_S1_i` is `vecAdd`); the kernel_name itself when it is no mangled name this can read."
-)
-
-Count = Annotated[int, msgspec.Meta(ge=1, le=64, description="How many sims run this config.")]
-
-
-class GpuConfig(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
-    name: str
-    arch: str
-    core_clock_mhz: float
-    digest: Annotated[
-        str | None,
-        msgspec.Meta(
-            description="sha256 over the config's files (`gpu_configs.config_digest`), so two configs of one name "
-            "that differ are told apart; null where it is not known."
-        ),
-    ] = None
-
-
-class OfferedConfig(GpuConfig, frozen=True, kw_only=True):
-    """A GPU config a run may name: one of this server's Accel-Sim install, or one a live
-    runner announces, once per name and digest."""
-
-    local: Annotated[bool, msgspec.Meta(description="Whether this server's own Accel-Sim install has it.")]
-    runners: Annotated[list[str], msgspec.Meta(description="The live runners that have it, by id, sorted.")]
-
-
-class SplitSpec(msgspec.Struct, frozen=True):
-    kernels_per_chunk: Annotated[int, msgspec.Meta(ge=1, description="Kernel launches each chunk measures.")]
-    warmup: Annotated[
-        int,
-        msgspec.Meta(ge=0, le=64, description="Launches simulated before each chunk's own and discarded, to warm its caches."),
-    ] = 2
-
-
-class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
-    gpu_config: Annotated[str, msgspec.Meta(description="A GpuConfig.name whose arch matches the trace.")]
-    count: Count
-    split: Annotated[
-        SplitSpec | Literal["auto"] | None,
-        msgspec.Meta(
-            description="Cut each sim's kernel launches into chunks simulated concurrently, on any runners with the "
-            'config, and stitched into one sim. "auto": chunks over the free slots, at least 10 launches each, '
-            "warm-up 2; a trace too short for two such chunks runs whole. Absent: each sim runs whole."
-        ),
-    ] = None
-    reuse: Annotated[
-        bool,
-        msgspec.Meta(
-            description="Simulate each kernel (a kernel file's content, its `-kernel id` line aside) only the first two "
-            "times the trace launches it, cold then warm; every later launch takes the second one's result, marked with "
-            "`reused_from`. With `split`, each chunk so, within its own launches."
-        ),
-    ] = False
-    reference: Annotated[
-        bool,
-        msgspec.Meta(
-            description="With `split` or `reuse`: each sim gets a reference too, a sim of the same trace and config run "
-            "whole and in sequence (its `reference_for` names the fast sim), and Get a sim's reference compares the two."
-        ),
-    ] = False
-
-
-class RunCreate(msgspec.Struct, frozen=True):
-    trace_id: Annotated[str, msgspec.Meta(description="A trace in state ready.")]
-    entries: Annotated[list[RunEntry], msgspec.Meta(min_length=1, description="One entry per config.")]
-
-
-class RunEntries(msgspec.Struct, frozen=True):
-    entries: Annotated[
-        list[RunEntry], msgspec.Meta(min_length=1, description="One entry per config, as in RunCreate: its sims are added to the run.")
-    ]
+from cascade_core.reference import SHORT_NAME, ReferenceKernel, ReferenceTotals
+from cascade_core.run import RunState
+from cascade_core.runs import RunEntry
+from cascade_core.sim import Resumed, SimAttempt
+from cascade_core.sims import SimState
+from cascade_core.trace import TraceState
 
 
 class TraceFileRef(msgspec.Struct, frozen=True):
@@ -132,14 +61,6 @@ class TraceDetail(Trace, frozen=True, kw_only=True):
     kernels: list[TraceKernel]
 
 
-class Resumed(msgspec.Struct, frozen=True, kw_only=True):
-    """An attempt that took over from a lost runner's where it stopped."""
-
-    attempt: int
-    first: Annotated[int, msgspec.Meta(description="The first launch (uid) it simulated: those before are earlier attempts' results, kept.")]
-    warmup: Annotated[int, msgspec.Meta(description="Launches before `first` it simulated first and discarded, to warm the caches.")]
-
-
 class ChunkView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     index: int
     first: Annotated[int, msgspec.Meta(description="The first kernel launch (uid) the chunk measures.")]
@@ -159,20 +80,6 @@ class SplitView(msgspec.Struct, frozen=True, kw_only=True):
     kernels_per_chunk: int
     warmup: int
     chunks: list[ChunkView]
-
-
-class SimAttempt(msgspec.Struct, frozen=True, kw_only=True):
-    attempt: int
-    state: Annotated[
-        Literal["failed", "cancelled", "lost"],
-        msgspec.Meta(description="How it ended: failed, cancelled, or lost (its runner stopped responding and another attempt took over)."),
-    ]
-    error: str | None
-    exit_code: int | None
-    runner_id: str | None
-    host: str | None
-    started_at: datetime | None
-    finished_at: datetime | None
 
 
 class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -273,35 +180,6 @@ class KernelStat(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
 
 
-class Spread(msgspec.Struct, frozen=True, kw_only=True):
-    """A kernel's real value over the trace's hardware repetitions, of which the row shows
-    the mean: the range plot-correlation.py draws as error bars, and how far values stray."""
-
-    repeats: Annotated[int, msgspec.Meta(description="How many repetitions measured the kernel.")]
-    min: float
-    max: float
-    stddev: Annotated[float, msgspec.Meta(description="The population standard deviation.")]
-
-
-class Correlation(msgspec.Struct, frozen=True, kw_only=True):
-    """One config's simulated against real values, over the kernels that have both, as
-    Accel-Sim's util/plotting/plot-correlation.py scores them (its names in brackets).
-    A kernel whose real value is 0 is left out (and counted in `hw_zero`): its relative
-    error has no meaning. Nothing else is dropped."""
-
-    kernels: Annotated[int, msgspec.Meta(description="The kernels scored: both values known, the real one above 0.")]
-    correl: Annotated[float | None, msgspec.Meta(description="Pearson's r [Correl]; null under two kernels or for a constant series.")]
-    err_pct: Annotated[float | None, msgspec.Meta(description="The mean absolute error, mean(|sim-hw|/hw)*100 [Err].")]
-    agg_err_pct: Annotated[float | None, msgspec.Meta(description="The aggregate error, sum|sim-hw| / sum hw * 100 [Agg_Err].")]
-    rpd_pct: Annotated[float | None, msgspec.Meta(description="The relative percent difference, mean(2|sim-hw|/(sim+hw))*100 [RPD].")]
-    nrmse: Annotated[float | None, msgspec.Meta(description="sqrt(mean((sim-hw)^2)) / mean(hw) [NRMSE].")]
-    err_under_1pct: Annotated[int, msgspec.Meta(description="Kernels off by under 1 %.")]
-    err_under_10pct: Annotated[int, msgspec.Meta(description="Kernels off by under 10 % (those under 1 % among them).")]
-    over: Annotated[int, msgspec.Meta(description="Kernels simulated 1 % or more above the real value.")]
-    under: Annotated[int, msgspec.Meta(description="Kernels simulated 1 % or more below it: err_under_1pct + over + under = kernels.")]
-    hw_zero: Annotated[int, msgspec.Meta(description="Kernels left out for a real value of 0.")]
-
-
 # The fields added to the reference's Comparison and ComparisonRow are left out while null, so
 # an answer without real timing is the reference's, field for field, and each row's kernel_short_name.
 class ComparisonRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -336,33 +214,6 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 # A fast sim against its reference (GET and POST /api/sims/{sim_id}/reference): Cascade's own,
 # past the reference. Errors are signed, (fast - reference) / reference * 100, null where the
 # reference's value is 0 or either is not known yet.
-
-
-class ReferenceNumbers(msgspec.Struct, frozen=True, kw_only=True):
-    """The fast sim's cycles and instructions against the reference's, and their errors."""
-
-    gpu_sim_cycle: Annotated[int | None, msgspec.Meta(description="The fast sim's; null until it has the kernel.")]
-    reference_gpu_sim_cycle: Annotated[int | None, msgspec.Meta(description="The reference's; null until it has the kernel.")]
-    cycle_error_pct: float | None
-    gpu_sim_insn: int | None
-    reference_gpu_sim_insn: int | None
-    insn_error_pct: float | None
-
-
-class ReferenceKernel(ReferenceNumbers, frozen=True, kw_only=True, omit_defaults=True):
-    kernel_launch_uid: int
-    kernel_name: str
-    reused_from: Annotated[int | None, msgspec.Meta(description="As in KernelStat: the launch whose result the fast sim took.")] = None
-    kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
-
-
-class ReferenceTotals(ReferenceNumbers, frozen=True, kw_only=True):
-    """Sums over the kernels both sims have (null while they have none in common)."""
-
-    kernels: Annotated[int, msgspec.Meta(description="The kernels both sims have, which the totals sum.")]
-    exact: Annotated[int, msgspec.Meta(description="Kernels whose cycles are the reference's exactly.")]
-    worst_cycle_error_pct: Annotated[float | None, msgspec.Meta(description="The per-kernel cycle error furthest from 0.")]
-    worst_kernel_launch_uid: int | None
 
 
 class ReferenceSim(msgspec.Struct, frozen=True, kw_only=True):
@@ -433,18 +284,6 @@ class StatValues(msgspec.Struct, frozen=True, kw_only=True):
     truncated: Annotated[bool, msgspec.Meta(description="More rows match than the answer holds.")]
 
 
-class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True):
-    """Real timing attached to a trace (`PUT /api/traces/{trace_id}/real-timing`)."""
-
-    trace_id: str
-    timing_id: Annotated[str, msgspec.Meta(description="This timing's id in the log.")]
-    format: Annotated[TimingFormat, msgspec.Meta(description="The layout the file was read as.")]
-    kernels: Annotated[int, msgspec.Meta(description="The trace's kernels it measured: all, or the first N when profiling stopped short.")]
-    repeats: Annotated[int, msgspec.Meta(description="Passes over the program: the hardware repetitions of each kernel.")]
-    measures: Annotated[list[Measure], msgspec.Meta(description="What the file measured.")]
-    replaced: Annotated[str | None, msgspec.Meta(description="The timing this one replaced: `upload`, a timing_id, or null.")]
-
-
 class SimResults(msgspec.Struct, frozen=True, kw_only=True):
     sim: Sim
     trace_id: str
@@ -471,30 +310,6 @@ class RunFile(SimFile, frozen=True, kw_only=True):
     sim_id: str
     gpu_config: str
     replica: int
-
-
-class SimulatorBuild(msgspec.Struct, frozen=True, kw_only=True):
-    """Which simulator a runner runs: its binary as found at the runner's start, and the builds
-    it prints, as the last sim launched there printed them (null before one has)."""
-
-    binary_digest: Annotated[str | None, msgspec.Meta(description="sha256 of the simulator's binary; null if unreadable.")]
-    accel_sim_build: str | None = None
-    gpgpu_sim_build: str | None = None
-
-
-class Runner(msgspec.Struct, frozen=True, kw_only=True):
-    id: str
-    host: str
-    slots: int
-    running: list[str]
-    # The names of `gpu_configs`, which runners of older versions announce alone, and older
-    # services read.
-    configs: list[str]
-    started_at: datetime
-    last_seen_at: datetime
-    gpu_configs: Annotated[list[GpuConfig], msgspec.Meta(description="The GPU configs it runs, with their digests.")] = []
-    simulator: SimulatorBuild | None = None
-    load: Annotated[float | None, msgspec.Meta(description="Its host's load average over the last minute.")] = None
 
 
 class Problem(msgspec.Struct, frozen=True, kw_only=True):

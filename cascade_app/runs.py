@@ -13,8 +13,9 @@ from cascade_app.reads import read
 from cascade_app.service import Cascade
 from cascade_core import events as ev
 from cascade_core import runs as decide
-from cascade_core.gpu_configs import offered
-from cascade_api.models import OfferedConfig, ReferenceComparison, RunCreate, RunEntries, RunEntry
+from cascade_core.gpu_configs import OfferedConfig, offered
+from cascade_api.models import ReferenceComparison
+from cascade_core.runs import RunCreate, RunEntries, RunEntry
 from cascade_core.refusals import NotFound, Unavailable
 from cascade_host import new_ids
 from cascade_nats import subjects

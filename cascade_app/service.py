@@ -20,8 +20,9 @@ from cascade_app.lru import Lru
 from cascade_app.step_timelines import StepTimelines
 from cascade_core import events as ev
 from cascade_core.attention import Watch
-from cascade_core.gpu_configs import offered
-from cascade_api.models import Comparison, GpuConfig, OfferedConfig, Runner
+from cascade_core.gpu_configs import GpuConfig, OfferedConfig, offered
+from cascade_api.models import Comparison
+from cascade_core.runners import Runner
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision

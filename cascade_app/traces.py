@@ -10,10 +10,9 @@ from cascade_app import clock
 from cascade_app.conflicts import Decision, decided, last_shown, seq_of
 from cascade_app.reads import read
 from cascade_app.service import Cascade
-from cascade_api.models import RealTimingAttached
 from cascade_core.object_names import trace_prefix
 from cascade_core.refusals import NotFound
-from cascade_core.traces import Attachment, attached, decide_delete, decide_real_timing
+from cascade_core.traces import Attachment, RealTimingAttached, attached, decide_delete, decide_real_timing
 from cascade_formats.realtiming import timing_file
 from cascade_host import new_ids
 from cascade_nats import subjects

@@ -22,18 +22,9 @@ from cascade_cli import run_watch, runs_text
 from cascade_cli.client import ApiClient
 from cascade_cli.locate import api_client
 from cascade_core.ids import is_file_name
-from cascade_api.models import (
-    Comparison,
-    GpuConfig,
-    ReferenceComparison,
-    RunCreate,
-    RunDetail,
-    RunEntries,
-    RunEntry,
-    RunFile,
-    RunSummary,
-    SplitSpec,
-)
+from cascade_api.models import Comparison, ReferenceComparison, RunDetail, RunFile, RunSummary
+from cascade_core.gpu_configs import GpuConfig
+from cascade_core.runs import RunCreate, RunEntries, RunEntry, SplitSpec
 from cascade_host import new_ids
 
 T = TypeVar("T")

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import get_args
 
-from cascade_api.models import ChunkView, Comparison, Correlation, ReferenceComparison, ReferenceSim, Resumed, RunDetail, RunSummary, Sim, SimState, Spread
+from cascade_api.models import ChunkView, Comparison, ReferenceComparison, ReferenceSim, RunDetail, RunSummary, Sim
+from cascade_core.correlation import Correlation, Spread
+from cascade_core.sim import Resumed
+from cascade_core.sims import SIM_STATES
 from cascade_formats.kernel_names import short_name
 
 NONE = "-"
 BAR_WIDTH = 20
 RATE_WIDTH = len("10.5 k inst/s")
-SIM_STATES: tuple[str, ...] = get_args(SimState)
 
 
 def compact(n: float | None) -> str:

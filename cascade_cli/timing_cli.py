@@ -15,7 +15,7 @@ from cascade_app.config import ConfigError
 from cascade_cli.locate import api_client
 from cascade_cli.runs_cli import print_json
 from cascade_cli.uploads_cli import file_pieces
-from cascade_api.models import RealTimingAttached
+from cascade_core.traces import RealTimingAttached
 
 
 def attach(args: argparse.Namespace) -> int:

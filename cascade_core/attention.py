@@ -17,7 +17,7 @@ from datetime import datetime
 import msgspec
 
 from cascade_core import sims
-from cascade_api.models import Runner
+from cascade_core.runners import Runner
 from cascade_core.sims import FINISHED, SIM_STATES
 
 UNFINISHED = frozenset(SIM_STATES) - FINISHED

@@ -31,10 +31,40 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
+from typing import Annotated
 
-from cascade_api.models import Correlation, Spread
+import msgspec
 
-__all__ = ["correlate", "measured"]
+__all__ = ["Correlation", "Spread", "correlate", "measured"]
+
+
+class Spread(msgspec.Struct, frozen=True, kw_only=True):
+    """A kernel's real value over the trace's hardware repetitions, of which the row shows
+    the mean: the range plot-correlation.py draws as error bars, and how far values stray."""
+
+    repeats: Annotated[int, msgspec.Meta(description="How many repetitions measured the kernel.")]
+    min: float
+    max: float
+    stddev: Annotated[float, msgspec.Meta(description="The population standard deviation.")]
+
+
+class Correlation(msgspec.Struct, frozen=True, kw_only=True):
+    """One config's simulated against real values, over the kernels that have both, as
+    Accel-Sim's util/plotting/plot-correlation.py scores them (its names in brackets).
+    A kernel whose real value is 0 is left out (and counted in `hw_zero`): its relative
+    error has no meaning. Nothing else is dropped."""
+
+    kernels: Annotated[int, msgspec.Meta(description="The kernels scored: both values known, the real one above 0.")]
+    correl: Annotated[float | None, msgspec.Meta(description="Pearson's r [Correl]; null under two kernels or for a constant series.")]
+    err_pct: Annotated[float | None, msgspec.Meta(description="The mean absolute error, mean(|sim-hw|/hw)*100 [Err].")]
+    agg_err_pct: Annotated[float | None, msgspec.Meta(description="The aggregate error, sum|sim-hw| / sum hw * 100 [Agg_Err].")]
+    rpd_pct: Annotated[float | None, msgspec.Meta(description="The relative percent difference, mean(2|sim-hw|/(sim+hw))*100 [RPD].")]
+    nrmse: Annotated[float | None, msgspec.Meta(description="sqrt(mean((sim-hw)^2)) / mean(hw) [NRMSE].")]
+    err_under_1pct: Annotated[int, msgspec.Meta(description="Kernels off by under 1 %.")]
+    err_under_10pct: Annotated[int, msgspec.Meta(description="Kernels off by under 10 % (those under 1 % among them).")]
+    over: Annotated[int, msgspec.Meta(description="Kernels simulated 1 % or more above the real value.")]
+    under: Annotated[int, msgspec.Meta(description="Kernels simulated 1 % or more below it: err_under_1pct + over + under = kernels.")]
+    hw_zero: Annotated[int, msgspec.Meta(description="Kernels left out for a real value of 0.")]
 
 
 def correlate(pairs: Iterable[tuple[float, float]]) -> Correlation:

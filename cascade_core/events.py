@@ -8,7 +8,7 @@ so that facts from a superseded attempt can be told apart and ignored.
 
 Events own every type they hold, and none carries a constraint: a stored event must decode
 for as long as the log lives, so limits are the API's to check when a request comes in
-(`cascade_api.models`), never the log's when it is read back.
+(the requests' Structs, such as `runs.RunCreate`), never the log's when it is read back.
 """
 
 from __future__ import annotations

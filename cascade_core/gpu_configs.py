@@ -9,10 +9,34 @@ import hashlib
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 
-from cascade_api.models import GpuConfig, OfferedConfig, Runner
+if TYPE_CHECKING:  # imported only for its type: `runners` imports `GpuConfig` from here
+    from cascade_core.runners import Runner
+
+
+class GpuConfig(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
+    name: str
+    arch: str
+    core_clock_mhz: float
+    digest: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="sha256 over the config's files (`gpu_configs.config_digest`), so two configs of one name "
+            "that differ are told apart; null where it is not known."
+        ),
+    ] = None
+
+
+class OfferedConfig(GpuConfig, frozen=True, kw_only=True):
+    """A GPU config a run may name: one of this server's Accel-Sim install, or one a live
+    runner announces, once per name and digest."""
+
+    local: Annotated[bool, msgspec.Meta(description="Whether this server's own Accel-Sim install has it.")]
+    runners: Annotated[list[str], msgspec.Meta(description="The live runners that have it, by id, sorted.")]
+
 
 # SM90_H100 -> 90, SM7_QV100 -> 7. Accel-Sim names its tested configs this way.
 _CONFIG_NAME = re.compile(r"SM([1-9][0-9]*)_.+")

@@ -11,11 +11,43 @@ reference) / reference * 100: +1.37 % is a fast sim 1.37 % slower than the seque
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
-from cascade_api.models import ReferenceKernel, ReferenceTotals
+# Kernel names are mangled C++ symbols, often kilobytes of template arguments: answers that
+# hold one carry its short name too, for display (`kernel_names.short_name`).
+SHORT_NAME = (
+    "The kernel_name's innermost function name, without scope, template arguments or parameters "
+    "(`_Z6vecAddIfEvPT_S1_S1_i` is `vecAdd`); the kernel_name itself when it is no mangled name this can read."
+)
+
+
+class ReferenceNumbers(msgspec.Struct, frozen=True, kw_only=True):
+    """The fast sim's cycles and instructions against the reference's, and their errors."""
+
+    gpu_sim_cycle: Annotated[int | None, msgspec.Meta(description="The fast sim's; null until it has the kernel.")]
+    reference_gpu_sim_cycle: Annotated[int | None, msgspec.Meta(description="The reference's; null until it has the kernel.")]
+    cycle_error_pct: float | None
+    gpu_sim_insn: int | None
+    reference_gpu_sim_insn: int | None
+    insn_error_pct: float | None
+
+
+class ReferenceKernel(ReferenceNumbers, frozen=True, kw_only=True, omit_defaults=True):
+    kernel_launch_uid: int
+    kernel_name: str
+    reused_from: Annotated[int | None, msgspec.Meta(description="As in KernelStat: the launch whose result the fast sim took.")] = None
+    kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
+
+
+class ReferenceTotals(ReferenceNumbers, frozen=True, kw_only=True):
+    """Sums over the kernels both sims have (null while they have none in common)."""
+
+    kernels: Annotated[int, msgspec.Meta(description="The kernels both sims have, which the totals sum.")]
+    exact: Annotated[int, msgspec.Meta(description="Kernels whose cycles are the reference's exactly.")]
+    worst_cycle_error_pct: Annotated[float | None, msgspec.Meta(description="The per-kernel cycle error furthest from 0.")]
+    worst_kernel_launch_uid: int | None
 
 
 class KernelResult(msgspec.Struct, frozen=True, gc=False, kw_only=True):

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from typing import Literal
 
 import msgspec
 
 from cascade_core import events as ev
 from cascade_core.sims import FINISHED, SIM_STATES
+
+
+RunState = Literal["active", "succeeded", "failed", "cancelled"]
 
 
 class Run(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -1,4 +1,4 @@
-"""Runs as pure decisions: a command and the read model's view in, the events to append out.
+"""Runs as pure decisions: a command and the domain state in, the events to append out.
 
 No I/O and no clock: ids and the time arrive in the command; a run arrives as its domain state
 (`cascade_core/run.py`), its sims as the facts a decision reads of them (`SimFacts`, which a
@@ -14,17 +14,69 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from datetime import datetime
-from typing import Protocol
+from typing import Annotated, Literal, Protocol
 
 import msgspec
 
 from cascade_core import events as ev
-from cascade_api.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec
+from cascade_core.gpu_configs import GpuConfig
 from cascade_core.refusals import Conflict, Invalid, NotFound
 from cascade_core.run import Run
 from cascade_core.sims import RETRIABLE
 from cascade_core.split import auto, chunk_count
 from cascade_core.trace import Trace
+
+
+# What a request to create a run or add to one asks for: the commands' bodies, as the API takes them.
+
+Count = Annotated[int, msgspec.Meta(ge=1, le=64, description="How many sims run this config.")]
+
+
+class SplitSpec(msgspec.Struct, frozen=True):
+    kernels_per_chunk: Annotated[int, msgspec.Meta(ge=1, description="Kernel launches each chunk measures.")]
+    warmup: Annotated[
+        int,
+        msgspec.Meta(ge=0, le=64, description="Launches simulated before each chunk's own and discarded, to warm its caches."),
+    ] = 2
+
+
+class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
+    gpu_config: Annotated[str, msgspec.Meta(description="A GpuConfig.name whose arch matches the trace.")]
+    count: Count
+    split: Annotated[
+        SplitSpec | Literal["auto"] | None,
+        msgspec.Meta(
+            description="Cut each sim's kernel launches into chunks simulated concurrently, on any runners with the "
+            'config, and stitched into one sim. "auto": chunks over the free slots, at least 10 launches each, '
+            "warm-up 2; a trace too short for two such chunks runs whole. Absent: each sim runs whole."
+        ),
+    ] = None
+    reuse: Annotated[
+        bool,
+        msgspec.Meta(
+            description="Simulate each kernel (a kernel file's content, its `-kernel id` line aside) only the first two "
+            "times the trace launches it, cold then warm; every later launch takes the second one's result, marked with "
+            "`reused_from`. With `split`, each chunk so, within its own launches."
+        ),
+    ] = False
+    reference: Annotated[
+        bool,
+        msgspec.Meta(
+            description="With `split` or `reuse`: each sim gets a reference too, a sim of the same trace and config run "
+            "whole and in sequence (its `reference_for` names the fast sim), and Get a sim's reference compares the two."
+        ),
+    ] = False
+
+
+class RunCreate(msgspec.Struct, frozen=True):
+    trace_id: Annotated[str, msgspec.Meta(description="A trace in state ready.")]
+    entries: Annotated[list[RunEntry], msgspec.Meta(min_length=1, description="One entry per config.")]
+
+
+class RunEntries(msgspec.Struct, frozen=True):
+    entries: Annotated[
+        list[RunEntry], msgspec.Meta(min_length=1, description="One entry per config, as in RunCreate: its sims are added to the run.")
+    ]
 
 
 class TraceNotFound(NotFound):

@@ -15,14 +15,13 @@ runner's report decides with its life (`cascade_sim/sim_report.py`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, TypeVar, assert_never
+from typing import Annotated, Any, Literal, TypeVar, assert_never
 
 import msgspec
 
 from cascade_core import events as ev
 from cascade_core import sims
 from cascade_core import split as splitting
-from cascade_api.models import Resumed, SimAttempt
 
 LOG_TAIL = 20  # the last log lines a sim keeps
 # What GPGPU-Sim prints when it stops at its limit; a few lines before its last, so in the tail.
@@ -33,6 +32,28 @@ def totals(cycles: float | None, insn: float | None, sim_rate_ips: float | None 
     """Running totals with `gpu_tot_ipc` as the simulator prints it (`gpu_tot_ipc = %12.4f`)."""
     ipc = round(insn / cycles, 4) if cycles and insn is not None else None
     return ev.SimMetrics(gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn, gpu_tot_ipc=ipc, sim_rate_ips=sim_rate_ips)
+
+
+class Resumed(msgspec.Struct, frozen=True, kw_only=True):
+    """An attempt that took over from a lost runner's where it stopped."""
+
+    attempt: int
+    first: Annotated[int, msgspec.Meta(description="The first launch (uid) it simulated: those before are earlier attempts' results, kept.")]
+    warmup: Annotated[int, msgspec.Meta(description="Launches before `first` it simulated first and discarded, to warm the caches.")]
+
+
+class SimAttempt(msgspec.Struct, frozen=True, kw_only=True):
+    attempt: int
+    state: Annotated[
+        Literal["failed", "cancelled", "lost"],
+        msgspec.Meta(description="How it ended: failed, cancelled, or lost (its runner stopped responding and another attempt took over)."),
+    ]
+    error: str | None
+    exit_code: int | None
+    runner_id: str | None
+    host: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
 
 
 class SimChunk(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -111,13 +132,13 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return None
 
     @property
-    def life(self) -> sims.SimState:
-        return sims.SimState(run_id=self.run_id, sim_id=self.id, state=self.state, attempt=self.attempt, runner_id=self.runner_id, host=self.host)
+    def life(self) -> sims.SimLife:
+        return sims.SimLife(run_id=self.run_id, sim_id=self.id, state=self.state, attempt=self.attempt, runner_id=self.runner_id, host=self.host)
 
-    def chunk_life(self, index: int) -> sims.SimState:
+    def chunk_life(self, index: int) -> sims.SimLife:
         assert self.split is not None
         c = self.split.chunks[index]
-        return sims.SimState(run_id=self.run_id, sim_id=self.id, state=c.state, attempt=c.attempt, runner_id=c.runner_id, host=c.host, chunk=index)
+        return sims.SimLife(run_id=self.run_id, sim_id=self.id, state=c.state, attempt=c.attempt, runner_id=c.runner_id, host=c.host, chunk=index)
 
     @property
     def latest(self) -> ev.SimMetrics:
@@ -164,7 +185,7 @@ _NO_PROGRESS: dict[str, Any] = {
 # --- one mechanism for a sim whole and a chunk ---------------------------------------------
 
 
-def _lived(life: Life, after: sims.SimState, **changes: Any) -> Life:
+def _lived(life: Life, after: sims.SimLife, **changes: Any) -> Life:
     """`life` at the lifecycle `after`, with `changes`; a sim whole's attempt that another one
     replaces (a retry, or a lost runner's) goes to its past attempts."""
     if isinstance(life, Sim) and after.attempt != life.attempt and life.attempt and life.state != "pending":
@@ -222,7 +243,7 @@ def _tail(tail: list[str], text: str, count: int, fresh_from: int) -> list[str]:
 # --- what an event makes of a sim ----------------------------------------------------------
 
 
-Evolving = sims.SimLife | ev.RunRetryRequested
+Evolving = sims.SimLifeEvent | ev.RunRetryRequested
 
 
 def evolve(sim: Sim, event: Evolving) -> Sim:

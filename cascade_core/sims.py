@@ -36,21 +36,22 @@ from __future__ import annotations
 
 from datetime import datetime
 from collections.abc import Sequence
-from typing import Protocol, assert_never
+from typing import Literal, Protocol, assert_never, get_args
 
 import msgspec
 
 from cascade_core import events as ev
 from cascade_core import slurm
 
-SIM_STATES = ("pending", "launching", "running", "succeeded", "failed", "cancelled")
+SimState = Literal["pending", "launching", "running", "succeeded", "failed", "cancelled"]
+SIM_STATES: tuple[SimState, ...] = get_args(SimState)
 FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 UNDER_WAY = frozenset({"launching", "running"})
 RETRIABLE = frozenset({"failed", "cancelled"})
 
 
 class Lifecycle(Protocol):
-    """Where a sim is in its life: a `SimState`, or a read model row holding the same."""
+    """Where a sim is in its life: a `SimLife`, or a read model row holding the same."""
 
     @property
     def state(self) -> str: ...
@@ -60,7 +61,7 @@ class Lifecycle(Protocol):
     def chunk(self) -> int | None: ...
 
 
-class SimState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+class SimLife(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     run_id: str
     sim_id: str
     state: str = "pending"
@@ -166,7 +167,7 @@ Command = Claim | GiveUp | Record | Finish
 Decided = ev.SimClaimed | ev.SimFinished | Fact  # what a command may decide
 
 
-def decide(command: Command, sim: SimState) -> list[Decided]:
+def decide(command: Command, sim: SimLife) -> list[Decided]:
     """The events `command` makes of the sim: none when it changes nothing."""
     match command:
         case Claim():
@@ -184,7 +185,7 @@ def decide(command: Command, sim: SimState) -> list[Decided]:
             assert_never(command)
 
 
-def _claim(cmd: Claim, sim: SimState) -> list[Decided]:
+def _claim(cmd: Claim, sim: SimLife) -> list[Decided]:
     if sim.finished:
         return []
     if sim.under_way:
@@ -219,13 +220,13 @@ def _claim(cmd: Claim, sim: SimState) -> list[Decided]:
     return [claim]
 
 
-def _failure_id(sim: SimState, reason: str, first_attempt: int) -> str:
+def _failure_id(sim: SimLife, reason: str, first_attempt: int) -> str:
     """A failure's id: the same for the same decision, another after each retry (the
     duplicate window would drop a second failure of the same id)."""
     return f"{sim.name}.{reason}" if first_attempt <= 1 else f"{sim.name}.r{first_attempt}.{reason}"
 
 
-def _failed(sim: SimState, event_id: str, at: datetime, error: str, causation_id: str | None) -> ev.SimFinished:
+def _failed(sim: SimLife, event_id: str, at: datetime, error: str, causation_id: str | None) -> ev.SimFinished:
     """The sim failed for want of a runner, not by its simulator; the id says why, so the
     same decision made twice is stored once."""
     return ev.SimFinished(
@@ -234,7 +235,7 @@ def _failed(sim: SimState, event_id: str, at: datetime, error: str, causation_id
     )
 
 
-def _finish(cmd: Finish, sim: SimState) -> list[Decided]:
+def _finish(cmd: Finish, sim: SimLife) -> list[Decided]:
     if not current(sim, cmd.attempt):
         return []
     outcome = cmd.outcome
@@ -268,10 +269,10 @@ def counts(sim: Lifecycle, fact: Fact) -> bool:
     return fact.attempt == sim.attempt != 0 and state not in FINISHED and (kind is not ev.SimLaunched or state == "launching")
 
 
-SimLife = ev.SimQueued | ev.SimClaimed | ev.SimLaunched | ev.SimHeartbeat | ev.KernelFinished | ev.SimFileStored | ev.SimFinished | ev.RunCancelRequested
+SimLifeEvent = ev.SimQueued | ev.SimClaimed | ev.SimLaunched | ev.SimHeartbeat | ev.KernelFinished | ev.SimFileStored | ev.SimFinished | ev.RunCancelRequested
 
 
-def evolve(sim: SimState, event: SimLife) -> SimState:
+def evolve(sim: SimLife, event: SimLifeEvent) -> SimLife:
     """The sim after `event`; `sim` itself when the event changes nothing, so a caller can
     tell a change by identity."""
     if isinstance(event, ev.SimEvent) and event.chunk != sim.chunk:
@@ -300,7 +301,7 @@ def evolve(sim: SimState, event: SimLife) -> SimState:
             assert_never(event)
 
 
-def retried(sim: SimState, attempt: int) -> SimState:
+def retried(sim: SimLife, attempt: int) -> SimLife:
     """The sim after a retry asked for `attempt`: pending for it, when the sim is still
     failed or cancelled at an attempt before (else the retry came late, and changes
     nothing)."""
@@ -309,7 +310,7 @@ def retried(sim: SimState, attempt: int) -> SimState:
     return msgspec.structs.replace(sim, state="pending", attempt=attempt, runner_id=None, host=None)
 
 
-def awaiting(sim: SimState, attempt: int) -> SimState:
+def awaiting(sim: SimLife, attempt: int) -> SimLife:
     """The sim as a launch request for `attempt` (0: a first request) finds it on its life
     subject: a retry's request for an attempt the life has not reached yet finds it pending
     for it, whatever its earlier attempts left there (its cancel is on the run's subject)."""
@@ -318,7 +319,7 @@ def awaiting(sim: SimState, attempt: int) -> SimState:
     return msgspec.structs.replace(sim, state="pending", attempt=attempt, runner_id=None, host=None)
 
 
-def evolve_split(chunks: Sequence[SimState], event: SimLife) -> list[SimState]:
+def evolve_split(chunks: Sequence[SimLife], event: SimLifeEvent) -> list[SimLife]:
     """A split sim's chunks after `event`: the chunk it is about evolves (a cancel, all of
     them), and once one fails by it, every other unfinished chunk is stopped."""
     after = [evolve(chunk, event) for chunk in chunks]
@@ -327,17 +328,17 @@ def evolve_split(chunks: Sequence[SimState], event: SimLife) -> list[SimState]:
     return after
 
 
-def stopped(chunk: SimState) -> SimState:
+def stopped(chunk: SimLife) -> SimLife:
     """A chunk stopped because another chunk of its sim failed: the sim failed with it."""
     return chunk if chunk.finished else msgspec.structs.replace(chunk, state="cancelled")
 
 
 def latest(
     run_id: str, sim_id: str, fact: ev.SimClaimed | ev.SimLaunched | ev.SimFinished | None, chunk: int | None = None
-) -> SimState:
+) -> SimLife:
     """The sim (or its chunk) as the newest event on its life subject tells it, which is all a
     runner reads before it claims: the attempt that event names is taken for the current one."""
-    sim = SimState(run_id=run_id, sim_id=sim_id, chunk=chunk)
+    sim = SimLife(run_id=run_id, sim_id=sim_id, chunk=chunk)
     if fact is None:
         return sim
     if not isinstance(fact, ev.SimClaimed):  # its claim came before it

@@ -9,10 +9,14 @@ them beside it, those of the events the trace `takes_rows` of (`projections/fold
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 import msgspec
 
 from cascade_core import events as ev
+
+
+TraceState = Literal["uploading", "processing", "ready", "failed"]
 
 
 class Trace(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -21,15 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Literal, TypedDict, TypeVar
+from typing import Annotated, Literal, TypedDict, TypeVar
 
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.gpu_configs import suggested_config
+from cascade_core.gpu_configs import GpuConfig, suggested_config
 from cascade_core.ids import is_trace_id
 from cascade_core.limits import too_large
-from cascade_api.models import GpuConfig, RealTimingAttached
 from cascade_core.refusals import Conflict, Invalid, NotFound, TooLarge, UnsupportedMedia
 from cascade_core.trace import Trace
 
@@ -320,6 +319,18 @@ def decide_real_timing(
         measures=list(timing.measures),
     )
     return listed, marker
+
+
+class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True):
+    """Real timing attached to a trace (`PUT /api/traces/{trace_id}/real-timing`)."""
+
+    trace_id: str
+    timing_id: Annotated[str, msgspec.Meta(description="This timing's id in the log.")]
+    format: Annotated[ev.TimingFormat, msgspec.Meta(description="The layout the file was read as.")]
+    kernels: Annotated[int, msgspec.Meta(description="The trace's kernels it measured: all, or the first N when profiling stopped short.")]
+    repeats: Annotated[int, msgspec.Meta(description="Passes over the program: the hardware repetitions of each kernel.")]
+    measures: Annotated[list[ev.Measure], msgspec.Meta(description="What the file measured.")]
+    replaced: Annotated[str | None, msgspec.Meta(description="The timing this one replaced: `upload`, a timing_id, or null.")]
 
 
 def attached(marker: ev.TraceRealTimingAttached) -> RealTimingAttached:

@@ -38,7 +38,7 @@ from nats.js.kv import KeyValue
 from cascade_app.config import ENV, ConfigError, Settings
 from cascade_core import events as ev
 from cascade_core import slurm
-from cascade_api.models import Runner
+from cascade_core.runners import Runner
 from cascade_nats import subjects
 from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision, supervise

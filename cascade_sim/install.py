@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import assert_never
 
 from cascade_core import split
-from cascade_core.gpu_configs import arch_from_config_name, config_digest, core_clock_from_config
-from cascade_api.models import GpuConfig
+from cascade_core.gpu_configs import GpuConfig, arch_from_config_name, config_digest, core_clock_from_config
 from cascade_core.sims import Outcome
 from cascade_core.split import Launches
 from cascade_sim import logparse

@@ -12,7 +12,7 @@ import nats.js.errors
 from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
-from cascade_api.models import Runner
+from cascade_core.runners import Runner
 from cascade_nats import subjects
 from cascade_nats.replicas import scale
 from cascade_nats.subject_tokens import subject_token

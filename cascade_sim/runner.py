@@ -54,8 +54,9 @@ from nats.js.kv import KeyValue
 
 from cascade_core import events as ev
 from cascade_core import reuse, sims, split
-from cascade_api.models import Runner as RunnerInfo
-from cascade_api.models import GpuConfig, SimulatorBuild
+from cascade_core.gpu_configs import GpuConfig
+from cascade_core.runners import Runner as RunnerInfo
+from cascade_core.runners import SimulatorBuild
 from cascade_core.reuse import Reuse
 from cascade_host import new_ids
 from cascade_host.heap import settle_heap
@@ -92,7 +93,7 @@ class Claimed(msgspec.Struct, frozen=True):
     """A claim this runner appended: the sim as it left it, and, when it resumes a lost
     runner's attempt, where, and what the attempts before recorded."""
 
-    sim: sims.SimState
+    sim: sims.SimLife
     resume: ev.Resume | None
     kept: Kept | None
 
@@ -123,7 +124,7 @@ def planned(request: ev.SimQueued, config: GpuConfig, claimed: Claimed) -> Job:
     )
 
 
-def ending(finished: ev.SimFinished | None, sim: sims.SimState) -> str:
+def ending(finished: ev.SimFinished | None, sim: sims.SimLife) -> str:
     """How an attempt ended, as the runner logs it."""
     if finished is None:
         return f"ended, the sim being {sim.state}"
@@ -415,7 +416,7 @@ class Runner:
         assert self._kv is not None
         return any(held_name(request) in r.running for r in await registry.live(self._kv) if r.id != self.id)
 
-    async def _kept(self, request: ev.SimQueued, sim: sims.SimState, launches: split.Chunk) -> Kept | None:
+    async def _kept(self, request: ev.SimQueued, sim: sims.SimLife, launches: split.Chunk) -> Kept | None:
         """What the lost attempt of the sim (or its chunk) recorded, as its data subject's
         last event says."""
         last = await self.store.last_on(subjects.chunk(request.run_id, request.sim_id, "data", request.chunk))

@@ -26,7 +26,7 @@ from importlib import resources
 import msgspec
 
 from cascade_core import events as ev
-from cascade_api.models import GpuConfig
+from cascade_core.gpu_configs import GpuConfig
 from cascade_core.object_names import digest, sim_file, trace_file
 from cascade_formats.kernel_stats import kernel_stats_csv
 from cascade_formats.tracefiles import KernelLaunch, parse_kernel_header, parse_kernelslist, trace_arch, trace_kernels

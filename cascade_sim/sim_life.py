@@ -23,7 +23,7 @@ async def last_life(store: EventStore, run_id: str, sim_id: str, chunk: int | No
     return last.seq, last.event
 
 
-async def as_requested(store: EventStore, request: ev.SimQueued) -> tuple[int, sims.SimState]:
+async def as_requested(store: EventStore, request: ev.SimQueued) -> tuple[int, sims.SimLife]:
     """The sim (or its chunk) as `request` finds it, awaiting the attempt the request asks
     for, and the sequence its next life event is appended after."""
     seq, last = await last_life(store, request.run_id, request.sim_id, request.chunk)

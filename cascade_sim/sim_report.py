@@ -16,7 +16,7 @@ from isal import isal_zlib
 
 from cascade_core import events as ev
 from cascade_core import packed_stats, sims
-from cascade_api.models import GpuConfig
+from cascade_core.gpu_configs import GpuConfig
 from cascade_core.packed_stats import PackedStats
 from cascade_core.reuse import Reuse
 from cascade_core.sim import totals
@@ -165,12 +165,12 @@ class SimReport:
         next_id: Callable[[], str],
         now: Callable[[], datetime],
         reader: simulator.OutputReader,
-        sim: sims.SimState | None = None,
+        sim: sims.SimLife | None = None,
     ) -> None:
         self.job = job
         self.reader = reader
         # The sim as this attempt knows it; by default, just claimed for the job's attempt.
-        self.sim = sim or sims.SimState(run_id=job.run_id, sim_id=job.sim_id, state="launching", attempt=job.attempt)
+        self.sim = sim or sims.SimLife(run_id=job.run_id, sim_id=job.sim_id, state="launching", attempt=job.attempt)
         self.emit = emit
         self.next_id = next_id
         self.now = now
@@ -212,7 +212,7 @@ class SimReport:
         """Whether the job's attempt is still the sim's: no other attempt replaced it."""
         return self.sim.attempt == self.job.attempt
 
-    def observe(self, event: sims.SimLife) -> None:
+    def observe(self, event: sims.SimLifeEvent) -> None:
         """An event of the sim or its run, read from the log."""
         self.sim = sims.evolve(self.sim, event)
 

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import msgspec
 
-from cascade_api.models import GpuConfig
+from cascade_core.gpu_configs import GpuConfig
 from cascade_core.packed_stats import StatValue
 from cascade_core.sims import Outcome
 from cascade_core.split import Launches

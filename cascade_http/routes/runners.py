@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cascade_api.models import Runner
+from cascade_core.runners import Runner
 from cascade_http.openapi import operation
 from cascade_http.responses import ApiError, MsgspecResponse
 from cascade_http.state import cascade

@@ -17,20 +17,9 @@ from cascade_app import runs
 from cascade_app.clock import now
 from cascade_app.reads import read
 from cascade_app.service import Cascade
-from cascade_api.models import (
-    Comparison,
-    KernelStat,
-    OfferedConfig,
-    RunCreate,
-    RunDetail,
-    RunEntries,
-    RunFile,
-    RunResults,
-    RunSummary,
-    Sim,
-    StatCatalogue,
-    StatValues,
-)
+from cascade_api.models import Comparison, KernelStat, RunDetail, RunFile, RunResults, RunSummary, Sim, StatCatalogue, StatValues
+from cascade_core.gpu_configs import OfferedConfig
+from cascade_core.runs import RunCreate, RunEntries
 from cascade_formats.perfetto import PerfettoTrace, perfetto_trace
 from cascade_formats.timeline import SimStepTimeline
 from cascade_http import run_events

@@ -11,8 +11,8 @@ from starlette.routing import Route
 from cascade_app import traces
 from cascade_app.reads import read
 from cascade_app.uploads import receive
-from cascade_api.models import RealTimingAttached, Trace, TraceDetail
-from cascade_core.traces import MEDIA_TYPES
+from cascade_api.models import Trace, TraceDetail
+from cascade_core.traces import MEDIA_TYPES, RealTimingAttached
 from cascade_formats import realtiming
 from cascade_host import new_ids
 from cascade_http.bodies import content_length, gathered

@@ -23,7 +23,7 @@ import msgspec
 from cascade_core import attention, reference
 from cascade_core import events as ev
 from cascade_core import split as splitting
-from cascade_core.correlation import correlate, measured
+from cascade_core.correlation import Correlation, Spread, correlate, measured
 from cascade_formats.kernel_names import short_name
 from cascade_core.run import Run
 from cascade_core.sim import SimSplit
@@ -31,13 +31,10 @@ from cascade_api.models import (
     ChunkView,
     Comparison,
     ComparisonRow,
-    Correlation,
-    GpuConfig,
     KernelStat,
     ReferenceComparison,
     ReferenceSim,
     RunDetail,
-    RunEntry,
     RunFile,
     RunResults,
     RunSummary,
@@ -45,11 +42,12 @@ from cascade_api.models import (
     SimFile,
     SimResults,
     SplitView,
-    Spread,
     Trace,
     TraceDetail,
     TraceMetadata,
 )
+from cascade_core.gpu_configs import GpuConfig
+from cascade_core.runs import RunEntry
 from cascade_core.packed_stats import StatValue
 from projections import tables
 from projections.fold import listed

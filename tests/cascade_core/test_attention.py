@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from cascade_core.attention import Seen, Watch, attention, waiting
-from cascade_api.models import Runner
+from cascade_core.runners import Runner
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 LEASE_S = 30.0

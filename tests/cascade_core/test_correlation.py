@@ -9,8 +9,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from cascade_core.correlation import correlate, measured
-from cascade_api.models import Correlation, Spread
+from cascade_core.correlation import Correlation, Spread, correlate, measured
 
 # Four kernels (hw, sim), and one whose hardware value is 0:
 #   kernel  hw   sim  |sim-hw|  error            sim vs hw

@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cascade_core.gpu_configs import arch_from_config_name, config_digest, core_clock_from_config, offered, suggested_config
-from cascade_api.models import GpuConfig, Runner
+from cascade_core.gpu_configs import GpuConfig, arch_from_config_name, config_digest, core_clock_from_config, offered, suggested_config
+from cascade_core.runners import Runner
 from tests.support import TREE
 
 CONFIGS = TREE / "gpu-simulator/gpgpu-sim/configs/tested-cfgs"

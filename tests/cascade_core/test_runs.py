@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_api.models import GpuConfig, RunCreate, RunEntries, RunEntry, SplitSpec
+from cascade_core.gpu_configs import GpuConfig
 from cascade_core.run import Run, run_state
 from cascade_core.runs import (
     AddEntries,
@@ -18,7 +18,11 @@ from cascade_core.runs import (
     NotFast,
     RequestReference,
     RetryRun,
+    RunCreate,
+    RunEntries,
+    RunEntry,
     SampleRun,
+    SplitSpec,
     TraceNotFound,
     TooManySims,
     TraceNotUsable,

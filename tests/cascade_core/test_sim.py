@@ -10,7 +10,7 @@ import pytest
 
 from cascade_core import events as ev
 from cascade_core import sim as s
-from cascade_api.models import Resumed
+from cascade_core.sim import Resumed
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 KERNELS = 20

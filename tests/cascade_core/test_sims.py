@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from cascade_core import events as ev
 from cascade_core import sims, slurm, split
-from cascade_core.sims import Claim, Finish, GiveUp, Outcome, Record, SimState, decide, evolve
+from cascade_core.sims import Claim, Finish, GiveUp, Outcome, Record, SimLife, decide, evolve
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 MAX_ATTEMPTS = 3
-START = SimState(run_id="run-1", sim_id="sim-1")
+START = SimLife(run_id="run-1", sim_id="sim-1")
 
 
 def fact(kind: str, attempt: int, n: int, chunk: int | None = None) -> sims.Fact | ev.SimFinished:
@@ -51,7 +51,7 @@ steps = st.one_of(
 )
 
 
-def step(sim: SimState, n: int, s: tuple[object, ...]) -> tuple[list[ev.SimEvent | ev.RunCancelRequested], SimState]:
+def step(sim: SimLife, n: int, s: tuple[object, ...]) -> tuple[list[ev.SimEvent | ev.RunCancelRequested], SimLife]:
     """What the step stores, and the sim after it."""
     at = T0 + timedelta(seconds=n)
     stored: list[ev.SimEvent | ev.RunCancelRequested]
@@ -77,7 +77,7 @@ def step(sim: SimState, n: int, s: tuple[object, ...]) -> tuple[list[ev.SimEvent
     return stored, sim
 
 
-def lives(history: list[tuple[object, ...]]) -> list[tuple[tuple[object, ...], list[ev.SimEvent | ev.RunCancelRequested], SimState, SimState]]:
+def lives(history: list[tuple[object, ...]]) -> list[tuple[tuple[object, ...], list[ev.SimEvent | ev.RunCancelRequested], SimLife, SimLife]]:
     """Each step with what it stored, the sim before and the sim after."""
     out = []
     sim = START
@@ -151,7 +151,7 @@ def test_the_newest_life_event_is_what_a_runner_claims_after() -> None:
 
 
 def test_a_sim_stopped_past_its_wall_time_fails_saying_so_with_the_simulators_exit_code() -> None:
-    sim = SimState(run_id="run-1", sim_id="sim-1", state="running", attempt=1)
+    sim = SimLife(run_id="run-1", sim_id="sim-1", state="running", attempt=1)
     finish = Finish(event_id="e", at=T0, attempt=1, outcome=Outcome(False, 143, "killed by signal 15 (SIGTERM)"), wall_time_limit_s=1.5)
     (finished,) = decide(finish, sim)
     assert isinstance(finished, ev.SimFinished)
@@ -159,7 +159,7 @@ def test_a_sim_stopped_past_its_wall_time_fails_saying_so_with_the_simulators_ex
 
 
 def test_a_file_of_the_current_attempt_counts_after_the_sim_finished() -> None:
-    cancelled = SimState(run_id="run-1", sim_id="sim-1", state="cancelled", attempt=1)
+    cancelled = SimLife(run_id="run-1", sim_id="sim-1", state="cancelled", attempt=1)
     file, beat = fact("file", 1, 1), fact("beat", 1, 2)
     assert isinstance(file, ev.SimFileStored) and isinstance(beat, ev.SimHeartbeat)
     assert decide(Record(file), cancelled) == [file]
@@ -172,10 +172,10 @@ def test_a_file_of_the_current_attempt_counts_after_the_sim_finished() -> None:
 CHUNKS = 3
 
 
-def chunk_lives(history: list[tuple[int, tuple[object, ...]]]) -> list[tuple[int, tuple[object, ...], list[SimState], list[SimState]]]:
+def chunk_lives(history: list[tuple[int, tuple[object, ...]]]) -> list[tuple[int, tuple[object, ...], list[SimLife], list[SimLife]]]:
     """Each step of one chunk (whose runner decides on that chunk alone), with every chunk
     before and after it, evolved as the fold evolves them."""
-    chunks = [SimState(run_id="run-1", sim_id="sim-1", chunk=i) for i in range(CHUNKS)]
+    chunks = [SimLife(run_id="run-1", sim_id="sim-1", chunk=i) for i in range(CHUNKS)]
     out = []
     for n, (i, s) in enumerate(history):
         stored, _ = step(chunks[i], n, s)
@@ -221,7 +221,7 @@ def test_cancel_ends_every_chunk(before: list[tuple[int, tuple[object, ...]]], a
 
 
 def test_a_chunks_claims_and_failures_name_the_chunk() -> None:
-    chunk = SimState(run_id="run-1", sim_id="sim-1", chunk=2)
+    chunk = SimLife(run_id="run-1", sim_id="sim-1", chunk=2)
     (claim,) = decide(Claim(at=T0, runner_id="r", host="h", max_attempts=1), chunk)
     assert isinstance(claim, ev.SimClaimed) and (claim.id, claim.chunk) == ("sim-1.c2.1.claim", 2)
     (lost,) = decide(Claim(at=T0, runner_id="r2", host="h", max_attempts=1), evolve(chunk, claim))
@@ -290,7 +290,7 @@ def test_a_runner_its_job_ended_at_a_limit_fails_its_sim_at_once_with_slurms_wor
 
 
 def test_a_runner_its_job_ended_otherwise_is_lost_and_the_last_failure_says_why() -> None:
-    sim = SimState(run_id="run-1", sim_id="sim-1", state="running", attempt=1, runner_id="slurm-c-12", host="n1")
+    sim = SimLife(run_id="run-1", sim_id="sim-1", state="running", attempt=1, runner_id="slurm-c-12", host="n1")
     (claim,) = decide(Claim(at=T0, runner_id="r", host="h", max_attempts=2, ended=ended("PREEMPTED")), sim)
     assert isinstance(claim, ev.SimClaimed) and claim.attempt == 2
     sim = msgspec.structs.replace(sim, attempt=2)

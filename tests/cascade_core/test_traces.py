@@ -8,11 +8,12 @@ import pytest
 
 from cascade_core import events as ev
 from cascade_core.events import TraceKernel
-from cascade_api.models import GpuConfig, RealTimingAttached
+from cascade_core.gpu_configs import GpuConfig
 from cascade_core.refusals import Conflict, Invalid, NotFound, Refused, TooLarge, UnsupportedMedia
 from cascade_core.trace import Trace
 from cascade_core.traces import (
     Attachment,
+    RealTimingAttached,
     Upload,
     attached,
     batches,

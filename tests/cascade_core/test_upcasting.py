@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_api.models import RunEntry
+from cascade_core.runs import RunEntry
 from cascade_core.packed_stats import PackedStats
 from cascade_nats import deflated
 from projections.fold import Rows, fold

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cascade_core.events import SimMetrics
-from cascade_api.models import KernelStat, RunEntry, RunSummary, Sim
+from cascade_api.models import KernelStat, RunSummary, Sim
+from cascade_core.runs import RunEntry
 from cascade_formats.perfetto import perfetto_trace
 from cascade_sim.samples import H100, LLM_KERNELS
 

@@ -29,7 +29,7 @@ from cascade_cli.runs_cli import parse_entries
 from cascade_cli.runs_text import bar, compact, ipc
 from cascade_core import events as ev
 from cascade_core import attention
-from cascade_api.models import RunEntry
+from cascade_core.runs import RunEntry
 from cascade_http import run_events
 from tests.browser.proxy import proxy_to
 from tests.cascade_http.live import LiveServer, live_server

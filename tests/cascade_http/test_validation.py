@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from cascade_api.models import RunCreate, SqlQuery, ValidationErrorBody
+from cascade_api.models import SqlQuery, ValidationErrorBody
+from cascade_core.runs import RunCreate
 from cascade_http.responses import ENCODER
 from cascade_http.validation import RequestValidationError, UnparsableBody, decode_body
 

@@ -15,7 +15,7 @@ import pytest
 
 from cascade_core import events as ev
 from cascade_core import packed_stats
-from cascade_api.models import GpuConfig
+from cascade_core.gpu_configs import GpuConfig
 from cascade_nats import deflated
 from cascade_nats.store import MAX_EVENT_BYTES
 from cascade_sim import sim_report

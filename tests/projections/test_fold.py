@@ -106,7 +106,7 @@ def test_an_event_applied_again_later_changes_nothing(history: list[ev.Event], d
 def test_a_sims_row_is_in_the_state_the_decider_evolves(history: list[ev.Event]) -> None:
     rows = fold(Rows(), enumerate(history, 1)).rows.sims  # type: ignore[arg-type]
     for row in rows.values():
-        sim = sims.SimState(run_id=row.run_id, sim_id=row.id)
+        sim = sims.SimLife(run_id=row.run_id, sim_id=row.id)
         for e in history:
             if isinstance(e, ev.SimEvent) and e.sim_id == row.id or isinstance(e, ev.RunCancelRequested) and e.run_id == row.run_id:
                 sim = sims.evolve(sim, e)  # type: ignore[arg-type]
