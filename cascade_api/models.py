@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from cascade_core.correlation import Correlation, Spread
-from cascade_core.events import SimMetrics, TraceKernel  # what the log holds, shown as stored
+from cascade_core.events import CutShort, SimMetrics, TraceKernel  # what the log holds, shown as stored
 from cascade_core.gpu_configs import GpuConfig
 from cascade_core.packed_stats import StatValue
 from cascade_core.reference import SHORT_NAME, ReferenceKernel, ReferenceTotals
@@ -82,6 +82,12 @@ class SplitView(msgspec.Struct, frozen=True, kw_only=True):
     chunks: list[ChunkView]
 
 
+class CutShortView(CutShort, frozen=True, kw_only=True):
+    """A sim that succeeded without simulating every launch, and what that means in words."""
+
+    said: Annotated[str, msgspec.Meta(description="What it means, in words: a limit reached, not an error.")]
+
+
 class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     id: str
     run_id: str
@@ -143,9 +149,18 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             "in `split`); absent when none. A retry starts from the first launch."
         ),
     ] = []
+    cut_short: Annotated[
+        CutShortView | None,
+        msgspec.Meta(
+            description="A succeeded sim that did not simulate every launch: the simulator stopped at a limit it was given "
+            "(`limit_option`, such as `-gpgpu_max_cycle`, and its `limit_value`; null when its output named none) or left launches of "
+            "its list unrun. `kernels_done` of `kernels_total` launches finished; `partial`, the launch it cut, whose "
+            "part is in no kernel list, total, comparison or score. Absent for a sim that simulated them all."
+        ),
+    ] = None
 
 
-class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
+class RunSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     id: str
     trace_id: str
     created_at: datetime
@@ -153,6 +168,9 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
     entries: list[RunEntry]
     sim_counts: dict[str, int]
     sample: bool
+    cut_short: Annotated[
+        int, msgspec.Meta(description="Its succeeded sims that did not simulate every launch (Sim's `cut_short`); absent when none.")
+    ] = 0
 
 
 class RunDetail(RunSummary, frozen=True, kw_only=True):

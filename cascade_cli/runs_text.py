@@ -92,6 +92,8 @@ def _progress_line(sim: Sim, width: int, digits: int) -> str:
     )
     if sim.state == "failed" and sim.error:
         return f"{head}  error: {_one_line(sim.error)}"  # one line, however many it had
+    if sim.cut_short is not None:
+        return f"{head}  cut short: {sim.cut_short.said}"
     if sim.attention:
         return f"{head}  needs attention: {sim.attention}"
     kernel = short_name(sim.current_kernel) if sim.current_kernel else NONE
@@ -99,8 +101,9 @@ def _progress_line(sim: Sim, width: int, digits: int) -> str:
 
 
 def outcome(detail: RunDetail) -> list[str]:
-    """How a run ended: its state and counts, then each failed sim with its error."""
-    lines = [f"run {detail.id} {detail.state}: {counts(detail.sim_counts)}"]
+    """How a run ended: its state and counts, then each failed sim with its error, and each
+    sim cut short with what it did not simulate."""
+    lines = [f"run {detail.id} {detail.state}: {counts(detail.sim_counts)}{cut_short(detail)}"]
     resumed = [(s, f"chunk {c.index + 1} " if c is not None else "", r) for s, c, r in _resumes(detail.sims)]
     if resumed:
         lines += ["", "resumed after a lost runner:"]
@@ -108,7 +111,14 @@ def outcome(detail: RunDetail) -> list[str]:
     for sim in detail.sims:
         if sim.state == "failed":
             lines.append(f"  {label(sim)} {sim.id} failed: {sim.error or 'no error given'}")
+        if sim.cut_short is not None:
+            lines.append(f"  {label(sim)} {sim.id} cut short: {sim.cut_short.said}")
     return lines
+
+
+def cut_short(run: RunSummary) -> str:
+    """A run's sims cut short, after its counts: ", 1 cut short"; nothing when none."""
+    return f", {run.cut_short} cut short" if run.cut_short else ""
 
 
 # --- lists and summaries -------------------------------------------------------------------
@@ -117,7 +127,7 @@ def outcome(detail: RunDetail) -> list[str]:
 def runs_table(runs: Sequence[RunSummary]) -> list[str]:
     if not runs:
         return ["no runs"]
-    rows = [[r.id, r.trace_id, r.state, counts(r.sim_counts), local_time(r.created_at)] for r in runs]
+    rows = [[r.id, r.trace_id, r.state, counts(r.sim_counts) + cut_short(r), local_time(r.created_at)] for r in runs]
     return table(["run", "trace", "state", "sims", "created"], rows)
 
 
@@ -126,7 +136,7 @@ def run_text(detail: RunDetail) -> list[str]:
     finish unless someone acts and why, and what the failed ones said last."""
     trace = detail.trace
     lines = [
-        f"run      {detail.id}  {detail.state}  ({counts(detail.sim_counts)})",
+        f"run      {detail.id}  {detail.state}  ({counts(detail.sim_counts)}{cut_short(detail)})",
         f"trace    {trace.id}  ({trace.trace_gpu_arch or 'arch unknown'}, {trace.kernel_count} kernels)",
         f"created  {local_time(detail.created_at)}",
         f"entries  {', '.join(f'{e.gpu_config} x{e.count}' for e in detail.entries)}",
@@ -144,6 +154,10 @@ def run_text(detail: RunDetail) -> list[str]:
     if references:
         lines += ["", "references (whole, in sequence; cascade sim reference SIM compares them):"]
         lines += [f"  {label(s)} {s.id} of {s.reference_for}" for s in references]
+    cut = [s for s in detail.sims if s.cut_short is not None]
+    if cut:
+        lines += ["", "cut short (succeeded without simulating every launch; their totals cover the launches simulated):"]
+        lines += [f"  {label(s)} {s.id}: {s.cut_short.said}" for s in cut if s.cut_short is not None]
     stuck = [s for s in detail.sims if s.attention]
     if stuck:
         lines += ["", f"{len(stuck)} sim{'s' if len(stuck) > 1 else ''} may never finish unless someone acts:"]

@@ -367,11 +367,37 @@ class SimFileStored(SimEvent, frozen=True, tag="sim.file_stored.v1"):
     digest: str
 
 
+class PartialKernel(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """The launch the simulator was running when it stopped at its limit: it printed a stats
+    block for it with no kernel name, whose counts cover only the part it simulated."""
+
+    uid: int
+    name: str | None  # as its launch line named it; None when the log had none
+    gpu_sim_cycle: int
+    gpu_sim_insn: int
+
+
+class CutShort(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    """A sim (or chunk) that ran to a normal exit without simulating all its launches: the
+    simulator stopped at a limit it was given (`limit_option`, such as `-gpgpu_max_cycle`, with
+    its `limit_value`; None when the log names none), or ended with launches of its kernel list
+    never run. `kernels_done` of `kernels_total` launches finished; `partial` the one it cut."""
+
+    limit_option: str | None = None
+    limit_value: int | None = None
+    kernels_done: int
+    kernels_total: int
+    partial: PartialKernel | None = None
+
+
 class SimFinished(SimEvent, frozen=True, tag="sim.finished.v1"):
     attempt: int
     outcome: Literal["succeeded", "failed"]
     exit_code: int | None = None
     error: str | None = None
+    # A success that did not simulate every launch (None: it did, or it failed); events
+    # recorded before it was told have none.
+    cut_short: CutShort | None = None
 
 
 # --- runners ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ class Run(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     sim_counts: dict[str, int]  # state -> count, in the order of `sims.SIM_STATES`
     sample: bool
     kernels_total: int
+    cut_short: int = 0  # its sims that succeeded without simulating every launch (`sim.Sim.cut_short`)
 
 
 def run_state(counts: Mapping[str, int]) -> str:
@@ -44,10 +45,12 @@ def run_state(counts: Mapping[str, int]) -> str:
 
 
 class SimMoved(msgspec.Struct, frozen=True):
-    """One of the run's sims went from state `was` to `now`."""
+    """One of the run's sims went from state `was` to `now`; `cut_short`, to a success that
+    did not simulate every launch (a finished sim moves again only by a retry of a failure)."""
 
     was: str
     now: str
+    cut_short: bool = False
 
 
 def new(e: ev.RunCreated) -> Run:
@@ -73,7 +76,7 @@ def evolve(run: Run, event: ev.RunEntriesAdded | SimMoved) -> Run:
             moved[event.was] -= 1
             moved[event.now] = moved.get(event.now, 0) + 1
             counts, state = _counted(moved)
-            return msgspec.structs.replace(run, sim_counts=counts, state=state)
+            return msgspec.structs.replace(run, sim_counts=counts, state=state, cut_short=run.cut_short + event.cut_short)
 
 
 def _counted(counts: dict[str, int]) -> tuple[dict[str, int], str]:

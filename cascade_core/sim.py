@@ -24,8 +24,6 @@ from cascade_core import sims
 from cascade_core import split as splitting
 
 LOG_TAIL = 20  # the last log lines a sim keeps
-# What GPGPU-Sim prints when it stops at its limit; a few lines before its last, so in the tail.
-CUT_SHORT = "GPGPU-Sim: ** break due to reaching the maximum cycles (or instructions) **"
 
 
 def totals(cycles: float | None, insn: float | None, sim_rate_ips: float | None = None) -> ev.SimMetrics:
@@ -121,10 +119,11 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     attempts: list[SimAttempt]  # the attempts before the current one, as they ended
     reference_for: str | None  # the split or reusing sim this one is the reference of (`events.SimSpec`)
     resumed: list[Resumed]  # the attempts that resumed a lost runner's
-    # The simulator stopped at its cycle or instruction limit (`-gpgpu_max_cycle`,
-    # `-gpgpu_max_insn`) and still exited as if done: its results cover only the launches
-    # before the limit, so a comparison must not take them for the whole trace's.
-    cut_short: bool = False
+    # It succeeded without simulating every launch (the simulator stopped at a limit it was
+    # given, `-gpgpu_max_cycle` and the like, or left launches unrun), as its runner read the
+    # simulator's output: its results cover only the launches before, so a comparison must not
+    # take them for the whole trace's. A split sim's is its first chunk's cut short.
+    cut_short: ev.CutShort | None = None
 
     @property
     def chunk(self) -> None:
@@ -148,6 +147,19 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 Life = TypeVar("Life", Sim, SimChunk)
+
+
+def cut_short_said(cut: ev.CutShort) -> str:
+    """What a sim cut short means, in words: a limit reached (some configs limit instructions
+    on purpose, as Accel-Sim's `-1B_INSN` ones do), not an error."""
+    done = f"{cut.kernels_done} of {cut.kernels_total} launches simulated"
+    if cut.limit_option is not None:
+        said = f"stopped at its limit {cut.limit_option} {cut.limit_value}: {done}"
+    else:
+        said = f"ended with {cut.kernels_total - cut.kernels_done} launches of its list not run: {done}"
+    if cut.partial is not None:
+        said += f"; launch {cut.partial.uid}, cut after {cut.partial.gpu_sim_cycle} cycles, is left out of every total"
+    return said
 
 
 def new(e: ev.RunCreated | ev.RunEntriesAdded, spec: ev.SimSpec) -> Sim:
@@ -178,7 +190,7 @@ _NO_PROGRESS: dict[str, Any] = {
     "log_tail": [],
     "log_seq": 0,
     "kernels_recorded": 0,
-    "cut_short": False,
+    "cut_short": None,
 }
 
 
@@ -341,16 +353,11 @@ def _whole_lived(sim: Sim, e: ev.SimClaimed | ev.SimLaunched | ev.SimFinished | 
         case ev.SimLaunched():
             return _lived(sim, after, **_launch(e))
         case ev.SimFinished():
-            return _lived(sim, after, exit_code=e.exit_code, error=e.error, finished_at=e.at, cut_short=_cut_short(sim))
+            return _lived(sim, after, exit_code=e.exit_code, error=e.error, finished_at=e.at, cut_short=e.cut_short)
         case ev.RunCancelRequested():
             return _lived(sim, after, finished_at=e.at)
         case _:
             assert_never(e)
-
-
-def _cut_short(sim: Sim) -> bool:
-    """Whether the simulator said, at the end of the sim's log, that it stopped at its limit."""
-    return CUT_SHORT in sim.log_tail
 
 
 def _launch(e: ev.SimLaunched) -> dict[str, Any]:
@@ -441,6 +448,9 @@ def _chunks_lived(sim: Sim, e: ev.SimClaimed | ev.SimLaunched | ev.SimFinished |
     fields = _launch(e) if isinstance(e, ev.SimLaunched) and sim.started_at is None else {}  # its first launch is the sim's
     if isinstance(e, ev.SimClaimed):
         fields |= {"runner_id": e.runner_id, "host": e.host}
+    if isinstance(e, ev.SimFinished) and e.cut_short is not None and sim.cut_short is None and e.chunk is not None:
+        if chunks[e.chunk] != split.chunks[e.chunk]:  # the chunk's own finish, which counted
+            fields["cut_short"] = e.cut_short
     return _stitched(sim, chunks, e, fields)
 
 
@@ -457,7 +467,9 @@ def _stitched(sim: Sim, chunks: list[SimChunk], e: ev.SimClaimed | ev.SimLaunche
     }
     if state in sims.FINISHED and sim.state not in sims.FINISHED:
         fields["finished_at"] = e.at
-        fields["cut_short"] = _cut_short(sim)
+        cut = fields.get("cut_short", sim.cut_short)
+        if cut is not None:  # the sim's launches, not the chunk's
+            fields["cut_short"] = msgspec.structs.replace(cut, kernels_done=fields["kernels_done"], kernels_total=sim.kernels_total)
         failed = next((i for i, c in enumerate(chunks) if c.state == "failed"), None)
         if failed is not None:
             label = splitting.chunk_of(sim.kernels_total, sim.split.cut, failed).label

@@ -161,6 +161,7 @@ class Finish(msgspec.Struct, frozen=True, kw_only=True):
     attempt: int
     outcome: Outcome
     wall_time_limit_s: float | None = None
+    cut_short: ev.CutShort | None = None  # what a success did not simulate (`ev.SimFinished`)
 
 
 Command = Claim | GiveUp | Record | Finish
@@ -245,6 +246,7 @@ def _finish(cmd: Finish, sim: SimLife) -> list[Decided]:
     finished = ev.SimFinished(
         id=cmd.event_id, at=cmd.at, run_id=sim.run_id, sim_id=sim.sim_id, chunk=sim.chunk, attempt=cmd.attempt,
         outcome="succeeded" if succeeded else "failed", exit_code=outcome.exit_code, error=error,
+        cut_short=cmd.cut_short if succeeded else None,
     )
     return [finished]
 

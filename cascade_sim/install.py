@@ -162,9 +162,9 @@ def _said(outputs: list[logparse.Output]) -> list[Output]:
             case logparse.Build():
                 gpgpu_sim = " ".join(p for p in (out.gpgpu_sim_version, out.gpgpu_sim) if p) or None
                 said.append(Versions(out.accel_sim, gpgpu_sim))
-            case logparse.KernelLaunched() | logparse.KernelBlock() | logparse.Totals():
+            case logparse.KernelLaunched() | logparse.KernelBlock() | logparse.Totals() | logparse.Stopped():
                 said.append(out)
-            case logparse.ExitDetected() | logparse.BreakMaxCycles() | logparse.SimError():
+            case logparse.ExitDetected() | logparse.SimError():
                 pass
             case _:
                 assert_never(out)

@@ -31,13 +31,13 @@ from collections.abc import Sequence
 
 import msgspec
 
+from cascade_core.events import PartialKernel
 from cascade_core.packed_stats import StatValue
 from cascade_core.sims import Outcome
 from cascade_sim import _tokenizer, statnames
-from cascade_sim.simulator import KernelBlock, KernelLaunched, Stats, Totals
+from cascade_sim.simulator import KernelBlock, KernelLaunched, Stats, Stopped, Totals
 
 __all__ = [
-    "BreakMaxCycles",
     "Build",
     "ExitDetected",
     "KernelBlock",
@@ -50,6 +50,7 @@ __all__ = [
     "SimError",
     "StatValue",
     "Stats",
+    "Stopped",
     "Totals",
     "error_line",
     "outcome",
@@ -75,18 +76,18 @@ class ExitDetected(msgspec.Struct, frozen=True):
     """`GPGPU-Sim: *** exit detected ***`: the simulator ran to its normal end."""
 
 
-class BreakMaxCycles(msgspec.Struct, frozen=True):
-    """`GPGPU-Sim: ** break due to reaching the maximum cycles (or instructions) **`: the
-    simulation was cut; the kernel running then gets no `KernelBlock`."""
-
-
 class SimError(msgspec.Struct, frozen=True):
     """A line in which the simulator reports an error, in its own words."""
 
     message: str
 
 
-Output = Build | KernelLaunched | KernelBlock | Totals | ExitDetected | BreakMaxCycles | SimError
+Output = Build | KernelLaunched | KernelBlock | Totals | ExitDetected | Stopped | SimError
+
+# GPGPU-Sim's limits (`-gpgpu_max_cycle`, `_insn`, `_cta`, `_completed_cta`; 0 is none) are
+# each checked against a running count after every cycle (`gpgpu_sim::cycle_insn_cta_max_hit`):
+# the counts a stats block prints (completed CTAs have none there).
+_LIMIT_COUNTS = {"gpgpu_max_cycle": "gpu_tot_sim_cycle", "gpgpu_max_insn": "gpu_tot_sim_insn", "gpgpu_max_cta": "gpu_tot_issued_cta"}
 
 
 # --- stats blocks -------------------------------------------------------------------------
@@ -166,6 +167,7 @@ _EVENT = re.compile(
     r"|GPGPU-Sim Cycle (?P<cycle>[0-9]+): LIVENESS - uArch: inst\.: (?P<insn>[0-9]+) .*?sim_rate=(?P<rate>[0-9]+)"
     r"|(?P<exit>GPGPU-Sim: \*\*\* exit detected \*\*\*)"
     r"|(?P<brk>GPGPU-Sim: \*\* break due to reaching the maximum cycles)"
+    r"|-(?P<limit>gpgpu_max_(?:cycle|insn|cta|completed_cta))[ \t]+(?P<limit_value>[0-9]+)"
     r"|Accel-Sim \[build (?P<accel>[^\]\n]*)\]"
     r"|[ \t]*\*\*\* GPGPU-Sim Simulator Version (?P<version>\S+) +\[build (?P<gpgpu>[^\]\n]*)\]"
     r"|(?P<error>unsupported binary version: .*|ERROR.*|GPGPU-Sim\b[^\n]*? ERROR\b.*|Could not open configuration file .*)"
@@ -196,6 +198,10 @@ class LogParser:
         self._accel_sim: str | None = None
         self._build_sent = False
         self._last_uid = 0
+        self._last_name: str | None = None
+        self._limits: dict[str, int] = {}  # the option dump's limits, by option name
+        self._counts: dict[str, float] = {}  # their running counts, as a cut launch's block printed them
+        self._partial: PartialKernel | None = None  # the block printed for a cut launch
         self.exit_detected = False
         self.error: str | None = None
 
@@ -277,7 +283,7 @@ class LogParser:
 
     def _event(self, match: re.Match[str], out: list[Output]) -> None:
         if match["launch"] is not None:
-            self._last_uid = int(match["uid"])
+            self._last_uid, self._last_name = int(match["uid"]), match["launch"]
             out.append(KernelLaunched(match["launch"], self._last_uid))
         elif match["cycle"] is not None:
             cycle, insn = int(match["cycle"]), int(match["insn"])
@@ -286,7 +292,10 @@ class LogParser:
             self.exit_detected = True
             out.append(ExitDetected())
         elif match["brk"] is not None:
-            out.append(BreakMaxCycles())
+            limit, value = reached(self._limits, self._counts)
+            out.append(Stopped(limit=limit, value=value, partial=self._partial))
+        elif match["limit"] is not None:
+            self._limits[match["limit"]] = int(match["limit_value"])
         elif match["accel"] is not None:
             self._accel_sim = match["accel"]
         elif match["version"] is not None:
@@ -302,7 +311,12 @@ class LogParser:
         layout, stats = _stats_at(buf, start, end)
         uid, cycle, insn, ipc, tot_cycle, tot_insn, tot_ipc, rate = [_number(stats, at) for at in layout.summary]
         name = str(stats.at(0))
-        if name:
+        if not name:  # GPGPU-Sim stopped at a limit mid-launch: the block is that launch's part
+            self._counts = {limit: _number(stats, layout.names.index(n)) for limit, n in _LIMIT_COUNTS.items() if n in layout.names}
+            self._partial = PartialKernel(
+                uid=int(uid) if uid else self._last_uid, name=self._last_name, gpu_sim_cycle=int(cycle), gpu_sim_insn=int(insn)
+            )
+        else:
             out.append(
                 KernelBlock(
                     uid=int(uid) if layout.summary[0] >= 0 else self._last_uid,
@@ -314,6 +328,16 @@ class LogParser:
                 )
             )
         out.append(Totals(gpu_tot_sim_cycle=int(tot_cycle), gpu_tot_sim_insn=int(tot_insn), gpu_tot_ipc=tot_ipc, sim_rate_ips=int(rate)))
+
+
+def reached(limits: dict[str, int], counts: dict[str, float]) -> tuple[str | None, int | None]:
+    """The limit GPGPU-Sim stopped at, as an option and its value: of those set, the first
+    whose running count reached it, else the only one set; (None, None) when neither tells."""
+    given = {name: value for name, value in limits.items() if value > 0}
+    hit = [name for name, value in given.items() if counts.get(name, -1.0) >= value]
+    if not hit and len(given) == 1:
+        hit = list(given)
+    return (f"-{hit[0]}", given[hit[0]]) if hit else (None, None)
 
 
 def _number(stats: Stats, position: int) -> float:

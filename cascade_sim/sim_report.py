@@ -177,6 +177,8 @@ class SimReport:
         self.kernels: list[simulator.KernelBlock] = []  # summaries, for kernel-stats.csv
         self.current_kernel: str | None = None
         self.latest = ev.SimMetrics()
+        self._through_kernels = ev.SimMetrics()  # the totals through its last kernel finished
+        self.stopped: simulator.Stopped | None = None  # the simulator stopped at a limit
         self._log: list[str] = []  # complete lines since the last heartbeat, in pieces
         self._log_bytes = 0
         self._log_lines = 0
@@ -307,6 +309,8 @@ class SimReport:
                 case simulator.Versions():
                     self.versions = out
                     self.launched_once()
+                case simulator.Stopped():
+                    self._stopped(out)
                 case _:
                     assert_never(out)
 
@@ -324,6 +328,7 @@ class SimReport:
         if launches is None:  # the heartbeat below says the totals through this kernel, printed with it
             cycles, insn, ipc = (_float(stats.get(name)) for name in ("gpu_tot_sim_cycle", "gpu_tot_sim_insn", "gpu_tot_ipc"))
             self.latest = ev.SimMetrics(gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn, gpu_tot_ipc=ipc, sim_rate_ips=self.latest.sim_rate_ips)
+            self._through_kernels = self.latest
         if reuse is not None:
             if k.uid in self._sources:
                 self._reusable[k.uid] = (self.kernels[-1], stats)
@@ -332,6 +337,31 @@ class SimReport:
                 self.add_lines(f"==== cascade: launch {uid}: the result of launch {source.uid} reused ====")
                 self._kernel(msgspec.structs.replace(source, uid=uid), _marked(source_stats, source.uid), reused_from=source.uid)
         self.heartbeat()
+
+    def _stopped(self, stopped: simulator.Stopped) -> None:
+        """The simulator stopped at a limit: the launch it cut counts in no total (its uid made
+        the sim's), and the totals go back to those through the last launch it finished (the
+        simulator's own include the cut one's part)."""
+        launches, partial = self.job.launches, stopped.partial
+        if launches is not None and partial is not None:
+            partial = msgspec.structs.replace(partial, uid=launches.global_uid(partial.uid))
+        self.stopped = msgspec.structs.replace(stopped, partial=partial)
+        if launches is None:
+            self.latest = msgspec.structs.replace(self._through_kernels, sim_rate_ips=self.latest.sim_rate_ips)
+
+    def cut_short(self) -> ev.CutShort | None:
+        """What the attempt did not simulate of its launches (a chunk's measured ones, the
+        kept ones of a resumed attempt counted done), when it stopped at a limit or ended
+        before the last; None when it simulated them all."""
+        chunk = self.job.chunk
+        total = self.job.kernels_total if chunk is None else chunk.last - chunk.first + 1
+        done = self._kept_launches + len(self.kernels)
+        if self.stopped is None and done >= total:
+            return None
+        stopped = self.stopped or simulator.Stopped(limit=None, value=None, partial=None)
+        return ev.CutShort(
+            limit_option=stopped.limit, limit_value=stopped.value, kernels_done=done, kernels_total=total, partial=stopped.partial
+        )
 
     def _kernel(self, k: simulator.KernelBlock, stats: simulator.Stats, reused_from: int | None = None) -> None:
         """Record a kernel result of the sim (uid global), its stats map packed."""
@@ -395,6 +425,7 @@ class SimReport:
         """The attempt ended: its simulator's `outcome`, unless the runner stopped it for
         running past `wall_time_limit_s`. The event sent, or None if it would change nothing."""
         command = sims.Finish(
-            event_id=self.next_id(), at=self.now(), attempt=self.job.attempt, outcome=outcome, wall_time_limit_s=wall_time_limit_s
+            event_id=self.next_id(), at=self.now(), attempt=self.job.attempt, outcome=outcome, wall_time_limit_s=wall_time_limit_s,
+            cut_short=self.cut_short() if outcome.succeeded else None,
         )
         return next((e for e in self._decide(command) if isinstance(e, ev.SimFinished)), None)

@@ -18,6 +18,7 @@ from typing import Protocol
 
 import msgspec
 
+from cascade_core.events import PartialKernel
 from cascade_core.gpu_configs import GpuConfig
 from cascade_core.packed_stats import StatValue
 from cascade_core.sims import Outcome
@@ -102,7 +103,17 @@ class Versions(msgspec.Struct, frozen=True):
     gpgpu_sim_build: str | None
 
 
-Output = KernelLaunched | KernelBlock | Totals | Versions
+class Stopped(msgspec.Struct, frozen=True, kw_only=True):
+    """The simulator stopped at a limit it was given before running all its launches: the
+    option (`limit`) and its `value` when it printed them, and the launch it was running,
+    whose counts cover only its part (`partial`, its uid the simulator's)."""
+
+    limit: str | None
+    value: int | None
+    partial: PartialKernel | None
+
+
+Output = KernelLaunched | KernelBlock | Totals | Versions | Stopped
 
 
 # --- what a backend does ------------------------------------------------------------------

@@ -163,7 +163,7 @@ class _Batch:
         if self.shows:
             self.show(seq, sim.run_id, "sim", self.sim_row(sim.id))
         if old.state != sim.state:
-            self._count(seq, sim.run_id, old.state, sim.state)
+            self._count(seq, sim.run_id, SimMoved(old.state, sim.state, sim.state == "succeeded" and sim.cut_short is not None))
 
     def keep_sim(self, sim: Sim, seq: int | None = None) -> None:
         """A sim to write; without `seq`, bookkeeping no reader sees: its row keeps the
@@ -183,9 +183,9 @@ class _Batch:
     def sim_rows(self) -> dict[str, SimRow]:
         return {sim_id: self.sim_row(sim_id) for sim_id in self.sims}
 
-    def _count(self, seq: int, run_id: str, old: str, new: str) -> None:
+    def _count(self, seq: int, run_id: str, moved: SimMoved) -> None:
         was = self.runs[run_id].state
-        run = self.put_run(seq, evolve_run(self.runs[run_id], SimMoved(old, new)))
+        run = self.put_run(seq, evolve_run(self.runs[run_id], moved))
         if run.state != "active" or was != run.state:  # it ended, or a retry made it active again
             self.show(seq, run_id, "run", self.run_row(run_id))
 

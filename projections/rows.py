@@ -135,6 +135,7 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     sim_counts: dict[str, int]  # state -> count, in the order of `sims.SIM_STATES`
     sample: bool
     kernels_total: int
+    cut_short: int  # its sims that succeeded without simulating every launch
     seq: int
 
     @property

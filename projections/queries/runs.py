@@ -26,11 +26,12 @@ from cascade_core import split as splitting
 from cascade_core.correlation import Correlation, Spread, correlate, measured
 from cascade_formats.kernel_names import short_name
 from cascade_core.run import Run
-from cascade_core.sim import SimSplit
+from cascade_core.sim import SimSplit, cut_short_said
 from cascade_api.models import (
     ChunkView,
     Comparison,
     ComparisonRow,
+    CutShortView,
     KernelStat,
     ReferenceComparison,
     ReferenceSim,
@@ -127,6 +128,7 @@ def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
         attempt=row.attempt if row.attempt > 1 else None,
         attempts=list(row.attempts),
         resumed=list(row.resumed),
+        cut_short=None if row.cut_short is None else from_row(CutShortView, row.cut_short, said=cut_short_said(row.cut_short)),
     )
 
 

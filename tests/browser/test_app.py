@@ -644,3 +644,39 @@ def test_a_run_reusing_repeated_kernels_from_the_form(page: Any, cascade: LiveSe
     page.mouse.move(box["x"] + box["width"] - 40, box["y"] + 28 + 12)  # the last bar: launch 40
     page.wait_for_selector("#tooltip:not([hidden]) .tip-title")
     assert "not simulated: the result of launch 2" in page.inner_text("#tooltip")
+
+
+def test_a_sim_cut_short_says_so_on_the_run_and_in_its_row(page: Any, cascade: LiveServer) -> None:
+    """A sim the simulator stopped at its cycle limit: succeeded, with a notice on the run's
+    page and a badge and the API's words in its row; the runs list counts it."""
+    run_id = "run-cutshort0001"
+    sims = [("sim-cutshort0", "SM61_TITANX", 0), ("sim-cutshort1", "SM61_TITANX", 1)]
+    at = datetime.now(UTC)
+    cut = ev.CutShort(
+        limit_option="-gpgpu_max_cycle", limit_value=1000, kernels_done=0, kernels_total=1,
+        partial=ev.PartialKernel(uid=1, name="_Z6vecAddIfEvPT_S1_S1_i", gpu_sim_cycle=1000, gpu_sim_insn=0),
+    )
+    common: dict[str, Any] = {"run_id": run_id, "sim_id": sims[1][0], "attempt": 1}
+    seed(
+        cascade,
+        [
+            *w.trace_events("cut-short", arch="sm_61", kernel_count=1, step_timeline=False),
+            w.run_created(run_id, sims, trace_id="cut-short", kernels_total=1, sample=False),
+            *w.finished_sim(run_id, sims[0][0], [("_Z6vecAddIfEvPT_S1_S1_i", 5533)], 1417.0, at),
+            ev.SimClaimed(id=w.event_id(), at=at, runner_id="runner-seeded", host="h", **common),
+            ev.SimLaunched(id=w.event_id(), at=at, launcher_ref="1", host="h", config_digests={}, **common),
+            ev.SimFinished(id=w.event_id(), at=at, outcome="succeeded", exit_code=0, cut_short=cut, **common),
+        ],
+    )
+    said = "stopped at its limit -gpgpu_max_cycle 1000: 0 of 1 launches simulated; launch 1, cut after 1000 cycles, is left out of every total"
+    sign_in(page, cascade.url, f"#/runs/{run_id}")
+    page.wait_for_selector("#run-cut-short:not([hidden])")
+    assert page.inner_text("#run-cut-short") == f"1 sim cut short, its totals over the launches it simulated: SM61_TITANX r1 {said}"
+    row = f'#sims-table tbody[data-sim="{sims[1][0]}"]'
+    assert page.inner_text(f"{row} .row-cut-short") == f"cut short {said}"
+    assert page.inner_text(f'{row} tr[data-sim="{sims[1][0]}"]').count("succeeded") >= 1
+    assert not page.query_selector(f'#sims-table tbody[data-sim="{sims[0][0]}"] .row-cut-short')
+    shoot(page, "run-cut-short", "#run-cut-short")
+    page.goto(f"{cascade.url}/#/runs")
+    page.wait_for_selector(f'tr:has-text("{run_id}") .badge.cut-short')
+    assert page.inner_text(f'tr:has-text("{run_id}") .badge.cut-short') == "1 cut short"

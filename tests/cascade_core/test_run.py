@@ -33,3 +33,9 @@ def test_a_top_up_makes_a_finished_run_active_again_with_its_entries() -> None:
     added = ev.RunEntriesAdded(id="t", at=T0, run_id="run-1", trace_id="tr", kernels_total=3, entries=[more], sims=sims("b"))
     run = evolve(run, added)
     assert (run.state, run.sim_counts, run.entries) == ("active", {"pending": 1, "succeeded": 1}, [ENTRY, more])
+
+
+def test_a_run_counts_its_sims_cut_short_apart_from_their_state() -> None:
+    run = new(ev.RunCreated(id="c", at=T0, run_id="run-1", trace_id="tr", entries=[ENTRY], sims=sims("a", "b"), kernels_total=3))
+    run = evolve(evolve(run, SimMoved("pending", "succeeded", cut_short=True)), SimMoved("pending", "succeeded"))
+    assert (run.state, run.sim_counts, run.cut_short) == ("succeeded", {"succeeded": 2}, 1)

@@ -136,14 +136,36 @@ def test_a_chunk_beyond_the_split_cannot_be_applied() -> None:
 
 
 
-def test_a_sim_the_simulator_cut_short_at_its_limit_says_so() -> None:
-    ending = ["gpgpu_simulation_rate = 1000 (cycle/sec)", s.CUT_SHORT, "GPGPU-Sim: *** simulation thread exiting ***", "GPGPU-Sim: *** exit detected ***"]
-    sim = lived(created(), claim(1, 1), launch(2, 1), beat(3, 1, 2, 100.0, ["a"], 1), beat(4, 1, 2, 100.0, ending, 2), finish(5, 1))
-    assert (sim.state, sim.cut_short) == ("succeeded", True)
-    whole = lived(created(), claim(1, 1), launch(2, 1), beat(3, 1, 2, 100.0, ending[2:], 1), finish(5, 1))
-    assert (whole.state, whole.cut_short) == ("succeeded", False)
+CUT = ev.CutShort(
+    limit_option="-gpgpu_max_cycle", limit_value=1000, kernels_done=2, kernels_total=10,
+    partial=ev.PartialKernel(uid=3, name="k", gpu_sim_cycle=400, gpu_sim_insn=0),
+)
+
+
+def test_a_sim_the_simulator_cut_short_at_its_limit_says_so_and_succeeds() -> None:
+    cut = ev.SimFinished(**common(5, 1, None), outcome="succeeded", exit_code=0, cut_short=CUT)
+    sim = lived(created(), claim(1, 1), launch(2, 1), beat(3, 1, 2, 100.0, ["a"], 1), cut)
+    assert (sim.state, sim.error, sim.cut_short) == ("succeeded", None, CUT)
+    assert s.cut_short_said(CUT) == (
+        "stopped at its limit -gpgpu_max_cycle 1000: 2 of 10 launches simulated; launch 3, cut after 400 cycles, is left out of every total"
+    )
+    unlisted = ev.CutShort(kernels_done=2, kernels_total=10)
+    assert s.cut_short_said(unlisted) == "ended with 8 launches of its list not run: 2 of 10 launches simulated"
+    whole = lived(created(), claim(1, 1), launch(2, 1), beat(3, 1, 2, 100.0, ["a"], 1), finish(5, 1))
+    assert (whole.state, whole.cut_short) == ("succeeded", None)
     retry = ev.RunRetryRequested(
         id="retry", at=at(6), run_id="run-1", trace_id="tr", kernels_total=KERNELS, sims=[ev.RetriedSim(sim_id="sim-1", gpu_config="SM7_QV100", attempt=2)]
     )
-    again = lived(lived(created(), claim(1, 1), beat(4, 1, 2, 100.0, ending, 1), finish(5, 1, outcome="failed")), retry)
-    assert again.cut_short is False, "a new attempt is not cut short by the last one's limit"
+    failed = ev.SimFinished(**common(5, 1, None), outcome="failed", exit_code=1, cut_short=CUT)
+    again = lived(lived(created(), claim(1, 1), beat(4, 1, 2, 100.0, ["a"], 1), failed), retry)
+    assert again.cut_short is None, "a failure is no cut short, and a new attempt starts without"
+
+
+def test_a_split_sim_cut_short_in_a_chunk_says_so_over_all_its_launches() -> None:
+    sim = lived(created(ev.Split(kernels_per_chunk=10, warmup=2)), claim(1, 1, chunk=0), claim(1, 1, chunk=1))
+    cut = ev.SimFinished(**common(5, 1, 1), outcome="succeeded", exit_code=0, cut_short=CUT)
+    sim = lived(sim, beat(2, 1, 10, 100.0, ["a"], 1, chunk=0), beat(3, 1, 2, 50.0, ["b"], 1 << 40, chunk=1), cut)
+    assert (sim.state, sim.cut_short) == ("running", CUT), "said as soon as its chunk is"
+    sim = lived(sim, finish(6, 1, chunk=0))
+    assert sim.state == "succeeded"
+    assert sim.cut_short == ev.CutShort(limit_option="-gpgpu_max_cycle", limit_value=1000, kernels_done=12, kernels_total=KERNELS, partial=CUT.partial)

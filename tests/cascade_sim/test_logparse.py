@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cascade_core.events import PartialKernel
 from cascade_sim.logparse import (
-    BreakMaxCycles,
     Build,
     ExitDetected,
     KernelBlock,
@@ -21,8 +21,10 @@ from cascade_sim.logparse import (
     Outcome,
     Output,
     SimError,
+    Stopped,
     Totals,
     error_line,
+    reached,
     outcome,
     parse_stats,
 )
@@ -270,7 +272,18 @@ def test_sigterm() -> None:
 def test_max_cycle_succeeds_without_the_cut_kernel() -> None:
     out, parser = parse([log("failures/max-cycle.stdout")])
     assert outcome(0, None, parser.exit_detected, parser.error, []) == Outcome(True, 0, None)
-    assert [type(o) for o in out if not isinstance(o, Build)] == [KernelLaunched, Totals, BreakMaxCycles, ExitDetected]
+    assert [type(o) for o in out if not isinstance(o, Build)] == [KernelLaunched, Totals, Stopped, ExitDetected]
+    stopped = next(o for o in out if isinstance(o, Stopped))
+    # The limit from the option dump at the top; the cut launch from its empty-named block.
+    assert (stopped.limit, stopped.value) == ("-gpgpu_max_cycle", 1000)
+    assert stopped.partial == PartialKernel(uid=1, name="_Z6vecAddIfEvPT_S1_S1_i", gpu_sim_cycle=1000, gpu_sim_insn=0)
+
+
+def test_the_limit_reached_is_the_one_whose_count_reached_it_else_the_only_one_set() -> None:
+    limits = {"gpgpu_max_cycle": 1000, "gpgpu_max_insn": 500, "gpgpu_max_cta": 0}
+    assert reached(limits, {"gpgpu_max_cycle": 900, "gpgpu_max_insn": 500}) == ("-gpgpu_max_insn", 500)
+    assert reached(limits, {}) == (None, None), "two limits set, neither count printed: not told"
+    assert reached({"gpgpu_max_completed_cta": 8, "gpgpu_max_cycle": 0}, {}) == ("-gpgpu_max_completed_cta", 8)
 
 
 def test_exit_zero_without_exit_line() -> None:

@@ -14,7 +14,8 @@ The live service runs the fake simulator (which replays recorded Accel-Sim outpu
 the real runner on an embedded nats-server: the LLM-serving sample, an upload with real
 timing and a `cascade.json`, real timing attached to a ready trace and replaced, a run that
 succeeds and is topped up (another config and a replica, with an idempotency key), one that
-fails in the simulator and is retried (failing again), one cancelled mid-kernel, split sims (one
+fails in the simulator and is retried (failing again), one cut short at the simulator's cycle
+limit, one cancelled mid-kernel, split sims (one
 stitched from its chunks and given a reference after it finished, one failed in a chunk and
 retried, one split "auto" that runs whole), a sim reusing repeated kernels with a reference asked for at
 creation, an upload that fails, a deleted trace, a Slurm job's end as
@@ -52,6 +53,7 @@ from tests.support import LOGS
 TOKEN = "corpus"
 TIMING_FILES = Path(__file__).parents[1] / "cascade_formats" / "timing"  # real timing files of the combo trace
 BAD_CONFIG = "SM61_TITANX_BAD"  # a copy of SM61_TITANX with an option no simulator knows
+MAX_CYCLE = "SM61_TITANX_MAX_CYCLE"  # a copy limited to 1,000 cycles: the fake replays failures/max-cycle.stdout
 SCONTROL_TIMEOUT = "JobId=7 JobName=cascade-worker JobState=TIMEOUT Reason=TimeLimit Dependency=(null) ExitCode=0:15 RunTime=00:01:20"
 
 
@@ -59,7 +61,9 @@ def live(tmp: Path, nats_url: str) -> None:
     tree = accelsim_tree(tmp / "accel-sim")
     for folder in (tree / TITANX, tree / "gpu-simulator/configs/tested-cfgs/SM61_TITANX"):
         shutil.copytree(folder, folder.with_name(BAD_CONFIG))
+        shutil.copytree(folder, folder.with_name(MAX_CYCLE))
     add_config_lines(tree, BAD_CONFIG, "-no_such_option 1")
+    add_config_lines(tree, MAX_CYCLE, "-gpgpu_max_cycle 1000")
     settings = Settings(token=TOKEN, data_dir=tmp / "data", nats_url=nats_url, accelsim_dir=tree, runner_slots=2, samples=False)
     with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         # The LLM-serving sample (real timing, a step timeline); the runs below stand for the recorded ones.
@@ -81,6 +85,8 @@ def live(tmp: Path, nats_url: str) -> None:
         assert wait_run(client, failed)["state"] == "failed"
         assert client.post(f"/api/runs/{failed}/retry").json()["state"] == "active"
         assert wait_run(client, failed)["state"] == "failed"
+        cut = wait_run(client, create_run(client, "vectoradd", MAX_CYCLE)["id"])  # succeeds, cut short at its limit
+        assert cut["state"] == "succeeded" and cut["sims"][0]["cut_short"]["partial"], cut
 
         _ready(client, tar_of(files_of("combo-vec-mm-xz")), "combo")
         # Real timing attached later: durations and cycles, then only cycles over two passes in its place.

@@ -42,6 +42,7 @@ export function mountRun(el, params, query) {
   const link = h("span", { class: "link-status", id: "link-status", role: "status" });
   const meta = h("p", { class: "run-meta" });
   const attention = h("p", { class: "notice notice-warn run-attention", id: "run-attention", role: "status", hidden: true });
+  const cutShort = h("p", { class: "notice notice-warn run-cut-short", id: "run-cut-short", hidden: true });
   const counts = h("div", { class: "run-counts", id: "run-counts" });
   const overall = progressBar(0, 0, "Kernels finished over all sims");
   const overallText = h("span", { class: "progress-text" });
@@ -67,6 +68,7 @@ export function mountRun(el, params, query) {
     h("div", { class: "run-title-row" }, title, badges, link),
     meta,
     attention,
+    cutShort,
     summary,
     h("nav", { class: "tabs", "aria-label": "Run views" }, tabLinks),
   );
@@ -95,6 +97,7 @@ export function mountRun(el, params, query) {
       h("time", { datetime: run.created_at, title: dateTime(run.created_at) }, age(run.created_at)),
     );
     clear(counts, simCounts(model.simCounts()));
+    renderCutShort();
     let done = 0;
     let total = 0;
     for (const s of model.sims.values()) {
@@ -117,6 +120,14 @@ export function mountRun(el, params, query) {
     if (attention.hidden) return;
     const others = texts.length > 1 ? ` (and ${counted(texts.length - 1, "other sim")}; see Sims)` : "";
     attention.textContent = `${counted(texts.length, "sim")} may never finish unless someone acts: ${texts[0]}${others}`;
+  }
+
+  function renderCutShort() {
+    const cut = [...model.sims.values()].filter((s) => s.cut_short);
+    cutShort.hidden = !cut.length;
+    if (cutShort.hidden) return;
+    const others = cut.length > 1 ? ` (and ${counted(cut.length - 1, "other sim")}; see Sims)` : "";
+    cutShort.textContent = `${counted(cut.length, "sim")} cut short, its totals over the launches it simulated: ${cut[0].gpu_config} r${cut[0].replica} ${cut[0].cut_short.said}${others}`;
   }
 
   function renderLink() {

@@ -72,7 +72,7 @@ export function mountRuns(el, _params, query) {
       { dataset: { run: run.id, state: run.state } },
       h("td", { "data-label": "Run" }, link, run.sample ? [" ", sampleBadge()] : null),
       h("td", { "data-label": "State" }, stateBadge(run.state)),
-      h("td", { "data-label": "Sims" }, simCounts(run.sim_counts)),
+      h("td", { "data-label": "Sims" }, simCounts(run.sim_counts), run.cut_short ? h("span", { class: "badge cut-short", title: "Succeeded without simulating every launch" }, `${run.cut_short} cut short`) : null),
       h("td", { "data-label": "Trace", class: "mono" }, run.trace_id),
       h("td", { "data-label": "Configs" }, entriesText(run.entries)),
       h("td", { "data-label": "Created", title: dateTime(run.created_at) }, age(run.created_at)),

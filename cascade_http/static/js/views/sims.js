@@ -124,6 +124,7 @@ export function mountSims(el, model) {
         stateBadge(sim.state),
         sim.attempt ? h("span", { class: "muted small sim-attempt" }, ` attempt ${sim.attempt}`) : null,
         sim.error ? h("p", { class: "row-error" }, sim.error) : null,
+        sim.cut_short ? h("p", { class: "caveat row-cut-short" }, h("span", { class: "badge cut-short" }, "cut short"), ` ${sim.cut_short.said}`) : null,
         sim.attempts?.length ? earlier(sim.attempts) : null,
         resumes(sim).length ? h("p", { class: "muted small sim-resumed" }, resumes(sim).join("; ")) : null,
         model.attention.has(sim.id) ? h("p", { class: "caveat row-attention" }, model.attention.get(sim.id)) : null,
