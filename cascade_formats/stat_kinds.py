@@ -11,7 +11,9 @@ simulation started, and a kernel's own value is the difference from the launch b
   neither differenced nor summed;
 - `ratio_of_totals`: a ratio of two running totals printed in the same map
   (`ratio_parts`), recomputed per kernel from the differenced parts;
-- `undecided`: the printing code does not say, and no log shows it; never guessed.
+- `undecided`: a name no rule matches, never guessed: lines no shared log prints (the power
+  model's, the instruction classification's) and the names of naming 1, which do not say
+  which unit they belong to.
 
 `RULES` is the one table: a name's kind is the kind of the one rule whose pattern matches it
 whole. In a pattern `*` stands for one index, unit number or word of a name (no `.`, brackets,
@@ -66,6 +68,11 @@ RULES: tuple[Rule, ...] = (
     Rule(pattern="kernel_name", kind="per_kernel", why="the kernel's own name"),
     Rule(pattern="kernel_launch_uid", kind="per_kernel", why="the kernel's own launch number"),
     Rule(pattern="kernel_stream_id", kind="per_kernel", why="the kernel's own stream"),
+    Rule(
+        pattern="reused_from",
+        kind="per_kernel",
+        why="Cascade's own: the launch whose result a reusing sim took for this one (cascade_sim/sim_report.py)",
+    ),
     Rule(pattern="gpu_sim_cycle", kind="per_kernel", why=_UPDATE),
     Rule(pattern="gpu_sim_insn", kind="per_kernel", why=_UPDATE),
     Rule(pattern="gpu_ipc", kind="per_kernel", why="gpu_sim_insn / gpu_sim_cycle, both " + _UPDATE),
@@ -390,14 +397,19 @@ def _regex(pattern: str) -> re.Pattern[str]:
     return re.compile(_WILDCARD.join(re.escape(part) for part in pattern.split("*")))
 
 
-_COMPILED = tuple((_regex(rule.pattern), rule) for rule in RULES)
+_REGEX = {rule: _regex(rule.pattern) for rule in RULES}
+
+
+def matches(rule: Rule, name: str) -> bool:
+    return _REGEX[rule].fullmatch(name) is not None
 
 
 @cache
 def rule_of(name: str) -> Rule | None:
-    """The rule that decides `name` (a key of a kernel's stats map, naming 2), or None."""
-    for regex, rule in _COMPILED:
-        if regex.fullmatch(name):
+    """The rule that decides `name` (a key of a kernel's stats map, naming 2), or None.
+    The rules' patterns never match the same name (the test checks every shared log's)."""
+    for rule in RULES:
+        if matches(rule, name):
             return rule
     return None
 
@@ -418,10 +430,9 @@ def ratio_parts(name: str) -> tuple[str, str] | None:
     """For a `ratio_of_totals` name, its (numerator, denominator) names: running totals of
     the same map, so the kernel's own ratio is diff(numerator) / diff(denominator). None
     for any other name."""
-    for regex, rule in _COMPILED:
-        match = regex.fullmatch(name)
-        if match is not None:
-            if rule.kind != "ratio_of_totals":
-                return None
-            return _fill(rule.numerator, match.groups()), _fill(rule.denominator, match.groups())
-    return None
+    rule = rule_of(name)
+    if rule is None or rule.kind != "ratio_of_totals":
+        return None
+    match = _REGEX[rule].fullmatch(name)
+    assert match is not None  # rule_of found it so
+    return _fill(rule.numerator, match.groups()), _fill(rule.denominator, match.groups())
