@@ -62,6 +62,12 @@ def _regex(pattern: str) -> re.Pattern[str]:
 
 _REGEX = {rule: _regex(rule.pattern) for rule in RULES}
 
+# Names that differ only in their numbers (`Memory Partition 3.bk10.a`, `... 4.bk11.a`) nearly
+# always have the same rule: a name's rule is looked for among the rules once per shape, its
+# numbers all 0 (in the patterns too), and checked on the name itself.
+_NUMBERS = re.compile(r"\d+")
+_SHAPED = {rule: _regex(_NUMBERS.sub("0", rule.pattern)) for rule in RULES}
+
 
 def matches(rule: Rule, name: str) -> bool:
     return _REGEX[rule].fullmatch(name) is not None
@@ -71,10 +77,15 @@ def matches(rule: Rule, name: str) -> bool:
 def rule_of(name: str) -> Rule | None:
     """The rule that decides `name` (a key of a kernel's stats map, naming 2), or None.
     The rules' patterns never match the same name (the test checks every shared log's)."""
-    for rule in RULES:
-        if matches(rule, name):
-            return rule
-    return None
+    rule = _rule_of_shape(_NUMBERS.sub("0", name))
+    if rule is not None and matches(rule, name):
+        return rule
+    return next((rule for rule in RULES if matches(rule, name)), None)
+
+
+@cache
+def _rule_of_shape(shape: str) -> Rule | None:
+    return next((rule for rule in RULES if _SHAPED[rule].fullmatch(shape)), None)
 
 
 def kind_of(name: str) -> StatKind:
