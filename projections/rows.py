@@ -16,6 +16,7 @@ from cascade_core.run import Run
 from cascade_core.trace import Trace
 from cascade_core.sim import Sim
 from cascade_core.packed_stats import PackedStats
+from cascade_formats.stat_kinds import StatKind
 
 
 class LayerRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -210,8 +211,13 @@ class KernelStatRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class StatNameRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A stat's name and what kind of number it is (`cascade_formats/stat_kinds.py`): per
+    kernel, a running total since the simulation started, a snapshot or a ratio of two
+    running totals; `undecided` where GPGPU-Sim's printing code did not say."""
+
     id: StatId
     name: str
+    kind: StatKind
 
 
 class LogChunkRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from cascade_core import packed_stats
 from cascade_core.packed_stats import PackedStats
+from cascade_formats.stat_kinds import kind_of
 from cascade_nats import deflated
 from projections.rows import KernelRow, StatNameRow
 
@@ -57,7 +58,7 @@ class StatNames:
         names = packed_stats.names_of(stats)
         for name in sorted(n for n in names if n not in ids):
             ids[name] = len(ids) + 1
-            self.added.append(StatNameRow(id=ids[name], name=name))
+            self.added.append(StatNameRow(id=ids[name], name=name, kind=kind_of(name)))
         return packed_stats.kept(self._layouts, stats.names, pa.array([ids[name] for name in names], pa.int32()))
 
     def committed(self) -> None:

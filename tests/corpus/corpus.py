@@ -24,6 +24,7 @@ import duckdb
 import msgspec
 
 from cascade_core import events as ev
+from cascade_formats.stat_kinds import KINDS
 from cascade_nats.store import EventStore
 from projections import tables
 from projections.queries import stats_maps
@@ -94,7 +95,9 @@ class Table(msgspec.Struct, frozen=True):
 # the map as the event carried it (recorded as its digest).
 SUMMED = {
     "kernel_stats": "SELECT count(*) AS rows, count(value) AS numbers, count(text) AS texts FROM kernel_stats",
-    "stat_names": "SELECT count(*) AS names, md5(string_agg(name, chr(10) ORDER BY id)) AS md5_by_id FROM stat_names",
+    "stat_names": "SELECT count(*) AS names, md5(string_agg(name, chr(10) ORDER BY id)) AS md5_by_id, "
+    + ", ".join(f"count(*) FILTER (kind = '{kind}') AS {kind}" for kind in KINDS)
+    + " FROM stat_names",
 }
 
 

@@ -33,7 +33,7 @@ def test_maps_whose_texts_share_their_places_keep_each_their_own_texts(tmp_path:
         assert rows.column("value").to_pylist() == [v if isinstance(v, float) else None for v in maps[kernel.seq - 1].values()]
     again = stats_rows.rows(con, kernels, {k.seq for k in kernels}, names)
     for name in names.added:
-        con.execute("INSERT INTO stat_names VALUES (?, ?)", [name.id, name.name])
+        con.execute("INSERT INTO stat_names VALUES (?, ?, ?)", [name.id, name.name, name.kind])
     con.register("incoming", again)
     con.execute("INSERT INTO kernel_stats SELECT * FROM incoming")
     back = stats_maps.kernel_maps(con, range(1, 5), stats_maps.Names())
