@@ -202,6 +202,10 @@ class LogParser:
         self._limits: dict[str, int] = {}  # the option dump's limits, by option name
         self._counts: dict[str, float] = {}  # their running counts, as a cut launch's block printed them
         self._partial: PartialKernel | None = None  # the block printed for a cut launch
+        # The last block's outputs, held until the next line says whether its launch was cut:
+        # GPGPU-Sim names a launch it cut mid-way (after earlier launches) in its block, and
+        # only the break line that follows tells it apart from a finished one.
+        self._held: tuple[KernelBlock, Totals, dict[str, float]] | None = None
         self.exit_detected = False
         self.error: str | None = None
 
@@ -231,6 +235,7 @@ class LogParser:
         if self._tail and not self._tail.endswith("\n"):
             self._pending.append("\n")
         out = self._drain()
+        self._release(out)
         self._buf = "\n"
         self._block_at = -1
         self._end_found = False
@@ -271,6 +276,7 @@ class LogParser:
                 keep = limit
                 break
             if match["block"] is not None:
+                self._release(out)
                 self._block_at = self._end_from = match.start()
                 continue
             self._event(match, out)
@@ -281,7 +287,26 @@ class LogParser:
             self._end_from -= keep
         return out
 
+    def _release(self, out: list[Output]) -> None:
+        """The held block's outputs, its launch known to have finished."""
+        if self._held is not None:
+            block, totals, _ = self._held
+            out += [block, totals]
+            self._held = None
+
+    def _cut(self, out: list[Output]) -> None:
+        """The held block as the part of the launch GPGPU-Sim stopped at its limit."""
+        if self._held is not None:
+            block, totals, self._counts = self._held
+            out.append(totals)
+            self._partial = PartialKernel(uid=block.uid, name=block.name, gpu_sim_cycle=block.gpu_sim_cycle, gpu_sim_insn=block.gpu_sim_insn)
+            self._held = None
+
     def _event(self, match: re.Match[str], out: list[Output]) -> None:
+        if match["brk"] is not None:
+            self._cut(out)
+        else:
+            self._release(out)
         if match["launch"] is not None:
             self._last_uid, self._last_name = int(match["uid"]), match["launch"]
             out.append(KernelLaunched(match["launch"], self._last_uid))
@@ -311,23 +336,24 @@ class LogParser:
         layout, stats = _stats_at(buf, start, end)
         uid, cycle, insn, ipc, tot_cycle, tot_insn, tot_ipc, rate = [_number(stats, at) for at in layout.summary]
         name = str(stats.at(0))
-        if not name:  # GPGPU-Sim stopped at a limit mid-launch: the block is that launch's part
-            self._counts = {limit: _number(stats, layout.names.index(n)) for limit, n in _LIMIT_COUNTS.items() if n in layout.names}
+        counts = {limit: _number(stats, layout.names.index(n)) for limit, n in _LIMIT_COUNTS.items() if n in layout.names}
+        totals = Totals(gpu_tot_sim_cycle=int(tot_cycle), gpu_tot_sim_insn=int(tot_insn), gpu_tot_ipc=tot_ipc, sim_rate_ips=int(rate))
+        if not name:  # GPGPU-Sim stopped at a limit mid-launch and printed no name: the block is that launch's part
+            self._counts = counts
             self._partial = PartialKernel(
                 uid=int(uid) if uid else self._last_uid, name=self._last_name, gpu_sim_cycle=int(cycle), gpu_sim_insn=int(insn)
             )
-        else:
-            out.append(
-                KernelBlock(
-                    uid=int(uid) if layout.summary[0] >= 0 else self._last_uid,
-                    name=name,
-                    gpu_sim_cycle=int(cycle),
-                    gpu_sim_insn=int(insn),
-                    gpu_ipc=ipc,
-                    stats=stats,
-                )
-            )
-        out.append(Totals(gpu_tot_sim_cycle=int(tot_cycle), gpu_tot_sim_insn=int(tot_insn), gpu_tot_ipc=tot_ipc, sim_rate_ips=int(rate)))
+            out.append(totals)
+            return
+        block = KernelBlock(
+            uid=int(uid) if layout.summary[0] >= 0 else self._last_uid,
+            name=name,
+            gpu_sim_cycle=int(cycle),
+            gpu_sim_insn=int(insn),
+            gpu_ipc=ipc,
+            stats=stats,
+        )
+        self._held = (block, totals, counts)
 
 
 def reached(limits: dict[str, int], counts: dict[str, float]) -> tuple[str | None, int | None]:

@@ -3,6 +3,8 @@ for something that happens in another process or thread."""
 
 from __future__ import annotations
 
+import gzip
+
 import math
 import os
 import subprocess
@@ -31,6 +33,14 @@ ACCELSIM = SHARED / "accelsim"
 TRACES = ACCELSIM / "traces"
 LOGS = ACCELSIM / "logs"
 TREE = ACCELSIM / "tree"
+# Real Accel-Sim output recorded for the fake simulator beyond the shared logs (its MANIFEST.md)
+RECORDED_LOGS = Path(__file__).parent / "fake_accelsim" / "recorded"
+
+
+def log_text(name: str) -> str:
+    """A real log's text: a shared one, else one recorded for the fake (gzipped)."""
+    shared = LOGS / name
+    return shared.read_text() if shared.is_file() else gzip.decompress((RECORDED_LOGS / f"{name}.gz").read_bytes()).decode()
 
 
 def stop(process: subprocess.Popen[Any], timeout: float = 15) -> None:

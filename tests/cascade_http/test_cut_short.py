@@ -19,6 +19,8 @@ from tests.cascade_http.trace_archives import files_of, tar_of
 from tests.cascade_sim.world import TITANX, accelsim_tree, add_config_lines
 
 MAX_CYCLE = "SM61_TITANX_MAX_CYCLE"  # the fake replays max-cycle.stdout for a config with the option
+MAX_CYCLE_20K = "SM61_TITANX_MAX_CYCLE_20K"  # and matrixmul-x40's log cut at 20,000 cycles, in launch 3
+MATMUL = "_Z8mult_gpuIfEvPT_S1_S1_ii"
 VECADD = "_Z6vecAddIfEvPT_S1_S1_i"
 SAID = (
     "stopped at its limit -gpgpu_max_cycle 1000: 0 of 1 launches simulated; "
@@ -29,9 +31,10 @@ SAID = (
 @pytest.fixture
 def live(tmp_path: Path, nats_url: str) -> Iterator[LiveServer]:
     tree = accelsim_tree(tmp_path / "accel-sim")
-    for folder in (tree / TITANX, tree / "gpu-simulator/configs/tested-cfgs/SM61_TITANX"):
-        shutil.copytree(folder, folder.with_name(MAX_CYCLE))
-    add_config_lines(tree, MAX_CYCLE, "-gpgpu_max_cycle 1000")
+    for name, limit in ((MAX_CYCLE, 1000), (MAX_CYCLE_20K, 20000)):
+        for folder in (tree / TITANX, tree / "gpu-simulator/configs/tested-cfgs/SM61_TITANX"):
+            shutil.copytree(folder, folder.with_name(name))
+        add_config_lines(tree, name, f"-gpgpu_max_cycle {limit}")
     settings = Settings(
         token=TOKEN, data_dir=tmp_path / "data", nats_url=nats_url, accelsim_dir=tree, runner=True, runner_slots=2, samples=False
     )
@@ -86,3 +89,20 @@ def test_a_sim_cut_short_at_its_limit_says_so_on_every_route_and_in_no_total(liv
 
     comparison = api(live, f"/api/runs/{run_id}/comparison").json()
     assert [row["sim_ns"].get(MAX_CYCLE) for row in comparison["rows"]] == [None], "no time for the cut launch"
+
+
+def test_a_launch_cut_after_others_finished_is_in_no_total_and_the_others_are(live: LiveServer) -> None:
+    body = tar_of(files_of("matrixmul-x40"), top="matrixmul-x40")
+    response = httpx.post(f"{live.url}/api/traces?id=mm40", content=body, headers={**AUTH, "Content-Type": "application/x-tar"})
+    assert response.status_code == 202 and response.json()["state"] == "ready", response.text
+    watched = cascade(live, "run", "mm40", MAX_CYCLE_20K, "--watch")
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    run_id = watched.stdout.splitlines()[0]
+    (sim,) = api(live, f"/api/runs/{run_id}").json()["sims"]
+    # The log: launches 1 and 2 of 7,528 and 7,426 cycles, launch 3 cut after 5,046.
+    assert (sim["state"], sim["kernels_done"], sim["kernels_total"]) == ("succeeded", 2, 40)
+    assert sim["cut_short"]["partial"] == {"uid": 3, "name": MATMUL, "gpu_sim_cycle": 5046, "gpu_sim_insn": 4352}
+    assert (sim["cut_short"]["kernels_done"], sim["cut_short"]["limit_value"]) == (2, 20000)
+    assert sim["latest"]["gpu_tot_sim_cycle"] == 7528 + 7426, "the cut launch's cycles are in no total"
+    kernels = api(live, f"/api/runs/{run_id}/kernels").json()
+    assert [(k["kernel_launch_uid"], k["gpu_sim_cycle"]) for k in kernels] == [(1, 7528), (2, 7426)]

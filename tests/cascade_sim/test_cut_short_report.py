@@ -11,7 +11,7 @@ from cascade_core.sims import Outcome
 from cascade_core.split import Chunk
 from cascade_sim import sim_report
 from cascade_sim.install import AccelSimOutput
-from tests.support import LOGS
+from tests.support import log_text
 
 TITANX = GpuConfig(name="SM61_TITANX", arch="sm_61", core_clock_mhz=1417.0)
 CUT_LAUNCH = ev.PartialKernel(uid=1, name="_Z6vecAddIfEvPT_S1_S1_i", gpu_sim_cycle=1000, gpu_sim_insn=0)
@@ -25,7 +25,7 @@ def finished(log: str, kernels_total: int, chunk: Chunk | None = None) -> ev.Sim
     report = sim_report.SimReport(
         job=job, emit=sent.append, next_id=lambda: f"e-{len(sent)}", now=lambda: datetime(2026, 12, 1, tzinfo=UTC), reader=AccelSimOutput()
     )
-    report.stdout((LOGS / log).read_text())
+    report.stdout(log_text(log))
     report.end_of_output()
     assert report.outcome(0, []) == Outcome(True, 0, None)
     event = report.finished(report.outcome(0, []))
@@ -48,3 +48,11 @@ def test_a_chunk_cut_short_counts_its_own_launches_and_names_the_cut_one_globall
     cut = finished("failures/max-cycle.stdout", 8, chunk).cut_short
     assert cut is not None and (cut.kernels_done, cut.kernels_total) == (0, 4)
     assert cut.partial == ev.PartialKernel(uid=5, name=CUT_LAUNCH.name, gpu_sim_cycle=1000, gpu_sim_insn=0)
+
+
+def test_a_launch_cut_after_others_is_named_in_its_block_and_still_cut() -> None:
+    # Real output of matrixmul-x40 with -gpgpu_max_cycle 20000: launches 1 and 2 finish, and
+    # launch 3's block, named like a finished one's, comes just before the break line.
+    cut = finished("matrixmul-x40__SM61_TITANX__max_cycle=20000.log", 40).cut_short
+    partial = ev.PartialKernel(uid=3, name="_Z8mult_gpuIfEvPT_S1_S1_ii", gpu_sim_cycle=5046, gpu_sim_insn=4352)
+    assert cut == ev.CutShort(limit_option="-gpgpu_max_cycle", limit_value=20000, kernels_done=2, kernels_total=40, partial=partial)
