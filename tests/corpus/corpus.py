@@ -31,7 +31,7 @@ from projections.replay import replay
 from projections.rows import KernelRow
 
 HERE = Path(__file__).parent
-VERSIONS = (1, 2, 3, 4, 5, 6)  # the recorded corpora, oldest first; the newest is what this version stores
+VERSIONS = (1, 2, 3, 4, 5, 6, 7)  # the recorded corpora, oldest first; the newest is what this version stores
 RECORD = "python -m tests.corpus.record"  # run from the checkout, with its venv
 LONG = 200
 
@@ -93,7 +93,8 @@ class Table(msgspec.Struct, frozen=True):
 # holds is in the kernels table's `stats`: each map made again from its rows, which must be
 # the map as the event carried it (recorded as its digest).
 SUMMED = {
-    "kernel_stats": "SELECT count(*) AS rows, count(value) AS numbers, count(text) AS texts FROM kernel_stats",
+    "kernel_stats": "SELECT count(*) AS rows, count(value) AS numbers, count(text) AS texts, count(printed_total) AS printed_totals, "
+    "md5(string_agg(value::VARCHAR, ',' ORDER BY seq, stat) FILTER (WHERE printed_total IS NOT NULL)) AS md5_of_their_values FROM kernel_stats",
     "stat_names": "SELECT count(*) AS names, md5(string_agg(name, chr(10) ORDER BY id)) AS md5_by_id FROM stat_names",
 }
 
@@ -114,7 +115,7 @@ def _with_maps(con: duckdb.DuckDBPyConnection, kernels: Table) -> Table:
     """The kernels, each with its stats map where KernelRow has it."""
     seq = kernels.columns.index("seq")
     maps = stats_maps.kernel_maps(con, [row[seq] for row in kernels.rows], stats_maps.Names())
-    columns = list(KernelRow.__struct_fields__)
+    columns = [c for c in KernelRow.__struct_fields__ if c != "per_kernel"]  # in kernel_stats' values
     rows = [[_value(maps.get(row[seq], b"{}").decode()) if c == "stats" else row[kernels.columns.index(c)] for c in columns] for row in kernels.rows]
     return Table(columns, rows)
 
