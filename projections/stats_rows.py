@@ -104,6 +104,44 @@ def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set
     return pa.Table.from_arrays(columns, schema=_SCHEMA)
 
 
+# Results from before `per_kernel` (older events): a sim run whole and straight printed its
+# running totals over its own launches, so its kernels' own values are the differences of
+# consecutive kernels' printed totals (its first's as printed); a split, reusing or resumed
+# sim's cannot be told, and stay null. Then each ratio of them from its parts.
+_OLD_RUNNING = """
+UPDATE kernel_stats SET value = own.value FROM (
+  SELECT v.seq, v.stat, v.printed_total - coalesce(p.printed_total, 0) AS value
+  FROM kernel_stats v JOIN kernels k ON k.seq = v.seq JOIN sims s ON s.id = k.sim_id
+  LEFT JOIN kernels pk ON pk.sim_id = k.sim_id AND pk.attempt = k.attempt AND pk.kernel_index = k.kernel_index - 1
+  LEFT JOIN kernel_stats p ON p.seq = pk.seq AND p.stat = v.stat
+  WHERE v.seq IN (SELECT unnest($seqs)) AND v.stat IN (SELECT unnest($running))
+    AND s.split IS NULL AND NOT s.reuse AND len(s.resumed) = 0) own
+WHERE kernel_stats.seq = own.seq AND kernel_stats.stat = own.stat"""
+_OLD_RATIOS = """
+UPDATE kernel_stats SET value = own.value FROM (
+  SELECT r.seq, r.stat, n.value / d.value AS value
+  FROM kernel_stats r JOIN (SELECT unnest($ratios) AS stat, unnest($numerators) AS numerator, unnest($denominators) AS denominator) q USING (stat)
+  JOIN kernel_stats n ON n.seq = r.seq AND n.stat = q.numerator JOIN kernel_stats d ON d.seq = r.seq AND d.stat = q.denominator
+  WHERE r.seq IN (SELECT unnest($seqs))) own
+WHERE kernel_stats.seq = own.seq AND kernel_stats.stat = own.stat"""
+
+
+def own_values_of_old_results(con: duckdb.DuckDBPyConnection, written: Iterable[KernelRow]) -> None:
+    """The kernels' own values of running totals and their ratios, for the results just
+    written (`rows`) whose events carry no differences."""
+    seqs = [k.seq for k in written if k.per_kernel is None and k.stats is not None]
+    if not seqs:
+        return
+    ids = dict(con.execute("SELECT name, id FROM stat_names").fetchall())
+    running = [i for name, i in ids.items() if stat_kinds.kind_of(name) == "running_total"]
+    con.execute(_OLD_RUNNING, {"seqs": seqs, "running": running})
+    parts = {i: stat_kinds.ratio_parts(name) for name, i in ids.items() if stat_kinds.kind_of(name) == "ratio_of_totals"}
+    ratios = {i: (ids[p[0]], ids[p[1]]) for i, p in parts.items() if p is not None and p[0] in ids and p[1] in ids}
+    if ratios:
+        numerators, denominators = zip(*ratios.values())
+        con.execute(_OLD_RATIOS, {"seqs": seqs, "ratios": list(ratios), "numerators": list(numerators), "denominators": list(denominators)})
+
+
 class _Kinds(msgspec.Struct, frozen=True, gc=False):
     """Which of a set of names are running totals, and which ratios of two of them (each
     with its numerator's and denominator's places, in the order of its own)."""
