@@ -116,7 +116,7 @@ def _without_per_kernel(line: corpus.Line) -> corpus.Line:
     return corpus.Line(line.subject, msgspec.Raw(ev.encode(msgspec.structs.replace(event, per_kernel=None))))
 
 
-_OWN_VALUES = """SELECT s.id, s.split IS NULL AND NOT s.reuse AND len(s.resumed) = 0 AS straight, k.kernel_index, v.stat, v.value, v.printed_total
+_OWN_VALUES = """SELECT s.id, s.split IS NULL AND NOT s.reuse AND len(s.resumed) = 0 AS straight, k.kernel_index, v.stat, v.value::VARCHAR, v.printed_total::VARCHAR
     FROM kernel_stats v JOIN kernels k USING (seq) JOIN sims s ON s.id = k.sim_id WHERE v.printed_total IS NOT NULL ORDER BY ALL"""
 
 
