@@ -148,7 +148,8 @@ class _Kinds(msgspec.Struct, frozen=True, gc=False):
 
     running: pa.BooleanArray
     totals: pa.BooleanArray  # running totals and ratios
-    ratios: pa.BooleanArray
+    ratios: pa.BooleanArray  # those whose parts the map has
+    unknown: pa.BooleanArray  # the others: no value of their own
     numerators: pa.Array
     denominators: pa.Array
 
@@ -164,7 +165,6 @@ def _kinds_of(stats: PackedStats) -> _Kinds:
     place = {name: i for i, name in enumerate(names)}
     kinds = [stat_kinds.kind_of(name) for name in names]
     parts = [stat_kinds.ratio_parts(name) if kind == "ratio_of_totals" else None for name, kind in zip(names, kinds)]
-    # A ratio whose parts the map lacks is a total left as printed, with no value of its own.
     ratios = [p is not None and p[0] in place and p[1] in place for p in parts]
     running = pa.array([kind == "running_total" for kind in kinds], pa.bool_())
     held = [p for p, ratio in zip(parts, ratios) if ratio and p is not None]
@@ -175,6 +175,7 @@ def _kinds_of(stats: PackedStats) -> _Kinds:
             running=running,
             totals=pa.array([kind in ("running_total", "ratio_of_totals") for kind in kinds], pa.bool_()),
             ratios=pa.array(ratios, pa.bool_()),
+            unknown=pa.array([kind == "ratio_of_totals" and not ratio for kind, ratio in zip(kinds, ratios)], pa.bool_()),
             numerators=pa.array([place[n] for n, _ in held], pa.int32()),
             denominators=pa.array([place[d] for _, d in held], pa.int32()),
         ),
@@ -193,7 +194,7 @@ def _per_kernel(kernel: KernelRow, printed: pa.Array) -> tuple[pa.Array, pa.Arra
         return pc.if_else(kinds.totals, nothing, printed), printed_total
     # The differences are numbers where the printed values are (texts are nans in both).
     own = pa.Array.from_buffers(pa.float64(), len(printed), [printed.buffers()[0], pa.py_buffer(deflated.inflated(kernel.per_kernel))])
-    value = pc.if_else(kinds.running, own, printed)
+    value = pc.if_else(kinds.unknown, nothing, pc.if_else(kinds.running, own, printed))
     if len(kinds.numerators):
         value = pc.replace_with_mask(value, kinds.ratios, pc.divide(own.take(kinds.numerators), own.take(kinds.denominators)))
     return value, printed_total

@@ -106,10 +106,14 @@ def own_values(maps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         before = maps[i - 1] if i else {}
         own = {n: v - number(before.get(n, 0.0)) if stat_kinds.kind_of(n) == "running_total" and not isinstance(v, str) else v for n, v in m.items()}
         for n in m:
-            parts = stat_kinds.ratio_parts(n) if stat_kinds.kind_of(n) == "ratio_of_totals" else None
+            if stat_kinds.kind_of(n) != "ratio_of_totals":
+                continue
+            parts = stat_kinds.ratio_parts(n)
             if parts is not None and parts[0] in m and parts[1] in m:
                 top, bottom = number(own[parts[0]]), number(own[parts[1]])
                 own[n] = top / bottom if bottom else math.nan
+            else:
+                own[n] = "no number: a ratio without its parts"
         out.append(own)
     return out
 
