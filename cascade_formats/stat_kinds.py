@@ -4,7 +4,7 @@ maximum so far), or a ratio of two running totals. A name whose kind is not deci
 `undecided`, never guessed.
 
 Provisional: the few names the per-kernel values were built and tested on; the full table
-replaces it.
+replaces it. A kind changed changes `kernel_stats` rows: bump `projections/fold.py`'s VERSION.
 """
 
 from __future__ import annotations
