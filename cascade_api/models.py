@@ -187,7 +187,14 @@ class KernelStat(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     gpu_sim_insn: int
     gpu_ipc: float
     sim_time_ns: float
-    stats: dict[str, StatValue]
+    stats: Annotated[
+        dict[str, StatValue],
+        msgspec.Meta(
+            description="Every value of the kernel's stats block under the log's names, as printed: many are running totals "
+            "since the simulator started, not the kernel's own. Per-kernel values: GET /api/runs/{id}/stats/values, "
+            "and `value` in SQL's kernel_stats."
+        ),
+    ]
     reused_from: Annotated[
         int | None,
         msgspec.Meta(
@@ -292,6 +299,14 @@ class StatValuesRow(msgspec.Struct, frozen=True, kw_only=True):
     min: float | None
     max: float | None
     kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
+    running_total: Annotated[
+        float | None,
+        msgspec.Meta(
+            description="For a running total (or a ratio of two), which the log prints as a total since the start of the "
+            "simulation: the median over those replicas of its total over each sim's launches up to this one; median, "
+            "min and max are the kernel's own value. Absent for the other kinds of stat."
+        ),
+    ] = None
 
 
 class StatValues(msgspec.Struct, frozen=True, kw_only=True):

@@ -356,6 +356,13 @@ class KernelFinished(SimEvent, frozen=True, tag="sim.kernel_finished.v2"):
     # The launch (uid) whose result this is, for a kernel not simulated in a sim that reuses
     # repeated kernels (`cascade_core/reuse.py`); None for a kernel simulated.
     reused_from: int | None = None
+    # Each value of `stats` less the same name's in the block the same simulator process
+    # printed before it (none before, or no such name there: less 0), as a float64 each in
+    # `stats`' order, in zlib's format: the runner alone sees every block in order, a chunk's
+    # and a resume's warm-up ones included. What a running total's per-kernel value is made
+    # from (docs/architecture.md, "Per-kernel values"); a reused kernel's are its source's.
+    # None in events from before it.
+    per_kernel: bytes | None = None
 
 
 class SimFileStored(SimEvent, frozen=True, tag="sim.file_stored.v1"):

@@ -111,12 +111,18 @@ def pack(names: tuple[str, ...], floats: bytes, texts: Texts, *, compress: Compr
 def packed(names: str, floats: bytes, texts: Texts, *, compress: Compress = compressed) -> PackedStats:
     """`pack`, with the names as `names_text` made them, and the floats compressed by
     `compress`, into zlib's format (whatever compresses them: `cascade_nats.deflated` reads any)."""
+    # A map of texts is one of texts or None: the event never changes it.
+    return PackedStats(names=names, values=packed_floats(floats, compress=compress), texts=cast(dict[int, str | None], texts))
+
+
+def packed_floats(floats: bytes, *, compress: Compress = compressed) -> bytes:
+    """Float64s in the machine's byte order as a map's `values` holds them: little-endian,
+    compressed by `compress`."""
     if sys.byteorder == "big":
         swapped = array("d", floats)
         swapped.byteswap()
         floats = swapped.tobytes()
-    # A map of texts is one of texts or None: the event never changes it.
-    return PackedStats(names=names, values=compress(floats), texts=cast(dict[int, str | None], texts))
+    return compress(floats)
 
 
 def from_mapping(stats: Mapping[str, Any]) -> PackedStats | None:

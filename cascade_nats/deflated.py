@@ -31,7 +31,12 @@ def log_utf8(beat: ev.SimHeartbeat) -> bytes:
 
 def floats_of(stats: PackedStats) -> bytes:
     """The map's values as float64s, little-endian, a nan where `texts` has the value."""
-    return isal_zlib.decompress(stats.values)
+    return inflated(stats.values)
+
+
+def inflated(floats: bytes) -> bytes:
+    """Float64s packed as a map's values are (`packed_stats.packed_floats`), little-endian."""
+    return isal_zlib.decompress(floats)
 
 
 def stats_map(stats: PackedStats) -> dict[str, Value]:

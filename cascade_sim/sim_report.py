@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import TypedDict, assert_never
 
 import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
 from isal import isal_zlib
 
 from cascade_core import events as ev
@@ -119,6 +121,19 @@ def packed(stats: simulator.Stats) -> PackedStats:
     return packed_stats.pack(stats.names, stats.floats, stats.texts, compress=compressed)
 
 
+def differences(stats: simulator.Stats, before: simulator.Stats | None) -> bytes:
+    """Each float of `stats` less the same name's in `before` (0 where it has none), as
+    float64s in the machine's byte order: a block's values less the block before's."""
+    if before is None:
+        return stats.floats
+    now = pa.Array.from_buffers(pa.float64(), len(stats.names), [None, pa.py_buffer(stats.floats)])
+    earlier = pa.Array.from_buffers(pa.float64(), len(before.names), [None, pa.py_buffer(before.floats)])
+    if before.names != stats.names:
+        place = {name: i for i, name in enumerate(before.names)}
+        earlier = pc.fill_null(earlier.take(pa.array([place.get(name) for name in stats.names], pa.int32())), 0.0)
+    return bytes(pc.subtract(now, earlier).buffers()[1])
+
+
 def _marked(stats: simulator.Stats, source: int) -> simulator.Stats:
     """A reused kernel's stats map: its source's, saying which launch it is from."""
     return stats.with_value("reused_from", float(source))
@@ -194,8 +209,10 @@ class SimReport:
         self._kept_launches = 0 if kept is None else kept.launches
         if kept is not None:
             self.latest = self._measured
-        # A reusing sim's results that later launches take: by uid, the kernel and its stats map.
-        self._reusable: dict[int, tuple[simulator.KernelBlock, simulator.Stats]] = {}
+        # A reusing sim's results that later launches take: by uid, the kernel, its stats map
+        # and its per-kernel values.
+        self._reusable: dict[int, tuple[simulator.KernelBlock, simulator.Stats, bytes]] = {}
+        self._block_before: simulator.Stats | None = None  # the simulator's last block, warm-up or not
         self._sources = set() if job.reuse is None else job.reuse.sources_reused()
         if job.chunk is not None:
             self.add_lines(f"==== cascade: {job.chunk.label} (attempt {job.attempt}) ====")
@@ -317,6 +334,8 @@ class SimReport:
     def _kernel_finished(self, k: simulator.KernelBlock) -> None:
         self.launched_once()
         cut, reuse, launches = self.job.cut, self.job.reuse, self.job.launches
+        per_kernel = differences(k.stats, self._block_before)
+        self._block_before = k.stats
         if cut is not None and not cut.measures(k.uid):
             return  # warm-up: simulated for the caches' sake, and discarded
         if launches is not None:
@@ -324,18 +343,21 @@ class SimReport:
         stats = k.stats
         if reuse is None and cut is not None:
             stats = self._running_totals(k, stats)
-        self._kernel(k, stats)
+        self._kernel(k, stats, per_kernel)
         if launches is None:  # the heartbeat below says the totals through this kernel, printed with it
             cycles, insn, ipc = (_float(stats.get(name)) for name in ("gpu_tot_sim_cycle", "gpu_tot_sim_insn", "gpu_tot_ipc"))
             self.latest = ev.SimMetrics(gpu_tot_sim_cycle=cycles, gpu_tot_sim_insn=insn, gpu_tot_ipc=ipc, sim_rate_ips=self.latest.sim_rate_ips)
             self._through_kernels = self.latest
         if reuse is not None:
             if k.uid in self._sources:
-                self._reusable[k.uid] = (self.kernels[-1], stats)
+                self._reusable[k.uid] = (self.kernels[-1], stats, per_kernel)
             for uid in reuse.reused_after(k.uid):
-                source, source_stats = self._reusable[reuse.source(uid)]
+                source, source_stats, source_per_kernel = self._reusable[reuse.source(uid)]
                 self.add_lines(f"==== cascade: launch {uid}: the result of launch {source.uid} reused ====")
-                self._kernel(msgspec.structs.replace(source, uid=uid), _marked(source_stats, source.uid), reused_from=source.uid)
+                marked = _marked(source_stats, source.uid)
+                # `reused_from` is the map's last name, and no running total.
+                per_kernel = source_per_kernel + marked.floats[len(source_per_kernel) :]
+                self._kernel(msgspec.structs.replace(source, uid=uid), marked, per_kernel, reused_from=source.uid)
         self.heartbeat()
 
     def _stopped(self, stopped: simulator.Stopped) -> None:
@@ -363,8 +385,9 @@ class SimReport:
             limit_option=stopped.limit, limit_value=stopped.value, kernels_done=done, kernels_total=total, partial=stopped.partial
         )
 
-    def _kernel(self, k: simulator.KernelBlock, stats: simulator.Stats, reused_from: int | None = None) -> None:
-        """Record a kernel result of the sim (uid global), its stats map packed."""
+    def _kernel(self, k: simulator.KernelBlock, stats: simulator.Stats, per_kernel: bytes, reused_from: int | None = None) -> None:
+        """Record a kernel result of the sim (uid global), its stats map packed, with each
+        value's difference from the simulator's block before (`differences`)."""
         if self.job.launches is not None:
             cycles, insn = self._measured.gpu_tot_sim_cycle or 0.0, self._measured.gpu_tot_sim_insn or 0.0
             self._measured = totals(cycles + k.gpu_sim_cycle, insn + k.gpu_sim_insn)
@@ -382,6 +405,7 @@ class SimReport:
                 stats=packed(stats),
                 stats_naming=self.reader.stats_naming,
                 reused_from=reused_from,
+                per_kernel=packed_stats.packed_floats(per_kernel, compress=compressed),
             )
         )
         # Only the summary is kept for kernel-stats.csv: the full maps are in the events.

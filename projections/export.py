@@ -4,7 +4,8 @@ read as they are, for analyses away from the service.
     runs.parquet          the run's row of `runs`
     sims.parquet          its sims' rows of `sims`
     kernels.parquet       its sims' kernels (their stats maps are the next file)
-    kernel_stats.parquet  every value of those maps: sim_id, kernel_index, stat (its name), value, text
+    kernel_stats.parquet  every value of those maps: sim_id, kernel_index, stat (its name), value (the kernel's
+                          own), text, printed_total (a running total or ratio as the log printed it)
     timing.parquet        the real timing its trace uses, one row per kernel and hardware pass
 
 All are read in one transaction, so they agree. Each is written in row groups of `BATCH_ROWS`
@@ -31,7 +32,7 @@ TABLES = {
     "runs": "SELECT * FROM runs WHERE id = $run",
     "sims": "SELECT * FROM sims WHERE run_id = $run ORDER BY gpu_config, replica",
     "kernels": f"SELECT k.* FROM {_CURRENT} WHERE s.run_id = $run ORDER BY k.sim_id, k.kernel_index",
-    "kernel_stats": f"""SELECT k.sim_id, k.kernel_index, n.name AS stat, v.value, v.text
+    "kernel_stats": f"""SELECT k.sim_id, k.kernel_index, n.name AS stat, v.value, v.text, v.printed_total
         FROM kernel_stats v JOIN {_CURRENT} ON k.seq = v.seq JOIN stat_names n ON n.id = v.stat
         WHERE s.run_id = $run ORDER BY k.sim_id, k.kernel_index, v.stat""",
     "timing": """SELECT r.* FROM trace_real_timing r JOIN traces t ON t.id = r.trace_id AND t.real_timing = r.timing_id

@@ -411,6 +411,7 @@ def _kernel_finished(b: _Batch, seq: int, sim: Sim, e: ev.KernelFinished) -> Non
         sim_time_ns=e.sim_time_ns,
         stats=e.stats,
         reused_from=e.reused_from,
+        per_kernel=e.per_kernel,
         seq=seq,
     )
     b.kernels.append(row)

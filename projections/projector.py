@@ -268,6 +268,7 @@ def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_ro
     if stats.num_rows:
         with incoming(con, stats):
             con.execute("INSERT INTO kernel_stats SELECT * FROM incoming")
+        stats_rows.own_values_of_old_results(con, (k for k in folded.kernels if k.seq in kept))
 
 
 def _update(con: duckdb.DuckDBPyConnection, table: str, stored: Entity, row: Entity) -> None:

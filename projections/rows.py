@@ -191,6 +191,9 @@ class KernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # (`projections/queries/stats_maps.py`).
     stats: Annotated[PackedStats | None, NOT_STORED]
     reused_from: int | None = None  # the launch whose result this is, in a sim that reuses them
+    # Each value of the map less the simulator's block before, as the event carried it
+    # (`events.KernelFinished.per_kernel`): what running totals' rows are made from.
+    per_kernel: Annotated[bytes | None, NOT_STORED] = None
     seq: int
 
 
@@ -202,12 +205,20 @@ class KernelStatRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     `stat`, in the map of the kernels row with this `seq`. A number is `value` (nan and the
     infinities as DuckDB's own), a text is `text` (`kernel_name`, and `none` where the
     simulator printed no number); the other is null. Rows come from the maps as Arrow
-    columns (`projections/stats_rows.py`)."""
+    columns (`projections/stats_rows.py`).
+
+    `value` is the kernel's own (`cascade_formats/stat_kinds.py`): for a running total, its
+    difference from the simulator's block before; for a ratio of running totals, the ratio
+    of those differences; for the other kinds, as printed. `printed_total` is a running
+    total's or ratio's value as printed: since the simulator process started (for a sim run
+    whole and straight, over its launches up to this one); null for the other kinds. A
+    result whose event carries no differences (from before them) has a null `value` there."""
 
     seq: int
     stat: StatId
     value: float | None
     text: str | None
+    printed_total: float | None
 
 
 class StatNameRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):

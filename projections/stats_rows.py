@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cascade_core import packed_stats
+from cascade_formats import stat_kinds
 from cascade_core.packed_stats import PackedStats
 from cascade_formats.stat_kinds import kind_of
 from cascade_nats import deflated
@@ -69,7 +70,7 @@ class StatNames:
         self._ids = None
 
 
-_SCHEMA = pa.schema([("seq", pa.int64()), ("stat", pa.int32()), ("value", pa.float64()), ("text", pa.string())])
+_SCHEMA = pa.schema([("seq", pa.int64()), ("stat", pa.int32()), ("value", pa.float64()), ("text", pa.string()), ("printed_total", pa.float64())])
 
 
 def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set[int], names: StatNames) -> pa.Table:
@@ -81,6 +82,7 @@ def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set
     stats: list[pa.Array] = []
     values: list[pa.Array] = []
     texts: list[pa.Array] = []
+    totals: list[pa.Array] = []
     for kernel in applied:
         if kernel.stats is None:
             continue  # a result without a map (older events, or none printed): no names, no rows
@@ -88,17 +90,115 @@ def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set
         if kernel.seq not in kept or not len(ids):
             continue
         stats.append(ids)
-        number, text = _columns(kernel.stats, len(ids))
-        values.append(number)
+        printed, text = _columns(kernel.stats, len(ids))
+        value, printed_total = _per_kernel(kernel, printed)
+        values.append(value)
         texts.append(text)
+        totals.append(printed_total)
         seqs.append(kernel.seq)
         ends.append((ends[-1] if ends else 0) + len(ids))
     if not seqs:
         return _SCHEMA.empty_table()
     # Each kernel's seq on each of its rows, made in Arrow rather than a list of them all.
     seq = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(pa.array(ends, pa.int32()), pa.array(seqs, pa.int64())))
-    columns = [seq, pa.concat_arrays(stats), pa.concat_arrays(values), pa.concat_arrays(texts)]
+    columns = [seq, pa.concat_arrays(stats), pa.concat_arrays(values), pa.concat_arrays(texts), pa.concat_arrays(totals)]
     return pa.Table.from_arrays(columns, schema=_SCHEMA)
+
+
+# Results from before `per_kernel` (older events): a sim run whole and straight printed its
+# running totals over its own launches, so its kernels' own values are the differences of
+# consecutive kernels' printed totals (its first's as printed); a split, reusing or resumed
+# sim's cannot be told, and stay null. Then each ratio of them from its parts.
+_OLD_RUNNING = """
+UPDATE kernel_stats SET value = own.value FROM (
+  SELECT v.seq, v.stat, v.printed_total - coalesce(p.printed_total, 0) AS value
+  FROM kernel_stats v JOIN kernels k ON k.seq = v.seq JOIN sims s ON s.id = k.sim_id
+  LEFT JOIN kernels pk ON pk.sim_id = k.sim_id AND pk.attempt = k.attempt AND pk.kernel_index = k.kernel_index - 1
+  LEFT JOIN kernel_stats p ON p.seq = pk.seq AND p.stat = v.stat
+  WHERE v.seq IN (SELECT unnest($seqs)) AND v.stat IN (SELECT unnest($running))
+    AND s.split IS NULL AND NOT s.reuse AND len(s.resumed) = 0) own
+WHERE kernel_stats.seq = own.seq AND kernel_stats.stat = own.stat"""
+_OLD_RATIOS = """
+UPDATE kernel_stats SET value = own.value FROM (
+  SELECT r.seq, r.stat, n.value / d.value AS value
+  FROM kernel_stats r JOIN (SELECT unnest($ratios) AS stat, unnest($numerators) AS numerator, unnest($denominators) AS denominator) q USING (stat)
+  JOIN kernel_stats n ON n.seq = r.seq AND n.stat = q.numerator JOIN kernel_stats d ON d.seq = r.seq AND d.stat = q.denominator
+  WHERE r.seq IN (SELECT unnest($seqs))) own
+WHERE kernel_stats.seq = own.seq AND kernel_stats.stat = own.stat"""
+
+
+def own_values_of_old_results(con: duckdb.DuckDBPyConnection, written: Iterable[KernelRow]) -> None:
+    """The kernels' own values of running totals and their ratios, for the results just
+    written (`rows`) whose events carry no differences."""
+    seqs = [k.seq for k in written if k.per_kernel is None and k.stats is not None]
+    if not seqs:
+        return
+    ids = dict(con.execute("SELECT name, id FROM stat_names").fetchall())
+    running = [i for name, i in ids.items() if stat_kinds.kind_of(name) == "running_total"]
+    con.execute(_OLD_RUNNING, {"seqs": seqs, "running": running})
+    parts = {i: stat_kinds.ratio_parts(name) for name, i in ids.items() if stat_kinds.kind_of(name) == "ratio_of_totals"}
+    ratios = {i: (ids[p[0]], ids[p[1]]) for i, p in parts.items() if p is not None and p[0] in ids and p[1] in ids}
+    if ratios:
+        numerators, denominators = zip(*ratios.values())
+        con.execute(_OLD_RATIOS, {"seqs": seqs, "ratios": list(ratios), "numerators": list(numerators), "denominators": list(denominators)})
+
+
+class _Kinds(msgspec.Struct, frozen=True, gc=False):
+    """Which of a set of names are running totals, and which ratios of two of them (each
+    with its numerator's and denominator's places, in the order of its own)."""
+
+    running: pa.BooleanArray
+    totals: pa.BooleanArray  # running totals and ratios
+    ratios: pa.BooleanArray  # those whose parts the map has
+    unknown: pa.BooleanArray  # the others: no value of their own
+    numerators: pa.Array
+    denominators: pa.Array
+
+
+_kinds: dict[str, _Kinds] = {}  # by the names' text
+
+
+def _kinds_of(stats: PackedStats) -> _Kinds:
+    known = _kinds.get(stats.names)
+    if known is not None:
+        return known
+    names = packed_stats.names_of(stats)
+    place = {name: i for i, name in enumerate(names)}
+    kinds = [stat_kinds.kind_of(name) for name in names]
+    parts = [stat_kinds.ratio_parts(name) if kind == "ratio_of_totals" else None for name, kind in zip(names, kinds)]
+    ratios = [p is not None and p[0] in place and p[1] in place for p in parts]
+    running = pa.array([kind == "running_total" for kind in kinds], pa.bool_())
+    held = [p for p, ratio in zip(parts, ratios) if ratio and p is not None]
+    return packed_stats.kept(
+        _kinds,
+        stats.names,
+        _Kinds(
+            running=running,
+            totals=pa.array([kind in ("running_total", "ratio_of_totals") for kind in kinds], pa.bool_()),
+            ratios=pa.array(ratios, pa.bool_()),
+            unknown=pa.array([kind == "ratio_of_totals" and not ratio for kind, ratio in zip(kinds, ratios)], pa.bool_()),
+            numerators=pa.array([place[n] for n, _ in held], pa.int32()),
+            denominators=pa.array([place[d] for _, d in held], pa.int32()),
+        ),
+    )
+
+
+def _per_kernel(kernel: KernelRow, printed: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """A map's `value` and `printed_total` columns, from its printed numbers: a running
+    total's value is its difference from the block before, a ratio of them the ratio of
+    their differences, any other as printed (`KernelStatRow`)."""
+    assert kernel.stats is not None
+    kinds = _kinds_of(kernel.stats)
+    nothing = pa.nulls(len(printed), pa.float64())
+    printed_total = pc.if_else(kinds.totals, printed, nothing)
+    if kernel.per_kernel is None:
+        return pc.if_else(kinds.totals, nothing, printed), printed_total
+    # The differences are numbers where the printed values are (texts are nans in both).
+    own = pa.Array.from_buffers(pa.float64(), len(printed), [printed.buffers()[0], pa.py_buffer(deflated.inflated(kernel.per_kernel))])
+    value = pc.if_else(kinds.unknown, nothing, pc.if_else(kinds.running, own, printed))
+    if len(kinds.numerators):
+        value = pc.replace_with_mask(value, kinds.ratios, pc.divide(own.take(kinds.numerators), own.take(kinds.denominators)))
+    return value, printed_total
 
 
 class _Layout(msgspec.Struct, frozen=True, gc=False):

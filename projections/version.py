@@ -2,7 +2,8 @@
 the file's `read_model` table.
 
 The fingerprint is a digest of every table's name, its columns and their DuckDB types, and the
-columns that identify its rows, all derived from the row Structs (`rows.py`, `tables.py`); the
+columns that identify its rows, all derived from the row Structs (`rows.py`, `tables.py`), and
+the stats' kinds (`cascade_formats/stat_kinds.toml`); the
 fold's version is `fold.VERSION`, bumped by hand when the fold's meaning changes. A file that
 records another fingerprint or version, or none though it has tables (built before read models
 recorded one), is outdated: its rows may not fit the row types or may say what this fold would
@@ -17,6 +18,7 @@ import hashlib
 import duckdb
 import msgspec
 
+from cascade_formats import stat_kinds
 from projections import fold, tables
 
 TABLE = "read_model"
@@ -32,7 +34,8 @@ _COLUMNS = ", ".join(Version.__struct_fields__)
 
 def fingerprint() -> str:
     layout = [[table, tables.column_sql(table), list(tables.KEYS[table])] for table in tables.ROW_TYPES]
-    return hashlib.sha256(msgspec.json.encode([layout, tables.CHECKPOINT_SQL])).hexdigest()[:16]
+    # The stats' kinds decide kernel_stats' values (a running total's own value is a difference).
+    return hashlib.sha256(msgspec.json.encode([layout, tables.CHECKPOINT_SQL, stat_kinds.RULES])).hexdigest()[:16]
 
 
 def current() -> Version:

@@ -231,7 +231,8 @@ async def run_results(request: Request) -> Response:
     summary="Export a run as Parquet",
     description="A zip of Parquet files, streamed as it is made, that pandas, polars and DuckDB read as they are: "
     "runs.parquet (the run), sims.parquet (its sims), kernels.parquet (their kernels, without stats maps), "
-    "kernel_stats.parquet (every value of those maps: sim_id, kernel_index, stat, value, text) and timing.parquet "
+    "kernel_stats.parquet (every value of those maps: sim_id, kernel_index, stat, value (the kernel's own), text, "
+    "printed_total (a running total as the log printed it)) and timing.parquet "
     "(the real timing its trace uses). `cascade export RUN -o DIR` unpacks it. The read model's columns are "
     "described in README.md, Querying the read model.",
     response=bytes,

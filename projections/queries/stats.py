@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from cascade_formats import stat_kinds
 from cascade_formats.kernel_names import short_name
 from cascade_api.models import RunSummary, StatCatalogue, StatName, StatTable, StatValues, StatValuesRow
 from projections.queries.runs import CURRENT_KERNELS, RECOMPUTED_TOTALS, Con, configs, snapshot
@@ -141,23 +142,36 @@ def stat_catalogue(con: Con, run: RunSummary, q: str) -> StatCatalogue:
 
 # The run's rows of the stats $stats (ids), a kernel index, config and stat a row: how many
 # of the config's replicas have a value (a number or a text), and the median, least and
-# greatest of their finite numbers. The `gpu_tot_*` of a split or reusing sim's kernel are
-# the sim's running sums, as the maps answer them ($<name>: that stat's id), not the rows'
-# (each chunk's own sums over its launches, a reused kernel's its source's).
-_VALUE = "CASE v.stat " + " ".join(f"WHEN ${name} THEN coalesce(r.{name}, v.value) " for name in RECOMPUTED_TOTALS) + "ELSE v.value END"
-_FINITE = f"FILTER (WHERE isfinite({_VALUE}))"
-_TOTALS = "".join(f", {column} AS {name}" for name, column in RECOMPUTED_TOTALS.items())
+# greatest of their finite numbers, each kernel's own (`value`). A snapshot among the
+# `gpu_tot_*` of a split or reusing sim's kernel is the sim's, as the maps answer it
+# ($<name>: that stat's id), not the row's (the chunk's own, a reused kernel's its source's).
+_SNAPSHOTS = [name for name in RECOMPUTED_TOTALS if stat_kinds.kind_of(name) == "snapshot"]
+_VALUE = "CASE v.stat " + " ".join(f"WHEN ${name} THEN coalesce(r.{name}, v.value) " for name in _SNAPSHOTS) + "ELSE v.value END"
+_TOTALS = "".join(f", {RECOMPUTED_TOTALS[name]} AS {name}" for name in _SNAPSHOTS)
+# Whose printed totals are not the sim's own (a chunk's began at its warm-up, a resume's too,
+# a reusing sim's left out the launches reused): its running totals are its kernels' own
+# values summed over its launches in order.
+_STITCHED = ", k.sim_id, (s.split IS NOT NULL OR s.reuse OR len(s.resumed) > 0) AS stitched"
+# A running total's ($running: ids) over the sim's launches up to the kernel: as printed, or
+# stitched; a ratio of them ($ratios) as printed, in a sim whose printed totals are its own.
+_RUNNING = """CASE WHEN v.stat = ANY($running) AND r.stitched THEN sum(v.value) OVER (PARTITION BY r.sim_id, v.stat ORDER BY r.kernel_index)
+       WHEN v.stat = ANY($running) OR (v.stat = ANY($ratios) AND NOT r.stitched) THEN v.printed_total END"""
+_HAS_ONE = "(v.value IS NOT NULL OR v.text IS NOT NULL OR v.printed_total IS NOT NULL)"
 _VALUES = f"""
-SELECT r.kernel_index, arg_min(r.name, r.replica), r.gpu_config, v.stat, count(*),
-       median({_VALUE}) {_FINITE}, min({_VALUE}) {_FINITE}, max({_VALUE}) {_FINITE}
-FROM kernel_stats v JOIN ({_run_kernels(_TOTALS)}) r USING (seq)
-WHERE v.seq BETWEEN $first AND $last AND v.stat = ANY($stats) AND (v.value IS NOT NULL OR v.text IS NOT NULL)
-GROUP BY r.kernel_index, r.gpu_config, v.stat
-ORDER BY r.kernel_index, list_position($configs, r.gpu_config), list_position($stats, v.stat)
+WITH shown AS (
+  SELECT r.kernel_index, r.name, r.replica, r.gpu_config, v.stat, {_VALUE} AS value, {_RUNNING} AS running_total
+  FROM kernel_stats v JOIN ({_run_kernels(_TOTALS + _STITCHED)}) r USING (seq)
+  WHERE v.seq BETWEEN $first AND $last AND v.stat = ANY($stats) AND {_HAS_ONE})
+SELECT kernel_index, arg_min(name, replica), gpu_config, stat, count(*),
+       median(value) FILTER (WHERE isfinite(value)), min(value) FILTER (WHERE isfinite(value)), max(value) FILTER (WHERE isfinite(value)),
+       median(running_total) FILTER (WHERE isfinite(running_total))
+FROM shown
+GROUP BY kernel_index, gpu_config, stat
+ORDER BY kernel_index, list_position($configs, gpu_config), list_position($stats, stat)
 LIMIT $limit"""
 _HELD = f"""
 SELECT DISTINCT v.stat FROM kernel_stats v JOIN ({_RUN_KERNELS}) r USING (seq)
-WHERE v.seq BETWEEN $first AND $last AND v.stat = ANY($stats) AND (v.value IS NOT NULL OR v.text IS NOT NULL)"""
+WHERE v.seq BETWEEN $first AND $last AND v.stat = ANY($stats) AND {_HAS_ONE}"""
 
 
 def _units(pattern: re.Pattern[str], stat: str) -> list[int]:
@@ -181,12 +195,17 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
         found.sort(key=lambda f: units[f[1]])
         ids = [i for i, _ in found]
         seqs = _seqs(con, run)
-        records: list[tuple[int, str, str, int, int, float | None, float | None, float | None]] = []
+        records: list[tuple[int, str, str, int, int, float | None, float | None, float | None, float | None]] = []
         if ids and seqs is not None:
             params = {"run": run.id, "first": seqs[0], "last": seqs[1], "stats": ids}
-            totals = dict(con.execute("SELECT name, id FROM stat_names WHERE name IN (SELECT unnest(?))", [list(RECOMPUTED_TOTALS)]).fetchall())
-            recomputed = {name: totals.get(name, 0) for name in RECOMPUTED_TOTALS}  # stat ids are from 1
-            records = con.execute(_VALUES, {**params, **recomputed, "configs": order, "limit": VALUES_LIMIT + 1}).fetchall()
+            totals = dict(con.execute("SELECT name, id FROM stat_names WHERE name IN (SELECT unnest(?))", [_SNAPSHOTS]).fetchall())
+            recomputed = {name: totals.get(name, 0) for name in _SNAPSHOTS}  # stat ids are from 1
+            kinds = {i: stat_kinds.kind_of(stat) for i, stat in found}
+            by_kind = {
+                "running": [i for i, kind in kinds.items() if kind == "running_total"],
+                "ratios": [i for i, kind in kinds.items() if kind == "ratio_of_totals"],
+            }
+            records = con.execute(_VALUES, {**params, **recomputed, **by_kind, "configs": order, "limit": VALUES_LIMIT + 1}).fetchall()
         truncated = len(records) > VALUES_LIMIT
         # The stats the rows show, unless some were cut off: then the ones the run has.
         held = {r[3] for r in records} if not truncated else {i for (i,) in con.execute(_HELD, params).fetchall()}
@@ -202,8 +221,9 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
             median=median,
             min=low,
             max=high,
+            running_total=running_total,
         )
-        for index, kernel, config, stat, replicas, median, low, high in records[:VALUES_LIMIT]
+        for index, kernel, config, stat, replicas, median, low, high, running_total in records[:VALUES_LIMIT]
     ]
     return StatValues(
         name=name,

@@ -73,7 +73,7 @@ def _maps(
 
 def kernel_map(con: duckdb.DuckDBPyConnection, seq: int, names: Names) -> bytes:
     """The map of the kernel whose kernels row has `seq`; `{}` if it has none."""
-    rows = con.sql("SELECT seq, stat, value, text FROM kernel_stats WHERE seq = $seq", params={"seq": seq}).to_arrow_table()
+    rows = con.sql("SELECT seq, stat, coalesce(printed_total, value), text FROM kernel_stats WHERE seq = $seq", params={"seq": seq}).to_arrow_table()
     return next((m for _, m in _maps(con, rows, names, {})), b"{}")
 
 
@@ -87,7 +87,7 @@ def kernel_maps(
     wanted = list(seqs)
     for i in range(0, len(wanted), KERNELS_AT_ONCE):
         rows = con.sql(
-            "SELECT seq, stat, value, text FROM kernel_stats WHERE seq IN (SELECT unnest($seqs)) ORDER BY seq, rowid",
+            "SELECT seq, stat, coalesce(printed_total, value), text FROM kernel_stats WHERE seq IN (SELECT unnest($seqs)) ORDER BY seq, rowid",
             params={"seqs": wanted[i : i + KERNELS_AT_ONCE]},
         ).to_arrow_table()
         found.update(_maps(con, rows, names, replaced or {}))

@@ -169,6 +169,16 @@ def test_the_stat_explorer_finds_a_stat_and_draws_it_per_kernel_and_config(page:
 
     shoot(page, "stats-bars", "#stat-bars", check=names_a_kernel)
 
+    # A running total (the log's 39, 423, 462): each kernel's own value drawn, its total beside it.
+    page.goto(f"{cascade.url}/#/runs/{run}/stats?name=L2_total_cache_accesses")
+    page.wait_for_selector("#stat-own")
+    values = api.get(f"/api/runs/{run}/stats/values", params={"name": "L2_total_cache_accesses"}).json()
+    assert [(r["median"], r["running_total"]) for r in values["rows"] if r["gpu_config"] == "SM61_TITANX"] == [(39, 39), (384, 423), (39, 462)]
+    page.wait_for_function("() => JSON.parse(document.querySelector('#stat-bars').dataset.bars ?? '[]')[0]?.median === 39")
+    assert data_json(page, "#stat-bars", "bars") == [{k: r[k] for k in ("kernel_index", "gpu_config", "median", "min", "max")} for r in values["rows"]]
+    totals = page.eval_on_selector_all("#stat-table .vt-row [data-running-total]", "els => els.map(e => Number(e.dataset.runningTotal))")
+    assert totals == [r["running_total"] for r in values["rows"]]
+
     # A per-unit table of one index: kernels by L2 bank, a heatmap per config.
     name = "L2_cache_bank[*].Miss_rate"
     page.goto(f"{cascade.url}/#/runs/{run}/stats?name={quote(name)}")

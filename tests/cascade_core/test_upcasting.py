@@ -95,6 +95,7 @@ class KernelFinishedV3(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v3"):
     stats: PackedStats | None = None
     stats_naming: int = 1
     reused_from: int | None = None
+    per_kernel: bytes | None = None
 
 
 class KernelFinishedV4(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v4"):
@@ -109,6 +110,7 @@ class KernelFinishedV4(ev.SimEvent, frozen=True, tag="sim.kernel_finished.v4"):
     stats: PackedStats | None = None
     stats_naming: int = 1
     reused_from: int | None = None
+    per_kernel: bytes | None = None
 
 
 def renamed(new_type: type[ev.Event], old_name: str, new_name: str) -> Callable[[Any], ev.Event]:

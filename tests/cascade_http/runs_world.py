@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import sys
+from array import array
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,6 +25,9 @@ from starlette.testclient import TestClient
 from cascade_app.config import Settings
 from cascade_core import events as ev
 from cascade_core import packed_stats
+from cascade_core.packed_stats import PackedStats
+from cascade_nats import deflated
+from cascade_sim import sim_report, simulator
 from tests.cascade_formats import timeline_fixture
 from tests.cascade_http.conftest import TOKEN, service
 from tests.cascade_http.reference import text_example
@@ -305,25 +310,39 @@ def finished_sim(
     run_id: str, sim_id: str, kernels: Sequence[tuple[str, int]], clock_mhz: float, when: datetime, *, stats: Sequence[Mapping[str, Any]] = ()
 ) -> list[ev.Event]:
     """A sim's life as a runner appends it: claimed, launched, a kernel result per
-    (name, cycles) a millisecond apart (with the i-th of `stats` as its map, else none), a
-    last heartbeat, succeeded."""
+    (name, cycles) a millisecond apart (with the i-th of `stats` as its map, each value's
+    difference from the map before as its `per_kernel`, else none), a last heartbeat,
+    succeeded."""
     common: dict[str, Any] = {"run_id": run_id, "sim_id": sim_id, "attempt": 1}
     events: list[ev.Event] = [
         ev.SimClaimed(id=event_id(), at=when, runner_id="runner-seeded", host="h", **common),
         ev.SimLaunched(id=event_id(), at=when, launcher_ref="1", host="h", config_digests={}, **common),
     ]
+    packed = [packed_stats.from_mapping(m) for m in stats]
+    blocks = [None if p is None else _block(p) for p in packed]
     for i, (name, cycles) in enumerate(kernels):
+        block = blocks[i] if stats else None
+        per_kernel = None if block is None else packed_stats.packed_floats(sim_report.differences(block, blocks[i - 1] if i else None))
         events.append(
             ev.KernelFinished(
                 id=event_id(), at=when + timedelta(milliseconds=i), kernel_index=i, uid=i + 1, name=name, gpu_sim_cycle=cycles,
                 gpu_sim_insn=cycles * 3, gpu_ipc=3.0, sim_time_ns=cycles / clock_mhz * 1000,
-                stats=packed_stats.from_mapping(stats[i]) if stats else None, **common,
+                stats=packed[i] if stats else None, per_kernel=per_kernel, **common,
             )
         )
     done = when + timedelta(milliseconds=len(kernels) + 1)
     events.append(ev.SimHeartbeat(id=event_id(), at=done, kernels_done=len(kernels), current_kernel=kernels[-1][0], latest=LATEST, **common))
     events.append(ev.SimFinished(id=event_id(), at=done, outcome="succeeded", exit_code=0, **common))
     return events
+
+
+def _block(stats: PackedStats) -> simulator.Stats:
+    """A map as the runner's parser gives it, its floats in this machine's order."""
+    floats = array("d", deflated.floats_of(stats))
+    if sys.byteorder == "big":
+        floats.byteswap()
+    texts = {i: t for i, t in stats.texts.items() if t is not None}
+    return simulator.Stats(packed_stats.names_of(stats), floats.tobytes(), texts)
 
 
 def reference_run() -> list[ev.Event]:

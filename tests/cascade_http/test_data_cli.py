@@ -97,6 +97,18 @@ def logged_kernels() -> list[dict[str, float | str]]:
     return [logparse.parse_stats(block) for block in blocks]
 
 
+def own_values(stats: dict[str, float | str], before: dict[str, float | str] | None) -> dict[str, float]:
+    """A block's numbers less the block before's (the first's as they are): each running
+    total's per-kernel value."""
+    earlier = {k: v for k, v in (before or {}).items() if not isinstance(v, str)}
+    return {k: float(v) - float(earlier.get(k, 0.0)) for k, v in stats.items() if not isinstance(v, str)}
+
+
+def logged_own_values() -> list[dict[str, float]]:
+    blocks = logged_kernels()
+    return [own_values(stats, blocks[i - 1] if i else None) for i, stats in enumerate(blocks)]
+
+
 def worked_queries(runs: tuple[str, str]) -> list[str]:
     """README's worked queries, for these runs."""
     text = README.read_text()
@@ -109,21 +121,23 @@ def worked_queries(runs: tuple[str, str]) -> list[str]:
 def test_the_l2_hit_rate_per_config_is_the_logs(world: World) -> None:
     hit_rate, _, _ = worked_queries(world.runs)
     by_name: dict[str, list[float]] = {}
-    for stats in logged_kernels():
+    for stats, own in zip(logged_kernels(), logged_own_values()):
         totals = by_name.setdefault(str(stats["kernel_name"]), [0, 0, 0])
         totals[0] += 1
-        totals[1] += float(stats["L2_total_cache_accesses"])
-        totals[2] += float(stats["L2_total_cache_misses"])
+        totals[1] += own["L2_total_cache_accesses"]
+        totals[2] += own["L2_total_cache_misses"]
     expected = [[config, name, n, 1 - misses / accesses] for config in ("SM61_TITANX", COPY) for name, (n, accesses, misses) in sorted(by_name.items())]
     assert sql(world.live, hit_rate) == expected
+    # By hand from the log: vecAdd's launches 1 and 3 had 39 L2 accesses each, 39 and 0 of them misses.
+    assert [row[1:] for row in expected[:2]] == [["_Z6vecAddIfEvPT_S1_S1_i", 2, 0.5], ["_Z8mult_gpuIfEvPT_S1_S1_ii", 1, 0.0]]
 
 
 def test_the_warp_stall_breakdown_per_kernel_is_the_logs(world: World) -> None:
     _, breakdown, _ = worked_queries(world.runs)
     expected = []
     for config in ("SM61_TITANX", COPY):
-        for index, stats in enumerate(logged_kernels()):
-            states = {k.removeprefix("Warp Occupancy Distribution."): float(v) for k, v in stats.items() if k.startswith("Warp Occupancy Distribution.")}
+        for index, (stats, own) in enumerate(zip(logged_kernels(), logged_own_values())):
+            states = {k.removeprefix("Warp Occupancy Distribution."): v for k, v in own.items() if k.startswith("Warp Occupancy Distribution.")}
             stall, idle, scoreboard = states.pop("Stall"), states.pop("W0_Idle"), states.pop("W0_Scoreboard")
             assert sorted(states) == sorted(f"W{n}" for n in range(1, 33))
             issuing = sum(states.values())
@@ -131,6 +145,8 @@ def test_the_warp_stall_breakdown_per_kernel_is_the_logs(world: World) -> None:
             expected.append([config, 0, index, stats["kernel_name"], stall, idle, scoreboard, issuing, share])
     assert sql(world.live, breakdown) == expected
     assert expected[0][4:7] == [47.0, 599.0, 1157.0]  # as docs/stats-naming.md shows the first kernel's line
+    # By hand from the log: the third launch's line less the second's, 47 stalled of 1,640 cycles.
+    assert expected[2][4:] == [47.0, 596.0, 656.0, 341.0, 0.0287]
 
 
 def test_ipc_per_kernel_name_across_two_runs_is_the_logs(world: World) -> None:
@@ -218,7 +234,7 @@ def test_an_export_is_parquet_that_pyarrow_and_duckdb_read_as_the_api_answers(wo
     # kernel_stats: every value of every map the results download carries, by its name.
     values: dict[tuple[str, int], dict[str, Any]] = {}
     for row in read["kernel_stats"].to_pylist():
-        value = row["text"] if row["text"] is not None else row["value"]
+        value = row["text"] if row["text"] is not None else row["value"] if row["printed_total"] is None else row["printed_total"]
         values.setdefault((row["sim_id"], row["kernel_index"]), {})[row["stat"]] = "NaN" if isinstance(value, float) and math.isnan(value) else value
     results = get(world.live, f"/api/runs/{run}/results")
     assert values == {(k["sim_id"], k["kernel_index"]): k["stats"] for sim in results["sims"] for k in sim["kernels"]}
@@ -235,6 +251,33 @@ def test_pandas_and_polars_read_an_export(world: World, tmp_path: Path, library:
     assert cascade(world.live, "export", world.runs[1], "-o", str(tmp_path)).returncode == 0
     frame = module.read_parquet(tmp_path / "kernel_stats.parquet")
     assert len(frame) == sum(len(stats) for stats in logged_kernels())
+
+
+# The combo trace's launches 1 to 3 as the log's L2 lines say (39, 423, 462 accesses; 39, 423,
+# 423 misses), each less the launch before: each kernel's own accesses, misses and miss rate.
+L2 = ("L2_total_cache_accesses", "L2_total_cache_misses", "L2_total_cache_miss_rate")
+L2_OWN = [(39.0, 39.0, 1.0), (384.0, 384.0, 1.0), (39.0, 0.0, 0.0)]
+L2_PRINTED = [(39.0, 39.0, 1.0), (423.0, 423.0, 1.0), (462.0, 423.0, 0.9156)]
+
+
+def test_each_kernels_own_l2_values_on_every_route(world: World, tmp_path: Path) -> None:
+    own = logged_own_values()
+    assert [(o[L2[0]], o[L2[1]], o[L2[1]] / o[L2[0]]) for o in own] == L2_OWN
+    run = world.runs[1]
+    # GET /api/runs/{id}/stats/values: the kernel's own value, and the running total beside it.
+    for i, name in enumerate(L2):
+        rows = get(world.live, f"/api/runs/{run}/stats/values?name={name}")["rows"]
+        assert [(r["kernel_index"], r["median"], r["min"], r["max"]) for r in rows] == [(k, v[i], v[i], v[i]) for k, v in enumerate(L2_OWN)]
+        assert [r["running_total"] for r in rows] == [v[i] for v in L2_PRINTED]
+    # SQL over kernel_stats: `value` the kernel's own, `printed_total` the log's.
+    query = f"""SELECT k.kernel_index, n.name, v.value, v.printed_total FROM kernel_stats v JOIN stat_names n ON n.id = v.stat
+        JOIN kernels k ON k.seq = v.seq JOIN sims s ON s.id = k.sim_id WHERE s.run_id = '{run}' AND n.name IN {L2} ORDER BY ALL"""
+    expected = [[k, name, L2_OWN[k][i], L2_PRINTED[k][i]] for k in range(3) for i, name in sorted(enumerate(L2), key=lambda e: e[1])]
+    assert sql(world.live, query) == expected
+    # The export: the same rows.
+    assert cascade(world.live, "export", run, "-o", str(tmp_path)).returncode == 0
+    exported = pyarrow.parquet.read_table(tmp_path / "kernel_stats.parquet").to_pylist()
+    assert sorted([r["kernel_index"], r["stat"], r["value"], r["printed_total"]] for r in exported if r["stat"] in L2) == expected
 
 
 def test_an_export_needs_a_run_and_the_token(world: World) -> None:

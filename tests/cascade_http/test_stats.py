@@ -6,6 +6,8 @@ from the maps themselves."""
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 import statistics
 from collections.abc import Iterator
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from cascade_formats import stat_kinds
 from cascade_nats import server
 from cascade_process.service import starlette_app
 from tests.cascade_http import runs_world as w
@@ -91,12 +94,41 @@ def units(name: str) -> list[int]:
     return [int(i) for i in re.findall(r"\[([0-9]+)\]", name)]
 
 
+def number(value: Any) -> float:
+    return float(value) if not isinstance(value, str) or value in ("NaN", "Infinity", "-Infinity") else math.nan
+
+
+def own_values(maps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A replica's maps as each kernel's own values: a running total less the map before's
+    (0 where it has none), a ratio of them from those differences, the rest as printed."""
+    out = []
+    for i, m in enumerate(maps):
+        before = maps[i - 1] if i else {}
+        own = {n: v - number(before.get(n, 0.0)) if stat_kinds.kind_of(n) == "running_total" and not isinstance(v, str) else v for n, v in m.items()}
+        for n in m:
+            if stat_kinds.kind_of(n) != "ratio_of_totals":
+                continue
+            parts = stat_kinds.ratio_parts(n)
+            if parts is not None and parts[0] in m and parts[1] in m:
+                top, bottom = number(own[parts[0]]), number(own[parts[1]])
+                own[n] = top / bottom if bottom else math.nan
+            else:
+                own[n] = "no number: a ratio without its parts"
+        out.append(own)
+    return out
+
+
+@functools.cache
+def own_maps(config: str) -> list[list[dict[str, Any]]]:
+    return [own_values(maps) for maps in config_maps(config)]
+
+
 def expected_values(names: dict[str, list[int]]) -> list[tuple[int, str, list[int], int, float | None, float | None, float | None]]:
     out = []
     for index in range(3):
         for config in CLOCKS:
             for name, cells in names.items():
-                have = [r[index][name] for r in config_maps(config) if name in r[index]]
+                have = [r[index][name] for r in own_maps(config) if name in r[index]]
                 finite = numbers(have)
                 if have:
                     out.append((index, config, cells, len(have), statistics.median(finite) if finite else None, min(finite, default=None), max(finite, default=None)))

@@ -76,6 +76,9 @@ def same_as_straight(client: TestClient, resumed: dict[str, Any], straight: dict
     assert [k["kernel_launch_uid"] for k in ks] == list(range(1, 41)), "each launch once, in order"
     assert [{f: k[f] for f in KERNEL_FIELDS} for k in ks] == [{f: k[f] for f in KERNEL_FIELDS} for k in run_kernels(client, straight["id"])]
     assert results(client, resumed["id"]) == results(client, straight["id"])
+    for name in ("gpu_tot_sim_cycle", "L2_total_cache_accesses", "L2_total_cache_misses"):  # each kernel's own, and the running totals
+        values = [client.get(f"/api/runs/{run['id']}/stats/values", params={"name": name}).json()["rows"] for run in (resumed, straight)]
+        assert [[(r["median"], r["running_total"]) for r in rows] for rows in values][0] == [(r["median"], r["running_total"]) for r in values[1]], name
     perfetto = [client.get(f"/api/runs/{run['id']}/perfetto").json() for run in (resumed, straight)]
     assert [[(e["name"], e.get("dur")) for e in p["traceEvents"] if e.get("ph") == "X"] for p in perfetto][0] == [
         [(e["name"], e.get("dur")) for e in p["traceEvents"] if e.get("ph") == "X"] for p in perfetto

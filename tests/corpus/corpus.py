@@ -8,7 +8,7 @@ trace's `layers`; `events-v3.jsonl`: split sims, their entries' and sims' `split
 requests and facts per `chunk`; `events-v4.jsonl`: `sim.kernel_finished.v2`, stats maps
 packed; retry and top-up; reuse of repeated kernels; launch requests placed by config,
 `by_config`, on `queued.<config>`; `runner.ended.v1`, a launch's `runner_id`; `events-v5.jsonl`: a reference sim's `reference_for`
-and an entry's `reference`, a claim's `resume`, a retry's `chunks`; `events-v6.jsonl`: a heartbeat's lines deflated, `log_deflated`; `events-v7.jsonl`: a sim's finish `cut_short`). `events-v<n>.jsonl` holds one stored message a line,
+and an entry's `reference`, a claim's `resume`, a retry's `chunks`; `events-v6.jsonl`: a heartbeat's lines deflated, `log_deflated`; `events-v7.jsonl`: a sim's finish `cut_short`, a kernel result's `per_kernel`). `events-v<n>.jsonl` holds one stored message a line,
 `{"subject": ..., "event": ...}`, the event exactly as its bytes were stored (recorded from a live service by
 `record.py`, never edited). `tables-v<n>.json` is the read model those events replay to,
 table by table; strings longer than `LONG` characters are kept as their length and digest.
@@ -94,7 +94,8 @@ class Table(msgspec.Struct, frozen=True):
 # holds is in the kernels table's `stats`: each map made again from its rows, which must be
 # the map as the event carried it (recorded as its digest).
 SUMMED = {
-    "kernel_stats": "SELECT count(*) AS rows, count(value) AS numbers, count(text) AS texts FROM kernel_stats",
+    "kernel_stats": "SELECT count(*) AS rows, count(value) AS numbers, count(text) AS texts, count(printed_total) AS printed_totals, "
+    "md5(string_agg(value::VARCHAR, ',' ORDER BY seq, stat) FILTER (WHERE printed_total IS NOT NULL)) AS md5_of_their_values FROM kernel_stats",
     "stat_names": "SELECT count(*) AS names, md5(string_agg(name, chr(10) ORDER BY id)) AS md5_by_id, "
     + ", ".join(f"count(*) FILTER (kind = '{kind}') AS {kind}" for kind in KINDS)
     + " FROM stat_names",
@@ -117,7 +118,7 @@ def _with_maps(con: duckdb.DuckDBPyConnection, kernels: Table) -> Table:
     """The kernels, each with its stats map where KernelRow has it."""
     seq = kernels.columns.index("seq")
     maps = stats_maps.kernel_maps(con, [row[seq] for row in kernels.rows], stats_maps.Names())
-    columns = list(KernelRow.__struct_fields__)
+    columns = [c for c in KernelRow.__struct_fields__ if c != "per_kernel"]  # in kernel_stats' values
     rows = [[_value(maps.get(row[seq], b"{}").decode()) if c == "stats" else row[kernels.columns.index(c)] for c in columns] for row in kernels.rows]
     return Table(columns, rows)
 

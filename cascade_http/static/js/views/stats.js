@@ -4,7 +4,8 @@
 // table (a name with [*]: L2_cache_bank[*].Miss_rate), as heatmaps: kernels by unit, or for
 // tables of two indices (dram[*][*]) the first by the rest for one kernel. The name chosen is
 // in the page's address (?name=), so it can be shared. Canvases hold what they drew as JSON:
-// data-bars, data-cells.
+// data-bars, data-cells. Values are each kernel's own: a stat the log prints as a running
+// total since the simulation started is shown less the launch before, its total beside it.
 
 import { api, enc } from "../api.js";
 import { counted, integer, NONE, number } from "../format.js";
@@ -88,7 +89,7 @@ export function mountStats(el, model, query) {
   const bars = kernelBars({ id: "stat-bars", label: "The stat per kernel and config", rowTitle: kernelTitle, axis: number, valueText: (p) => p?.text ?? NONE });
   const valuesTable = virtualTable({ id: "stat-table", label: "The stat's values", columns: [], rowData: (r) => ({ kernelIndex: r.kernel_index, config: r.gpu_config }) });
 
-  function columns(withUnits) {
+  function columns(withUnits, withTotals) {
     return [
       { title: "#", width: "3.5rem", num: true, cell: (r) => r.kernel_index },
       { title: "Kernel", width: "minmax(9rem,2fr)", cell: (r) => h("span", { class: "mono", title: r.kernel_name }, r.kernel_short_name) },
@@ -96,6 +97,7 @@ export function mountStats(el, model, query) {
       ...(withUnits ? [{ title: "Unit", width: "6rem", cell: (r) => h("span", { class: "mono" }, unitText(r.units)) }] : []),
       { title: "Median", width: "7rem", num: true, cell: (r) => number(r.median), data: (r) => ({ "data-median": r.median ?? "" }) },
       { title: "Range", width: "minmax(9rem,1fr)", num: true, cell: (r) => (r.median === null ? NONE : range(r)) },
+      ...(withTotals ? [{ title: "Running total", width: "8rem", num: true, cell: (r) => number(r.running_total), data: (r) => ({ "data-running-total": r.running_total ?? "" }) }] : []),
       { title: "Replicas", width: "5.5rem", num: true, cell: (r) => r.replicas },
     ];
   }
@@ -188,6 +190,8 @@ export function mountStats(el, model, query) {
       parts.push(state("empty", `No kernel of this run has ${v.name}.`, "Pick another name above."));
       return clear(view, parts);
     }
+    const totals = v.rows.some((r) => r.running_total !== null && r.running_total !== undefined);
+    if (totals) parts.push(h("p", { class: "hint pad-x", id: "stat-own" }, "Each kernel's own value: the simulator prints this as a total since the simulation started, so each is shown less the launch before. Its total over the sim's launches is the Running total column."));
     const n = stars(v.name);
     let shown = v.rows; // what the table lists: what the pictures show
     if (n === 0) parts.push(v.rows.some((r) => r.median !== null) ? drawBars(v) : state("empty", "No value of it is a number.", "nan, inf, none or text in every kernel: the table lists them."));
@@ -206,7 +210,7 @@ export function mountStats(el, model, query) {
       shown = withStats.filter((r) => r.kernel_index === kernel);
       parts.push(...heatmaps({ ...v, rows: shown }, (rows) => grid(rows, (r) => String(r.units[0]), (r) => r.units.slice(1).join(","), (r) => `[${r.units[0]}]`)).filter(Boolean));
     }
-    valuesTable.setColumns(columns(n > 0));
+    valuesTable.setColumns(columns(n > 0, totals));
     valuesTable.setRows(shown);
     parts.push(h("h3", { class: "sub" }, "Values"), valuesTable.el);
     clear(view, parts);
