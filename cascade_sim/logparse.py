@@ -202,10 +202,6 @@ class LogParser:
         self._limits: dict[str, int] = {}  # the option dump's limits, by option name
         self._counts: dict[str, float] = {}  # their running counts, as a cut launch's block printed them
         self._partial: PartialKernel | None = None  # the block printed for a cut launch
-        # The last block's outputs, held until the next line says whether its launch was cut:
-        # GPGPU-Sim names a launch it cut mid-way (after earlier launches) in its block, and
-        # only the break line that follows tells it apart from a finished one.
-        self._held: tuple[KernelBlock, Totals, dict[str, float]] | None = None
         self.exit_detected = False
         self.error: str | None = None
 
@@ -235,7 +231,6 @@ class LogParser:
         if self._tail and not self._tail.endswith("\n"):
             self._pending.append("\n")
         out = self._drain()
-        self._release(out)
         self._buf = "\n"
         self._block_at = -1
         self._end_found = False
@@ -276,7 +271,6 @@ class LogParser:
                 keep = limit
                 break
             if match["block"] is not None:
-                self._release(out)
                 self._block_at = self._end_from = match.start()
                 continue
             self._event(match, out)
@@ -287,26 +281,7 @@ class LogParser:
             self._end_from -= keep
         return out
 
-    def _release(self, out: list[Output]) -> None:
-        """The held block's outputs, its launch known to have finished."""
-        if self._held is not None:
-            block, totals, _ = self._held
-            out += [block, totals]
-            self._held = None
-
-    def _cut(self, out: list[Output]) -> None:
-        """The held block as the part of the launch GPGPU-Sim stopped at its limit."""
-        if self._held is not None:
-            block, totals, self._counts = self._held
-            out.append(totals)
-            self._partial = PartialKernel(uid=block.uid, name=block.name, gpu_sim_cycle=block.gpu_sim_cycle, gpu_sim_insn=block.gpu_sim_insn)
-            self._held = None
-
     def _event(self, match: re.Match[str], out: list[Output]) -> None:
-        if match["brk"] is not None:
-            self._cut(out)
-        else:
-            self._release(out)
         if match["launch"] is not None:
             self._last_uid, self._last_name = int(match["uid"]), match["launch"]
             out.append(KernelLaunched(match["launch"], self._last_uid))
@@ -337,31 +312,36 @@ class LogParser:
         uid, cycle, insn, ipc, tot_cycle, tot_insn, tot_ipc, rate = [_number(stats, at) for at in layout.summary]
         name = str(stats.at(0))
         counts = {limit: _number(stats, layout.names.index(n)) for limit, n in _LIMIT_COUNTS.items() if n in layout.names}
-        totals = Totals(gpu_tot_sim_cycle=int(tot_cycle), gpu_tot_sim_insn=int(tot_insn), gpu_tot_ipc=tot_ipc, sim_rate_ips=int(rate))
-        if not name:  # GPGPU-Sim stopped at a limit mid-launch and printed no name: the block is that launch's part
+        # GPGPU-Sim prints the launch it stopped at a limit mid-way as a block of its own: with
+        # no name when it was the first, else named like a finished one, its running count at
+        # the limit either way (the break line comes after the block, too late for a reader
+        # that has already taken the launch as finished).
+        if not name or reached(self._limits, counts, exact=True)[0] is not None:
             self._counts = counts
             self._partial = PartialKernel(
                 uid=int(uid) if uid else self._last_uid, name=self._last_name, gpu_sim_cycle=int(cycle), gpu_sim_insn=int(insn)
             )
-            out.append(totals)
-            return
-        block = KernelBlock(
-            uid=int(uid) if layout.summary[0] >= 0 else self._last_uid,
-            name=name,
-            gpu_sim_cycle=int(cycle),
-            gpu_sim_insn=int(insn),
-            gpu_ipc=ipc,
-            stats=stats,
-        )
-        self._held = (block, totals, counts)
+        else:
+            out.append(
+                KernelBlock(
+                    uid=int(uid) if layout.summary[0] >= 0 else self._last_uid,
+                    name=name,
+                    gpu_sim_cycle=int(cycle),
+                    gpu_sim_insn=int(insn),
+                    gpu_ipc=ipc,
+                    stats=stats,
+                )
+            )
+        out.append(Totals(gpu_tot_sim_cycle=int(tot_cycle), gpu_tot_sim_insn=int(tot_insn), gpu_tot_ipc=tot_ipc, sim_rate_ips=int(rate)))
 
 
-def reached(limits: dict[str, int], counts: dict[str, float]) -> tuple[str | None, int | None]:
+def reached(limits: dict[str, int], counts: dict[str, float], exact: bool = False) -> tuple[str | None, int | None]:
     """The limit GPGPU-Sim stopped at, as an option and its value: of those set, the first
-    whose running count reached it, else the only one set; (None, None) when neither tells."""
+    whose running count reached it, else (not `exact`) the only one set; (None, None) when
+    neither tells."""
     given = {name: value for name, value in limits.items() if value > 0}
     hit = [name for name, value in given.items() if counts.get(name, -1.0) >= value]
-    if not hit and len(given) == 1:
+    if not hit and len(given) == 1 and not exact:
         hit = list(given)
     return (f"-{hit[0]}", given[hit[0]]) if hit else (None, None)
 
