@@ -308,7 +308,10 @@ class ComparisonRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     kernel_index: int
     kernel_name: str
     real_ns: Annotated[float | None, msgspec.Meta(description="The real duration, the mean over the trace's hardware repetitions.")]
-    sim_ns: dict[str, float | None]
+    sim_ns: Annotated[
+        dict[str, float | None],
+        msgspec.Meta(description="Per config of the comparison's `configs`: the median sim_time_ns over its replicas; null if none finished this kernel."),
+    ]
     real_ns_spread: Annotated[Spread | None, msgspec.Meta(description="With two or more repetitions: their spread.")] = None
     real_cycles: Annotated[
         float | None, msgspec.Meta(description="The real GPU cycles (ncu's gpc__cycles_elapsed.avg), the mean over repetitions.")
@@ -323,7 +326,15 @@ class ComparisonRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     has_real_timing: bool
-    configs: list[str]
+    configs: Annotated[
+        list[str],
+        msgspec.Meta(
+            description="The run's configs in the order of its entries. A config whose replicas ran config files of more than "
+            "one digest (edited in place, then replicas added) is never pooled: it is listed once per digest, as `NAME@<first "
+            "6 hex of the digest>` (GpuConfig.digest), such as `SM61_TITANX@1a4911`, in the order its replicas took them; a "
+            "config of one digest keeps its name. sim_ns, sim_cycles and the scores are keyed by these."
+        ),
+    ]
     rows: list[ComparisonRow]
     correlation: Annotated[
         dict[str, Correlation] | None, msgspec.Meta(description="With real durations: sim_ns against real_ns, per config.")
