@@ -342,6 +342,13 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     cycles_correlation: Annotated[
         dict[str, Correlation] | None, msgspec.Meta(description="With real cycles: sim_cycles against real_cycles, per config.")
     ] = None
+    config_labels: Annotated[
+        dict[str, str] | None,
+        msgspec.Meta(
+            description="The replicas of a config listed apart per digest in `configs`: each one's label there, by sim id; "
+            "absent when every config's replicas ran the same files."
+        ),
+    ] = None
 
 
 # A fast sim against its reference (GET and POST /api/sims/{sim_id}/reference): Cascade's own,

@@ -315,27 +315,37 @@ class _Real(msgspec.Struct, frozen=True, kw_only=True):
 _NO_REAL = _Real()
 
 
-_Labelled = tuple[dict[str, str], list[str]]  # labels by sim id, and the configs shown
+class _Labelled(msgspec.Struct, frozen=True):
+    """A run's replicas' configs as its comparison shows them."""
+
+    labels: dict[str, str]  # every replica's label, by sim id
+    configs: list[str]  # the comparison's configs, labels of a config of several digests in its place
+    apart: dict[str, str]  # the labels that are not the config's name, by sim id
+
+
+def _replicas(con: Con, run_id: str) -> list[tuple[str, str, dict[str, str] | None]]:
+    """The run's replicas (its sims but references) by replica: id, config, its launch's file digests."""
+    return con.execute(
+        "SELECT id, gpu_config, config_digests FROM sims WHERE run_id = ? AND reference_for IS NULL ORDER BY replica", [run_id]
+    ).fetchall()
 
 
 def _labelled(con: Con, run: RunSummary) -> _Labelled:
     """Each replica's config as the comparison shows it (`gpu_configs.config_labels`), by sim
     id; and the comparison's configs: the run's in the order of its entries, a config of
     several digests as its labels, in the order its replicas took them."""
-    replicas: list[tuple[str, str, dict[str, str] | None]] = con.execute(
-        "SELECT id, gpu_config, config_digests FROM sims WHERE run_id = ? AND reference_for IS NULL ORDER BY replica", [run.id]
-    ).fetchall()
+    replicas = _replicas(con, run.id)
     labels = config_labels(replicas)
+    apart = {sim_id: labels[sim_id] for sim_id, config, _ in replicas if labels[sim_id] != config}
     shown = []
     for name in configs(run):
-        apart = dict.fromkeys(labels[sim_id] for sim_id, config, _ in replicas if config == name and labels[sim_id] != name)
-        shown += list(apart) or [name]
-    return labels, shown
+        shown += list(dict.fromkeys(apart[sim_id] for sim_id, config, _ in replicas if config == name and sim_id in apart)) or [name]
+    return _Labelled(labels, shown, apart)
 
 
 def _comparison_rows(con: Con, run_id: str, labelled: _Labelled, real: list[_Real], indices: list[int] | None) -> list[ComparisonRow]:
     """Comparison rows for the given kernel indices (all when None): a value per label of `labelled`."""
-    labels, names = labelled
+    labels, names = labelled.labels, labelled.configs
     cycles = any(r.cycles is not None for r in real)
     only = "AND k.kernel_index IN (SELECT unnest(?))" if indices is not None else ""
     records = con.execute(
@@ -385,12 +395,14 @@ def _real_timing(con: Con, trace_id: str) -> list[_Real]:
     return real
 
 
-def _compared(names: list[str], has_real_timing: bool, rows: list[ComparisonRow], real: list[_Real]) -> Comparison:
-    """The comparison of these rows, a column per config in `names`, scored per config
+def _compared(labelled: _Labelled, has_real_timing: bool, rows: list[ComparisonRow], real: list[_Real]) -> Comparison:
+    """The comparison of these rows, a column per config of `labelled`, scored per config
     against the real values it has."""
+    names = labelled.configs
     return Comparison(
         has_real_timing=has_real_timing,
         configs=names,
+        config_labels=labelled.apart or None,
         rows=rows,
         correlation=_scores(rows, names, _durations) if any(r.ns is not None for r in real) else None,
         cycles_correlation=_scores(rows, names, _cycles) if any(r.cycles is not None for r in real) else None,
@@ -425,7 +437,7 @@ def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
     each config against it."""
     real = _real_timing(con, run.trace_id) if has_real_timing else []
     labelled = _labelled(con, run)
-    return _compared(labelled[1], has_real_timing, _comparison_rows(con, run.id, labelled, real, None), real)
+    return _compared(labelled, has_real_timing, _comparison_rows(con, run.id, labelled, real, None), real)
 
 
 class _Computed(msgspec.Struct, frozen=True, kw_only=True):
@@ -476,7 +488,7 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
             fresh = {row.kernel_index: row for row in _comparison_rows(con, run.id, labelled, real, sorted(touched))} if touched else {}
             kept = [fresh.pop(row.kernel_index, row) for row in known.comparison.rows]
             rows = kept + sorted(fresh.values(), key=lambda r: r.kernel_index)
-        result = _compared(labelled[1], trace.has_real_timing, rows, real)
+        result = _compared(labelled, trace.has_real_timing, rows, real)
         cache[key] = _Computed(comparison=result, real=real, labelled=labelled, kernels=kernels, last_seq=last_seq)
         return result
 
@@ -518,16 +530,23 @@ class SimKernelTimes(msgspec.Struct, frozen=True):
     sim_id: str
     last_seq: int  # the sequence of the sim's last kernel result
     sim_ns: dict[int, float]  # kernel_launch_uid -> sim_time_ns
+    config_label: str | None  # its config's label when the run's replicas of it ran several digests (`_labelled`)
 
 
 def succeeded_kernel_times(con: Con, run_id: str) -> list[SimKernelTimes]:
-    """Each succeeded sim's kernel times by launch uid."""
-    records = con.execute(
-        f"SELECT k.sim_id, max(k.seq), map(list(k.uid), list(k.sim_time_ns)) FROM {CURRENT_KERNELS} "
-        "WHERE s.run_id = ? AND s.state = 'succeeded' GROUP BY k.sim_id",
-        [run_id],
-    ).fetchall()
-    return [SimKernelTimes(sim_id, last, dict(times)) for sim_id, last, times in records]
+    """Each succeeded sim's kernel times by launch uid, and its config's label."""
+    with snapshot(con):
+        records = con.execute(
+            f"SELECT k.sim_id, s.gpu_config, max(k.seq), map(list(k.uid), list(k.sim_time_ns)) FROM {CURRENT_KERNELS} "
+            "WHERE s.run_id = ? AND s.state = 'succeeded' GROUP BY k.sim_id, s.gpu_config",
+            [run_id],
+        ).fetchall()
+        labels = config_labels(_replicas(con, run_id))
+    times = []
+    for sim_id, config, last, by_uid in records:
+        label = labels.get(sim_id, config)  # a reference's is its config's name
+        times.append(SimKernelTimes(sim_id, last, dict(by_uid), None if label == config else label))
+    return times
 
 
 # --- results -------------------------------------------------------------------------------

@@ -302,15 +302,22 @@ def sim_life(
 
 
 def finished_sim(
-    run_id: str, sim_id: str, kernels: Sequence[tuple[str, int]], clock_mhz: float, when: datetime, *, stats: Sequence[Mapping[str, Any]] = ()
+    run_id: str,
+    sim_id: str,
+    kernels: Sequence[tuple[str, int]],
+    clock_mhz: float,
+    when: datetime,
+    *,
+    stats: Sequence[Mapping[str, Any]] = (),
+    config_digests: Mapping[str, str] = {},
 ) -> list[ev.Event]:
-    """A sim's life as a runner appends it: claimed, launched, a kernel result per
-    (name, cycles) a millisecond apart (with the i-th of `stats` as its map, else none), a
-    last heartbeat, succeeded."""
+    """A sim's life as a runner appends it: claimed, launched (on config files of these
+    digests), a kernel result per (name, cycles) a millisecond apart (with the i-th of
+    `stats` as its map, else none), a last heartbeat, succeeded."""
     common: dict[str, Any] = {"run_id": run_id, "sim_id": sim_id, "attempt": 1}
     events: list[ev.Event] = [
         ev.SimClaimed(id=event_id(), at=when, runner_id="runner-seeded", host="h", **common),
-        ev.SimLaunched(id=event_id(), at=when, launcher_ref="1", host="h", config_digests={}, **common),
+        ev.SimLaunched(id=event_id(), at=when, launcher_ref="1", host="h", config_digests=dict(config_digests), **common),
     ]
     for i, (name, cycles) in enumerate(kernels):
         events.append(

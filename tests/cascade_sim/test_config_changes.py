@@ -50,7 +50,8 @@ def test_an_edited_config_is_read_again_and_its_replicas_are_never_pooled_with_t
         run_id = wait_run(client, create_run(client, "v", "SM61_TITANX")["id"])["id"]
         old = digest_of(tree, "SM61_TITANX")
         assert [c["digest"] for c in offered(client, "SM61_TITANX")] == [old]
-        assert client.get(f"/api/runs/{run_id}/comparison").json()["configs"] == ["SM61_TITANX"]
+        plain = client.get(f"/api/runs/{run_id}/comparison").json()
+        assert (plain["configs"], "config_labels" in plain) == (["SM61_TITANX"], False)
 
         # Edited in place: the core clock doubled (the fake simulator prints the same cycles,
         # so the new replica's kernels take half the time).
@@ -76,6 +77,8 @@ def test_an_edited_config_is_read_again_and_its_replicas_are_never_pooled_with_t
         comparison = client.get(f"/api/runs/{run_id}/comparison").json()
         assert comparison["configs"] == labels
         assert [row["sim_ns"] for row in comparison["rows"]] == [{labels[0]: old_ns, labels[1]: new_ns}], "each digest's own, never pooled"
+        assert comparison["config_labels"] == {by_replica[0]: labels[0], by_replica[1]: labels[1]}
+        assert set(comparison) == {"has_real_timing", "configs", "rows", "config_labels"}
         results = client.get(f"/api/runs/{run_id}/results").json()
         assert results["comparison"] == comparison
 
