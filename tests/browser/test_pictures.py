@@ -144,7 +144,10 @@ def test_compare_shows_a_config_edited_between_replicas_apart_per_digest(page: A
     run_id, old, new = "run-digests00001", {"gpgpusim.config": "1" * 64}, {"gpgpusim.config": "2" * 64}
     sims = [("sim-digests-r0", "SM61_TITANX", 0), ("sim-digests-r1", "SM61_TITANX", 1), ("sim-digests-r2", "SM61_TITANX", 2)]
     at = datetime(2026, 11, 8, 10, tzinfo=UTC)
-    events = [*w.trace_events("digests-demo", arch="sm_61", kernel_count=2, step_timeline=False), w.run_created(run_id, sims, trace_id="digests-demo", kernels_total=2)]
+    events = [
+        *w.trace_events("digests-demo", arch="sm_61", kernel_count=2, step_timeline=False),
+        w.run_created(run_id, sims, trace_id="digests-demo", kernels_total=2),
+    ]
     for (sim_id, _, _), cycles, files in zip(sims, (1000, 1100, 500), (old, old, new), strict=True):
         events += w.finished_sim(run_id, sim_id, [("_Z6kernelv1", cycles), ("_Z6kernelv2", cycles * 2)], 1000.0, at, config_digests=files)
     seed(cascade, events)
