@@ -64,7 +64,8 @@ async def _detail(c: Cascade, run_id: str, *, attention: bool = False) -> RunDet
 @operation(
     summary="List GPU configs",
     description="This server's Accel-Sim install's, and those the live runners announce: one per name and digest, "
-    "sorted by name, then digest, each saying where it is (`local`, `runners`).",
+    "sorted by name, then digest, each saying where it is (`local`, `runners`). Read as the files are now, not as "
+    "they were at startup: a config added or edited is listed with its current digest without a restart.",
     response=list[OfferedConfig],
 )
 async def list_gpu_configs(request: Request) -> Response:
