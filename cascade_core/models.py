@@ -445,7 +445,14 @@ class StatValuesRow(msgspec.Struct, frozen=True, kw_only=True):
 
 class StatValues(msgspec.Struct, frozen=True, kw_only=True):
     name: str
-    configs: list[str]
+    configs: Annotated[
+        list[str],
+        msgspec.Meta(
+            description="As the run's comparison lists them (Comparison.configs): a config whose replicas ran config files of "
+            "more than one digest once per digest, as `NAME@<first 6 hex of the digest>`, never pooled; rows and the "
+            "catalogue's kernels name them so."
+        ),
+    ]
     stats: Annotated[list[str], msgspec.Meta(description="The names the run's kernels have that match, by their indices.")]
     rows: Annotated[list[StatValuesRow], msgspec.Meta(description="By kernel_index, config (the run's entry order), then units.")]
     truncated: Annotated[bool, msgspec.Meta(description="More rows match than the answer holds.")]

@@ -315,7 +315,7 @@ class _Real(msgspec.Struct, frozen=True, kw_only=True):
 _NO_REAL = _Real()
 
 
-class _Labelled(msgspec.Struct, frozen=True):
+class Labelled(msgspec.Struct, frozen=True):
     """A run's replicas' configs as its comparison shows them."""
 
     labels: dict[str, str]  # every replica's label, by sim id
@@ -330,7 +330,7 @@ def _replicas(con: Con, run_id: str) -> list[tuple[str, str, dict[str, str] | No
     ).fetchall()
 
 
-def _labelled(con: Con, run: RunSummary) -> _Labelled:
+def labels_of(con: Con, run: RunSummary) -> Labelled:
     """Each replica's config as the comparison shows it (`gpu_configs.config_labels`), by sim
     id; and the comparison's configs: the run's in the order of its entries, a config of
     several digests as its labels, in the order its replicas took them."""
@@ -340,10 +340,10 @@ def _labelled(con: Con, run: RunSummary) -> _Labelled:
     shown = []
     for name in configs(run):
         shown += list(dict.fromkeys(apart[sim_id] for sim_id, config, _ in replicas if config == name and sim_id in apart)) or [name]
-    return _Labelled(labels, shown, apart)
+    return Labelled(labels, shown, apart)
 
 
-def _comparison_rows(con: Con, run_id: str, labelled: _Labelled, real: list[_Real], indices: list[int] | None) -> list[ComparisonRow]:
+def _comparison_rows(con: Con, run_id: str, labelled: Labelled, real: list[_Real], indices: list[int] | None) -> list[ComparisonRow]:
     """Comparison rows for the given kernel indices (all when None): a value per label of `labelled`."""
     labels, names = labelled.labels, labelled.configs
     cycles = any(r.cycles is not None for r in real)
@@ -395,7 +395,7 @@ def _real_timing(con: Con, trace_id: str) -> list[_Real]:
     return real
 
 
-def _compared(labelled: _Labelled, has_real_timing: bool, rows: list[ComparisonRow], real: list[_Real]) -> Comparison:
+def _compared(labelled: Labelled, has_real_timing: bool, rows: list[ComparisonRow], real: list[_Real]) -> Comparison:
     """The comparison of these rows, a column per config of `labelled`, scored per config
     against the real values it has."""
     names = labelled.configs
@@ -432,18 +432,18 @@ def _scores(rows: list[ComparisonRow], names: list[str], pair: Callable[[Compari
 def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
     """Row i: the kernels of index i, with each config's median sim_time_ns over the
     replicas that finished it (null if none did; a fast sim's reference is no replica; a
-    config whose replicas ran files of several digests apart per digest, `_labelled`), the name from the first sim by config and
+    config whose replicas ran files of several digests apart per digest, `labels_of`), the name from the first sim by config and
     replica, and the i-th kernel by kernel_id of the trace's real timing, with the scores of
     each config against it."""
     real = _real_timing(con, run.trace_id) if has_real_timing else []
-    labelled = _labelled(con, run)
+    labelled = labels_of(con, run)
     return _compared(labelled, has_real_timing, _comparison_rows(con, run.id, labelled, real, None), real)
 
 
 class _Computed(msgspec.Struct, frozen=True, kw_only=True):
     comparison: Comparison
     real: list[_Real]
-    labelled: _Labelled
+    labelled: Labelled
     kernels: int  # the kernels table's rows when computed
     last_seq: int  # and its highest sequence
 
@@ -461,7 +461,7 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
     every row is computed again when the labels change (a sim launched on other files)."""
     with snapshot(con):
         trace = _trace(con, run)
-        labelled = _labelled(con, run)
+        labelled = labels_of(con, run)
         last_seq, kernels = one_row(con, "SELECT coalesce((SELECT max(seq) FROM kernels), 0), (SELECT count(*) FROM kernels)")
         # The rows of a timing id are all listed before it is attached, and never change after.
         key = (run.id, trace.created_at, con.execute("SELECT real_timing FROM traces WHERE id = ?", [run.trace_id]).fetchone())
@@ -530,7 +530,7 @@ class SimKernelTimes(msgspec.Struct, frozen=True):
     sim_id: str
     last_seq: int  # the sequence of the sim's last kernel result
     sim_ns: dict[int, float]  # kernel_launch_uid -> sim_time_ns
-    config_label: str | None  # its config's label when the run's replicas of it ran several digests (`_labelled`)
+    config_label: str | None  # its config's label when the run's replicas of it ran several digests (`labels_of`)
 
 
 def succeeded_kernel_times(con: Con, run_id: str) -> list[SimKernelTimes]:

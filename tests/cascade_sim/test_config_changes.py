@@ -1,7 +1,7 @@
 """A config is its contents: the configs an install offers are read again when their files
 change, on the server and on its runner (no restart), and a run's replicas of one config
-name that ran different files are never pooled (the comparison shows them apart, labelled
-`NAME@<first 6 hex of the digest>`)."""
+name that ran different files are never pooled (the comparison and the stats show them
+apart, labelled `NAME@<first 6 hex of the digest>`)."""
 
 from __future__ import annotations
 
@@ -81,6 +81,10 @@ def test_an_edited_config_is_read_again_and_its_replicas_are_never_pooled_with_t
         assert set(comparison) == {"has_real_timing", "configs", "rows", "config_labels"}
         results = client.get(f"/api/runs/{run_id}/results").json()
         assert results["comparison"] == comparison
+        values = client.get(f"/api/runs/{run_id}/stats/values", params={"name": "gpu_sim_cycle"}).json()
+        assert (values["configs"], [(r["gpu_config"], r["replicas"]) for r in values["rows"]]) == (labels, [(labels[0], 1), (labels[1], 1)])
+        (cycles,) = [n for n in client.get(f"/api/runs/{run_id}/stats", params={"q": "gpu_sim_cycle"}).json()["names"] if n["name"] == "gpu_sim_cycle"]
+        assert cycles["kernels"] == {labels[0]: 1, labels[1]: 1}
 
 
 def test_a_config_folder_added_while_serving_takes_a_run_at_once(tmp_path: Path, nats_url: str, tree: Path) -> None:
