@@ -263,7 +263,9 @@ class Runner:
                 with contextlib.suppress(Exception):  # gone with its connection, if that is why it stops
                     await listening.unsubscribe()
 
-    async def _take(self, sources: list[Source], bell: asyncio.Event, tg: anyio.abc.TaskGroup, follow_configs: Callable[[], Awaitable[None]]) -> None:
+    async def _take(
+        self, sources: list[Source], bell: asyncio.Event, tg: anyio.abc.TaskGroup, follow_configs: Callable[[], Awaitable[None]]
+    ) -> None:
         """Ask the consumers rung for, and every `SWEEP_S` all of them (first following the
         configs the simulator has now), for as many requests as there are free slots."""
         swept = -SWEEP_S  # when every consumer was last asked

@@ -227,7 +227,7 @@ async def list_kernels(request: Request) -> Response:
 async def list_step_timelines(request: Request) -> Response:
     c = cascade(request)
     detail = await _detail(c, request.path_params["run_id"])
-    times = await read(c, q.succeeded_kernel_times, detail.id)
+    times = await read(c, q.succeeded_kernel_times, detail)
     return Response(await c.step_timelines.encoded(detail, times), media_type="application/json")
 
 

@@ -318,9 +318,8 @@ _NO_REAL = _Real()
 class Labelled(msgspec.Struct, frozen=True):
     """A run's replicas' configs as its comparison shows them."""
 
-    labels: dict[str, str]  # every replica's label, by sim id
-    configs: list[str]  # the comparison's configs, labels of a config of several digests in its place
-    apart: dict[str, str]  # the labels that are not the config's name, by sim id
+    configs: list[str]  # the comparison's configs, the labels of a config of several digests in its place
+    apart: dict[str, str]  # by sim id, the labels that are not the sim's config's name
 
 
 def _replicas(con: Con, run_id: str) -> list[tuple[str, str, dict[str, str] | None]]:
@@ -340,21 +339,22 @@ def labels_of(con: Con, run: RunSummary) -> Labelled:
     shown = []
     for name in configs(run):
         shown += list(dict.fromkeys(apart[sim_id] for sim_id, config, _ in replicas if config == name and sim_id in apart)) or [name]
-    return Labelled(labels, shown, apart)
+    return Labelled(shown, apart)
 
 
 def _comparison_rows(con: Con, run_id: str, labelled: Labelled, real: list[_Real], indices: list[int] | None) -> list[ComparisonRow]:
-    """Comparison rows for the given kernel indices (all when None): a value per label of `labelled`."""
-    labels, names = labelled.labels, labelled.configs
+    """Comparison rows for the given kernel indices (all when None): a value per config of `labelled`."""
+    names, apart = labelled.configs, labelled.apart
     cycles = any(r.cycles is not None for r in real)
     only = "AND k.kernel_index IN (SELECT unnest(?))" if indices is not None else ""
     records = con.execute(
-        f"""SELECT k.kernel_index, l.label, median(k.sim_time_ns), median(k.gpu_sim_cycle), arg_min(k.name, s.replica)
-            FROM {CURRENT_KERNELS} JOIN (SELECT unnest(?) AS sim_id, unnest(?) AS label) l ON l.sim_id = s.id
+        f"""SELECT k.kernel_index, coalesce(l.label, s.gpu_config) AS config, median(k.sim_time_ns), median(k.gpu_sim_cycle),
+                   arg_min(k.name, s.replica)
+            FROM {CURRENT_KERNELS} LEFT JOIN (SELECT unnest(?::VARCHAR[]) AS sim_id, unnest(?::VARCHAR[]) AS label) l ON l.sim_id = s.id
             WHERE s.run_id = ? AND s.reference_for IS NULL {only}
-            GROUP BY k.kernel_index, l.label
-            ORDER BY k.kernel_index, list_position(?, l.label)""",
-        [list(labels), list(labels.values()), run_id, *([indices] if indices is not None else []), names],
+            GROUP BY k.kernel_index, config
+            ORDER BY k.kernel_index, list_position(?, config)""",
+        [list(apart), list(apart.values()), run_id, *([indices] if indices is not None else []), names],
     ).fetchall()
     rows: list[ComparisonRow] = []
     for index, config, median_ns, median_cycles, name in records:
@@ -533,20 +533,16 @@ class SimKernelTimes(msgspec.Struct, frozen=True):
     config_label: str | None  # its config's label when the run's replicas of it ran several digests (`labels_of`)
 
 
-def succeeded_kernel_times(con: Con, run_id: str) -> list[SimKernelTimes]:
+def succeeded_kernel_times(con: Con, run: RunSummary) -> list[SimKernelTimes]:
     """Each succeeded sim's kernel times by launch uid, and its config's label."""
     with snapshot(con):
         records = con.execute(
-            f"SELECT k.sim_id, s.gpu_config, max(k.seq), map(list(k.uid), list(k.sim_time_ns)) FROM {CURRENT_KERNELS} "
-            "WHERE s.run_id = ? AND s.state = 'succeeded' GROUP BY k.sim_id, s.gpu_config",
-            [run_id],
+            f"SELECT k.sim_id, max(k.seq), map(list(k.uid), list(k.sim_time_ns)) FROM {CURRENT_KERNELS} "
+            "WHERE s.run_id = ? AND s.state = 'succeeded' GROUP BY k.sim_id",
+            [run.id],
         ).fetchall()
-        labels = config_labels(_replicas(con, run_id))
-    times = []
-    for sim_id, config, last, by_uid in records:
-        label = labels.get(sim_id, config)  # a reference's is its config's name
-        times.append(SimKernelTimes(sim_id, last, dict(by_uid), None if label == config else label))
-    return times
+        apart = labels_of(con, run).apart
+    return [SimKernelTimes(sim_id, last, dict(times), apart.get(sim_id)) for sim_id, last, times in records]
 
 
 # --- results -------------------------------------------------------------------------------

@@ -253,14 +253,16 @@ def sim_life(
     outcome: str = "succeeded",
     attempt: int = 1,
     stats: bool = True,
+    config_digests: Mapping[str, str] = {"gpgpusim.config": "abc"},
 ) -> list[ev.Event]:
-    """What a runner appends for one sim, in order: claim, launch, heartbeats with log lines
-    and the kernels finished between them, the files, a final heartbeat, the outcome."""
+    """What a runner appends for one sim, in order: claim, launch (on config files of these
+    digests), heartbeats with log lines and the kernels finished between them, the files, a
+    final heartbeat, the outcome."""
     common = {"run_id": run_id, "sim_id": sim_id}
     events: list[ev.Event] = [
         ev.SimClaimed(id=event_id(), at=launched - timedelta(milliseconds=100), attempt=attempt, runner_id="runner-1", host="h1", **common),
         ev.SimLaunched(
-            id=event_id(), at=launched, attempt=attempt, launcher_ref=launcher_ref, host="h1", config_digests={"gpgpusim.config": "abc"}, **common
+            id=event_id(), at=launched, attempt=attempt, launcher_ref=launcher_ref, host="h1", config_digests=dict(config_digests), **common
         ),
     ]
     step = (files_at - launched) / (kernels + 2)
