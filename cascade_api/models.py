@@ -211,7 +211,10 @@ class ComparisonRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     kernel_index: int
     kernel_name: str
     real_ns: Annotated[float | None, msgspec.Meta(description="The real duration, the mean over the trace's hardware repetitions.")]
-    sim_ns: dict[str, float | None]
+    sim_ns: Annotated[
+        dict[str, float | None],
+        msgspec.Meta(description="Per config of the comparison's `configs`: the median sim_time_ns over its replicas; null if none finished this kernel."),
+    ]
     real_ns_spread: Annotated[Spread | None, msgspec.Meta(description="With two or more repetitions: their spread.")] = None
     real_cycles: Annotated[
         float | None, msgspec.Meta(description="The real GPU cycles (ncu's gpc__cycles_elapsed.avg), the mean over repetitions.")
@@ -226,13 +229,28 @@ class ComparisonRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
 
 class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     has_real_timing: bool
-    configs: list[str]
+    configs: Annotated[
+        list[str],
+        msgspec.Meta(
+            description="The run's configs in the order of its entries. A config whose replicas ran config files of more than "
+            "one digest (edited in place, then replicas added) is never pooled: it is listed once per digest, as `NAME@<first "
+            "6 hex of the digest>` (GpuConfig.digest), such as `SM61_TITANX@1a4911`, in the order its replicas took them; a "
+            "config of one digest keeps its name. sim_ns, sim_cycles and the scores are keyed by these."
+        ),
+    ]
     rows: list[ComparisonRow]
     correlation: Annotated[
         dict[str, Correlation] | None, msgspec.Meta(description="With real durations: sim_ns against real_ns, per config.")
     ] = None
     cycles_correlation: Annotated[
         dict[str, Correlation] | None, msgspec.Meta(description="With real cycles: sim_cycles against real_cycles, per config.")
+    ] = None
+    config_labels: Annotated[
+        dict[str, str] | None,
+        msgspec.Meta(
+            description="The replicas of a config listed apart per digest in `configs`: each one's label there, by sim id; "
+            "absent when every config's replicas ran the same files."
+        ),
     ] = None
 
 
@@ -311,7 +329,14 @@ class StatValuesRow(msgspec.Struct, frozen=True, kw_only=True):
 
 class StatValues(msgspec.Struct, frozen=True, kw_only=True):
     name: str
-    configs: list[str]
+    configs: Annotated[
+        list[str],
+        msgspec.Meta(
+            description="As the run's comparison lists them (Comparison.configs): a config whose replicas ran config files of "
+            "more than one digest once per digest, as `NAME@<first 6 hex of the digest>`, never pooled; rows and the "
+            "catalogue's kernels name them so."
+        ),
+    ]
     stats: Annotated[list[str], msgspec.Meta(description="The names the run's kernels have that match, by their indices.")]
     rows: Annotated[list[StatValuesRow], msgspec.Meta(description="By kernel_index, config (the run's entry order), then units.")]
     truncated: Annotated[bool, msgspec.Meta(description="More rows match than the answer holds.")]

@@ -53,7 +53,7 @@ async def _configs(c: Cascade, body: RunCreate | RunEntries) -> list[OfferedConf
     """The configs the run may name; refused when one it names is not here and the live
     runners cannot be asked (NATS not answering), rather than called unknown."""
     runners = await c.runners()
-    configs = offered(c.local_configs, runners or [])
+    configs = offered(await c.local_configs(), runners or [])
     if runners is None and not {e.gpu_config for e in body.entries} <= {g.name for g in configs}:
         detail = "the live runners, whose GPU configs a run may name, are in NATS, which does not answer now; see /api/health"
         raise Unavailable(detail, retry_after_s=NATS_RETRY_AFTER_S)

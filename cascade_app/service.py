@@ -1,6 +1,6 @@
 """The running service as commands and reads see it: NATS connection, event store, object
-store, read model and projector, the GPU configs (this server's and the live runners'), the
-live runners. `cascade_process.service`
+store, read model and projector, the GPU configs (this server's, read again when they change,
+and the live runners'), the live runners. `cascade_process.service`
 starts it and keeps its long-lived tasks going."""
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ class Cascade:
         self.read_model = read_model
         self.projector = read_model.projector
         self.install = install
-        self.local_configs: list[GpuConfig] = install.configs() if install is not None else []
         self.step_timelines = StepTimelines(objects)
         self.comparisons: Lru[Hashable, Comparison] = Lru(64)
         self.stat_names = stats_maps.Names()
@@ -76,10 +75,15 @@ class Cascade:
         self.comparisons = Lru(64)
         self.stat_names = stats_maps.Names()
 
+    async def local_configs(self) -> list[GpuConfig]:
+        """This server's install's configs as its files are now (`AccelSimInstall.configs`
+        reads again only what changed), so a config added or edited needs no restart."""
+        return [] if self.install is None else await anyio.to_thread.run_sync(self.install.configs)
+
     async def gpu_configs(self) -> list[OfferedConfig]:
         """The configs a run may name: this server's install's and the live runners' (only
         the former while NATS does not answer)."""
-        return offered(self.local_configs, await self.runners() or [])
+        return offered(await self.local_configs(), await self.runners() or [])
 
     async def configs_by_name(self) -> dict[str, GpuConfig]:
         """A config of each name a run may name, this server's own first, as results show it:

@@ -4,8 +4,9 @@ A sim has one once it succeeded on a trace with a step timeline: the trace's mea
 `step_timeline.json` (stored with the upload, under `accelsim-traces/<trace>/`) replayed with
 the sim's kernel times (`cascade_formats.timeline`). Everything it depends on is in the log, so
 it is computed on read rather than stored as an event of several megabytes. Parsed timelines
-are kept per trace and each sim's encoded answer per (sim, last kernel sequence), both in
-small LRU caches: a succeeded sim's kernels never change, so neither does its answer.
+are kept per trace and each sim's encoded answer per (sim, last kernel sequence, config
+label), both in small LRU caches: a succeeded sim's kernels never change, so neither does its
+answer but its label (once a replica of its config runs other files).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class StepTimelines:
     def __init__(self, objects: Objects, *, traces: int = 8, sims: int = 128) -> None:
         self.objects = objects
         self._timelines: Lru[tuple[str, datetime], StepTimeline] = Lru(traces)
-        self._answers: Lru[tuple[str, int], bytes] = Lru(sims)
+        self._answers: Lru[tuple[str, int, str | None], bytes] = Lru(sims)
 
     async def encoded(self, run: RunDetail, times: list[SimKernelTimes]) -> bytes:
         """The JSON list of SimStepTimeline for the run's succeeded sims in `times`, in the
@@ -48,11 +49,11 @@ class StepTimelines:
             kernel_times = by_sim.get(sim.id)
             if kernel_times is None:
                 continue
-            key = (sim.id, kernel_times.last_seq)
+            key = (sim.id, kernel_times.last_seq, kernel_times.config_label)
             part = self._answers.get(key)
             if part is None:
                 result = await anyio.to_thread.run_sync(
-                    step_timeline, sim.id, sim.gpu_config, sim.replica, timeline, kernel_times.sim_ns
+                    step_timeline, sim.id, sim.gpu_config, sim.replica, timeline, kernel_times.sim_ns, kernel_times.config_label
                 )
                 part = _encoder.encode(result)
                 self._answers[key] = part

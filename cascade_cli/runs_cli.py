@@ -142,7 +142,14 @@ def list_runs(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
-    return _answer(args, api_client(args).get(f"/api/runs/{quoted_id(args.run_id)}"), RunDetail, runs_text.run_text)
+    """The run (`cascade run show RUN`); as text, each sim's config by its label when its
+    config's replicas ran files of several digests, as the run's comparison tells."""
+    client = api_client(args)
+    raw = client.get(f"/api/runs/{quoted_id(args.run_id)}")
+    if args.json:
+        return _answer(args, raw, RunDetail, runs_text.run_text)
+    comparison = msgspec.json.decode(client.get(f"/api/runs/{quoted_id(args.run_id)}/comparison"), type=Comparison)
+    return _answer(args, raw, RunDetail, lambda detail: runs_text.run_text(detail, comparison.config_labels or {}))
 
 
 def _state(run: RunDetail) -> str:

@@ -6,7 +6,7 @@ with k/M/G/T, IPC to one decimal from 100 up, `-` for what is not known yet.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
 from cascade_api.models import ChunkView, Comparison, ReferenceComparison, ReferenceSim, RunDetail, RunSummary, Sim
@@ -131,9 +131,11 @@ def runs_table(runs: Sequence[RunSummary]) -> list[str]:
     return table(["run", "trace", "state", "sims", "created"], rows)
 
 
-def run_text(detail: RunDetail) -> list[str]:
-    """A run for reading: what it ran, each sim's state and totals, the sims that may never
-    finish unless someone acts and why, and what the failed ones said last."""
+def run_text(detail: RunDetail, config_labels: Mapping[str, str] = {}) -> list[str]:
+    """A run for reading: what it ran, each sim's state and totals (its config by its label
+    when replicas of it ran config files of several digests: `Comparison.config_labels`, by
+    sim id), the sims that may never finish unless someone acts and why, and what the failed
+    ones said last."""
     trace = detail.trace
     lines = [
         f"run      {detail.id}  {detail.state}  ({counts(detail.sim_counts)}{cut_short(detail)})",
@@ -144,12 +146,15 @@ def run_text(detail: RunDetail) -> list[str]:
     ]
     header = ["config", "replica", "sim", "state", "attempt", "kernels", "cycles", "instructions", "IPC", "rate", "exit"]
     rows = [
-        [s.gpu_config, str(s.replica), s.id, s.state, str(s.attempt or 1), f"{s.kernels_done}/{s.kernels_total}",
+        [config_labels.get(s.id, s.gpu_config), str(s.replica), s.id, s.state, str(s.attempt or 1), f"{s.kernels_done}/{s.kernels_total}",
          integer(s.latest.gpu_tot_sim_cycle), integer(s.latest.gpu_tot_sim_insn), ipc(s.latest.gpu_tot_ipc),
          rate(s.latest.sim_rate_ips), NONE if s.exit_code is None else str(s.exit_code)]
         for s in detail.sims
     ]
     lines += table(header, rows, right=frozenset({1, 4, 5, 6, 7, 8, 9, 10}))
+    apart = sorted({s.gpu_config for s in detail.sims if s.id in config_labels})
+    if apart:
+        lines += ["", f"{', '.join(apart)}: replicas ran config files of different digests, shown apart as NAME@<digest> and never pooled"]
     references = [s for s in detail.sims if s.reference_for]
     if references:
         lines += ["", "references (whole, in sequence; cascade sim reference SIM compares them):"]

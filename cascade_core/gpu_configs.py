@@ -1,10 +1,12 @@
 """What Cascade reads from an Accel-Sim config directory: the arch its name implies, the
-core clock its `gpgpusim.config` sets and the digest of its files; and which configs a run
-may name, from the local install's and the live runners'. Everything comes in as text or
-values; finding the directories is the caller's job."""
+core clock its `gpgpusim.config` sets and the digest of its files; which configs a run
+may name, from the local install's and the live runners'; and how a run's replicas of one
+name are told apart when their files differ. Everything comes in as text or values; finding
+the directories is the caller's job."""
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import math
 import re
@@ -84,6 +86,37 @@ def config_digest(file_digests: Mapping[str, str]) -> str:
     (`SimLaunched.config_digests`), so a sim's config digest follows from its launch."""
     lines = "".join(f"{file_digests[name]}  {name}\n" for name in sorted(file_digests))
     return hashlib.sha256(lines.encode()).hexdigest()
+
+
+LABEL_HEX = 6  # a digest's hex digits in a config's label: enough to tell one run's versions of a config apart
+
+
+def config_labels(sims: Iterable[tuple[str, str, Mapping[str, str] | None]]) -> dict[str, str]:
+    """Each sim's config as a run's pooled answers show it, by sim id, from (sim id, config
+    name, its launch's file digests): the name, or `NAME@<first 6 hex of config_digest>`
+    when the sims of that name ran config files of more than one digest (a config edited in
+    place, then replicas added), so that replicas of different files are never pooled. A
+    sim not launched yet has no digest, keeps the name and counts for none."""
+    listed = list(sims)
+    digests: dict[str, set[str]] = {}
+    for _, name, files in listed:
+        if files is not None:
+            digests.setdefault(name, set()).add(config_digest(files))
+    return {
+        sim_id: f"{name}@{config_digest(files)[:LABEL_HEX]}" if files is not None and len(digests[name]) > 1 else name
+        for sim_id, name, files in listed
+    }
+
+
+def unknown_config(name: str, offered_names: Iterable[str]) -> str:
+    """Why a run may not name config `name`: it is not offered, what is, and the closest."""
+    names = sorted(set(offered_names))
+    closest = difflib.get_close_matches(name, names, n=1)
+    listing = ", ".join(names) if names else "none"
+    return (
+        f"unknown GPU config {name}: no live runner has it, nor this server's Accel-Sim install (configs offered: {listing})"
+        + (f"; did you mean {closest[0]}?" if closest else "")
+    )
 
 
 def offered(local: Sequence[GpuConfig], runners: Sequence[Runner]) -> list[OfferedConfig]:

@@ -19,7 +19,7 @@ from typing import Annotated, Literal, Protocol
 import msgspec
 
 from cascade_core import events as ev
-from cascade_core.gpu_configs import GpuConfig
+from cascade_core.gpu_configs import GpuConfig, unknown_config
 from cascade_core.refusals import Conflict, Invalid, NotFound
 from cascade_core.run import Run
 from cascade_core.sims import RETRIABLE
@@ -171,7 +171,7 @@ def _check_trace(trace_id: str, trace: Trace | None, configs: Sequence[GpuConfig
             )
         config = by_name.get(entry.gpu_config)
         if config is None:
-            raise BadEntry(f"unknown GPU config {entry.gpu_config}: no live runner has it, nor this server's Accel-Sim install")
+            raise BadEntry(unknown_config(entry.gpu_config, by_name))
         if config.arch != trace.trace_gpu_arch:
             raise BadEntry(f"{config.name} is {config.arch} but trace {trace_id} is {trace.trace_gpu_arch}")
     return trace

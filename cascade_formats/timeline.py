@@ -17,7 +17,7 @@ import math
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -201,12 +201,20 @@ class Compare(msgspec.Struct, frozen=True):
     summary: CompareSummary
 
 
-class SimStepTimeline(msgspec.Struct, frozen=True, kw_only=True):
+class SimStepTimeline(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     sim_id: str
     gpu_config: str
     replica: int
     simulated: Simulated
     compare: Compare
+    config_label: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="`NAME@<first 6 hex of the digest>` when the run's replicas of gpu_config ran config files of more "
+            "than one digest, as the run's comparison lists them (Comparison.configs): replicas of different labels are "
+            "never pooled; absent when they all ran the same files."
+        ),
+    ] = None
 
 
 # --- Validation ----------------------------------------------------------------------------
@@ -648,6 +656,7 @@ def step_timeline(
     replica: int,
     timeline: StepTimeline,
     sim_ns: Mapping[int, float],
+    config_label: str | None = None,
 ) -> SimStepTimeline:
     """One sim's `SimStepTimeline`: the simulated timeline and its comparison."""
     simulated = simulate(timeline, sim_ns)
@@ -657,4 +666,5 @@ def step_timeline(
         replica=replica,
         simulated=simulated,
         compare=compare(timeline, simulated),
+        config_label=config_label,
     )

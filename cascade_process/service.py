@@ -65,7 +65,7 @@ async def running(settings: Settings, embedded: EmbeddedNats | None = None) -> A
         if install is None:
             log.warning("no Accel-Sim dir (CASCADE_ACCELSIM_DIR): no sim runs here; runs may name the configs of live runners")
         else:
-            log.info("GPU configs in %s: %s", install.root, ", ".join(c.name for c in cascade.local_configs) or "none")
+            log.info("GPU configs in %s: %s", install.root, ", ".join(c.name for c in await cascade.local_configs()) or "none")
         await ensure_consumer(store.js)
         async with anyio.create_task_group() as tg:
             if embedded is not None:

@@ -7,6 +7,10 @@ where its configs, binary and libraries are, how a sim of it runs, and how its o
     <root>/gpu-simulator/bin/release/accel-sim.out
     <root>/gpu-simulator/gpgpu-sim/lib/<gcc>/cuda-<version>/release/libcudart.so
 
+The configs are read again whenever they change, so a config added or edited needs no
+restart: each call of `configs` looks at the files' modification times and sizes (a few
+`stat`s a config) and reads again only the configs whose files changed.
+
 A sim's working directory holds copies of its config's files; the simulator runs there on
 the trace's `kernelslist.g`, with GPGPU-Sim's libcudart on LD_LIBRARY_PATH and `xz` (which
 reads `.traceg.xz` files) on PATH.
@@ -42,6 +46,7 @@ class AccelSimInstall:
             raise ValueError(f"Accel-Sim needs an absolute path, not {root}")
         self.root = root
         self.binary = binary or root / "gpu-simulator" / "bin" / "release" / "accel-sim.out"
+        self._read: dict[str, tuple[_Stamp, GpuConfig | None]] = {}  # by name: as last read, and of which files
 
     @property
     def tested_configs(self) -> Path:
@@ -49,24 +54,37 @@ class AccelSimInstall:
 
     def configs(self) -> list[GpuConfig]:
         """Every config whose arch and clock can be read, sorted by name, with the digest of
-        the files a sim of it copies; the others are skipped with a warning."""
+        the files a sim of it copies; the others are skipped with a warning. A config is read
+        again only when its files changed since it was last (`_stamp`)."""
         found = []
+        read = {}
         for path in sorted(self.tested_configs.glob("*/gpgpusim.config")):
             name = path.parent.name
-            arch = arch_from_config_name(name)
-            try:
-                clock = core_clock_from_config(path.read_text(errors="replace"))
-                digest = config_digest(self.file_digests(name))
-            except OSError as err:
-                log.warning("skipping GPU config %s: cannot read %s (%s)", name, err.filename or path, err.strerror)
-                continue
-            if arch is None:
-                log.warning("skipping GPU config %s: its name says no arch (expected SM<nn>_<GPU>)", name)
-            elif clock is None:
-                log.warning("skipping GPU config %s: no readable -gpgpu_clock_domains in %s", name, path)
-            else:
-                found.append(GpuConfig(name=name, arch=arch, core_clock_mhz=clock, digest=digest))
+            stamp = _stamp(self.config_files(name))
+            known = self._read.get(name)
+            config = known[1] if known is not None and known[0] == stamp else self._config(name, path)
+            read[name] = (stamp, config)
+            if config is not None:
+                found.append(config)
+        self._read = read
         return found
+
+    def _config(self, name: str, path: Path) -> GpuConfig | None:
+        """The config of this name, or None (said in a warning) when it cannot be used."""
+        arch = arch_from_config_name(name)
+        try:
+            clock = core_clock_from_config(path.read_text(errors="replace"))
+            digest = config_digest(self.file_digests(name))
+        except OSError as err:
+            log.warning("skipping GPU config %s: cannot read %s (%s)", name, err.filename or path, err.strerror)
+            return None
+        if arch is None:
+            log.warning("skipping GPU config %s: its name says no arch (expected SM<nn>_<GPU>)", name)
+        elif clock is None:
+            log.warning("skipping GPU config %s: no readable -gpgpu_clock_domains in %s", name, path)
+        else:
+            return GpuConfig(name=name, arch=arch, core_clock_mhz=clock, digest=digest)
+        return None
 
     def config_files(self, name: str) -> list[Path]:
         """The files a sim of config `name` copies into its working directory."""
@@ -115,6 +133,22 @@ class AccelSimInstall:
 
     def reader(self) -> AccelSimOutput:
         return AccelSimOutput()
+
+
+_Stamp = tuple[tuple[str, int, int, int], ...]
+
+
+def _stamp(files: Sequence[Path]) -> _Stamp:
+    """What tells that a config's files changed: each one's name, inode, size and modification
+    time (in ns); an edit in place or a file replaced changes one of them."""
+    stamp = []
+    for file in files:
+        try:
+            stat = file.stat()
+        except OSError:
+            continue  # gone since it was listed: the next look sees that
+        stamp.append((file.name, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+    return tuple(stamp)
 
 
 def _sha256(path: Path) -> str:

@@ -231,31 +231,44 @@ class Runner:
 
     async def _take_requests(self, tg: anyio.abc.TaskGroup) -> None:
         """Take requests as slots free up, until something fails; the sims taken run in `tg`."""
-        js = self.store.js
         sources: list[Source] = []
         bell = asyncio.Event()  # rung by each request published for one of this runner's configs
-        listening: list[Subscription] = []
-        try:
-            for config in self.configs:
-                name = await ensure_launch_consumer(js, config, ack_wait_s=self.ack_wait_s)
-                source = Source(name, await js.pull_subscribe_bind(name, subjects.STREAM))
+        taking: dict[str, tuple[Source, Subscription]] = {}  # by config
+
+        async def follow_configs() -> None:
+            """Take from the consumer of each config the simulator has now, and of no other:
+            a config added or removed since needs no restart."""
+            for config in sorted(self.configs.keys() - taking.keys()):
+                name = await ensure_launch_consumer(self.store.js, config, ack_wait_s=self.ack_wait_s)
+                source = Source(name, await self.store.js.pull_subscribe_bind(name, subjects.STREAM))
+                taking[config] = (source, await self.nc.subscribe(subjects.launch_requests(config), cb=_ringing(source, bell)))
                 sources.append(source)
-                listening.append(await self.nc.subscribe(subjects.launch_requests(config), cb=_ringing(source, bell)))
+            for config in sorted(taking.keys() - self.configs.keys()):
+                source, listening = taking.pop(config)
+                sources.remove(source)
+                await source.close()
+                with contextlib.suppress(Exception):
+                    await listening.unsubscribe()
+
+        try:
+            await follow_configs()
             assert self._kv is not None
             legacy = await legacy_launches(self.store, self._kv, runner_id=self.id, configs=set(self.configs))
             if legacy is not None:
                 sources.append(legacy)
-            await self._take(sources, bell, tg)
+            await self._take(sources, bell, tg, follow_configs)
         finally:
             for source in sources:
                 await source.close()
-            for sub in listening:
+            for _, listening in taking.values():
                 with contextlib.suppress(Exception):  # gone with its connection, if that is why it stops
-                    await sub.unsubscribe()
+                    await listening.unsubscribe()
 
-    async def _take(self, sources: list[Source], bell: asyncio.Event, tg: anyio.abc.TaskGroup) -> None:
-        """Ask the consumers rung for, and every `SWEEP_S` all of them, for as many requests
-        as there are free slots."""
+    async def _take(
+        self, sources: list[Source], bell: asyncio.Event, tg: anyio.abc.TaskGroup, follow_configs: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Ask the consumers rung for, and every `SWEEP_S` all of them (first following the
+        configs the simulator has now), for as many requests as there are free slots."""
         swept = -SWEEP_S  # when every consumer was last asked
         while True:
             if self.slots - len(self.running) <= 0:
@@ -264,6 +277,8 @@ class Runner:
                 continue
             bell.clear()  # what is published from now on rings again
             sweep = time.monotonic() - swept >= SWEEP_S
+            if sweep:
+                await follow_configs()
             for source in sorted((s for s in sources if sweep or s.rung), key=lambda s: not s.rung):  # those rung for first
                 free = self.slots - len(self.running)
                 if free <= 0:
@@ -291,8 +306,11 @@ class Runner:
             tg.start_soon(self._serve, request)
 
     async def _announce(self) -> None:
+        """Say who this runner is and what it runs, every few seconds, with the simulator's
+        configs as they are now (read again when they changed)."""
         assert self._kv is not None
         while True:
+            self.configs = {c.name: c for c in await anyio.to_thread.run_sync(self.simulator.configs)}
             info = RunnerInfo(
                 id=self.id,
                 host=self.host,
@@ -363,10 +381,14 @@ class Runner:
     async def _handle(self, request: ev.SimQueued, slot: Slot) -> Handled:
         """Run the request if it is ours to run: claim the sim's next attempt, plan what it
         simulates, launch it watched, and report how it ended."""
+        config = self.configs.get(request.gpu_config)
+        if config is None:
+            log.warning("sim %s: GPU config %s is no longer here; handed back", held_name(request), request.gpu_config)
+            return "hand back"
         claimed = await self._claim(request)
         if not isinstance(claimed, Claimed):
             return claimed
-        slot.job = planned(request, self.configs[request.gpu_config], claimed)
+        slot.job = planned(request, config, claimed)
         if await self._run_cancelled(slot.job.run_id) is not None:  # and with it the sim, before it started
             return "done"
         trace = await self._trace(slot.job)

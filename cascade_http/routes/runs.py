@@ -53,7 +53,8 @@ async def _detail(c: Cascade, run_id: str, *, attention: bool = False) -> RunDet
 @operation(
     summary="List GPU configs",
     description="This server's Accel-Sim install's, and those the live runners announce: one per name and digest, "
-    "sorted by name, then digest, each saying where it is (`local`, `runners`).",
+    "sorted by name, then digest, each saying where it is (`local`, `runners`). Read as the files are now, not as "
+    "they were at startup: a config added or edited is listed with its current digest without a restart.",
     response=list[OfferedConfig],
 )
 async def list_gpu_configs(request: Request) -> Response:
@@ -215,7 +216,7 @@ async def list_kernels(request: Request) -> Response:
 async def list_step_timelines(request: Request) -> Response:
     c = cascade(request)
     detail = await _detail(c, request.path_params["run_id"])
-    times = await read(c, q.succeeded_kernel_times, detail.id)
+    times = await read(c, q.succeeded_kernel_times, detail)
     return Response(await c.step_timelines.encoded(detail, times), media_type="application/json")
 
 

@@ -24,6 +24,7 @@ from cascade_core import attention, reference
 from cascade_core import events as ev
 from cascade_core import split as splitting
 from cascade_core.correlation import Correlation, Spread, correlate, measured
+from cascade_core.gpu_configs import config_labels
 from cascade_formats.kernel_names import short_name
 from cascade_core.run import Run
 from cascade_core.sim import SimSplit, cut_short_said
@@ -314,17 +315,46 @@ class _Real(msgspec.Struct, frozen=True, kw_only=True):
 _NO_REAL = _Real()
 
 
-def _comparison_rows(con: Con, run: RunSummary, real: list[_Real], indices: list[int] | None) -> list[ComparisonRow]:
-    """Comparison rows for the given kernel indices (all when None)."""
-    names = configs(run)
+class Labelled(msgspec.Struct, frozen=True):
+    """A run's replicas' configs as its comparison shows them."""
+
+    configs: list[str]  # the comparison's configs, the labels of a config of several digests in its place
+    apart: dict[str, str]  # by sim id, the labels that are not the sim's config's name
+
+
+def _replicas(con: Con, run_id: str) -> list[tuple[str, str, dict[str, str] | None]]:
+    """The run's replicas (its sims but references) by replica: id, config, its launch's file digests."""
+    return con.execute(
+        "SELECT id, gpu_config, config_digests FROM sims WHERE run_id = ? AND reference_for IS NULL ORDER BY replica", [run_id]
+    ).fetchall()
+
+
+def labels_of(con: Con, run: RunSummary) -> Labelled:
+    """Each replica's config as the comparison shows it (`gpu_configs.config_labels`), by sim
+    id; and the comparison's configs: the run's in the order of its entries, a config of
+    several digests as its labels, in the order its replicas took them."""
+    replicas = _replicas(con, run.id)
+    labels = config_labels(replicas)
+    apart = {sim_id: labels[sim_id] for sim_id, config, _ in replicas if labels[sim_id] != config}
+    shown = []
+    for name in configs(run):
+        shown += list(dict.fromkeys(apart[sim_id] for sim_id, config, _ in replicas if config == name and sim_id in apart)) or [name]
+    return Labelled(shown, apart)
+
+
+def _comparison_rows(con: Con, run_id: str, labelled: Labelled, real: list[_Real], indices: list[int] | None) -> list[ComparisonRow]:
+    """Comparison rows for the given kernel indices (all when None): a value per config of `labelled`."""
+    names, apart = labelled.configs, labelled.apart
     cycles = any(r.cycles is not None for r in real)
     only = "AND k.kernel_index IN (SELECT unnest(?))" if indices is not None else ""
     records = con.execute(
-        f"""SELECT k.kernel_index, s.gpu_config, median(k.sim_time_ns), median(k.gpu_sim_cycle), arg_min(k.name, s.replica)
-            FROM {CURRENT_KERNELS} WHERE s.run_id = ? AND s.reference_for IS NULL {only}
-            GROUP BY k.kernel_index, s.gpu_config
-            ORDER BY k.kernel_index, list_position(?, s.gpu_config)""",
-        [run.id, *([indices] if indices is not None else []), names],
+        f"""SELECT k.kernel_index, coalesce(l.label, s.gpu_config) AS config, median(k.sim_time_ns), median(k.gpu_sim_cycle),
+                   arg_min(k.name, s.replica)
+            FROM {CURRENT_KERNELS} LEFT JOIN (SELECT unnest(?::VARCHAR[]) AS sim_id, unnest(?::VARCHAR[]) AS label) l ON l.sim_id = s.id
+            WHERE s.run_id = ? AND s.reference_for IS NULL {only}
+            GROUP BY k.kernel_index, config
+            ORDER BY k.kernel_index, list_position(?, config)""",
+        [list(apart), list(apart.values()), run_id, *([indices] if indices is not None else []), names],
     ).fetchall()
     rows: list[ComparisonRow] = []
     for index, config, median_ns, median_cycles, name in records:
@@ -365,12 +395,14 @@ def _real_timing(con: Con, trace_id: str) -> list[_Real]:
     return real
 
 
-def _compared(run: RunSummary, has_real_timing: bool, rows: list[ComparisonRow], real: list[_Real]) -> Comparison:
-    """The comparison of these rows, scored per config against the real values it has."""
-    names = configs(run)
+def _compared(labelled: Labelled, has_real_timing: bool, rows: list[ComparisonRow], real: list[_Real]) -> Comparison:
+    """The comparison of these rows, a column per config of `labelled`, scored per config
+    against the real values it has."""
+    names = labelled.configs
     return Comparison(
         has_real_timing=has_real_timing,
         configs=names,
+        config_labels=labelled.apart or None,
         rows=rows,
         correlation=_scores(rows, names, _durations) if any(r.ns is not None for r in real) else None,
         cycles_correlation=_scores(rows, names, _cycles) if any(r.cycles is not None for r in real) else None,
@@ -399,16 +431,19 @@ def _scores(rows: list[ComparisonRow], names: list[str], pair: Callable[[Compari
 
 def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
     """Row i: the kernels of index i, with each config's median sim_time_ns over the
-    replicas that finished it (null if none did; a fast sim's reference is no replica), the name from the first sim by config and
+    replicas that finished it (null if none did; a fast sim's reference is no replica; a
+    config whose replicas ran files of several digests apart per digest, `labels_of`), the name from the first sim by config and
     replica, and the i-th kernel by kernel_id of the trace's real timing, with the scores of
     each config against it."""
     real = _real_timing(con, run.trace_id) if has_real_timing else []
-    return _compared(run, has_real_timing, _comparison_rows(con, run, real, None), real)
+    labelled = labels_of(con, run)
+    return _compared(labelled, has_real_timing, _comparison_rows(con, run.id, labelled, real, None), real)
 
 
 class _Computed(msgspec.Struct, frozen=True, kw_only=True):
     comparison: Comparison
     real: list[_Real]
+    labelled: Labelled
     kernels: int  # the kernels table's rows when computed
     last_seq: int  # and its highest sequence
 
@@ -422,13 +457,17 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
     """The run's comparison, kept per run and brought up to date from the kernels added since
     (the rows of only the kernel indices they touch are computed again): a run that is still
     simulating changes a row or two between requests, out of thousands. Both checks read only
-    what is new: the kernels table's metadata, and its rows past the last sequence seen."""
+    what is new: the kernels table's metadata, and its rows past the last sequence seen; and
+    every row is computed again when the labels change (a sim launched on other files)."""
     with snapshot(con):
         trace = _trace(con, run)
+        labelled = labels_of(con, run)
         last_seq, kernels = one_row(con, "SELECT coalesce((SELECT max(seq) FROM kernels), 0), (SELECT count(*) FROM kernels)")
         # The rows of a timing id are all listed before it is attached, and never change after.
         key = (run.id, trace.created_at, con.execute("SELECT real_timing FROM traces WHERE id = ?", [run.trace_id]).fetchone())
         known: _Computed | None = cache.get(key)
+        if known is not None and known.labelled != labelled:
+            known = None
         if known is not None and (known.kernels, known.last_seq) == (kernels, last_seq):
             return known.comparison
         touched: list[int] | None = None
@@ -443,14 +482,14 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
                 touched = None  # rows went away too (a sim's new attempt): start over
         if known is None or touched is None:
             real = _real_timing(con, run.trace_id) if trace.has_real_timing else []
-            rows = _comparison_rows(con, run, real, None)
+            rows = _comparison_rows(con, run.id, labelled, real, None)
         else:
             real = known.real
-            fresh = {row.kernel_index: row for row in _comparison_rows(con, run, real, sorted(touched))} if touched else {}
+            fresh = {row.kernel_index: row for row in _comparison_rows(con, run.id, labelled, real, sorted(touched))} if touched else {}
             kept = [fresh.pop(row.kernel_index, row) for row in known.comparison.rows]
             rows = kept + sorted(fresh.values(), key=lambda r: r.kernel_index)
-        result = _compared(run, trace.has_real_timing, rows, real)
-        cache[key] = _Computed(comparison=result, real=real, kernels=kernels, last_seq=last_seq)
+        result = _compared(labelled, trace.has_real_timing, rows, real)
+        cache[key] = _Computed(comparison=result, real=real, labelled=labelled, kernels=kernels, last_seq=last_seq)
         return result
 
 
@@ -491,16 +530,19 @@ class SimKernelTimes(msgspec.Struct, frozen=True):
     sim_id: str
     last_seq: int  # the sequence of the sim's last kernel result
     sim_ns: dict[int, float]  # kernel_launch_uid -> sim_time_ns
+    config_label: str | None  # its config's label when the run's replicas of it ran several digests (`labels_of`)
 
 
-def succeeded_kernel_times(con: Con, run_id: str) -> list[SimKernelTimes]:
-    """Each succeeded sim's kernel times by launch uid."""
-    records = con.execute(
-        f"SELECT k.sim_id, max(k.seq), map(list(k.uid), list(k.sim_time_ns)) FROM {CURRENT_KERNELS} "
-        "WHERE s.run_id = ? AND s.state = 'succeeded' GROUP BY k.sim_id",
-        [run_id],
-    ).fetchall()
-    return [SimKernelTimes(sim_id, last, dict(times)) for sim_id, last, times in records]
+def succeeded_kernel_times(con: Con, run: RunSummary) -> list[SimKernelTimes]:
+    """Each succeeded sim's kernel times by launch uid, and its config's label."""
+    with snapshot(con):
+        records = con.execute(
+            f"SELECT k.sim_id, max(k.seq), map(list(k.uid), list(k.sim_time_ns)) FROM {CURRENT_KERNELS} "
+            "WHERE s.run_id = ? AND s.state = 'succeeded' GROUP BY k.sim_id",
+            [run.id],
+        ).fetchall()
+        apart = labels_of(con, run).apart
+    return [SimKernelTimes(sim_id, last, dict(times), apart.get(sim_id)) for sim_id, last, times in records]
 
 
 # --- results -------------------------------------------------------------------------------

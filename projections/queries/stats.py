@@ -19,7 +19,7 @@ import re
 from cascade_formats import stat_kinds
 from cascade_formats.kernel_names import short_name
 from cascade_api.models import RunSummary, StatCatalogue, StatName, StatTable, StatValues, StatValuesRow
-from projections.queries.runs import CURRENT_KERNELS, RECOMPUTED_TOTALS, Con, configs, snapshot
+from projections.queries.runs import CURRENT_KERNELS, RECOMPUTED_TOTALS, Con, labels_of, snapshot
 
 CATALOGUE_LIMIT = 200  # names in a catalogue's answer
 VALUES_LIMIT = 50_000  # rows in a values answer
@@ -73,12 +73,20 @@ def table_name(name: str) -> str:
 
 
 # The run's current kernels (a fast sim's reference is no replica of its config, as in the
-# comparison), and the seqs its kernels' rows of kernel_stats lie between.
+# comparison), each config as the comparison shows it (`runs.labels_of`: $sims of a config
+# of several digests, by their $labels), and the seqs its kernels' rows of kernel_stats lie between.
 def _run_kernels(columns: str = "") -> str:
     return (
-        f"SELECT k.seq, k.kernel_index, k.name, s.gpu_config, s.replica{columns} FROM {CURRENT_KERNELS} "
+        f"SELECT k.seq, k.kernel_index, k.name, coalesce(l.label, s.gpu_config) AS gpu_config, s.replica{columns} "
+        f"FROM {CURRENT_KERNELS} LEFT JOIN (SELECT unnest($sims::VARCHAR[]) AS sim_id, unnest($labels::VARCHAR[]) AS label) l ON l.sim_id = s.id "
         "WHERE s.run_id = $run AND s.reference_for IS NULL"
     )
+
+
+def _labels(con: Con, run: RunSummary) -> tuple[dict[str, object], list[str]]:
+    """The parameters `_run_kernels` takes for the run's labels, and its configs in order."""
+    labelled = labels_of(con, run)
+    return {"sims": list(labelled.apart), "labels": list(labelled.apart.values())}, labelled.configs
 
 
 _RUN_KERNELS = _run_kernels()
@@ -125,7 +133,8 @@ def stat_catalogue(con: Con, run: RunSummary, q: str) -> StatCatalogue:
         seqs = _seqs(con, run)
         records = []
         if seqs is not None:
-            params = {"run": run.id, "first": seqs[0], "last": seqs[1], "q": search_pattern(q), "configs": configs(run)}
+            labels, order = _labels(con, run)
+            params = {"run": run.id, "first": seqs[0], "last": seqs[1], "q": search_pattern(q), "configs": order, **labels}
             records = con.execute(_CATALOGUE, params).fetchall()
     records.sort(key=lambda r: natural(r[0]))
     tables: dict[str, int] = {}
@@ -185,8 +194,8 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
     its least and greatest value (finite numbers only), for every name `name` stands for
     that the run's kernels have."""
     pattern = re.compile(name_pattern(name))
-    order = configs(run)
     with snapshot(con):
+        labels, order = _labels(con, run)
         if ANY_INDEX in name:
             found = con.execute("SELECT id, name FROM stat_names WHERE regexp_full_match(name, ?)", [pattern.pattern]).fetchall()
         else:
@@ -197,7 +206,7 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
         seqs = _seqs(con, run)
         records: list[tuple[int, str, str, int, int, float | None, float | None, float | None, float | None]] = []
         if ids and seqs is not None:
-            params = {"run": run.id, "first": seqs[0], "last": seqs[1], "stats": ids}
+            params = {"run": run.id, "first": seqs[0], "last": seqs[1], "stats": ids, **labels}
             totals = dict(con.execute("SELECT name, id FROM stat_names WHERE name IN (SELECT unnest(?))", [_SNAPSHOTS]).fetchall())
             recomputed = {name: totals.get(name, 0) for name in _SNAPSHOTS}  # stat ids are from 1
             kinds = {i: stat_kinds.kind_of(stat) for i, stat in found}

@@ -7,13 +7,16 @@ heatmaps of per-unit tables). The run's kernels carry real Accel-Sim stats maps
 from __future__ import annotations
 
 import statistics
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
 import httpx
 import pytest
 
+from cascade_core.gpu_configs import config_digest
 from tests.browser.conftest import data_json, missing, seed, shoot, sign_in
+from tests.cascade_http import runs_world as w
 from tests.cascade_http import stats_world
 from tests.cascade_http.live import LiveServer
 
@@ -133,6 +136,32 @@ POINT_AT = """({ id, real, sim }) => {
   const at = (v) => (Math.log10(v) - Math.log10(g.domain[0])) / (Math.log10(g.domain[1]) - Math.log10(g.domain[0])) * g.side;
   return [g.left + at(real), g.top + g.side - at(sim)];
 }"""
+
+
+def test_compare_shows_a_config_edited_between_replicas_apart_per_digest(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    """SM61_TITANX run twice on its old files and once on edited ones: Compare's table and
+    spread keep the two apart, as the comparison lists them (`NAME@<6 hex>`), never pooled."""
+    run_id, old, new = "run-digests00001", {"gpgpusim.config": "1" * 64}, {"gpgpusim.config": "2" * 64}
+    sims = [("sim-digests-r0", "SM61_TITANX", 0), ("sim-digests-r1", "SM61_TITANX", 1), ("sim-digests-r2", "SM61_TITANX", 2)]
+    at = datetime(2026, 11, 8, 10, tzinfo=UTC)
+    events = [
+        *w.trace_events("digests-demo", arch="sm_61", kernel_count=2, step_timeline=False),
+        w.run_created(run_id, sims, trace_id="digests-demo", kernels_total=2),
+    ]
+    for (sim_id, _, _), cycles, files in zip(sims, (1000, 1100, 500), (old, old, new), strict=True):
+        events += w.finished_sim(run_id, sim_id, [("_Z6kernelv1", cycles), ("_Z6kernelv2", cycles * 2)], 1000.0, at, config_digests=files)
+    seed(cascade, events)
+    labels = [f"SM61_TITANX@{config_digest(old)[:6]}", f"SM61_TITANX@{config_digest(new)[:6]}"]
+    assert api.get(f"/api/runs/{run_id}/comparison").json()["configs"] == labels
+
+    sign_in(page, cascade.url, f"#/runs/{run_id}/compare")
+    page.wait_for_selector("#spread-chart[data-spread]")
+    for label, ns in zip(labels, (1050.0, 500.0), strict=True):  # the old replicas' median, the edited one's own
+        page.wait_for_selector(f'[data-config="{label}"][data-ns="{ns:g}"]')
+    assert page.query_selector('[data-config="SM61_TITANX"]') is None, "no column pools them"
+    spread = data_json(page, "#spread-chart", "spread")
+    assert [(s["gpu_config"], s["replicas"], s["min_ns"], s["max_ns"]) for s in spread] == [(labels[0], 2, 1000.0, 1100.0), (labels[0], 2, 2000.0, 2200.0)]
+    assert f"{labels[1]}: one replica, no spread." in page.inner_text("#pic-spread")
 
 
 def test_the_stat_explorer_finds_a_stat_and_draws_it_per_kernel_and_config(page: Any, cascade: LiveServer, api: httpx.Client, run: str) -> None:

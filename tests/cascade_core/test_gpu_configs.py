@@ -5,7 +5,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cascade_core.gpu_configs import GpuConfig, arch_from_config_name, config_digest, core_clock_from_config, offered, suggested_config
+from cascade_core.gpu_configs import (
+    GpuConfig,
+    arch_from_config_name,
+    config_digest,
+    config_labels,
+    core_clock_from_config,
+    offered,
+    suggested_config,
+)
 from cascade_core.runners import Runner
 from tests.support import TREE
 
@@ -97,3 +105,11 @@ def test_a_configs_digest_is_sha256_over_its_files_sha256sum_lines() -> None:
     lines = f"{'2' * 64}  gpgpusim.config\n{'1' * 64}  trace.config\n"
     assert config_digest(files) == hashlib.sha256(lines.encode()).hexdigest()
     assert config_digest(files | {"gpgpusim.config": "3" * 64}) != config_digest(files)
+
+
+def test_a_config_of_one_digest_keeps_its_name_and_one_of_several_is_labelled_per_digest() -> None:
+    old, new = {"gpgpusim.config": "1" * 64}, {"gpgpusim.config": "2" * 64}
+    old_label, new_label = f"SM61_TITANX@{config_digest(old)[:6]}", f"SM61_TITANX@{config_digest(new)[:6]}"
+    assert config_labels([("a", "SM61_TITANX", old), ("b", "SM61_TITANX", old), ("c", "SM61_TITANX", None)]) == dict.fromkeys("abc", "SM61_TITANX")
+    sims = [("a", "SM61_TITANX", old), ("b", "SM61_TITANX", new), ("c", "SM61_TITANX", None), ("d", "SM7_QV100", new)]
+    assert config_labels(sims) == {"a": old_label, "b": new_label, "c": "SM61_TITANX", "d": "SM7_QV100"}

@@ -258,14 +258,16 @@ def sim_life(
     outcome: str = "succeeded",
     attempt: int = 1,
     stats: bool = True,
+    config_digests: Mapping[str, str] = {"gpgpusim.config": "abc"},
 ) -> list[ev.Event]:
-    """What a runner appends for one sim, in order: claim, launch, heartbeats with log lines
-    and the kernels finished between them, the files, a final heartbeat, the outcome."""
+    """What a runner appends for one sim, in order: claim, launch (on config files of these
+    digests), heartbeats with log lines and the kernels finished between them, the files, a
+    final heartbeat, the outcome."""
     common = {"run_id": run_id, "sim_id": sim_id}
     events: list[ev.Event] = [
         ev.SimClaimed(id=event_id(), at=launched - timedelta(milliseconds=100), attempt=attempt, runner_id="runner-1", host="h1", **common),
         ev.SimLaunched(
-            id=event_id(), at=launched, attempt=attempt, launcher_ref=launcher_ref, host="h1", config_digests={"gpgpusim.config": "abc"}, **common
+            id=event_id(), at=launched, attempt=attempt, launcher_ref=launcher_ref, host="h1", config_digests=dict(config_digests), **common
         ),
     ]
     step = (files_at - launched) / (kernels + 2)
@@ -307,16 +309,23 @@ def sim_life(
 
 
 def finished_sim(
-    run_id: str, sim_id: str, kernels: Sequence[tuple[str, int]], clock_mhz: float, when: datetime, *, stats: Sequence[Mapping[str, Any]] = ()
+    run_id: str,
+    sim_id: str,
+    kernels: Sequence[tuple[str, int]],
+    clock_mhz: float,
+    when: datetime,
+    *,
+    stats: Sequence[Mapping[str, Any]] = (),
+    config_digests: Mapping[str, str] = {},
 ) -> list[ev.Event]:
-    """A sim's life as a runner appends it: claimed, launched, a kernel result per
-    (name, cycles) a millisecond apart (with the i-th of `stats` as its map, each value's
-    difference from the map before as its `per_kernel`, else none), a last heartbeat,
-    succeeded."""
+    """A sim's life as a runner appends it: claimed, launched (on config files of these
+    digests), a kernel result per (name, cycles) a millisecond apart (with the i-th of
+    `stats` as its map, each value's difference from the map before as its `per_kernel`,
+    else none), a last heartbeat, succeeded."""
     common: dict[str, Any] = {"run_id": run_id, "sim_id": sim_id, "attempt": 1}
     events: list[ev.Event] = [
         ev.SimClaimed(id=event_id(), at=when, runner_id="runner-seeded", host="h", **common),
-        ev.SimLaunched(id=event_id(), at=when, launcher_ref="1", host="h", config_digests={}, **common),
+        ev.SimLaunched(id=event_id(), at=when, launcher_ref="1", host="h", config_digests=dict(config_digests), **common),
     ]
     packed = [packed_stats.from_mapping(m) for m in stats]
     blocks = [None if p is None else _block(p) for p in packed]

@@ -21,6 +21,7 @@ from starlette.testclient import TestClient
 
 from cascade_app.config import Settings
 from cascade_core import events as ev
+from cascade_core.gpu_configs import config_digest
 from cascade_nats import deflated
 from cascade_nats import server
 from cascade_nats import subjects
@@ -145,7 +146,7 @@ def test_create_rejects_configs_the_trace_cannot_run_on(client: TestClient) -> N
     assert (response.status_code, response.json()) == (422, example("Create a run", "422 response, arch mismatch"))
     entries[1] = {"gpu_config": "SM99_NOPE", "count": 1}
     response = client.post("/api/runs", json={"trace_id": "demo", "entries": entries})
-    assert (response.status_code, response.json()) == (422, {"detail": "unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install"})
+    assert (response.status_code, response.json()) == (422, {"detail": "unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install (configs offered: SM61_TITANX, SM7_QV100, SM80_A100, SM86_RTX3070, SM90_H100, SM90_H200)"})
     assert client.get("/api/runs").json() == []
 
 
@@ -365,6 +366,21 @@ def test_step_timelines_need_a_timeline_and_a_succeeded_sim(client: TestClient) 
     assert client.get("/api/runs/run-t/step-timelines").json() == []  # no step_timeline.json stored
     w.store_reference_files(client)
     assert [t["sim_id"] for t in client.get("/api/runs/run-t/step-timelines").json()] == ["t1"]
+    assert "config_label" not in client.get("/api/runs/run-t/step-timelines").json()[0]
+
+
+def test_step_timelines_of_one_config_of_two_digests_say_which(client: TestClient) -> None:
+    w.append(client, w.trace_events())
+    w.store_reference_files(client)
+    sims = [("d0", "SM86_RTX3070", 0), ("d1", "SM86_RTX3070", 1)]
+    w.append(client, [w.run_created("run-d", sims), *w.sim_life("run-d", "d0", files=())])
+    assert "config_label" not in client.get("/api/runs/run-d/step-timelines").json()[0]
+    edited = {"gpgpusim.config": "edited"}
+    w.append(client, w.sim_life("run-d", "d1", files=(), config_digests=edited))
+    labels = [f"SM86_RTX3070@{config_digest({'gpgpusim.config': 'abc'})[:6]}", f"SM86_RTX3070@{config_digest(edited)[:6]}"]
+    timelines = client.get("/api/runs/run-d/step-timelines").json()
+    assert [(t["sim_id"], t["gpu_config"], t["config_label"]) for t in timelines] == [("d0", "SM86_RTX3070", labels[0]), ("d1", "SM86_RTX3070", labels[1])]
+    assert client.get("/api/runs/run-d/comparison").json()["configs"] == labels
 
 
 # --- results, log, files, perfetto ----------------------------------------------------------

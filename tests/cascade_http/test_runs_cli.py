@@ -29,9 +29,11 @@ from cascade_cli.runs_cli import parse_entries
 from cascade_cli.runs_text import bar, compact, ipc
 from cascade_core import events as ev
 from cascade_core import attention
+from cascade_core.gpu_configs import config_digest
 from cascade_core.runs import RunEntry
 from cascade_http import run_events
 from tests.browser.proxy import proxy_to
+from tests.cascade_http import runs_world as w
 from tests.cascade_http.live import LiveServer, live_server
 from tests.cascade_http.trace_archives import files_of, tar_of
 from tests.cascade_sim.world import TITANX, accelsim_tree, add_config_lines
@@ -459,13 +461,38 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def test_compare_and_run_show_keep_replicas_of_different_config_files_apart(live: LiveServer) -> None:
+    run_id, old, new = "run-digests00001", {"gpgpusim.config": "1" * 64}, {"gpgpusim.config": "2" * 64}
+    sims = [("sim-digests-r0", "SM61_TITANX", 0), ("sim-digests-r1", "SM61_TITANX", 1)]
+    at = datetime(2026, 11, 8, 10, tzinfo=UTC)
+    events = [
+        *w.trace_events("digests", arch="sm_61", kernel_count=1, step_timeline=False),
+        w.run_created(run_id, sims, trace_id="digests", kernels_total=1),
+    ]
+    for (sim_id, _, _), cycles, files in zip(sims, (1000, 500), (old, new), strict=True):
+        events += w.finished_sim(run_id, sim_id, [("_Z6kernelv1", cycles)], 1000.0, at, config_digests=files)
+    live.seed(events)
+    labels = [f"SM61_TITANX@{config_digest(old)[:6]}", f"SM61_TITANX@{config_digest(new)[:6]}"]
+
+    compared = cascade(live, "compare", run_id)
+    assert compared.returncode == 0, compared.stderr
+    head, row, total, ratio = compared.stdout.splitlines()
+    assert head.split() == ["#", "kernel", *labels]
+    assert row.split() == ["0", "_Z6kernelv1", "1.000", "µs", "0.500", "µs"], "each digest's own, never pooled"
+    assert ratio.split() == ["vs", labels[0], "1.000x", "0.500x"]
+
+    shown = cascade(live, "run", "show", run_id).stdout.splitlines()
+    assert [line.split()[:3] for line in shown if "sim-digests" in line] == [[labels[0], "0", "sim-digests-r0"], [labels[1], "1", "sim-digests-r1"]]
+    assert "SM61_TITANX: replicas ran config files of different digests, shown apart as NAME@<digest> and never pooled" in shown
+
+
 def test_errors_are_one_line_with_the_apis_detail(live: LiveServer) -> None:
     upload_combo(live)
     cases = {
         ("run", "show", "run-000000000000"): "GET /api/runs/run-000000000000: 404 run run-000000000000 not found",
         ("run", "cancel", "run-000000000000"): "POST /api/runs/run-000000000000/cancel: 404 run run-000000000000 not found",
         ("results", "run-000000000000"): "GET /api/runs/run-000000000000: 404 run run-000000000000 not found",
-        ("run", "combo", "SM99_NOPE"): "POST /api/runs: 422 unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install",
+        ("run", "combo", "SM99_NOPE"): "POST /api/runs: 422 unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install (configs offered: SM61_BROKEN, SM61_TITANX, SM7_QV100, SM86_RTX3070)",
         ("run", "combo", "SM61_TITANXx0"): "POST /api/runs: 422 body.entries.0.count: Input should be greater than or equal to 1",
         ("run", "nope", "SM61_TITANX"): "POST /api/runs: 404 trace nope not found",
         # `show` right after `run` is the command; after -- it is a trace.

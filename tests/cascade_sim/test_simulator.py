@@ -5,11 +5,13 @@ results and progress, and the outcome. No NATS."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from cascade_core.gpu_configs import config_digest
 from cascade_core.sims import Outcome
 from cascade_sim import simulator
 from cascade_sim.install import AccelSimInstall
@@ -55,3 +57,19 @@ def test_accelsim_judges_a_failed_run_by_its_own_rule(tmp_path: Path) -> None:
 def test_accelsim_needs_an_absolute_root() -> None:
     with pytest.raises(ValueError, match="absolute"):
         AccelSimInstall(Path("accel-sim"))
+
+
+def test_configs_are_read_again_when_their_files_change(tmp_path: Path) -> None:
+    root = accelsim_tree(tmp_path / "accel-sim")
+    backend = AccelSimInstall(root)
+    before = {c.name: c.digest for c in backend.configs()}
+    assert backend.configs() == backend.configs(), "unchanged files are not read again, and read the same"
+    (root / TITANX / "gpgpusim.config").write_text((root / TITANX / "gpgpusim.config").read_text() + "-gpgpu_n_clusters 14\n")
+    shutil.copytree(root / TITANX, root / TITANX.with_name("SM61_TITANX_EDITED"))
+    after = {c.name: c.digest for c in backend.configs()}
+    assert after.keys() == before.keys() | {"SM61_TITANX_EDITED"}
+    assert after["SM61_TITANX"] != before["SM61_TITANX"]
+    assert after["SM61_TITANX"] == config_digest(backend.file_digests("SM61_TITANX"))
+    assert {name: digest for name, digest in after.items() if not name.startswith("SM61_")} == {
+        name: digest for name, digest in before.items() if not name.startswith("SM61_")
+    }

@@ -205,11 +205,14 @@ export function mountCompare(el, model) {
 
   // --- step timeline ---
 
+  /** Timelines by config, a config whose replicas ran files of several digests by its
+   * label (`NAME@1a4911`, as the comparison lists it): those are never pooled. */
   function byConfig(list) {
     const groups = new Map();
     for (const t of list) {
-      if (!groups.has(t.gpu_config)) groups.set(t.gpu_config, []);
-      groups.get(t.gpu_config).push(t);
+      const cfg = t.config_label ?? t.gpu_config;
+      if (!groups.has(cfg)) groups.set(cfg, []);
+      groups.get(cfg).push(t);
     }
     return groups;
   }

@@ -130,14 +130,16 @@ export function comparePictures(model, colors) {
     return rows.length > 0 && others.length > 0;
   }
 
-  /** Per config and kernel index, the times of the replicas that finished it. */
-  function replicaTimes() {
+  /** Per config of the comparison `c` (a config whose replicas ran files of several digests
+   * by their labels, which are never pooled) and kernel index, the times of the replicas that finished it. */
+  function replicaTimes(c) {
     const times = new Map(); // config -> kernel_index -> [ns]
     for (const sim of model.orderedSims().filter((s) => !s.reference_for)) { // a reference is no replica (as in /comparison)
-      if (!times.has(sim.gpu_config)) times.set(sim.gpu_config, new Map());
+      const cfg = c.config_labels?.[sim.id] ?? sim.gpu_config;
+      if (!times.has(cfg)) times.set(cfg, new Map());
       for (const k of model.kernels.get(sim.id) ?? []) {
         if (!k) continue;
-        const byKernel = times.get(sim.gpu_config);
+        const byKernel = times.get(cfg);
         if (!byKernel.has(k.kernel_index)) byKernel.set(k.kernel_index, []);
         byKernel.get(k.kernel_index).push(k.sim_time_ns);
       }
@@ -147,7 +149,7 @@ export function comparePictures(model, colors) {
 
   function drawSpread() {
     const c = comparison;
-    const times = replicaTimes();
+    const times = replicaTimes(c);
     const configs = c.configs.filter((cfg) => [...(times.get(cfg)?.values() ?? [])].some((t) => t.length > 1));
     const drawn = [];
     let widest = 0;
