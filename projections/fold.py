@@ -117,7 +117,6 @@ class _Batch:
         self.run_rows = rows.runs
         self.runs: dict[str, Run] = {run_id: row.run for run_id, row in rows.runs.items()}  # each run's state
         self.run_seqs = {run_id: row.seq for run_id, row in rows.runs.items()}
-        self.rows = rows.sims
         self.sims: dict[str, Sim] = dict(rows.sims)  # each sim's state: a stored row is one
         self.seqs = {sim_id: row.seq for sim_id, row in rows.sims.items()}  # what each sim's row names
         self.changed: set[tuple[str, str]] = set()
@@ -186,11 +185,15 @@ class _Batch:
         self.changed_sims.add(sim.id)
 
     def sim_row(self, sim_id: str) -> SimRow:
-        """The sim's row as it stands, its fields the state's by name."""
+        """The sim's row as it stands, its fields the state's by name. A stored row is a state,
+        and evolving it keeps its type (`msgspec.structs.replace`): of such a state only the
+        seq is new, a copy that costs a small part of building a row field by field, which
+        every heartbeat's change does."""
         sim = self.sims[sim_id]
-        if sim is self.rows.get(sim_id):
-            return self.rows[sim_id]
-        return SimRow(**dict(zip(Sim.__struct_fields__, msgspec.structs.astuple(sim))), seq=self.seqs[sim_id])
+        seq = self.seqs[sim_id]
+        if isinstance(sim, SimRow):
+            return sim if sim.seq == seq else msgspec.structs.replace(sim, seq=seq)
+        return SimRow(**msgspec.structs.asdict(sim), seq=seq)
 
     def sim_rows(self) -> dict[str, SimRow]:
         return {sim_id: self.sim_row(sim_id) for sim_id in self.sims}
