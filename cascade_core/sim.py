@@ -223,11 +223,15 @@ def _beat(life: Life, e: ev.SimHeartbeat, last_line: int) -> dict[str, Any]:
 
 
 def _tail(sim: Sim, text: str, count: int, fresh_from: int) -> str:
-    """The sim's `log_tail` once the `count` lines of `text` from `fresh_from` on are added."""
-    fresh = text.rsplit("\n", LOG_TAIL)[-min(LOG_TAIL, count - fresh_from) :]
-    if len(fresh) < LOG_TAIL:
-        fresh = sim.log_lines[len(fresh) - LOG_TAIL :] + fresh
-    return "\n".join(fresh) + "\n"
+    """The sim's `log_tail` once the `count` lines of `text` from `fresh_from` on are added:
+    as many of the old tail's first lines as the new ones push out are cut off in one piece
+    (a replay's heartbeats bring a line or two each)."""
+    fresh = min(LOG_TAIL, count - fresh_from)  # the lines of `text` the tail takes
+    added = (text if fresh == count else "\n".join(text.rsplit("\n", LOG_TAIL)[-fresh:])) + "\n"
+    if fresh == LOG_TAIL:
+        return added
+    pushed_out = sim.log_tail.count("\n") + fresh - LOG_TAIL
+    return (sim.log_tail if pushed_out <= 0 else sim.log_tail.split("\n", pushed_out)[pushed_out]) + added
 
 
 # --- what an event makes of a sim ----------------------------------------------------------
