@@ -105,7 +105,9 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     gpu_tot_sim_insn: float | None
     gpu_tot_ipc: float | None
     sim_rate_ips: float | None
-    log_tail: list[str]
+    # Its last LOG_TAIL log lines, each ending in a newline, as one text: a list would be a
+    # LIST column, which DuckDB updates as a delete and insert at every heartbeat.
+    log_tail: str
     log_seq: int  # the highest log line sequence recorded
     kernels_recorded: int  # kernel results recorded for the current attempt
     attempt: int
@@ -138,6 +140,11 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         assert self.split is not None
         c = self.split.chunks[index]
         return sims.SimLife(run_id=self.run_id, sim_id=self.id, state=c.state, attempt=c.attempt, runner_id=c.runner_id, host=c.host, chunk=index)
+
+    @property
+    def log_lines(self) -> list[str]:
+        """The lines of `log_tail`."""
+        return self.log_tail.split("\n")[:-1]
 
     @property
     def latest(self) -> ev.SimMetrics:
@@ -187,7 +194,7 @@ _NO_PROGRESS: dict[str, Any] = {
     "gpu_tot_sim_insn": None,
     "gpu_tot_ipc": None,
     "sim_rate_ips": None,
-    "log_tail": [],
+    "log_tail": "",
     "log_seq": 0,
     "kernels_recorded": 0,
     "cut_short": None,
@@ -248,8 +255,16 @@ def _beat(life: Life, e: ev.SimHeartbeat, last_line: int) -> dict[str, Any]:
     return changes
 
 
-def _tail(tail: list[str], text: str, count: int, fresh_from: int) -> list[str]:
-    return (tail + text.rsplit("\n", LOG_TAIL)[-min(LOG_TAIL, count - fresh_from) :])[-LOG_TAIL:]
+def _tail(sim: Sim, text: str, count: int, fresh_from: int) -> str:
+    """The sim's `log_tail` once the `count` lines of `text` from `fresh_from` on are added:
+    as many of the old tail's first lines as the new ones push out are cut off in one piece
+    (a replay's heartbeats bring a line or two each)."""
+    fresh = min(LOG_TAIL, count - fresh_from)  # the lines of `text` the tail takes
+    added = (text if fresh == count else "\n".join(text.rsplit("\n", LOG_TAIL)[-fresh:])) + "\n"
+    if fresh == LOG_TAIL:
+        return added
+    pushed_out = sim.log_tail.count("\n") + fresh - LOG_TAIL
+    return (sim.log_tail if pushed_out <= 0 else sim.log_tail.split("\n", pushed_out)[pushed_out]) + added
 
 
 # --- what an event makes of a sim ----------------------------------------------------------
@@ -308,7 +323,7 @@ def heartbeat(sim: Sim, e: ev.SimHeartbeat, text: str, count: int) -> Sim:
     fresh_from = max(0, sim.log_seq + 1 - e.first_line_seq)  # how many of its lines were recorded already
     changes = _beat(sim, e, e.first_line_seq + count - 1 if fresh_from < count else 0)
     if fresh_from < count:
-        changes["log_tail"] = _tail(sim.log_tail, text, count, fresh_from)
+        changes["log_tail"] = _tail(sim, text, count, fresh_from)
     if "last_heartbeat_at" in changes:
         changes["current_kernel"] = e.current_kernel
         changes["gpu_tot_ipc"] = e.latest.gpu_tot_ipc
@@ -500,7 +515,7 @@ def _chunk_beat(sim: Sim, e: ev.SimHeartbeat, text: str, count: int) -> Sim:
     beat = _beat(chunk, e, last)
     changes: dict[str, Any] = {}
     if last:
-        changes["log_tail"] = _tail(sim.log_tail, text, count, fresh_from)
+        changes["log_tail"] = _tail(sim, text, count, fresh_from)
         changes["log_seq"] = max(sim.log_seq, last)
     if beat:
         chunks[e.chunk] = msgspec.structs.replace(chunk, **beat)

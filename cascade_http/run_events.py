@@ -44,12 +44,14 @@ import msgspec
 
 from cascade_app.reads import read
 from cascade_app.service import Cascade
+from cascade_api.models import Sim
 from cascade_nats import subjects
 from cascade_nats.firehose import Frame
 from projections import parking
 from projections.fold import Change, Rows, fold
 from projections.live import LAGGED
 from projections.queries import runs as q
+from projections.queries.convert import from_row
 from projections.queries.parked import parked_seqs
 from projections.rows import KernelRow, RunRow, SimFileRow, SimRow
 
@@ -98,11 +100,19 @@ def message(kind: str, event_id: str, payload: msgspec.Struct) -> bytes:
     return b"id: %s\r\nevent: %s\r\ndata: %s\r\n\r\n" % (event_id.encode(), kind.encode(), _encoder.encode(payload))
 
 
+class SimChange(Sim, frozen=True, kw_only=True, omit_defaults=True):
+    """A `sim` event: the sim, and, when the change moved it to another state, its run's
+    `sim_counts` after it (as the run's own `sim_counts` in Get a run and `run` events)."""
+
+    run_sim_counts: dict[str, int] | None = None
+
+
 def _payload(change: Change, places: dict[str, q.Place]) -> msgspec.Struct:
     row = change.row
     match row:
         case SimRow():
-            return q.sim_from_row(row)
+            sim = q.sim_from_row(row)
+            return sim if change.sim_counts is None else from_row(SimChange, sim, run_sim_counts=dict(change.sim_counts))
         case KernelRow():
             return q.kernel_from_row(row)
         case SimFileRow():

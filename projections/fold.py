@@ -72,6 +72,9 @@ class Change(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     run_id: str
     kind: str
     row: SimRow | KernelRow | SimFileRow | RunRow
+    # A sim's change that moved it to another state: its run's counts of sims by state after
+    # it, so that a stream's reader need not count them from the sims it has seen.
+    sim_counts: dict[str, int] | None = None
 
 
 class Added(msgspec.Struct):
@@ -114,7 +117,6 @@ class _Batch:
         self.run_rows = rows.runs
         self.runs: dict[str, Run] = {run_id: row.run for run_id, row in rows.runs.items()}  # each run's state
         self.run_seqs = {run_id: row.seq for run_id, row in rows.runs.items()}
-        self.rows = rows.sims
         self.sims: dict[str, Sim] = dict(rows.sims)  # each sim's state: a stored row is one
         self.seqs = {sim_id: row.seq for sim_id, row in rows.sims.items()}  # what each sim's row names
         self.changed: set[tuple[str, str]] = set()
@@ -145,25 +147,34 @@ class _Batch:
         self.traces[row.id] = row
         self.changed.add(("traces", row.id))
 
-    def show(self, seq: int, run_id: str, kind: str, row: SimRow | KernelRow | SimFileRow | RunRow) -> None:
+    def show(
+        self, seq: int, run_id: str, kind: str, row: SimRow | KernelRow | SimFileRow | RunRow, sim_counts: dict[str, int] | None = None
+    ) -> None:
         """A change for live streams, numbered among those of the event at `seq` (an
         event's changes are consecutive: items are applied one at a time)."""
         if not self.shows:
             return
         last = self.changes[-1] if self.changes else None
         k = last.k + 1 if last is not None and last.seq == seq else 0
-        self.changes.append(Change(seq=seq, k=k, run_id=run_id, kind=kind, row=row))
+        self.changes.append(Change(seq=seq, k=k, run_id=run_id, kind=kind, row=row, sim_counts=sim_counts))
 
     def put_sim(self, seq: int, old: Sim, sim: Sim) -> None:
-        """A sim as the event at `seq` changed it from `old`, which its row then names."""
+        """A sim as the event at `seq` changed it from `old`, which its row then names; a move
+        to another state is counted in its run, whose counts the sim's change carries."""
         sim_id = sim.id
         self.sims[sim_id] = sim
         self.seqs[sim_id] = seq
         self.changed_sims.add(sim_id)
+        if old.state == sim.state:
+            if self.shows:
+                self.show(seq, sim.run_id, "sim", self.sim_row(sim_id))
+            return
+        was = self.runs[sim.run_id]
+        run = self.put_run(seq, evolve_run(was, SimMoved(old.state, sim.state, sim.state == "succeeded" and sim.cut_short is not None)))
         if self.shows:
-            self.show(seq, sim.run_id, "sim", self.sim_row(sim.id))
-        if old.state != sim.state:
-            self._count(seq, sim.run_id, SimMoved(old.state, sim.state, sim.state == "succeeded" and sim.cut_short is not None))
+            self.show(seq, sim.run_id, "sim", self.sim_row(sim_id), run.sim_counts)
+        if run.state != "active" or was.state != run.state:  # it ended, or a retry made it active again
+            self.show(seq, sim.run_id, "run", self.run_row(sim.run_id))
 
     def keep_sim(self, sim: Sim, seq: int | None = None) -> None:
         """A sim to write; without `seq`, bookkeeping no reader sees: its row keeps the
@@ -174,20 +185,18 @@ class _Batch:
         self.changed_sims.add(sim.id)
 
     def sim_row(self, sim_id: str) -> SimRow:
-        """The sim's row as it stands, its fields the state's by name."""
+        """The sim's row as it stands, its fields the state's by name. A stored row is a state,
+        and evolving it keeps its type (`msgspec.structs.replace`): of such a state only the
+        seq is new, a copy that costs a small part of building a row field by field, which
+        every heartbeat's change does."""
         sim = self.sims[sim_id]
-        if sim is self.rows.get(sim_id):
-            return self.rows[sim_id]
-        return SimRow(**dict(zip(Sim.__struct_fields__, msgspec.structs.astuple(sim))), seq=self.seqs[sim_id])
+        seq = self.seqs[sim_id]
+        if isinstance(sim, SimRow):
+            return sim if sim.seq == seq else msgspec.structs.replace(sim, seq=seq)
+        return SimRow(**msgspec.structs.asdict(sim), seq=seq)
 
     def sim_rows(self) -> dict[str, SimRow]:
         return {sim_id: self.sim_row(sim_id) for sim_id in self.sims}
-
-    def _count(self, seq: int, run_id: str, moved: SimMoved) -> None:
-        was = self.runs[run_id].state
-        run = self.put_run(seq, evolve_run(self.runs[run_id], moved))
-        if run.state != "active" or was != run.state:  # it ended, or a retry made it active again
-            self.show(seq, run_id, "run", self.run_row(run_id))
 
     def put_run(self, seq: int, run: Run) -> Run:
         """A run as the event at `seq` changed it, which its row then names."""

@@ -17,7 +17,7 @@ from cascade_app import runs
 from cascade_app.clock import now
 from cascade_app.reads import read
 from cascade_app.service import Cascade
-from cascade_api.models import Comparison, KernelStat, RunDetail, RunFile, RunResults, RunSummary, Sim, StatCatalogue, StatValues
+from cascade_api.models import Comparison, KernelStat, RunDetail, RunFile, RunResults, RunSummary, StatCatalogue, StatValues
 from cascade_core.gpu_configs import OfferedConfig
 from cascade_core.runs import RunCreate, RunEntries
 from cascade_formats.perfetto import PerfettoTrace, perfetto_trace
@@ -263,7 +263,8 @@ async def get_perfetto(request: Request) -> Response:
 @operation(
     summary="Stream run events",
     description="Server-sent events: `snapshot` (a RunDetail), then `sim` (a Sim), `kernel` (a KernelStat, "
-    "stats empty), `file` (a RunFile) and `run` (the RunSummary once it finished). An event's id says where in "
+    "stats empty), `file` (a RunFile) and `run` (the RunSummary once it finished). A `sim` event that moves its sim "
+    "to another state also carries `run_sim_counts`: the run's `sim_counts` after it. An event's id says where in "
     "the log it comes from: `<seq>.<k>` is the k-th event (from 0) caused by the event at stream sequence `seq`, "
     "the snapshot's is `<S>`, the sequence it reflects, up to and including; ids increase strictly within a "
     "stream. With `Last-Event-ID`, no snapshot: exactly the events a client connected all along received after "
@@ -271,7 +272,7 @@ async def get_perfetto(request: Request) -> Response:
     "gets 204.",
     media_type="text/event-stream",
     response=str,
-    events={"snapshot": RunDetail, "sim": Sim, "kernel": KernelStat, "file": RunFile, "run": RunSummary},
+    events={"snapshot": RunDetail, "sim": run_events.SimChange, "kernel": KernelStat, "file": RunFile, "run": RunSummary},
     errors={204: "The run ended at or before Last-Event-ID: nothing more will come.", **NO_RUN},
     query={"token": "The API token, for clients that cannot set the Authorization header."},
     headers={

@@ -122,7 +122,7 @@ def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
         Sim,
         row,
         latest=from_row(ev.SimMetrics, row),
-        log_tail=list(row.log_tail),
+        log_tail=row.log_lines,
         current_kernel_short_name=None if row.current_kernel is None else short_name(row.current_kernel),
         split=None if row.split is None else split_view(row.kernels_total, row.split),
         attention=None if watch is None else attention.attention(seen(row), watch),

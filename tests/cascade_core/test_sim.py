@@ -59,7 +59,7 @@ def lived(sim: s.Sim, *events: s.Evolving) -> s.Sim:
 
 def test_a_sim_whole_lives_from_claim_to_success_with_its_progress_and_totals() -> None:
     sim = lived(created(), claim(1, 1), launch(2, 1), beat(3, 1, 2, 100.0, ["a", "b"], 1), finish(4, 1))
-    assert (sim.state, sim.attempt, sim.runner_id, sim.kernels_done, sim.log_seq, sim.log_tail) == ("succeeded", 1, "r1", 2, 2, ["a", "b"])
+    assert (sim.state, sim.attempt, sim.runner_id, sim.kernels_done, sim.log_seq, sim.log_lines) == ("succeeded", 1, "r1", 2, 2, ["a", "b"])
     assert (sim.gpu_tot_sim_cycle, sim.gpu_tot_sim_insn, sim.gpu_tot_ipc) == (100.0, 200.0, 2.0)
     assert (sim.started_at, sim.finished_at, sim.config_digests) == (at(2), at(4), {"gpgpusim.config": "abc"})
     assert s.evolve(sim, beat(5, 1, 3, 150.0, ["c"], 3)) is sim, "a finished sim changes no more"
@@ -73,7 +73,7 @@ def test_an_event_that_changes_nothing_leaves_the_sim_itself() -> None:
 
 def test_a_lost_runners_attempt_is_past_and_the_next_starts_over() -> None:
     sim = lived(created(), claim(1, 1), launch(2, 1), beat(3, 1, 2, 100.0, ["a"], 1), claim(10, 2))
-    assert (sim.state, sim.attempt, sim.kernels_done, sim.log_seq, sim.log_tail, sim.gpu_tot_ipc) == ("launching", 2, 0, 0, [], None)
+    assert (sim.state, sim.attempt, sim.kernels_done, sim.log_seq, sim.log_lines, sim.gpu_tot_ipc) == ("launching", 2, 0, 0, [], None)
     (past,) = sim.attempts
     assert (past.attempt, past.state, past.error) == (1, "lost", "runner lost: r1 on h stopped responding")
 
@@ -81,7 +81,7 @@ def test_a_lost_runners_attempt_is_past_and_the_next_starts_over() -> None:
 def test_a_resumed_sim_whole_keeps_what_its_lost_attempt_recorded_before_the_resume() -> None:
     sim = lived(created(), claim(1, 1), launch(2, 1), beat(3, 1, 5, 100.0, ["a", "b"], 1))
     sim = s.evolve(sim, claim(10, 2, resume=ev.Resume(first=6, warmup=2)))
-    assert (sim.kernels_done, sim.kernels_recorded, sim.log_seq, sim.log_tail, sim.gpu_tot_sim_cycle) == (5, 5, 2, ["a", "b"], 100.0)
+    assert (sim.kernels_done, sim.kernels_recorded, sim.log_seq, sim.log_lines, sim.gpu_tot_sim_cycle) == (5, 5, 2, ["a", "b"], 100.0)
     assert (sim.last_heartbeat_at, sim.sim_rate_ips, sim.resumed) == (None, None, [Resumed(attempt=2, first=6, warmup=2)])
 
 
@@ -101,7 +101,7 @@ def test_a_split_sim_is_stitched_from_its_chunks() -> None:
     assert (sim.state, sim.attempt, sim.started_at) == ("running", 1, at(2))
     sim = lived(sim, beat(3, 1, 4, 100.0, ["a"], (1 << 40) + 1, chunk=0), beat(4, 1, 6, 300.0, ["b"], (2 << 40) + 1, chunk=1))
     assert (sim.kernels_done, sim.gpu_tot_sim_cycle, sim.gpu_tot_sim_insn, sim.gpu_tot_ipc, sim.sim_rate_ips) == (10, 400.0, 800.0, 2.0, 20.0)
-    assert (sim.log_tail, sim.log_seq, sim.last_heartbeat_at) == (["a", "b"], (2 << 40) + 1, at(4))
+    assert (sim.log_lines, sim.log_seq, sim.last_heartbeat_at) == (["a", "b"], (2 << 40) + 1, at(4))
     sim = lived(sim, finish(5, 1, chunk=0, outcome="failed", error="boom"))
     assert sim.split is not None
     assert (sim.state, [c.state for c in sim.split.chunks]) == ("failed", ["failed", "cancelled"])

@@ -10,6 +10,7 @@ ended it (`<seq>.1`).
 
 from __future__ import annotations
 
+import collections
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import aclosing
 
@@ -174,6 +175,36 @@ async def test_a_client_that_reconnects_gets_what_a_client_connected_all_along_g
     assert first[1:] + second == along[1:]
     assert [(e.event, e.id) for e in along[1:]] == expected(lives, seqs)
     assert (along[-1].event, along[-1].data["state"]) == ("run", "succeeded")
+
+
+async def test_a_sim_that_moves_to_another_state_carries_its_runs_counts(live: LiveServer, http: httpx.AsyncClient, store: EventStore) -> None:
+    await setup_run(store, live)
+    with anyio.fail_after(30):
+        async with http.stream("GET", EVENTS, headers=AUTH) as response, aclosing(sse_events(response)) as events:
+            snapshot = await anext(events)
+            await append(store, live, sim_lives())
+            received = [e async for e in events]
+    states = {sim["id"]: sim["state"] for sim in snapshot.data["sims"]}
+    carried = []
+    for event in received:
+        if event.event != "sim":
+            continue
+        moved = event.data["state"] != states[event.data["id"]]
+        states[event.data["id"]] = event.data["state"]
+        if moved:
+            carried.append(event.data["run_sim_counts"])
+            assert event.data["run_sim_counts"] == dict(collections.Counter(states.values())), event.id
+        else:
+            assert "run_sim_counts" not in event.data, event.id
+    assert carried == [
+        {"pending": 1, "launching": 1},
+        {"launching": 2},
+        {"launching": 1, "running": 1},
+        {"running": 2},
+        {"running": 1, "succeeded": 1},
+        {"succeeded": 2},
+    ]
+    assert (received[-1].event, received[-1].data["sim_counts"]) == ("run", carried[-1])
 
 
 async def test_a_finished_run_streams_its_snapshot_and_ends(live: LiveServer, http: httpx.AsyncClient, store: EventStore) -> None:

@@ -181,7 +181,7 @@ def test_a_split_sims_chunk_retried_after_a_lost_runner_keeps_each_kernel_once()
     beats = con.execute("SELECT seq FROM sim_log ORDER BY first_line_seq").fetchall()
     log = [deflated.log_text(history[seq - 1]) for (seq,) in beats]  # type: ignore[arg-type]  # each row's seq is a heartbeat's
     assert log == ["chunk 0 attempt 1", "chunk 0 attempt 2", "chunk 1 attempt 1"]
-    assert con.execute("SELECT log_tail FROM sims").fetchone() == (log,)  # type: ignore[comparison-overlap]
+    assert con.execute("SELECT log_tail FROM sims").fetchone() == ("".join(f"{line}\n" for line in log),)  # type: ignore[comparison-overlap]
     # Every event applied again, later (JetStream deduplicates only within its window): nothing changes.
     items = list(enumerate(history, 1))
     again = project(items + list(enumerate(history, len(items) + 1)), slot=1)

@@ -1,9 +1,8 @@
 // One run as it is now, kept live from its event stream: the run, its sims, the kernels they
 // finished and the files they stored. The sims, timeline and compare tabs all read it.
 //
-// The sims are the one source of truth for what they are doing: the run's own `sim_counts`
-// is only sent with the snapshot and the final `run` event, so counts are derived from the
-// sims as they change (simCounts) rather than read from it.
+// The run's `sim_counts` are the server's: the snapshot's, then those a `sim` event that moves
+// its sim to another state carries (`run_sim_counts`), and a `run` event's.
 //
 // The stream's snapshot carries the run and its sims; kernels and files come from their list
 // routes right after the snapshot, and from `kernel` / `file` events from then on. Both are
@@ -20,8 +19,8 @@ import { eventStream } from "./sse.js";
 
 const ATTENTION_MS = 10_000;
 
-/** A RunSummary or RunDetail without what its sims tell (kept in RunModel.sims instead). */
-function runPart({ sims: _sims, sim_counts: _counts, ...run }) {
+/** A RunSummary or RunDetail without its sims (kept in RunModel.sims instead). */
+function runPart({ sims: _sims, ...run }) {
   return run;
 }
 
@@ -29,7 +28,7 @@ export class RunModel extends EventTarget {
   constructor(id) {
     super();
     this.id = id;
-    this.run = null; // RunDetail without its sims and their counts
+    this.run = null; // RunDetail without its sims
     this.sims = new Map(); // sim id -> Sim
     this.kernels = new Map(); // sim id -> KernelStat[] by kernel_index
     this.kernelCount = 0;
@@ -81,11 +80,14 @@ export class RunModel extends EventTarget {
         this.loadLists();
         this.attentionPoll.now();
         break;
-      case "sim":
-        this.setSim(data);
-        if (this.attention.delete(data.id)) this.changed("attention");
+      case "sim": {
+        const { run_sim_counts: counts, ...sim } = data;
+        this.setSim(sim);
+        if (counts) this.run = { ...this.run, sim_counts: counts };
+        if (this.attention.delete(sim.id)) this.changed("attention");
         this.changed("sims");
         break;
+      }
       case "kernel":
         this.addKernels([data]);
         break;
@@ -165,11 +167,9 @@ export class RunModel extends EventTarget {
     );
   }
 
-  /** Sims per state, as the run's `sim_counts` would say it now: { running: 2, succeeded: 1 }. */
+  /** Sims per state, the run's `sim_counts`: { running: 2, succeeded: 1 }. */
   simCounts() {
-    const counts = {};
-    for (const sim of this.sims.values()) counts[sim.state] = (counts[sim.state] ?? 0) + 1;
-    return counts;
+    return this.run?.sim_counts ?? {};
   }
 
   filesOf(simId) {
