@@ -303,8 +303,8 @@ def _for_runners(b: _Batch, seq: int, e: ev.SimQueued | ev.RunnerEnded) -> None:
 def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
     row = b.traces.get(e.trace_id)
     trace = None if row is None else row.trace
-    if takes_rows(trace, e):
-        _listed(b, e)
+    if trace is not None and takes_rows(trace, e):
+        _listed(b, e, trace.sample)
     after = evolve_trace(trace, e)
     if after is None or after is trace:
         return
@@ -313,19 +313,19 @@ def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
         b.purge_trace(e.trace_id)  # a failed upload's files were removed from the object store
 
 
-def _listed(b: _Batch, e: ev.TraceEvent) -> None:
+def _listed(b: _Batch, e: ev.TraceEvent, sample: bool) -> None:
     """The files, kernels or timing rows the event lists, as rows of its trace."""
     trace_id = e.trace_id
     match e:
         case ev.TraceFilesStored():
             for f in e.files:
-                b.checked.trace_files.append(TraceFileRow(trace_id=trace_id, **msgspec.structs.asdict(f)))
+                b.checked.trace_files.append(TraceFileRow(trace_id=trace_id, **msgspec.structs.asdict(f), sample=sample))
         case ev.TraceKernelsListed():
             for k in e.kernels:
-                b.checked.trace_kernels.append(TraceKernelRow(trace_id=trace_id, **msgspec.structs.asdict(k)))
+                b.checked.trace_kernels.append(TraceKernelRow(trace_id=trace_id, **msgspec.structs.asdict(k), sample=sample))
         case ev.TraceRealTimingListed():
             for r in e.rows:
-                timing = RealTimingRow(trace_id=trace_id, timing_id=e.timing_id, **msgspec.structs.asdict(r))
+                timing = RealTimingRow(trace_id=trace_id, timing_id=e.timing_id, **msgspec.structs.asdict(r), sample=sample)
                 b.checked.trace_real_timing.append(timing)
 
 
@@ -411,6 +411,7 @@ def _kernel_finished(b: _Batch, seq: int, sim: Sim, e: ev.KernelFinished) -> Non
         sim_time_ns=e.sim_time_ns,
         stats=e.stats,
         reused_from=e.reused_from,
+        sample=sim.sample,
         seq=seq,
     )
     b.kernels.append(row)
@@ -434,7 +435,7 @@ def _heartbeat(b: _Batch, seq: int, sim: Sim, e: ev.SimHeartbeat) -> None:
         # Lines past the last one recorded are certainly new; earlier ones (a late or repeated
         # heartbeat), and a chunk's (any chunk may come first), are kept only if absent.
         whole = e.chunk is None
-        chunk = LogChunkRow(sim_id=sim.id, attempt=e.attempt if whole else sim.attempt, first_line_seq=e.first_line_seq, line_count=count, seq=seq)
+        chunk = LogChunkRow(sim_id=sim.id, attempt=e.attempt if whole else sim.attempt, first_line_seq=e.first_line_seq, line_count=count, sample=sim.sample, seq=seq)
         fresh = whole and sim.log_seq < e.first_line_seq
         (b.appended if fresh else b.checked).sim_log.append(chunk)
     after = sim_state.heartbeat(sim, e, text, count)
@@ -454,6 +455,7 @@ def _file_stored(b: _Batch, seq: int, sim: Sim, e: ev.SimFileStored) -> None:
         created_at=e.at,
         object_name=e.object_name,
         digest=e.digest,
+        sample=sim.sample,
         seq=seq,
     )
     b.checked.sim_files.append(row)

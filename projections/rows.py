@@ -75,6 +75,7 @@ class TraceFileRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     path: str
     bytes: int
     digest: str
+    sample: bool
 
 
 class TraceKernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -87,6 +88,7 @@ class TraceKernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     nregs: int
     file: str
     cuda_stream_id: int | None
+    sample: bool  # of a sample trace, as in `traces`
 
 
 class RealTimingRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -100,6 +102,7 @@ class RealTimingRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     kernel_name: str
     duration_ns: float | None
     cycles: float | None
+    sample: bool
 
 
 class EntryRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -189,6 +192,7 @@ class KernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # (`projections/queries/stats_maps.py`).
     stats: Annotated[PackedStats | None, NOT_STORED]
     reused_from: int | None = None  # the launch whose result this is, in a sim that reuses them
+    sample: bool = False  # of a sample run's sim, as in `sims`
     seq: int
 
 
@@ -206,6 +210,7 @@ class KernelStatRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     stat: StatId
     value: float | None
     text: str | None
+    sample: bool  # its kernel's, so that a query of the stats alone can leave samples out
 
 
 class StatNameRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -223,6 +228,7 @@ class LogChunkRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     attempt: int
     first_line_seq: int
     line_count: int
+    sample: bool
     seq: int
 
 
@@ -235,6 +241,7 @@ class SimFileRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     created_at: datetime
     object_name: str
     digest: str
+    sample: bool
     seq: int
 
 

@@ -4,7 +4,8 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from cascade_app.config import Settings
+from cascade_app.config import Settings, resolve
+from cascade_cli import main as cli
 from cascade_core import events as ev
 from cascade_process.service import starlette_app
 from cascade_sim import samples
@@ -61,3 +62,12 @@ def test_sample_events_are_the_same_every_time() -> None:
     assert finished and {e.stats_naming for e in finished} == {STATS_NAMING}
     ids = [e.id for s in first for e in s.events]
     assert len(ids) == len(set(ids))
+
+
+def test_no_samples_is_a_setting_of_serve(tmp_path: Path, nats_url: str) -> None:
+    assert resolve({}, {}).samples and not resolve({}, {"CASCADE_SAMPLES": "false"}).samples
+    assert not cli._settings(cli.build_parser().parse_args(["serve", "--no-samples"])).samples
+    assert cli._settings(cli.build_parser().parse_args(["serve"])).samples
+    settings = Settings(token=TOKEN, data_dir=tmp_path / "data", nats_url=nats_url, runner=False, samples=False)
+    with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        assert client.get("/api/runs").json() == [] and client.get("/api/traces").json() == []

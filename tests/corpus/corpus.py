@@ -93,7 +93,7 @@ class Table(msgspec.Struct, frozen=True):
 # holds is in the kernels table's `stats`: each map made again from its rows, which must be
 # the map as the event carried it (recorded as its digest).
 SUMMED = {
-    "kernel_stats": "SELECT count(*) AS rows, count(value) AS numbers, count(text) AS texts FROM kernel_stats",
+    "kernel_stats": "SELECT count(*) AS rows, count(value) AS numbers, count(text) AS texts, count(*) FILTER (WHERE sample) AS sample_rows FROM kernel_stats",
     "stat_names": "SELECT count(*) AS names, md5(string_agg(name, chr(10) ORDER BY id)) AS md5_by_id FROM stat_names",
 }
 
