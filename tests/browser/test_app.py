@@ -450,6 +450,30 @@ def test_compare_and_timeline_of_two_configs(page: Any, cascade: LiveServer) -> 
     shoot(page, "timeline-configs", "#timeline-canvas", check=lanes_apart)
 
 
+def test_compare_on_an_active_run_says_its_totals_are_partial(page: Any, cascade: LiveServer) -> None:
+    """One config has finished every kernel, the other one of three and goes on: Compare says
+    the comparison is partial, and totals both configs over the kernel both have."""
+    run_id = "run-partial00001"
+    sims = [("sim-partial0", "SM61_TITANX", 0), ("sim-partial1", "SM7_QV100", 0)]
+    at = datetime(2026, 11, 8, 9, tzinfo=UTC)
+    kernels = [("_Z6vecAddIfEvPT_S1_S1_i", 5533), ("_Z8mult_gpuIfEvPT_S1_S1_ii", 7506), ("_Z6vecAddIfEvPT_S1_S1_i", 5409)]
+    seed(
+        cascade,
+        [
+            *w.trace_events("partial", arch="sm_61", kernel_count=3, step_timeline=False),
+            w.run_created(run_id, sims, trace_id="partial", kernels_total=3, sample=True),
+            *w.finished_sim(run_id, sims[0][0], kernels, 1417.0, at),
+            *w.finished_sim(run_id, sims[1][0], kernels[:1], 1132.0, at)[:3],  # claimed, launched, its first kernel
+        ],
+    )
+    sign_in(page, cascade.url, f"#/runs/{run_id}/compare")
+    page.wait_for_selector("#compare-partial")
+    assert page.inner_text("#compare-partial") == "Partial: 1 of 3 kernels finished by every config. The totals and ratios below are over those."
+    totals = [float(page.get_attribute(f"#compare-summary [data-config={c}]", "data-total") or "nan") for c in ("SM61_TITANX", "SM7_QV100")]
+    assert totals == [pytest.approx(5533 / 1417.0 * 1000), pytest.approx(5533 / 1132.0 * 1000)]
+    shoot(page, "compare-partial", "#compare-partial")
+
+
 def test_a_sim_whose_runner_is_gone_says_so_on_the_run_and_in_its_row(page: Any, cascade: LiveServer) -> None:
     """A sim claimed by a runner that is no longer there: the run's page and the sim's row
     say it was lost (what Get a run says), at both sizes."""
