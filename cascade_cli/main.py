@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--runner-slots", type=int, help="sims this process runs at once (CASCADE_RUNNER_SLOTS)")
     serve.add_argument(
         "--no-samples", dest="samples", action="store_const", const=False,
-        help="never load the sample traces and runs (CASCADE_SAMPLES=false); those loaded before stay until deleted",
+        help="never load the sample traces and runs (CASCADE_SAMPLES=false); those loaded before stay until their traces are deleted",
     )
     serve.add_argument(
         "--replicas", type=int,
