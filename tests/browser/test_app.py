@@ -450,6 +450,26 @@ def test_compare_and_timeline_of_two_configs(page: Any, cascade: LiveServer) -> 
     shoot(page, "timeline-configs", "#timeline-canvas", check=lanes_apart)
 
 
+def test_a_sample_trace_is_deleted_from_the_traces_page_with_its_runs(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    run_id = "run-sampledelete1"
+    at = datetime(2026, 11, 8, 9, tzinfo=UTC)
+    seed(
+        cascade,
+        [
+            *w.trace_events("sample-to-delete", arch="sm_61", kernel_count=1, step_timeline=False, sample=True),
+            w.run_created(run_id, [("sim-sampledelete0", "SM61_TITANX", 0)], trace_id="sample-to-delete", kernels_total=1, sample=True),
+            *w.finished_sim(run_id, "sim-sampledelete0", [("_Z6vecAddIfEvPT_S1_S1_i", 5533)], 1417.0, at),
+        ],
+    )
+    sign_in(page, cascade.url, "#/traces")
+    row = "#traces-table tr[data-trace='sample-to-delete']"
+    page.click(f"{row} button:has-text('Delete')")
+    assert page.inner_text("#dialog-message") == "A sample that ships with Cascade: it and its sample runs are removed, and not loaded again."
+    page.click(".dialog button[value=yes]")
+    page.wait_for_selector(row, state="detached")
+    assert api.get(f"/api/runs/{run_id}").status_code == 404
+
+
 def test_compare_on_an_active_run_says_its_totals_are_partial(page: Any, cascade: LiveServer) -> None:
     """One config has finished every kernel, the other one of three and goes on: Compare says
     the comparison is partial, and totals both configs over the kernel both have."""
