@@ -460,7 +460,9 @@ def _heartbeat(b: _Batch, seq: int, sim: Sim, e: ev.SimHeartbeat) -> None:
         # Lines past the last one recorded are certainly new; earlier ones (a late or repeated
         # heartbeat), and a chunk's (any chunk may come first), are kept only if absent.
         whole = e.chunk is None
-        chunk = LogChunkRow(sim_id=sim.id, attempt=e.attempt if whole else sim.attempt, first_line_seq=e.first_line_seq, line_count=count, sample=sim.sample, seq=seq)
+        chunk = LogChunkRow(
+            sim_id=sim.id, attempt=e.attempt if whole else sim.attempt, first_line_seq=e.first_line_seq, line_count=count, sample=sim.sample, seq=seq
+        )
         fresh = whole and sim.log_seq < e.first_line_seq
         (b.appended if fresh else b.checked).sim_log.append(chunk)
     after = sim_state.heartbeat(sim, e, text, count)
