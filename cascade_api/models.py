@@ -252,6 +252,21 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             "absent when every config's replicas ran the same files."
         ),
     ] = None
+    # Present only on a partial comparison, so that a finished run's answer is as it was.
+    partial: Annotated[
+        bool,
+        msgspec.Meta(
+            description="True while the run is active, or when a config lacks a kernel row another config has: totals and "
+            "ratios over the rows are then final only over the kernels_compared rows that every config has."
+        ),
+    ] = False
+    kernels_done: Annotated[
+        dict[str, int] | None, msgspec.Meta(description="When partial: per config, the kernel rows it has a sim_ns for.")
+    ] = None
+    kernels_compared: Annotated[
+        int | None, msgspec.Meta(description="When partial: the kernel rows every config has a sim_ns for, over which to total and compare.")
+    ] = None
+    kernels_total: Annotated[int | None, msgspec.Meta(description="When partial: the trace's kernels, a row each once finished.")] = None
 
 
 # A fast sim against its reference (GET and POST /api/sims/{sim_id}/reference): Cascade's own,

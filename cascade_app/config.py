@@ -61,7 +61,7 @@ class Settings(msgspec.Struct, kw_only=True):
     runner_slots: int = os.cpu_count() or 1
     sim_timeout_s: float | None = None
     runner_lease_s: float = 30.0  # a runner that goes quiet this long loses its sims to another
-    samples: bool = True
+    samples: bool = True  # load the sample traces and runs at start (those not loaded yet)
     # What one query of `POST /api/sql` may take: its time, and its answer's rows and bytes
     # (the answer is made whole before it is sent, so that a limit can still be answered).
     sql_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
@@ -142,6 +142,7 @@ ENV = {
     "runner_slots": "CASCADE_RUNNER_SLOTS",
     "sim_timeout_s": "CASCADE_SIM_TIMEOUT",
     "runner_lease_s": "CASCADE_RUNNER_LEASE",
+    "samples": "CASCADE_SAMPLES",
     "sql_timeout_s": "CASCADE_SQL_TIMEOUT",
     "sql_max_rows": "CASCADE_SQL_MAX_ROWS",
     "sql_max_bytes": "CASCADE_SQL_MAX_BYTES",

@@ -149,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-runner", dest="runner", action="store_const", const=False, help="do not run sims here")
     serve.add_argument("--runner-slots", type=int, help="sims this process runs at once (CASCADE_RUNNER_SLOTS)")
     serve.add_argument(
+        "--no-samples", dest="samples", action="store_const", const=False,
+        help="never load the sample traces and runs (CASCADE_SAMPLES=false); those loaded before stay until their traces are deleted",
+    )
+    serve.add_argument(
         "--replicas", type=int,
         help="copies JetStream keeps of the event stream, the runners' bucket and the object store (CASCADE_REPLICAS; "
         "default: the cluster's servers, up to 3; never fewer than a stream has)",
@@ -296,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    names = ("host", "port", "data_dir", "accelsim_dir", "runner", "runner_slots", "replicas", "nats_url", "nats_sync_interval", "db_memory_bytes", *NATS_FILES)
+    names = ("host", "port", "data_dir", "accelsim_dir", "runner", "runner_slots", "samples", "replicas", "nats_url", "nats_sync_interval", "db_memory_bytes", *NATS_FILES)
     flags = {k: getattr(args, k, None) for k in names}
     return resolve(flags)
 

@@ -207,7 +207,8 @@ def comparison_table(comparison: Comparison) -> list[str]:
     """Each kernel's simulated time per config (the median over replicas), its real time
     when the trace has one (the mean over hardware repetitions, with their range as
     plot-correlation.py labels it), and last each config's total and its ratio to the
-    first's; then each config's scores against the real values."""
+    first's, over the kernels every config has (a partial comparison says how many); then
+    each config's scores against the real values."""
     if not comparison.rows:
         return ["no kernel has finished yet"]
     configs = comparison.configs
@@ -222,8 +223,9 @@ def comparison_table(comparison: Comparison) -> list[str]:
          *([integer(row.real_cycles)] if cycles else [])]
         for row in comparison.rows
     ]
-    totals = {c: sum(t for row in comparison.rows if (t := row.sim_ns.get(c)) is not None) for c in configs}
-    real_total = sum(row.real_ns for row in comparison.rows if row.real_ns is not None)
+    common = [row for row in comparison.rows if all(row.sim_ns.get(c) is not None for c in configs)]
+    totals = {c: sum(row.sim_ns[c] or 0.0 for row in common) for c in configs}
+    real_total = sum(row.real_ns for row in common if row.real_ns is not None)
     blank = [""] * (len(extra) - real)
     rows.append(["", "total", *(_time(totals[c]) for c in configs), *([_time(real_total)] if real else []), *blank])
     first = totals[configs[0]]
@@ -231,6 +233,8 @@ def comparison_table(comparison: Comparison) -> list[str]:
                  *([f"{real_total / first:.3f}x" if first else NONE] if real else []), *blank])
     right = frozenset(range(2, len(header)))
     lines = table(header, rows, right=right)
+    if comparison.partial:
+        lines.append(f"partial: {len(common)} of {comparison.kernels_total} kernels finished by every config; totals and ratios are over those")
     for title, scores in (("real time", comparison.correlation), ("real cycles", comparison.cycles_correlation)):
         if scores is not None:
             lines += ["", f"against {title}, as Accel-Sim's plot-correlation.py scores it:", *scores_table(scores)]

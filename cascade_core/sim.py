@@ -126,6 +126,7 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # simulator's output: its results cover only the launches before, so a comparison must not
     # take them for the whole trace's. A split sim's is its first chunk's cut short.
     cut_short: ev.CutShort | None = None
+    sample: bool = False  # of a sample run (`cascade_sim/samples.py`), which ships with Cascade
 
     @property
     def chunk(self) -> None:
@@ -179,7 +180,7 @@ def new(e: ev.RunCreated | ev.RunEntriesAdded, spec: ev.SimSpec) -> Sim:
         id=spec.sim_id, run_id=e.run_id, gpu_config=spec.gpu_config, replica=spec.replica, state="pending", error=None, created_at=e.at,
         finished_at=None, exit_code=None, kernels_total=e.kernels_total, attempt=0, runner_id=None, host=None, config_digests=None,
         accel_sim_build=None, gpgpu_sim_build=None, split=split, reuse=spec.reuse, attempts=[], reference_for=spec.reference_for,
-        resumed=[], **_NO_PROGRESS,
+        resumed=[], sample=isinstance(e, ev.RunCreated) and e.sample, **_NO_PROGRESS,  # a sample run takes no top-up
     )
 
 

@@ -237,13 +237,12 @@ def batches(items: Sequence[T], max_count: int, size: Callable[[T], int], max_by
 def decide_delete(
     trace: Trace | None, trace_id: str, at: datetime, event_id: str, *, active_run: str | None, uploading_here: bool
 ) -> ev.TraceDeleted:
-    """Delete a trace that exists, is no sample, is not being uploaded and no active run uses.
-    A trace left `uploading` or `processing` by a server that stopped mid-upload (so no upload
-    of it runs here) can be deleted."""
+    """Delete a trace that exists, is not being uploaded and no active run uses. A trace left
+    `uploading` or `processing` by a server that stopped mid-upload (so no upload of it runs
+    here) can be deleted. A sample trace's sample runs go with it (the fold drops them): they
+    are there to show it, and no other run can use it."""
     if trace is None:
         raise NotFound(f"trace {trace_id} not found")
-    if trace.sample:
-        raise Conflict(f"trace {trace_id} is a sample that ships with Cascade; samples cannot be deleted")
     if active_run is not None:
         raise Conflict(f"trace {trace_id} is used by active run {active_run}")
     if uploading_here:

@@ -103,6 +103,9 @@ class Folded(msgspec.Struct, frozen=True):
     # trace's files, kernels and timing.
     purged_attempts: list[tuple[str, int, int | None]]
     purged_traces: frozenset[str]
+    # Deleted sample traces, whose sample runs go with them, their sims and all they hold,
+    # before the batch's rows are written (this batch's own are left out of it already).
+    purged_samples: frozenset[str]
     # Every kernel result applied, in order, kept or not: their maps' names get ids (`stats_rows`).
     kernels: list[KernelRow]
     changes: list[Change]  # none when the fold was asked for none
@@ -125,6 +128,7 @@ class _Batch:
         self.checked = Added()
         self.purged_attempts: list[tuple[str, int, int | None]] = []
         self.purged_traces: set[str] = set()
+        self.purged_samples: set[str] = set()
         self.kernels: list[KernelRow] = []
         self.changes: list[Change] = []
 
@@ -142,6 +146,24 @@ class _Batch:
             rows.trace_files = [r for r in rows.trace_files if r.trace_id != trace_id]
             rows.trace_kernels = [r for r in rows.trace_kernels if r.trace_id != trace_id]
             rows.trace_real_timing = [r for r in rows.trace_real_timing if r.trace_id != trace_id]
+
+    def purge_samples(self, trace_id: str) -> None:
+        """Forget the sample runs of the trace, and everything of their sims: the projector
+        deletes the stored ones (`projector.write`), and the batch's are dropped here."""
+        self.purged_samples.add(trace_id)
+        runs = {run_id for run_id, run in self.runs.items() if run.trace_id == trace_id and run.sample}
+        sims = {sim_id for sim_id, sim in self.sims.items() if sim.run_id in runs}
+        for run_id in runs:
+            del self.runs[run_id]
+            self.changed.discard(("runs", run_id))
+        for sim_id in sims:
+            del self.sims[sim_id]
+            self.changed_sims.discard(sim_id)
+        for rows in (self.appended, self.checked):
+            rows.kernels = [r for r in rows.kernels if r.sim_id not in sims]
+            rows.sim_log = [r for r in rows.sim_log if r.sim_id not in sims]
+            rows.sim_files = [r for r in rows.sim_files if r.sim_id not in sims]
+        self.purged_attempts = [p for p in self.purged_attempts if p[0] not in sims]
 
     def put_trace(self, row: TraceRow) -> None:
         self.traces[row.id] = row
@@ -237,6 +259,7 @@ def fold(rows: Rows, items: Iterable[tuple[int, ev.AnyEvent]], *, changes: bool 
         checked=batch.checked,
         purged_attempts=batch.purged_attempts,
         purged_traces=frozenset(batch.purged_traces),
+        purged_samples=frozenset(batch.purged_samples),
         kernels=batch.kernels,
         changes=batch.changes,
     )
@@ -312,29 +335,31 @@ def _for_runners(b: _Batch, seq: int, e: ev.SimQueued | ev.RunnerEnded) -> None:
 def _apply_trace(b: _Batch, seq: int, e: ev.TraceEvent) -> None:
     row = b.traces.get(e.trace_id)
     trace = None if row is None else row.trace
-    if takes_rows(trace, e):
-        _listed(b, e)
+    if trace is not None and takes_rows(trace, e):
+        _listed(b, e, trace.sample)
     after = evolve_trace(trace, e)
     if after is None or after is trace:
         return
     b.put_trace(TraceRow.of(after, seq))
     if isinstance(e, ev.TraceFailed | ev.TraceDeleted):
         b.purge_trace(e.trace_id)  # a failed upload's files were removed from the object store
+    if isinstance(e, ev.TraceDeleted) and after.sample:
+        b.purge_samples(e.trace_id)  # a sample run is there to show its trace, and no other run can use it
 
 
-def _listed(b: _Batch, e: ev.TraceEvent) -> None:
+def _listed(b: _Batch, e: ev.TraceEvent, sample: bool) -> None:
     """The files, kernels or timing rows the event lists, as rows of its trace."""
     trace_id = e.trace_id
     match e:
         case ev.TraceFilesStored():
             for f in e.files:
-                b.checked.trace_files.append(TraceFileRow(trace_id=trace_id, **msgspec.structs.asdict(f)))
+                b.checked.trace_files.append(TraceFileRow(trace_id=trace_id, **msgspec.structs.asdict(f), sample=sample))
         case ev.TraceKernelsListed():
             for k in e.kernels:
-                b.checked.trace_kernels.append(TraceKernelRow(trace_id=trace_id, **msgspec.structs.asdict(k)))
+                b.checked.trace_kernels.append(TraceKernelRow(trace_id=trace_id, **msgspec.structs.asdict(k), sample=sample))
         case ev.TraceRealTimingListed():
             for r in e.rows:
-                timing = RealTimingRow(trace_id=trace_id, timing_id=e.timing_id, **msgspec.structs.asdict(r))
+                timing = RealTimingRow(trace_id=trace_id, timing_id=e.timing_id, **msgspec.structs.asdict(r), sample=sample)
                 b.checked.trace_real_timing.append(timing)
 
 
@@ -421,6 +446,7 @@ def _kernel_finished(b: _Batch, seq: int, sim: Sim, e: ev.KernelFinished) -> Non
         stats=e.stats,
         reused_from=e.reused_from,
         per_kernel=e.per_kernel,
+        sample=sim.sample,
         seq=seq,
     )
     b.kernels.append(row)
@@ -444,7 +470,9 @@ def _heartbeat(b: _Batch, seq: int, sim: Sim, e: ev.SimHeartbeat) -> None:
         # Lines past the last one recorded are certainly new; earlier ones (a late or repeated
         # heartbeat), and a chunk's (any chunk may come first), are kept only if absent.
         whole = e.chunk is None
-        chunk = LogChunkRow(sim_id=sim.id, attempt=e.attempt if whole else sim.attempt, first_line_seq=e.first_line_seq, line_count=count, seq=seq)
+        chunk = LogChunkRow(
+            sim_id=sim.id, attempt=e.attempt if whole else sim.attempt, first_line_seq=e.first_line_seq, line_count=count, sample=sim.sample, seq=seq
+        )
         fresh = whole and sim.log_seq < e.first_line_seq
         (b.appended if fresh else b.checked).sim_log.append(chunk)
     after = sim_state.heartbeat(sim, e, text, count)
@@ -464,6 +492,7 @@ def _file_stored(b: _Batch, seq: int, sim: Sim, e: ev.SimFileStored) -> None:
         created_at=e.at,
         object_name=e.object_name,
         digest=e.digest,
+        sample=sim.sample,
         seq=seq,
     )
     b.checked.sim_files.append(row)

@@ -213,6 +213,8 @@ def write(
     """Everything a fold produced, the kernels' stats maps as rows, what was parked, and the
     checkpoint; the caller owns the transaction. `stored`: the rows the fold started from, as
     DuckDB holds them (`load`)."""
+    if folded.purged_samples:
+        _purge_samples(con, sorted(folded.purged_samples))
     for table in ENTITY_TABLES:
         ids = sorted(key for t, key in folded.changed if t == table)
         if not ids:
@@ -238,6 +240,18 @@ def write(
     if parked:
         _insert(con, PARKED_TABLE, list(parked), dedupe=PARKED_KEY)
     con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
+
+
+def _purge_samples(con: duckdb.DuckDBPyConnection, trace_ids: list[str]) -> None:
+    """The sample runs of these traces, their sims and every row those hold."""
+    runs = "SELECT id FROM runs WHERE sample AND trace_id IN (SELECT unnest($traces))"
+    sims = f"SELECT id FROM sims WHERE run_id IN ({runs})"
+    params = {"traces": trace_ids}
+    con.execute(f"DELETE FROM kernel_stats WHERE seq IN (SELECT seq FROM kernels WHERE sim_id IN ({sims}))", params)
+    for table in ("kernels", "sim_log", "sim_files"):
+        con.execute(f"DELETE FROM {table} WHERE sim_id IN ({sims})", params)
+    con.execute(f"DELETE FROM sims WHERE run_id IN ({runs})", params)
+    con.execute(f"DELETE FROM runs WHERE id IN ({runs})", params)
 
 
 def _purge_attempts(con: duckdb.DuckDBPyConnection, folded: Folded) -> None:
@@ -331,6 +345,8 @@ def apply(
         con.execute("ROLLBACK")
         cache.clear()
         raise
+    if folded.purged_samples:
+        cache.clear()  # it may hold rows of the runs and sims deleted
     cache.update(folded.rows)
     return folded
 

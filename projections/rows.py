@@ -76,6 +76,7 @@ class TraceFileRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     path: str
     bytes: int
     digest: str
+    sample: bool
 
 
 class TraceKernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -88,6 +89,7 @@ class TraceKernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     nregs: int
     file: str
     cuda_stream_id: int | None
+    sample: bool  # of a sample trace, as in `traces`
 
 
 class RealTimingRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -101,6 +103,7 @@ class RealTimingRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     kernel_name: str
     duration_ns: float | None
     cycles: float | None
+    sample: bool
 
 
 class EntryRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -194,6 +197,7 @@ class KernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # Each value of the map less the simulator's block before, as the event carried it
     # (`events.KernelFinished.per_kernel`): what running totals' rows are made from.
     per_kernel: Annotated[bytes | None, NOT_STORED] = None
+    sample: bool = False  # of a sample run's sim, as in `sims`
     seq: int
 
 
@@ -219,6 +223,7 @@ class KernelStatRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     value: float | None
     text: str | None
     printed_total: float | None
+    sample: bool  # its kernel's, so that a query of the stats alone can leave samples out
 
 
 class StatNameRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -241,6 +246,7 @@ class LogChunkRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     attempt: int
     first_line_seq: int
     line_count: int
+    sample: bool
     seq: int
 
 
@@ -253,6 +259,7 @@ class SimFileRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     created_at: datetime
     object_name: str
     digest: str
+    sample: bool
     seq: int
 
 

@@ -70,7 +70,9 @@ class StatNames:
         self._ids = None
 
 
-_SCHEMA = pa.schema([("seq", pa.int64()), ("stat", pa.int32()), ("value", pa.float64()), ("text", pa.string()), ("printed_total", pa.float64())])
+_SCHEMA = pa.schema(
+    [("seq", pa.int64()), ("stat", pa.int32()), ("value", pa.float64()), ("text", pa.string()), ("printed_total", pa.float64()), ("sample", pa.bool_())]
+)
 
 
 def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set[int], names: StatNames) -> pa.Table:
@@ -78,6 +80,7 @@ def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set
     kernel result `applied`, in order, whose names all get ids. A map's rows are in its
     order, which a read of them gives back."""
     seqs: list[int] = []
+    samples: list[bool] = []
     ends: list[int] = []  # where each kept kernel's rows end
     stats: list[pa.Array] = []
     values: list[pa.Array] = []
@@ -96,12 +99,15 @@ def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set
         texts.append(text)
         totals.append(printed_total)
         seqs.append(kernel.seq)
+        samples.append(kernel.sample)
         ends.append((ends[-1] if ends else 0) + len(ids))
     if not seqs:
         return _SCHEMA.empty_table()
-    # Each kernel's seq on each of its rows, made in Arrow rather than a list of them all.
-    seq = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(pa.array(ends, pa.int32()), pa.array(seqs, pa.int64())))
-    columns = [seq, pa.concat_arrays(stats), pa.concat_arrays(values), pa.concat_arrays(texts), pa.concat_arrays(totals)]
+    # Each kernel's seq and sample on each of its rows, made in Arrow rather than a list of them all.
+    run_ends = pa.array(ends, pa.int32())
+    seq = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(seqs, pa.int64())))
+    sample = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(samples, pa.bool_())))
+    columns = [seq, pa.concat_arrays(stats), pa.concat_arrays(values), pa.concat_arrays(texts), pa.concat_arrays(totals), sample]
     return pa.Table.from_arrays(columns, schema=_SCHEMA)
 
 

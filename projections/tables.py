@@ -43,13 +43,13 @@ KEYS: dict[str, tuple[str, ...]] = {
 # Views over the tables, made again each time a read model of this version is opened: they
 # hold nothing, so a change to one needs no rebuild.
 VIEWS = {
-    # The stats catalogue: every stat name kernels of a config have, and how many have it.
-    # Counted per sim first: DuckDB groups 20 M rows by sim and stat id several times faster
-    # than by config and stat (measured in bench/stats_bench.py).
+    # The stats catalogue: every stat name kernels of a config have, and how many have it,
+    # the sample runs' kernels counted apart. Counted per sim first: DuckDB groups 20 M rows
+    # by sim and stat id several times faster than by config and stat (bench/stats_bench.py).
     "stats": """WITH per_sim AS (SELECT k.sim_id, v.stat, count(*) AS kernels FROM kernel_stats v JOIN kernels k ON k.seq = v.seq GROUP BY ALL)
-        SELECT s.gpu_config, n.name AS stat, sum(p.kernels)::BIGINT AS kernels
+        SELECT s.gpu_config, n.name AS stat, sum(p.kernels)::BIGINT AS kernels, s.sample
         FROM per_sim p JOIN sims s ON s.id = p.sim_id JOIN stat_names n ON n.id = p.stat
-        GROUP BY s.gpu_config, n.name""",
+        GROUP BY s.gpu_config, n.name, s.sample""",
 }
 
 CHECKPOINT_SQL = "CREATE TABLE IF NOT EXISTS checkpoint (id INTEGER PRIMARY KEY, seq BIGINT NOT NULL)"

@@ -85,12 +85,13 @@ async def get_trace(request: Request) -> Response:
 
 @operation(
     summary="Delete a trace",
-    description="Removes the trace's stored files; its events stay in the log, and its id may be used again.",
+    description="Removes the trace's stored files; its events stay in the log, and its id may be used again. "
+    "A sample trace's sample runs are removed with it.",
     tag=TAG,
     status=204,
     errors={
         404: "No trace has this id, or it was deleted.",
-        409: "An active run uses the trace, it is a sample, or it is being uploaded.",
+        409: "An active run uses the trace, or it is being uploaded.",
     },
 )
 async def delete_trace(request: Request) -> Response:

@@ -395,10 +395,15 @@ def _real_timing(con: Con, trace_id: str) -> list[_Real]:
     return real
 
 
-def _compared(labelled: Labelled, has_real_timing: bool, rows: list[ComparisonRow], real: list[_Real]) -> Comparison:
+def _compared(
+    run: RunSummary, labelled: Labelled, has_real_timing: bool, rows: list[ComparisonRow], real: list[_Real], kernels_total: int
+) -> Comparison:
     """The comparison of these rows, a column per config of `labelled`, scored per config
-    against the real values it has."""
+    against the real values it has, and said to be partial while the run is active or a
+    config lacks rows another has: with how many rows each config has, and how many all have."""
     names = labelled.configs
+    compared = sum(all(ns is not None for ns in row.sim_ns.values()) for row in rows)
+    partial = run.state == "active" or compared < len(rows)
     return Comparison(
         has_real_timing=has_real_timing,
         configs=names,
@@ -406,7 +411,15 @@ def _compared(labelled: Labelled, has_real_timing: bool, rows: list[ComparisonRo
         rows=rows,
         correlation=_scores(rows, names, _durations) if any(r.ns is not None for r in real) else None,
         cycles_correlation=_scores(rows, names, _cycles) if any(r.cycles is not None for r in real) else None,
+        partial=partial,
+        kernels_done={c: sum(row.sim_ns[c] is not None for row in rows) for c in names} if partial else None,
+        kernels_compared=compared if partial else None,
+        kernels_total=kernels_total if partial else None,
     )
+
+
+def _kernels_total(con: Con, run: RunSummary) -> int:
+    return int(one_row(con, "SELECT kernels_total FROM runs WHERE id = ?", [run.id])[0])
 
 
 _Pair = tuple[float | None, float | None]  # (real, simulated)
@@ -437,7 +450,7 @@ def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
     each config against it."""
     real = _real_timing(con, run.trace_id) if has_real_timing else []
     labelled = labels_of(con, run)
-    return _compared(labelled, has_real_timing, _comparison_rows(con, run.id, labelled, real, None), real)
+    return _compared(run, labelled, has_real_timing, _comparison_rows(con, run.id, labelled, real, None), real, _kernels_total(con, run))
 
 
 class _Computed(msgspec.Struct, frozen=True, kw_only=True):
@@ -463,8 +476,9 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
         trace = _trace(con, run)
         labelled = labels_of(con, run)
         last_seq, kernels = one_row(con, "SELECT coalesce((SELECT max(seq) FROM kernels), 0), (SELECT count(*) FROM kernels)")
-        # The rows of a timing id are all listed before it is attached, and never change after.
-        key = (run.id, trace.created_at, con.execute("SELECT real_timing FROM traces WHERE id = ?", [run.trace_id]).fetchone())
+        # The rows of a timing id are all listed before it is attached, and never change after;
+        # a run that ends with no new kernel row makes its comparison no longer partial.
+        key = (run.id, run.state, trace.created_at, con.execute("SELECT real_timing FROM traces WHERE id = ?", [run.trace_id]).fetchone())
         known: _Computed | None = cache.get(key)
         if known is not None and known.labelled != labelled:
             known = None
@@ -488,7 +502,7 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
             fresh = {row.kernel_index: row for row in _comparison_rows(con, run.id, labelled, real, sorted(touched))} if touched else {}
             kept = [fresh.pop(row.kernel_index, row) for row in known.comparison.rows]
             rows = kept + sorted(fresh.values(), key=lambda r: r.kernel_index)
-        result = _compared(labelled, trace.has_real_timing, rows, real)
+        result = _compared(run, labelled, trace.has_real_timing, rows, real, _kernels_total(con, run))
         cache[key] = _Computed(comparison=result, real=real, labelled=labelled, kernels=kernels, last_seq=last_seq)
         return result
 

@@ -11,6 +11,7 @@ import json
 import re
 import statistics
 import tarfile
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -424,22 +425,25 @@ def test_the_counts_follow_the_sims_live(page: Any, cascade: LiveServer, api: ht
     assert api.get(f"/api/runs/{run['id']}").json()["sim_counts"] == {"succeeded": 6}
 
 
+COMBO_KERNELS = [("_Z6vecAddIfEvPT_S1_S1_i", 5533), ("_Z8mult_gpuIfEvPT_S1_S1_ii", 7506), ("_Z6vecAddIfEvPT_S1_S1_i", 5409)]
+CLOCKS = {"SM61_TITANX": 1417.0, "SM7_QV100": 1132.0}
+
+
+def seed_combo_run(cascade: LiveServer, run_id: str, trace_id: str, sims: list[tuple[str, str, int]], lives: Iterable[ev.Event]) -> None:
+    """A ready trace of the combo's three kernels, a run of `sims` on it (a sample's, which no
+    runner takes), and the sims' `lives`."""
+    trace = w.trace_events(trace_id, arch="sm_61", kernel_count=3, step_timeline=False)
+    seed(cascade, [*trace, w.run_created(run_id, sims, trace_id=trace_id, kernels_total=3, sample=True), *lives])
+
+
 def test_compare_and_timeline_of_two_configs(page: Any, cascade: LiveServer) -> None:
     """Two configs with two replicas each: Compare's headers ("vs SM61_TITANX") are whole,
     and the timeline's lanes tell config and replica apart, at both sizes."""
     run_id = "run-twoconfigs001"
     sims = [(f"sim-twoconfigs{c}{r}", config, r) for c, config in enumerate(("SM61_TITANX", "SM7_QV100")) for r in range(2)]
-    clocks = {"SM61_TITANX": 1417.0, "SM7_QV100": 1132.0}
     at = datetime(2026, 11, 8, 9, tzinfo=UTC)
-    kernels = [("_Z6vecAddIfEvPT_S1_S1_i", 5533), ("_Z8mult_gpuIfEvPT_S1_S1_ii", 7506), ("_Z6vecAddIfEvPT_S1_S1_i", 5409)]
-    seed(
-        cascade,
-        [
-            *w.trace_events("two-configs", arch="sm_61", kernel_count=3, step_timeline=False),
-            w.run_created(run_id, sims, trace_id="two-configs", kernels_total=3, sample=True),
-            *(e for sim_id, config, r in sims for e in w.finished_sim(run_id, sim_id, [(n, c + 97 * r) for n, c in kernels], clocks[config], at)),
-        ],
-    )
+    lives = (e for sim_id, config, r in sims for e in w.finished_sim(run_id, sim_id, [(n, c + 97 * r) for n, c in COMBO_KERNELS], CLOCKS[config], at))
+    seed_combo_run(cascade, run_id, "two-configs", sims, lives)
     sign_in(page, cascade.url, f"#/runs/{run_id}/compare")
     page.wait_for_selector("#compare-table .vt-row")
     headers = page.eval_on_selector_all("#compare-table .vt-head > *", "els => els.map(e => e.textContent)")
@@ -448,6 +452,45 @@ def test_compare_and_timeline_of_two_configs(page: Any, cascade: LiveServer) -> 
     page.click("a[data-tab=timeline]")
     page.wait_for_selector("#timeline-canvas[data-kernels='12'][data-labels]")
     shoot(page, "timeline-configs", "#timeline-canvas", check=lanes_apart)
+
+
+def test_a_sample_trace_is_deleted_from_the_traces_page_with_its_runs(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    run_id = "run-sampledelete1"
+    at = datetime(2026, 11, 8, 9, tzinfo=UTC)
+    seed(
+        cascade,
+        [
+            *w.trace_events("sample-to-delete", arch="sm_61", kernel_count=1, step_timeline=False, sample=True),
+            w.run_created(run_id, [("sim-sampledelete0", "SM61_TITANX", 0)], trace_id="sample-to-delete", kernels_total=1, sample=True),
+            *w.finished_sim(run_id, "sim-sampledelete0", [("_Z6vecAddIfEvPT_S1_S1_i", 5533)], 1417.0, at),
+        ],
+    )
+    sign_in(page, cascade.url, "#/traces")
+    row = "#traces-table tr[data-trace='sample-to-delete']"
+    page.click(f"{row} button:has-text('Delete')")
+    assert page.inner_text("#dialog-message") == "A sample that ships with Cascade: it and its sample runs are removed, and not loaded again."
+    page.click(".dialog button[value=yes]")
+    page.wait_for_selector(row, state="detached")
+    assert api.get(f"/api/runs/{run_id}").status_code == 404
+
+
+def test_compare_on_an_active_run_says_its_totals_are_partial(page: Any, cascade: LiveServer) -> None:
+    """One config has finished every kernel, the other one of three and goes on: Compare says
+    the comparison is partial, and totals both configs over the kernel both have."""
+    run_id = "run-partial00001"
+    sims = [("sim-partial0", "SM61_TITANX", 0), ("sim-partial1", "SM7_QV100", 0)]
+    at = datetime(2026, 11, 8, 9, tzinfo=UTC)
+    lives = [
+        *w.finished_sim(run_id, sims[0][0], COMBO_KERNELS, CLOCKS["SM61_TITANX"], at),
+        *w.finished_sim(run_id, sims[1][0], COMBO_KERNELS[:1], CLOCKS["SM7_QV100"], at)[:3],  # claimed, launched, its first kernel
+    ]
+    seed_combo_run(cascade, run_id, "partial", sims, lives)
+    sign_in(page, cascade.url, f"#/runs/{run_id}/compare")
+    page.wait_for_selector("#compare-partial")
+    assert page.inner_text("#compare-partial") == "Partial: 1 of 3 kernels finished by every config. The totals and ratios below are over those."
+    totals = [float(page.get_attribute(f"#compare-summary [data-config={c}]", "data-total") or "nan") for c in ("SM61_TITANX", "SM7_QV100")]
+    assert totals == [pytest.approx(5533 / 1417.0 * 1000), pytest.approx(5533 / 1132.0 * 1000)]
+    shoot(page, "compare-partial", "#compare-partial")
 
 
 def test_a_sim_whose_runner_is_gone_says_so_on_the_run_and_in_its_row(page: Any, cascade: LiveServer) -> None:

@@ -169,9 +169,9 @@ def test_delete_decisions() -> None:
 
     assert decide(trace()).trace_id == "demo"
     assert decide(trace(state="uploading")).trace_id == "demo"  # left behind by a server that stopped
+    assert decide(trace(sample=True)).trace_id == "demo"  # and its sample runs with it
     for args, expected in [
         ((None,), (NotFound, "trace demo not found")),
-        ((trace(sample=True),), (Conflict, "trace demo is a sample that ships with Cascade; samples cannot be deleted")),
         ((trace(), "run-1"), (Conflict, "trace demo is used by active run run-1")),
         ((trace(state="uploading"), None, True), (Conflict, "trace demo is still being uploaded; delete it once it is ready or failed")),
     ]:

@@ -1,6 +1,7 @@
 """The read model for people: README's worked queries, `cascade sql` and `cascade export`, on
 real projected runs: the fake simulator replays the combo trace's real SM61_TITANX log
-through the real runner, and every number is checked against the log itself."""
+through the real runner, and every number is checked against the log itself. The samples are
+loaded, as on a fresh install: the queries leave them out."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import math
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -53,7 +55,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     shutil.copytree(tree / TITANX, tree / TITANX.parent / COPY)
     shutil.copytree(tree / "gpu-simulator/configs/tested-cfgs/SM61_TITANX", tree / "gpu-simulator/configs/tested-cfgs" / COPY)
     with server.running(tmp / "jetstream") as nats:
-        settings = Settings(token=TOKEN, data_dir=tmp / "data", nats_url=nats.url, accelsim_dir=tree, runner=True, runner_slots=2, samples=False)
+        settings = Settings(token=TOKEN, data_dir=tmp / "data", nats_url=nats.url, accelsim_dir=tree, runner=True, runner_slots=2, samples=True)
         with live_server(settings) as live:
             body = tar_of(files_of("combo-vec-mm-xz"), top="combo-vec-mm-xz")
             answer = httpx.post(f"{live.url}/api/traces?id=combo", content=body, headers={**AUTH, "Content-Type": "application/x-tar"}, timeout=60)
@@ -118,6 +120,27 @@ def worked_queries(runs: tuple[str, str]) -> list[str]:
     return [q.replace(EXAMPLE_RUNS[0], runs[0]).replace(EXAMPLE_RUNS[1], runs[1]) for q in queries]
 
 
+def test_the_first_query_takes_medians_over_the_real_runs_only(world: World) -> None:
+    # Over every sim, as a first look at the read model: the sample runs (SM61_TITANX's
+    # vectoradd has vecAdd launches of another size) must not move SM61_TITANX's medians away
+    # from its copy's, whose launches are all the same.
+    text = README.read_text()
+    found = re.search(r'duckdb audit\.duckdb "(.*?)"', text, flags=re.S)
+    assert found, "README's first query"
+    query = " ".join(found[1].split())
+    assert "NOT s.sample" in query
+    by_name: dict[str, list[tuple[float, float]]] = {}
+    for stats in logged_kernels():
+        by_name.setdefault(str(stats["kernel_name"]), []).append((float(stats["gpu_sim_cycle"]), float(stats["L2_BW"])))
+    medians = {name: [statistics.median(c for c, _ in v), statistics.median(bw for _, bw in v)] for name, v in sorted(by_name.items())}
+    expected = [[config, name, *m] for config in ("SM61_TITANX", COPY) for name, m in medians.items()]
+    assert sql(world.live, query) == [[*row[:2], pytest.approx(row[2]), pytest.approx(row[3])] for row in expected]
+    everything = sql(world.live, query.replace("AND NOT s.sample", ""))
+    assert sql(world.live, "SELECT count(*) FROM sims WHERE sample") == [[7]]
+    assert [r for r in everything if r[0] == COPY] == [r for r in sql(world.live, query) if r[0] == COPY]
+    assert [r for r in everything if r[0] == "SM61_TITANX"] != [r for r in sql(world.live, query) if r[0] == "SM61_TITANX"]
+
+
 def test_the_l2_hit_rate_per_config_is_the_logs(world: World) -> None:
     hit_rate, _, _ = worked_queries(world.runs)
     by_name: dict[str, list[float]] = {}
@@ -165,7 +188,7 @@ def test_results_downloads_carry_the_logs_maps_made_again_from_their_rows(world:
         got = [kernel["stats"] for kernel in sim["kernels"]]
         assert [without_wall_clock(m) for m in got] == [without_wall_clock(m) for m in maps]
         assert [list(m) for m in got] == [list(m) for m in maps], "in the log's order"
-    catalogue = sql(world.live, "SELECT gpu_config, count(*), min(kernels), max(kernels) FROM stats GROUP BY ALL ORDER BY ALL")
+    catalogue = sql(world.live, "SELECT gpu_config, count(*), min(kernels), max(kernels) FROM stats WHERE NOT sample GROUP BY ALL ORDER BY ALL")
     names = len(set().union(*maps))
     assert catalogue == [["SM61_TITANX", names, 2, 6], [COPY, names, 1, 3]]  # names of one kernel only: in 2 sims, 1
 
@@ -299,7 +322,7 @@ def test_readme_documents_every_table_and_column() -> None:
         **{table: [field.name for field in tables.columns(row_type)] for table, row_type in tables.ROW_TYPES.items()},
         "checkpoint": checkpoint,
         version.TABLE: list(version.Version.__struct_fields__),
-        "stats": ["gpu_config", "stat", "kernels"],
+        "stats": ["gpu_config", "stat", "kernels", "sample"],
     }
     assert sorted(documented) == sorted(every), "a heading per table and view"
     missing = {table: [c for c in columns if f"`{c}`" not in documented[table]] for table, columns in every.items()}

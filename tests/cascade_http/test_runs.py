@@ -551,6 +551,28 @@ def test_a_run_outlives_its_deleted_trace(client: TestClient) -> None:
     assert len(results["sims"][0]["kernels"]) == 6
 
 
+def test_a_comparison_of_an_active_run_says_it_is_partial_until_every_config_has_every_kernel(client: TestClient) -> None:
+    sims = ((w.SIMS[0], "SM86_RTX3070", 0), (w.SIMS[1], "SM7_QV100", 0))
+    behind = w.sim_life(w.RUN_ID, w.SIMS[1], files=(), stats=False)
+    w.append(client, w.trace_events() + [w.run_created(sims=sims, kernels_total=len(w.KERNELS))] + w.sim_life(w.RUN_ID, w.SIMS[0], files=()))
+    w.append(client, behind[:6])  # claimed, launched, then two kernels, each after a heartbeat
+    comparison = client.get(f"{RUN}/comparison").json()
+    assert [sorted(k for k, ns in r["sim_ns"].items() if ns is not None) for r in comparison["rows"]] == (
+        [["SM7_QV100", "SM86_RTX3070"]] * 2 + [["SM86_RTX3070"]] * 4
+    )
+    done = {"SM86_RTX3070": len(w.KERNELS), "SM7_QV100": 2}
+    assert {k: comparison[k] for k in ("partial", "kernels_done", "kernels_compared", "kernels_total")} == {
+        "partial": True, "kernels_done": done, "kernels_compared": 2, "kernels_total": len(w.KERNELS),
+    }
+    w.append(client, behind[6:-1])  # every kernel: the run is still active
+    comparison = client.get(f"{RUN}/comparison").json()
+    assert (comparison["partial"], comparison["kernels_compared"]) == (True, len(w.KERNELS))
+    w.append(client, behind[-1:])
+    assert client.get(RUN).json()["state"] == "succeeded"
+    comparison = client.get(f"{RUN}/comparison").json()
+    assert not {"partial", "kernels_done", "kernels_compared", "kernels_total"} & set(comparison), "a final answer is as it was"
+
+
 def test_comparison_follows_every_new_kernel_and_a_retry(client: TestClient) -> None:
     first = w.sim_life(w.RUN_ID, w.SIMS[0], files=(), stats=False)
     w.append(client, w.trace_events() + [w.run_created()] + first[:6])  # two heartbeats, two kernels

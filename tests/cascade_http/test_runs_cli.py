@@ -26,9 +26,10 @@ from cascade_app.config import Settings
 from cascade_cli.client import COMMENT, ApiClient, ServerEvent, server_events
 from cascade_cli.run_watch import Screen, get_run, watch
 from cascade_cli.runs_cli import parse_entries
-from cascade_cli.runs_text import bar, compact, ipc
+from cascade_cli.runs_text import bar, comparison_table, compact, ipc
 from cascade_core import events as ev
 from cascade_core import attention
+from cascade_api.models import Comparison, ComparisonRow
 from cascade_core.gpu_configs import config_digest
 from cascade_core.runs import RunEntry
 from cascade_http import run_events
@@ -111,6 +112,19 @@ def test_numbers_read_as_the_web_app_shows_them() -> None:
     assert [compact(n) for n in (None, 0.5, 999, 999.5, 10516, 999950, 26560256)] == ["-", "0.5", "999", "1 k", "10.5 k", "1 M", "26.6 M"]
     assert [ipc(x) for x in (None, 1.90031, 18.5537, 346.2289)] == ["-", "1.9", "18.6", "346.2"]
     assert [bar(0, 3, 6), bar(2, 3, 6), bar(3, 3, 6), bar(1, 0, 6)] == ["[......]", "[####..]", "[######]", "[......]"]
+
+
+def test_a_partial_comparison_totals_the_kernels_every_config_has_and_says_so() -> None:
+    ns = [(1000.0, 2000.0), (3000.0, None), (5000.0, None)]  # B has finished the first kernel only
+    rows = [ComparisonRow(kernel_index=i, kernel_name="k", real_ns=None, sim_ns={"A": a, "B": b}) for i, (a, b) in enumerate(ns)]
+    partial = Comparison(has_real_timing=False, configs=["A", "B"], rows=rows, partial=True, kernels_done={"A": 3, "B": 1},
+                         kernels_compared=1, kernels_total=4)  # fmt: skip
+    lines = comparison_table(partial)
+    total, ratio = (line.split() for line in lines[-3:-1])
+    assert (total, ratio) == (["total", "1.000", "µs", "2.000", "µs"], ["vs", "A", "1.000x", "2.000x"])
+    assert lines[-1] == "partial: 1 of 4 kernels finished by every config; totals and ratios are over those"
+    final = comparison_table(Comparison(has_real_timing=False, configs=["A"], rows=rows[:1]))
+    assert not any(line.startswith("partial") for line in final)
 
 
 def test_server_events_are_read_as_the_html_standard_says() -> None:
@@ -362,6 +376,20 @@ def test_real_timing_attached_from_the_command_line_is_scored_by_compare(live: L
     bad.write_text("kernel_id,kernel_name,duration_ns\n1,vecAdd,soon\n")
     refused = cascade(live, "trace", "timing", "combo", str(bad), "--replace")
     assert refused.stderr == "cascade: error: PUT /api/traces/combo/real-timing?replace=true: 422 the timing file line 2: duration_ns 'soon' is not a non-negative number\n"
+
+
+def test_compare_on_an_active_run_says_its_totals_are_partial(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_PACE", "60")  # the sim holds after each kernel
+    upload_combo(live)
+    created = httpx.post(f"{live.url}/api/runs", headers=AUTH, json={"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})
+    run_id = created.json()["id"]
+    wait_until(lambda: api(live, f"/api/runs/{run_id}").json()["sims"][0]["kernels_done"] >= 1, 30, "the sim finishes a kernel")
+    compared = cascade(live, "compare", run_id)
+    assert compared.returncode == 0, compared.stderr
+    finished = len(api(live, f"/api/runs/{run_id}/comparison").json()["rows"])
+    assert 1 <= finished < 3
+    assert compared.stdout.splitlines()[-1] == f"partial: {finished} of 3 kernels finished by every config; totals and ratios are over those"
+    assert cascade(live, "run", "cancel", run_id).returncode == 0
 
 
 def test_ctrl_c_leaves_the_run_running_and_run_cancel_cancels_it(live: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:

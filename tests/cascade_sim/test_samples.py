@@ -4,11 +4,13 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from cascade_app.config import Settings
+from cascade_app.config import Settings, resolve
+from cascade_cli import main as cli
 from cascade_core import events as ev
 from cascade_process.service import starlette_app
 from cascade_sim import samples
 from cascade_sim.logparse import STATS_NAMING
+from tests.support import wait_until
 
 TOKEN = "t"
 
@@ -61,3 +63,47 @@ def test_sample_events_are_the_same_every_time() -> None:
     assert finished and {e.stats_naming for e in finished} == {STATS_NAMING}
     ids = [e.id for s in first for e in s.events]
     assert len(ids) == len(set(ids))
+
+
+def test_no_samples_is_a_setting_of_serve(tmp_path: Path, nats_url: str) -> None:
+    assert resolve({}, {}).samples and not resolve({}, {"CASCADE_SAMPLES": "false"}).samples
+    assert not cli._settings(cli.build_parser().parse_args(["serve", "--no-samples"])).samples
+    assert cli._settings(cli.build_parser().parse_args(["serve"])).samples
+    settings = Settings(token=TOKEN, data_dir=tmp_path / "data", nats_url=nats_url, runner=False, samples=False)
+    with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        assert client.get("/api/runs").json() == [] and client.get("/api/traces").json() == []
+
+
+SAMPLE_TRACES = ("sample__vectoradd-100-32", "sample__combo-vec-mm-xz", samples.LLM_TRACE)
+# Each table's sample rows (a deleted trace's row stays, marked deleted).
+SAMPLE_ROWS = " UNION ALL ".join(
+    f"SELECT '{table}', count(*) FROM {table} WHERE sample{' AND NOT deleted' if table == 'traces' else ''}"
+    for table in ("traces", "runs", "sims", "kernels", "kernel_stats", "sim_log", "sim_files", "trace_files", "trace_kernels", "trace_real_timing")
+)
+
+
+def sample_rows(client: TestClient) -> dict[str, int]:
+    answer = client.post("/api/sql", json={"sql": SAMPLE_ROWS})
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json()["rows"])
+
+
+def test_deleting_a_sample_trace_removes_it_and_its_runs_for_good(tmp_path: Path, nats_url: str) -> None:
+    with start(tmp_path, nats_url) as client:
+        wait_until(lambda: (lambda h: h["projected_seq"] == h["stream_seq"])(client.get("/api/health").json()), 60, "the samples projected")
+        assert all(sample_rows(client).values())
+        for trace_id in SAMPLE_TRACES:
+            assert client.delete(f"/api/traces/{trace_id}").status_code == 204
+        assert client.get("/api/traces").json() == [] and client.get("/api/runs").json() == []
+        assert client.get("/api/runs/run-sample-combo-titanx").status_code == 404
+        assert not any(sample_rows(client).values())
+        seq = client.get("/api/health").json()["stream_seq"]
+    with start(tmp_path, nats_url) as client:  # samples on: those deleted are not loaded again
+        assert client.get("/api/health").json()["stream_seq"] == seq
+        assert client.get("/api/runs").json() == []
+    (tmp_path / "data" / "readmodel.duckdb").unlink()
+    with start(tmp_path, nats_url) as client:  # a read model made again from the log
+        wait_until(lambda: client.get("/api/health").json()["projected_seq"] == seq, 60, "the log replayed")
+        assert client.get("/api/health").json()["stream_seq"] == seq
+        assert client.get("/api/runs").json() == [] and not any(sample_rows(client).values())
+        assert client.get("/api/traces/sample__combo-vec-mm-xz").status_code == 404

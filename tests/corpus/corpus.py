@@ -95,7 +95,8 @@ class Table(msgspec.Struct, frozen=True):
 # the map as the event carried it (recorded as its digest).
 SUMMED = {
     "kernel_stats": "SELECT count(*) AS rows, count(value) AS numbers, count(text) AS texts, count(printed_total) AS printed_totals, "
-    "md5(string_agg(value::VARCHAR, ',' ORDER BY seq, stat) FILTER (WHERE printed_total IS NOT NULL)) AS md5_of_their_values FROM kernel_stats",
+    "md5(string_agg(value::VARCHAR, ',' ORDER BY seq, stat) FILTER (WHERE printed_total IS NOT NULL)) AS md5_of_their_values, "
+    "count(*) FILTER (WHERE sample) AS sample_rows FROM kernel_stats",
     "stat_names": "SELECT count(*) AS names, md5(string_agg(name, chr(10) ORDER BY id)) AS md5_by_id, "
     + ", ".join(f"count(*) FILTER (kind = '{kind}') AS {kind}" for kind in KINDS)
     + " FROM stat_names",

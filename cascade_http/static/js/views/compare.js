@@ -113,9 +113,12 @@ export function mountCompare(el, model) {
     stepsBody,
   );
 
+  // Totals and ratios are over the kernel rows every config has, as cascade compare's are: a
+  // config ahead of another is not shown as the slower one.
   function summaries(c) {
     const base = c.configs[0];
-    const total = (cfg) => c.rows.reduce((a, r) => a + (r.sim_ns[cfg] ?? 0), 0);
+    const common = c.rows.filter((r) => c.configs.every((cfg) => r.sim_ns[cfg] !== null && r.sim_ns[cfg] !== undefined));
+    const total = (cfg) => common.reduce((a, r) => a + r.sim_ns[cfg], 0);
     return c.configs.map((cfg) => {
       const done = c.rows.filter((r) => r.sim_ns[cfg] !== null && r.sim_ns[cfg] !== undefined);
       const scores = c.correlation?.[cfg] ?? null;
@@ -147,6 +150,13 @@ export function mountCompare(el, model) {
         ),
       ),
     );
+  }
+
+  /** While the run is active, or a config lacks rows another has (Comparison.partial). */
+  function partialNotice(c) {
+    if (!c.partial) return null;
+    const text = `Partial: ${integer(c.kernels_compared)} of ${integer(c.kernels_total)} kernels finished by every config. The totals and ratios below are over those.`;
+    return h("p", { class: "notice notice-warn", id: "compare-partial", role: "status", dataset: { kernels: c.kernels_compared } }, text);
   }
 
   function columns(c) {
@@ -183,6 +193,7 @@ export function mountCompare(el, model) {
     clear(
       kernelsBody,
       c.has_real_timing ? null : h("p", { class: "hint pad" }, "This trace has no real timing: configs are compared with each other."),
+      partialNotice(c),
       summaryCards(c),
       c.correlation ? scoresTable("correlation-table", "Against real time, as Accel-Sim's plot-correlation.py scores it", c.correlation) : null,
       c.cycles_correlation ? scoresTable("cycles-correlation-table", "Against real cycles (simulated gpu_sim_cycle)", c.cycles_correlation) : null,

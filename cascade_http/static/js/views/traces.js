@@ -48,7 +48,10 @@ export function mountTraces(el) {
   );
 
   async function remove(trace) {
-    const ok = await confirmDialog({ title: `Delete trace ${trace.id}?`, message: "Its stored files are removed; runs made from it keep their results.", confirm: "Delete trace" });
+    const message = trace.sample
+      ? "A sample that ships with Cascade: it and its sample runs are removed, and not loaded again."
+      : "Its stored files are removed; runs made from it keep their results.";
+    const ok = await confirmDialog({ title: `Delete trace ${trace.id}?`, message, confirm: "Delete trace" });
     if (!ok) return;
     try {
       await api(`/api/traces/${enc(trace.id)}`, { method: "DELETE" });
@@ -76,7 +79,7 @@ export function mountTraces(el) {
         "td",
         { class: "actions" },
         runnable(t) ? h("a", { class: "btn btn-small", href: `#/runs/new?trace=${enc(t.id)}` }, "New run") : null,
-        t.sample ? null : h("button", { class: "btn btn-small btn-ghost", type: "button", onclick: () => remove(t), "aria-label": `Delete trace ${t.id}` }, "Delete"),
+        h("button", { class: "btn btn-small btn-ghost", type: "button", onclick: () => remove(t), "aria-label": `Delete trace ${t.id}` }, "Delete"),
       ),
     );
   }
