@@ -162,14 +162,30 @@ _TOTALS = "".join(f", {RECOMPUTED_TOTALS[name]} AS {name}" for name in _SNAPSHOT
 # values summed over its launches in order.
 _STITCHED = ", k.sim_id, (s.split IS NOT NULL OR s.reuse OR len(s.resumed) > 0) AS stitched"
 # A running total's ($running: ids) over the sim's launches up to the kernel: as printed, or
-# stitched; a ratio of them ($ratios) as printed, in a sim whose printed totals are its own.
+# stitched; a ratio of them ($ratios) as printed, in a sim whose printed totals are its own,
+# else its stitched parts' ratio (`stitched_ratios`).
 _RUNNING = """CASE WHEN v.stat = ANY($running) AND r.stitched THEN sum(v.value) OVER (PARTITION BY r.sim_id, v.stat ORDER BY r.kernel_index)
-       WHEN v.stat = ANY($running) OR (v.stat = ANY($ratios) AND NOT r.stitched) THEN v.printed_total END"""
+       WHEN v.stat = ANY($running) OR (v.stat = ANY($ratios) AND NOT r.stitched) THEN v.printed_total
+       WHEN v.stat = ANY($ratios) THEN p.running END"""
 _HAS_ONE = "(v.value IS NOT NULL OR v.text IS NOT NULL OR v.printed_total IS NOT NULL)"
+# A stitched sim's ratio of running totals ($ratio_ids, each with its $numerators' and
+# $denominators' ids) over its launches up to each kernel: the ratio of its parts' own values
+# summed in launch order, as a sim run whole prints it.
+_STITCHED_RATIOS = f"""
+SELECT r.seq, q.stat,
+       sum(n.value) OVER (PARTITION BY r.sim_id, q.stat ORDER BY r.kernel_index)
+       / sum(d.value) OVER (PARTITION BY r.sim_id, q.stat ORDER BY r.kernel_index) AS running
+FROM ({_run_kernels(_STITCHED)}) r
+CROSS JOIN (SELECT unnest($ratio_ids::INTEGER[]) AS stat, unnest($numerators::INTEGER[]) AS numerator, unnest($denominators::INTEGER[]) AS denominator) q
+JOIN kernel_stats n ON n.seq = r.seq AND n.stat = q.numerator
+JOIN kernel_stats d ON d.seq = r.seq AND d.stat = q.denominator
+WHERE r.stitched AND r.seq BETWEEN $first AND $last"""
 _VALUES = f"""
-WITH shown AS (
+WITH stitched_ratios AS ({_STITCHED_RATIOS}),
+shown AS (
   SELECT r.kernel_index, r.name, r.replica, r.gpu_config, v.stat, {_VALUE} AS value, {_RUNNING} AS running_total
   FROM kernel_stats v JOIN ({_run_kernels(_TOTALS + _STITCHED)}) r USING (seq)
+  LEFT JOIN stitched_ratios p ON p.seq = v.seq AND p.stat = v.stat
   WHERE v.seq BETWEEN $first AND $last AND v.stat = ANY($stats) AND {_HAS_ONE})
 SELECT kernel_index, arg_min(name, replica), gpu_config, stat, count(*),
        median(value) FILTER (WHERE isfinite(value)), min(value) FILTER (WHERE isfinite(value)), max(value) FILTER (WHERE isfinite(value)),
@@ -187,6 +203,15 @@ def _units(pattern: re.Pattern[str], stat: str) -> list[int]:
     match = pattern.fullmatch(stat)
     assert match is not None, stat  # DuckDB found it by the same expression
     return [int(i) for i in match.groups()]
+
+
+def _ratio_parts(con: Con, ratios: dict[int, str]) -> dict[str, list[int]]:
+    """`_STITCHED_RATIOS`' parameters: the ratios (ids) whose parts have ids, with theirs."""
+    parts = {i: p for i, stat in ratios.items() if (p := stat_kinds.ratio_parts(stat)) is not None}
+    wanted = sorted({name for pair in parts.values() for name in pair})
+    ids = dict(con.execute("SELECT name, id FROM stat_names WHERE name IN (SELECT unnest(?::VARCHAR[]))", [wanted]).fetchall())
+    held = {i: (ids[n], ids[d]) for i, (n, d) in parts.items() if n in ids and d in ids}
+    return {"ratio_ids": list(held), "numerators": [n for n, _ in held.values()], "denominators": [d for _, d in held.values()]}
 
 
 def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
@@ -214,6 +239,7 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
                 "running": [i for i, kind in kinds.items() if kind == "running_total"],
                 "ratios": [i for i, kind in kinds.items() if kind == "ratio_of_totals"],
             }
+            by_kind |= _ratio_parts(con, {i: stat for i, stat in found if kinds[i] == "ratio_of_totals"})
             records = con.execute(_VALUES, {**params, **recomputed, **by_kind, "configs": order, "limit": VALUES_LIMIT + 1}).fetchall()
         truncated = len(records) > VALUES_LIMIT
         # The stats the rows show, unless some were cut off: then the ones the run has.

@@ -233,6 +233,14 @@ def test_matrixmul_x40_split_and_reusing_give_each_kernels_own_values_and_the_ru
                 assert all(abs(g[1] - e[1]) <= 0.001 * e[1] for g, e in zip(got, expected)), (name, got[-1], expected[-1])
             else:
                 assert got == expected, name
+    # A ratio of running totals: each kernel's own, and over the launches up to it the ratio of
+    # its parts' sums, as the sim run whole printed it (1.0, then 384 misses over 768 accesses).
+    rates = own_and_running(client, whole["id"], "L2_total_cache_miss_rate")
+    assert rates[:2] == [(1.0, 1.0), (0.0, 0.5)]
+    for fast in (split, reused):
+        got = own_and_running(client, fast["id"], "L2_total_cache_miss_rate")
+        assert [own for own, _ in got] == [own for own, _ in rates]
+        assert all(abs(g - e) <= 0.0001 for (_, g), (_, e) in zip(got, rates)), "the log prints four decimals"
     accesses = own_and_running(client, whole["id"], "L2_total_cache_accesses")
     assert accesses[0] == (384.0, 384.0) and accesses[-1] == (384.0, 15360.0)
     assert own_and_running(client, whole["id"], "L2_total_cache_misses")[1:3] == [(0.0, 384.0), (0.0, 384.0)]
