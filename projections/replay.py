@@ -14,7 +14,7 @@ import msgspec
 from cascade_nats.store import EventStore
 from projections import tables, version
 from projections.database import open_database, registered
-from projections.projector import Projector, connect
+from projections.projector import Memory, Projector, connect
 
 
 class TableCheck(msgspec.Struct, frozen=True, kw_only=True):
@@ -35,9 +35,10 @@ class Verification(msgspec.Struct, frozen=True):
     tables: list[TableCheck]
 
 
-async def replay(store: EventStore, db: Path, *, until_seq: int | None = None) -> int:
-    """Build the read model in `db` from sequence 1; returns the last sequence applied."""
-    con = connect(db)
+async def replay(store: EventStore, db: Path, *, until_seq: int | None = None, memory: Memory | None = None) -> int:
+    """Build the read model in `db` from sequence 1 (within `memory`, by default the
+    projector's); returns the last sequence applied."""
+    con = connect(db, memory)
     try:
         projector = Projector(store, con, changes=False)
         await projector.catch_up(until_seq=until_seq)

@@ -114,23 +114,33 @@ def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set
 # Results from before `per_kernel` (older events): a sim run whole and straight printed its
 # running totals over its own launches, so its kernels' own values are the differences of
 # consecutive kernels' printed totals (its first's as printed); a split, reusing or resumed
-# sim's cannot be told, and stay null. Then each ratio of them from its parts.
+# sim's cannot be told, and stay null. Then each ratio of them from its parts. Every scan of
+# kernel_stats is held to the $seqs written and the kernels before them: the table is the
+# read model's largest, and a join built over all of it outgrows the memory budget.
 _OLD_RUNNING = """
 UPDATE kernel_stats SET value = own.value FROM (
+  WITH pairs AS (
+    SELECT k.seq, pk.seq AS before
+    FROM kernels k JOIN sims s ON s.id = k.sim_id
+    LEFT JOIN kernels pk ON pk.sim_id = k.sim_id AND pk.attempt = k.attempt AND pk.kernel_index = k.kernel_index - 1
+    WHERE k.seq IN (SELECT unnest($seqs)) AND s.split IS NULL AND NOT s.reuse AND len(s.resumed) = 0),
+  printed AS (
+    SELECT seq, stat, printed_total FROM kernel_stats
+    WHERE (seq IN (SELECT seq FROM pairs) OR seq IN (SELECT before FROM pairs)) AND stat IN (SELECT unnest($running)))
   SELECT v.seq, v.stat, v.printed_total - coalesce(p.printed_total, 0) AS value
-  FROM kernel_stats v JOIN kernels k ON k.seq = v.seq JOIN sims s ON s.id = k.sim_id
-  LEFT JOIN kernels pk ON pk.sim_id = k.sim_id AND pk.attempt = k.attempt AND pk.kernel_index = k.kernel_index - 1
-  LEFT JOIN kernel_stats p ON p.seq = pk.seq AND p.stat = v.stat
-  WHERE v.seq IN (SELECT unnest($seqs)) AND v.stat IN (SELECT unnest($running))
-    AND s.split IS NULL AND NOT s.reuse AND len(s.resumed) = 0) own
+  FROM pairs JOIN printed v ON v.seq = pairs.seq LEFT JOIN printed p ON p.seq = pairs.before AND p.stat = v.stat) own
 WHERE kernel_stats.seq = own.seq AND kernel_stats.stat = own.stat"""
 _OLD_RATIOS = """
 UPDATE kernel_stats SET value = own.value FROM (
+  WITH q AS (SELECT unnest($ratios) AS stat, unnest($numerators) AS numerator, unnest($denominators) AS denominator),
+  written AS (SELECT seq, stat, value FROM kernel_stats WHERE seq IN (SELECT unnest($seqs)))
   SELECT r.seq, r.stat, n.value / d.value AS value
-  FROM kernel_stats r JOIN (SELECT unnest($ratios) AS stat, unnest($numerators) AS numerator, unnest($denominators) AS denominator) q USING (stat)
-  JOIN kernel_stats n ON n.seq = r.seq AND n.stat = q.numerator JOIN kernel_stats d ON d.seq = r.seq AND d.stat = q.denominator
-  WHERE r.seq IN (SELECT unnest($seqs))) own
+  FROM written r JOIN q USING (stat)
+  JOIN written n ON n.seq = r.seq AND n.stat = q.numerator JOIN written d ON d.seq = r.seq AND d.stat = q.denominator) own
 WHERE kernel_stats.seq = own.seq AND kernel_stats.stat = own.stat"""
+# Kernels made again at a time: a replay's batch may bring thousands, each with thousands of
+# rows, and an UPDATE holds what it changes in memory until it commits.
+_OLD_KERNELS_AT_ONCE = 64
 
 
 def own_values_of_old_results(con: duckdb.DuckDBPyConnection, written: Iterable[KernelRow]) -> None:
@@ -141,12 +151,14 @@ def own_values_of_old_results(con: duckdb.DuckDBPyConnection, written: Iterable[
         return
     ids = dict(con.execute("SELECT name, id FROM stat_names").fetchall())
     running = [i for name, i in ids.items() if stat_kinds.kind_of(name) == "running_total"]
-    con.execute(_OLD_RUNNING, {"seqs": seqs, "running": running})
     parts = {i: stat_kinds.ratio_parts(name) for name, i in ids.items() if stat_kinds.kind_of(name) == "ratio_of_totals"}
     ratios = {i: (ids[p[0]], ids[p[1]]) for i, p in parts.items() if p is not None and p[0] in ids and p[1] in ids}
-    if ratios:
-        numerators, denominators = zip(*ratios.values())
-        con.execute(_OLD_RATIOS, {"seqs": seqs, "ratios": list(ratios), "numerators": list(numerators), "denominators": list(denominators)})
+    for at in range(0, len(seqs), _OLD_KERNELS_AT_ONCE):
+        some = seqs[at : at + _OLD_KERNELS_AT_ONCE]
+        con.execute(_OLD_RUNNING, {"seqs": some, "running": running})
+        if ratios:
+            numerators, denominators = zip(*ratios.values())
+            con.execute(_OLD_RATIOS, {"seqs": some, "ratios": list(ratios), "numerators": list(numerators), "denominators": list(denominators)})
 
 
 class _Kinds(msgspec.Struct, frozen=True, gc=False):

@@ -28,6 +28,7 @@ from cascade_formats.stat_kinds import KINDS
 from cascade_nats.store import EventStore
 from projections import tables
 from projections.queries import stats_maps
+from projections.projector import Memory
 from projections.replay import replay
 from projections.rows import KernelRow
 
@@ -77,10 +78,11 @@ async def publish(store: EventStore, corpus: list[Line]) -> list[int]:
     return await store.pipeline.publish_all(messages, 60)
 
 
-async def replayed(store: EventStore, corpus: list[Line], db: Path) -> dict[str, Table]:
-    """The tables `corpus` replays to, stored into an empty `store` and projected into `db`."""
+async def replayed(store: EventStore, corpus: list[Line], db: Path, memory: Memory | None = None) -> dict[str, Table]:
+    """The tables `corpus` replays to, stored into an empty `store` and projected into `db`
+    (within `memory`, by default the projector's)."""
     await publish(store, corpus)
-    await replay(store, db)
+    await replay(store, db, memory=memory)
     with duckdb.connect(str(db)) as con:
         return dump(con)
 
