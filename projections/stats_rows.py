@@ -19,7 +19,7 @@ its rows are kept: a replay, whatever its batches, gives every name the same id.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import duckdb
 import msgspec
@@ -151,14 +151,20 @@ def own_values_of_old_results(con: duckdb.DuckDBPyConnection, written: Iterable[
         return
     ids = dict(con.execute("SELECT name, id FROM stat_names").fetchall())
     running = [i for name, i in ids.items() if stat_kinds.kind_of(name) == "running_total"]
-    parts = {i: stat_kinds.ratio_parts(name) for name, i in ids.items() if stat_kinds.kind_of(name) == "ratio_of_totals"}
-    ratios = {i: (ids[p[0]], ids[p[1]]) for i, p in parts.items() if p is not None and p[0] in ids and p[1] in ids}
+    ratios = ratio_part_ids({i: name for name, i in ids.items() if stat_kinds.kind_of(name) == "ratio_of_totals"}, ids)
     for at in range(0, len(seqs), _OLD_KERNELS_AT_ONCE):
         some = seqs[at : at + _OLD_KERNELS_AT_ONCE]
         con.execute(_OLD_RUNNING, {"seqs": some, "running": running})
-        if ratios:
-            numerators, denominators = zip(*ratios.values())
-            con.execute(_OLD_RATIOS, {"seqs": some, "ratios": list(ratios), "numerators": list(numerators), "denominators": list(denominators)})
+        if ratios["ratios"]:
+            con.execute(_OLD_RATIOS, {"seqs": some, **ratios})
+
+
+def ratio_part_ids(ratios: Mapping[int, str], ids: Mapping[str, int]) -> dict[str, list[int]]:
+    """The ratios of running totals (`ratios`: their names by id) whose numerator and
+    denominator have ids in `ids`, as query parameters: `ratios`, `numerators` and
+    `denominators`, in one order."""
+    parts = {i: p for i, name in ratios.items() if (p := stat_kinds.ratio_parts(name)) is not None and p[0] in ids and p[1] in ids}
+    return {"ratios": list(parts), "numerators": [ids[n] for n, _ in parts.values()], "denominators": [ids[d] for _, d in parts.values()]}
 
 
 class _Kinds(msgspec.Struct, frozen=True, gc=False):

@@ -20,6 +20,7 @@ from cascade_formats import stat_kinds
 from cascade_formats.kernel_names import short_name
 from cascade_api.models import RunSummary, StatCatalogue, StatName, StatTable, StatValues, StatValuesRow
 from projections.queries.runs import CURRENT_KERNELS, RECOMPUTED_TOTALS, Con, labels_of, snapshot
+from projections.stats_rows import ratio_part_ids
 
 CATALOGUE_LIMIT = 200  # names in a catalogue's answer
 VALUES_LIMIT = 50_000  # rows in a values answer
@@ -171,20 +172,21 @@ _HAS_ONE = "(v.value IS NOT NULL OR v.text IS NOT NULL OR v.printed_total IS NOT
 # A stitched sim's ratio of running totals ($ratio_ids, each with its $numerators' and
 # $denominators' ids) over its launches up to each kernel: the ratio of its parts' own values
 # summed in launch order, as a sim run whole prints it.
-_STITCHED_RATIOS = f"""
+_STITCHED_RATIOS = """
 SELECT r.seq, q.stat,
        sum(n.value) OVER (PARTITION BY r.sim_id, q.stat ORDER BY r.kernel_index)
        / sum(d.value) OVER (PARTITION BY r.sim_id, q.stat ORDER BY r.kernel_index) AS running
-FROM ({_run_kernels(_STITCHED)}) r
+FROM run_kernels r
 CROSS JOIN (SELECT unnest($ratio_ids::INTEGER[]) AS stat, unnest($numerators::INTEGER[]) AS numerator, unnest($denominators::INTEGER[]) AS denominator) q
 JOIN kernel_stats n ON n.seq = r.seq AND n.stat = q.numerator
 JOIN kernel_stats d ON d.seq = r.seq AND d.stat = q.denominator
 WHERE r.stitched AND r.seq BETWEEN $first AND $last"""
 _VALUES = f"""
-WITH stitched_ratios AS ({_STITCHED_RATIOS}),
+WITH run_kernels AS ({_run_kernels(_TOTALS + _STITCHED)}),
+stitched_ratios AS ({_STITCHED_RATIOS}),
 shown AS (
   SELECT r.kernel_index, r.name, r.replica, r.gpu_config, v.stat, {_VALUE} AS value, {_RUNNING} AS running_total
-  FROM kernel_stats v JOIN ({_run_kernels(_TOTALS + _STITCHED)}) r USING (seq)
+  FROM kernel_stats v JOIN run_kernels r USING (seq)
   LEFT JOIN stitched_ratios p ON p.seq = v.seq AND p.stat = v.stat
   WHERE v.seq BETWEEN $first AND $last AND v.stat = ANY($stats) AND {_HAS_ONE})
 SELECT kernel_index, arg_min(name, replica), gpu_config, stat, count(*),
@@ -206,12 +208,13 @@ def _units(pattern: re.Pattern[str], stat: str) -> list[int]:
 
 
 def _ratio_parts(con: Con, ratios: dict[int, str]) -> dict[str, list[int]]:
-    """`_STITCHED_RATIOS`' parameters: the ratios (ids) whose parts have ids, with theirs."""
-    parts = {i: p for i, stat in ratios.items() if (p := stat_kinds.ratio_parts(stat)) is not None}
-    wanted = sorted({name for pair in parts.values() for name in pair})
+    """`_STITCHED_RATIOS`' parameters (`stats_rows.ratio_part_ids`), its parts' ids read for
+    the names in question only."""
+    wanted = sorted({part for name in ratios.values() for part in stat_kinds.ratio_parts(name) or ()})
     ids = dict(con.execute("SELECT name, id FROM stat_names WHERE name IN (SELECT unnest(?::VARCHAR[]))", [wanted]).fetchall())
-    held = {i: (ids[n], ids[d]) for i, (n, d) in parts.items() if n in ids and d in ids}
-    return {"ratio_ids": list(held), "numerators": [n for n, _ in held.values()], "denominators": [d for _, d in held.values()]}
+    parts = ratio_part_ids(ratios, ids)
+    # $ratios in `_VALUES` are all the ratios asked for, these only those whose parts are held.
+    return {"ratio_ids": parts.pop("ratios"), **parts}
 
 
 def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
