@@ -35,12 +35,10 @@ from collections.abc import Iterator, Sequence
 
 import msgspec
 
-from cascade_core.events import Measure, RealTiming, TimingFormat
+from cascade_core.events import Measure, RealTiming, TimingFormat, TraceKernel
 from cascade_core.traces import TimingFile
 from cascade_formats.kernel_names import short_name
 from cascade_formats.tracefiles import TraceError, text_of
-from cascade_core.events import Measure, RealTiming, TimingFormat, TraceKernel
-from cascade_formats.tracefiles import TraceError
 
 __all__ = ["MAX_BYTES", "Launch", "Measure", "Timing", "TimingFormat", "line_up", "parse_timing", "same_kernel", "timing_file"]
 

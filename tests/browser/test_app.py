@@ -276,17 +276,24 @@ def test_archive_upload_and_a_failed_trace(page: Any, cascade: LiveServer, api: 
 
 
 def running_run(page: Any, cascade: LiveServer, api: httpx.Client, pace: str) -> dict[str, Any]:
-    """A run of two sims on the combo trace, shown once a sim runs (a kernel every `pace` s)."""
+    """A run of two sims on the combo trace, shown once both run (a kernel every `pace` s).
+
+    The pace is the environment the runner starts each simulator with, so it is kept until
+    both have started: a sim the runner started after it would finish at once."""
     ensure_trace(api, "combo-vec-mm-xz")
     with environment(CASCADE_FAKE_ACCELSIM_PACE=pace):
         run = create_run(api, "combo-vec-mm-xz", count=2)
         sign_in(page, cascade.url, f"#/runs/{run['id']}")
-        page.wait_for_selector("#sims-table tbody[data-sim] > tr[data-state=running]", timeout=30_000)
+        page.wait_for_function(
+            "() => { const rows = [...document.querySelectorAll('#sims-table tbody[data-sim] > tr:first-child')];"
+            " return rows.length === 2 && rows.every(t => t.dataset.state === 'running'); }",
+            timeout=30_000,
+        )
     return run
 
 
 def test_cancel_a_running_run(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
-    run = running_run(page, cascade, api, "3")
+    run = running_run(page, cascade, api, "10")  # unfinished while the dialog is used, on a loaded machine too
     shoot(page, "run-live", "#sims-table")
     page.click("#cancel-run")
     page.wait_for_selector("dialog[open]")
@@ -302,9 +309,7 @@ def test_cancel_a_running_run(page: Any, cascade: LiveServer, api: httpx.Client)
 def test_retry_a_cancelled_run_then_add_sims_to_it(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
     run = running_run(page, cascade, api, "30")  # retried at the usual pace
     assert page.is_hidden("#retry-run")
-    # Both running, so that each is retried as its attempt 2 (one cancelled before a runner
-    # took it would be retried as its first attempt, which shows no attempt number).
-    page.wait_for_function("() => [...document.querySelectorAll('#sims-table tbody[data-sim] > tr:first-child')].every(t => t.dataset.state === 'running')")
+    # Both running, so each is retried as its attempt 2.
     api.post(f"/api/runs/{run['id']}/cancel")
     page.wait_for_selector(".title-badges [data-state=cancelled]")
     page.wait_for_selector("#retry-run:not([hidden])")

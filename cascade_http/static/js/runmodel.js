@@ -60,10 +60,13 @@ export class RunModel extends EventTarget {
   }
 
   /** Takes what a retry or a top-up answered, and follows the run again from a fresh
-   * snapshot: its stream ended with the run, which is active again. */
+   * snapshot unless the stream is open (its next events, or its reconnection after the end
+   * it was sending, come after the answer). A stream that ended with the run, or one whose
+   * request is under way, may have been answered before the run was active again: the
+   * answer would be the end (204), and nothing would follow the run any more. */
   resume(detail) {
     this.replace(detail);
-    if (this.status !== "ended") return;
+    if (this.status === "open") return;
     this.stream?.close();
     this.attentionPoll?.stop();
     this.start();
