@@ -35,7 +35,7 @@ No I/O and no clock: ids and times arrive in the commands.
 from __future__ import annotations
 
 from datetime import datetime
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal, Protocol, assert_never, get_args
 
 import msgspec
@@ -346,3 +346,25 @@ def latest(
     if not isinstance(fact, ev.SimClaimed):  # its claim came before it
         sim = msgspec.structs.replace(sim, state="launching", attempt=fact.attempt)
     return evolve(sim, fact)
+
+
+def cancel_of(request: ev.SimQueued, run_events: Iterable[ev.Event]) -> ev.RunCancelRequested | None:
+    """The cancel that ended what a launch request asks for, from its run's events in order;
+    None while the run still wants it run. A request asks for its sim's (or chunk's) first
+    attempt (`attempt` 0), which the run's creation or the entries that added the sim asked
+    for, or for the attempt a retry named; a cancel after that ends it whatever retries
+    follow, as each retry queues a request of its own. A runner drops such a request
+    unclaimed, and stops its attempt if it runs."""
+    asked = False
+    for event in run_events:
+        match event:
+            case ev.RunCreated() | ev.RunEntriesAdded():
+                asked = asked or request.attempt == 0 and any(s.sim_id == request.sim_id for s in event.sims)
+            case ev.RunRetryRequested():
+                named = [s.attempt for s in event.sims if request.chunk is None and s.sim_id == request.sim_id] + [
+                    c.attempt for c in event.chunks if c.sim_id == request.sim_id and c.chunk == request.chunk
+                ]
+                asked = asked or request.attempt in named
+            case ev.RunCancelRequested() if asked:
+                return event
+    return None

@@ -385,11 +385,15 @@ class Runner:
         if config is None:
             log.warning("sim %s: GPU config %s is no longer here; handed back", held_name(request), request.gpu_config)
             return "hand back"
+        if await self._cancel_of(request) is not None:
+            log.info("sim %s: its run was cancelled since the request was made; dropped", held_name(request))
+            return "done"
         claimed = await self._claim(request)
         if not isinstance(claimed, Claimed):
             return claimed
         slot.job = planned(request, config, claimed)
-        if await self._run_cancelled(slot.job.run_id) is not None:  # and with it the sim, before it started
+        # A cancel pushed while it claimed found no job to stop.
+        if await self._cancel_of(request) is not None:
             return "done"
         trace = await self._trace(slot.job)
         if isinstance(trace, Path) and request.reuse:
@@ -398,7 +402,7 @@ class Runner:
         report = SimReport(
             job=slot.job, emit=sender.emit, next_id=sender.next_id, now=sender.now, reader=self.simulator.reader(), sim=claimed.sim
         )
-        outcome = trace if isinstance(trace, sims.Outcome) else await self._launch(report, sender, trace, slot)
+        outcome = trace if isinstance(trace, sims.Outcome) else await self._launch(request, report, sender, trace, slot)
         return await self._report(report, sender, outcome, slot.stop)
 
     # claim
@@ -473,7 +477,7 @@ class Runner:
     def _workdir(self, job: Job) -> Path:
         return self.work_dir / "sims" / f"{job.name}.{job.attempt}"
 
-    async def _launch(self, report: SimReport, sender: EventSender, trace_dir: Path, slot: Slot) -> sims.Outcome | None:
+    async def _launch(self, request: ev.SimQueued, report: SimReport, sender: EventSender, trace_dir: Path, slot: Slot) -> sims.Outcome | None:
         """Run the attempt's simulator to its end, watched (`_watch`): its outcome, or None
         when another attempt owns the sim now."""
         job = report.job
@@ -483,7 +487,7 @@ class Runner:
             launcher_ref=None if self.launcher is None else self.launcher.launcher_ref,
         )
         queued_seq = slot.msg.metadata.sequence.stream
-        watch = asyncio.create_task(self._supervised(f"watching {job.sim_id}", lambda: self._watch(report, slot.stop, queued_seq)))
+        watch = asyncio.create_task(self._supervised(f"watching {job.sim_id}", lambda: self._watch(request, report, slot.stop, queued_seq)))
         try:
             return await attempt.run()
         finally:
@@ -491,24 +495,28 @@ class Runner:
             if report.versions.accel_sim_build or report.versions.gpgpu_sim_build:
                 self.versions = report.versions
 
-    async def _watch(self, report: SimReport, stop: Stop, queued_seq: int) -> None:
-        """Every heartbeat period: stop the sim if its run was cancelled (a pushed cancel may
-        have been missed) or another attempt replaced this one, or a chunk if another chunk
-        failed since its request was queued."""
+    async def _watch(self, request: ev.SimQueued, report: SimReport, stop: Stop, queued_seq: int) -> None:
+        """Every heartbeat period: stop the sim if its run was cancelled since its request
+        was made (a pushed cancel may have been missed, and a retry may have followed it) or
+        another attempt replaced this one, or a chunk if another chunk failed since its
+        request was queued. The run's events are read again only when its subject moved on."""
+        run_seq = 0
         while True:
             await asyncio.sleep(HEARTBEAT_S)
-            cancelled = await self._run_cancelled(report.job.run_id)
-            if cancelled is not None:
-                report.observe(cancelled)
-                stop.request()
+            last = await self.store.last_on(subjects.run(request.run_id))
+            if last is not None and last.seq != run_seq:
+                run_seq = last.seq
+                cancelled = await self._cancel_of(request)
+                if cancelled is not None:
+                    report.observe(cancelled)
+                    stop.request()
             await self._look_at_sim(report, queued_seq)
             if not report.current or report.sim.finished:
                 stop.request()
 
-    async def _run_cancelled(self, run_id: str) -> ev.RunCancelRequested | None:
-        """The run's cancel, if it was cancelled."""
-        last = await self.store.last_on(subjects.run(run_id))
-        return last.event if last is not None and isinstance(last.event, ev.RunCancelRequested) else None
+    async def _cancel_of(self, request: ev.SimQueued) -> ev.RunCancelRequested | None:
+        """The cancel that ended what the request asks for (`sims.cancel_of`), from its run's events."""
+        return sims.cancel_of(request, [stored.event async for stored in self.store.read(subjects.run(request.run_id))])
 
     async def _look_at_sim(self, report: SimReport, queued_seq: int) -> None:
         """Tell the attempt what its sim's (or its chunk's) life subject says; and stop a

@@ -315,3 +315,29 @@ def test_only_a_claim_taking_over_from_a_lost_runner_resumes_where_it_stopped() 
     assert decide(msgspec.structs.replace(resume, held_elsewhere=True), evolve(START, first)) == []
     (lost,) = decide(msgspec.structs.replace(resume, max_attempts=1), evolve(START, first))
     assert isinstance(lost, ev.SimFinished) and lost.outcome == "failed"
+
+
+def test_a_cancel_ends_the_requests_asked_for_before_it_whatever_retries_follow() -> None:
+    def request(attempt: int, sim_id: str = "sim-1", chunk: int | None = None) -> ev.SimQueued:
+        return ev.SimQueued(id="q", at=T0, run_id="run-1", sim_id=sim_id, chunk=chunk, trace_id="t", gpu_config="C", kernels_total=3, attempt=attempt)
+
+    def spec(sim_id: str) -> ev.SimSpec:
+        return ev.SimSpec(sim_id=sim_id, gpu_config="C", replica=0)
+
+    created = ev.RunCreated(id="c", at=T0, run_id="run-1", trace_id="t", entries=[], sims=[spec("sim-1")], kernels_total=3)
+    cancel = ev.RunCancelRequested(id="x", at=T0, run_id="run-1")
+    cancel_again = ev.RunCancelRequested(id="y", at=T0, run_id="run-1")
+    retry = ev.RunRetryRequested(
+        id="r", at=T0, run_id="run-1", trace_id="t", kernels_total=3,
+        sims=[ev.RetriedSim(sim_id="sim-1", gpu_config="C", attempt=2)],
+        chunks=[ev.RetriedChunk(sim_id="sim-2", gpu_config="C", chunk=1, split=ev.Split(1, 0), attempt=3)],
+    )
+    added = ev.RunEntriesAdded(id="a", at=T0, run_id="run-1", trace_id="t", kernels_total=3, entries=[], sims=[spec("sim-3")])
+    history = [created, cancel, retry, added]
+    assert sims.cancel_of(request(0), [created]) is None
+    assert sims.cancel_of(request(0), history) is cancel, "queued before the cancel: dropped though a retry followed"
+    assert sims.cancel_of(request(2), history) is None, "the retry's own request"
+    assert sims.cancel_of(request(2), [*history, cancel_again]) is cancel_again
+    assert sims.cancel_of(request(3, "sim-2", 1), history) is None and sims.cancel_of(request(3, "sim-2", 0), [*history, cancel_again]) is None
+    assert sims.cancel_of(request(3, "sim-2", 1), [*history, cancel_again]) is cancel_again
+    assert sims.cancel_of(request(0, "sim-3"), history) is None, "added after the cancel"

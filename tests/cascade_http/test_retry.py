@@ -9,10 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from cascade_cli.client import ApiClient
+from cascade_core import events as ev
 from cascade_nats import subjects
 from tests.cascade_http.live import LiveServer
 from tests.cascade_http.test_runs_cli import AUTH, api, cascade, live, tree, upload_combo
@@ -43,15 +45,18 @@ def by_config(detail: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
     return {(s["gpu_config"], s["replica"]): s for s in detail["sims"]}
 
 
-def run_events(live: LiveServer, run_id: str) -> list[str]:
-    """The types of the events on the run's own subject, oldest first."""
+def events_on(live: LiveServer, subject: str) -> list[ev.Event]:
+    """The events on a subject, oldest first."""
 
-    async def go() -> list[str]:
-        return [type(item.event).__name__ async for item in live.cascade.store.read(subjects.run(run_id))]
-
-    import anyio
+    async def go() -> list[ev.Event]:
+        return [item.event async for item in live.cascade.store.read(subject)]
 
     return anyio.run(go)
+
+
+def run_events(live: LiveServer, run_id: str) -> list[str]:
+    """The types of the events on the run's own subject, oldest first."""
+    return [type(e).__name__ for e in events_on(live, subjects.run(run_id))]
 
 
 @pytest.fixture
@@ -130,6 +135,34 @@ def test_retry_runs_a_cancelled_run_again(combo: LiveServer, monkeypatch: pytest
 
     nothing = cascade(combo, "run", "retry", run_id)
     assert nothing.returncode == 0 and nothing.stdout == f"run {run_id} succeeded: 2 succeeded\n"
+
+
+def test_a_cancel_ends_the_attempts_it_cancelled_whatever_retries_follow(combo: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancel and retry while most sims wait for a runner (two slots, six sims): the requests
+    queued before the cancel are dropped unclaimed, so each waiting sim is launched once, as
+    the attempt the retry asked for, and each running one twice (its cancelled attempt
+    stopped, then the retry's)."""
+    monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_PACE", "60")
+    run_id = create(combo, ("SM61_TITANX", 6))
+    wait_until(lambda: api(combo, f"/api/runs/{run_id}").json()["sim_counts"].get("running") == 2, 30, "two sims run")
+    running = {s["id"] for s in api(combo, f"/api/runs/{run_id}").json()["sims"] if s["state"] == "running"}
+    assert post(combo, f"/api/runs/{run_id}/cancel").json()["state"] == "cancelled"
+    monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_PACE", "0.05")
+    assert post(combo, f"/api/runs/{run_id}/retry").status_code == 200
+    detail = ended(combo, run_id)
+    assert detail["state"] == "succeeded", detail
+    for sim in detail["sims"]:
+        life = events_on(combo, subjects.chunk(run_id, sim["id"], "life", None))
+        launched = [e.attempt for e in life if isinstance(e, ev.SimLaunched)]
+        finished = [(e.attempt, e.outcome) for e in life if isinstance(e, ev.SimFinished)]
+        if sim["id"] in running:
+            # The stopped attempt's end as its runner saw it; the cancel before it makes it
+            # `cancelled` in every read.
+            assert launched == [1, 2] and finished == [(1, "failed"), (2, "succeeded")], life
+            assert sim["attempt"] == 2 and [a["state"] for a in sim["attempts"]] == ["cancelled"]
+        else:
+            assert launched == [1] and finished == [(1, "succeeded")], life
+            assert "attempt" not in sim and "attempts" not in sim
 
 
 def test_entries_top_a_run_up_once_per_idempotency_key(combo: LiveServer) -> None:
