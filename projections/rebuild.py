@@ -19,6 +19,11 @@ or from the log (`cascade_http/run_events.py`), and goes on with the changes pas
 rebuild stops at S, so that those are all made after the swap, from the rebuilt file, and
 published to every stream then: none is missed or sent twice. What the rebuild makes of the
 events up to S is published to none (`Live.quiet_until`).
+
+A damaged read model (one DuckDB cannot open, or a block of which fails its checksum as every
+table is read through at start) is moved aside to `<db>.damaged`, replacing any earlier one,
+and a new one is made and filled from the log, as a deleted one is; one line of the log says
+so.
 """
 
 from __future__ import annotations
@@ -50,6 +55,56 @@ PROGRESS_S = 5.0
 
 def rebuild_path(db: Path) -> Path:
     return db.with_name(db.name + ".rebuild")
+
+
+def damaged_path(db: Path) -> Path:
+    return db.with_name(db.name + ".damaged")
+
+
+def _read_through(con: duckdb.DuckDBPyConnection) -> None:
+    """Read every column of every table: DuckDB checks each block's checksum as it reads it,
+    so damage is found at start rather than by a read that fails."""
+    names = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()
+    for (name,) in names:
+        con.execute(f'SELECT bit_xor(hash(COLUMNS(*))) FROM "{name}"').fetchall()
+
+
+# What DuckDB says of a file it cannot make sense of. Other errors (a lock another process
+# holds, a full disk, a permission) say nothing of the file, which is left as it is.
+_DAMAGE = ("Could not read enough bytes", "not a valid DuckDB database file", "Corrupt database file", "checksum")
+
+
+def _damage(err: duckdb.Error) -> bool:
+    return isinstance(err, duckdb.SerializationException | duckdb.InternalException) or any(d in str(err) for d in _DAMAGE)
+
+
+def _connect_whole(db: Path, memory: Memory) -> duckdb.DuckDBPyConnection:
+    """The read model at `db` (`connect`), read through; a damaged one moved aside and a new
+    one made in its place."""
+    try:
+        con = connect(db, memory)
+    except duckdb.Error as err:
+        if not _damage(err):
+            raise
+        return _replaced(db, memory, err)
+    try:
+        _read_through(con)
+    except duckdb.Error as err:
+        con.close()
+        if not _damage(err):
+            raise
+        return _replaced(db, memory, err)
+    return con
+
+
+def _replaced(db: Path, memory: Memory, err: duckdb.Error) -> duckdb.DuckDBPyConnection:
+    aside = damaged_path(db)
+    remove(aside)
+    os.replace(db, aside)
+    if wal(db).exists():
+        os.replace(wal(db), wal(aside))
+    log.warning("read model %s is damaged (%s); moved to %s, and made again from the log", db, " ".join(str(err).split()), aside)
+    return connect(db, memory)
 
 
 def _second_name(db: Path) -> Path:
@@ -106,7 +161,7 @@ class ReadModel:
     @classmethod
     def _open(cls, store: EventStore, db: Path, memory: Memory) -> ReadModel:
         try:
-            con = connect(db, memory)
+            con = _connect_whole(db, memory)
         except Outdated as why:
             old = _open_outdated(db, memory)
             try:

@@ -5,6 +5,9 @@ the connection they started on."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -262,3 +265,60 @@ async def test_leftovers_of_a_rebuild_are_cleared_or_started_again(store: EventS
     assert model.rebuild is None
     model.close()
     assert not partial.exists(), "a rebuild file for another version is of no use"
+
+
+def flipped(at: float) -> Callable[[Path], None]:
+    def damage(db: Path) -> None:
+        with db.open("r+b") as f:
+            f.seek(int(db.stat().st_size * at))
+            byte = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([byte[0] ^ 0xFF]))
+
+    return damage
+
+
+DAMAGE: dict[str, Callable[[Path], None]] = {
+    "cut to half": lambda db: os.truncate(db, db.stat().st_size // 2),
+    "cut to its header": lambda db: os.truncate(db, 100),
+    "not a database": lambda db: db.write_bytes(b"not a database\n" * 1000),
+    "a byte flipped in its tables": flipped(0.6),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+async def test_a_damaged_read_model_is_moved_aside_and_made_again_from_the_log(
+    store: EventStore, tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str
+) -> None:
+    db = out(tmp_path) / "readmodel.duckdb"
+    last = await built(store, db)
+    with duckdb.connect(str(db), read_only=True) as con:
+        whole = dump(con)
+    DAMAGE[damage](db)
+    damaged = db.stat().st_size
+    with caplog.at_level(logging.WARNING, logger="cascade.projector"):
+        model = await ReadModel.open(store, db)
+    try:
+        await model.catch_up()
+        assert model.projector.applied == last and model.rebuild is None
+        with model.reader() as con:
+            assert dump(con) == whole
+    finally:
+        model.close()
+    assert rebuild.damaged_path(db).stat().st_size == damaged  # kept for a look (DuckDB may have rewritten its header)
+    (line,) = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert line.startswith(f"read model {db} is damaged (") and line.endswith(f"); moved to {rebuild.damaged_path(db)}, and made again from the log")
+
+
+async def test_a_read_model_another_process_holds_is_left_as_it_is(store: EventStore, tmp_path: Path) -> None:
+    db = out(tmp_path) / "readmodel.duckdb"
+    await built(store, db)
+    hold = f"import duckdb, sys; c = duckdb.connect({str(db)!r}); print('held', flush=True); sys.stdin.read()"
+    with subprocess.Popen([sys.executable, "-c", hold], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            with pytest.raises(duckdb.IOException, match="lock"):
+                await ReadModel.open(store, db)
+        finally:
+            holder.kill()
+    assert not rebuild.damaged_path(db).exists()
