@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import anyio
 import duckdb
+import msgspec
 from nats.aio.client import Client
 from nats.js.kv import KeyValue
 
@@ -21,7 +22,7 @@ from cascade_app.step_timelines import StepTimelines
 from cascade_core import events as ev
 from cascade_core.attention import Watch
 from cascade_core.gpu_configs import GpuConfig, OfferedConfig, offered
-from cascade_api.models import Comparison
+from cascade_api.models import Comparison, ParkedEvent
 from cascade_core.runners import Runner
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
@@ -30,6 +31,7 @@ from cascade_sim import registry
 from cascade_sim.install import AccelSimInstall
 from projections.queries import stats_maps
 from projections.rebuild import ReadModel
+from projections.rows import ParkedRow
 
 NATS_ANSWER_S = 2.0  # how long a read that asks NATS (health, live runners) waits for it
 # People's SQL queries at once (`POST /api/sql`): each may keep DuckDB's threads busy for its
@@ -65,9 +67,18 @@ class Cascade:
         self.sql_queries = anyio.CapacityLimiter(SQL_QUERIES_AT_ONCE)
         self.supervision = supervision
         self.uploading: set[str] = set()  # ids of the traces this process is receiving now
+        # What the log's audit at start found lost up to the read model's checkpoint then
+        # (`projections/log_audit.py`); the projector parks what it finds lost after it.
+        self.lost_in_log: list[ParkedRow] = []
         self._kv: KeyValue | None = None
         self._runners: tuple[float, list[Runner]] | None = None
         read_model.after_swap(self._forget_answers)
+
+    def with_lost_in_log(self, parked: list[ParkedEvent]) -> list[ParkedEvent]:
+        """`parked` and what the log's audit found lost that is not among them, by sequence."""
+        seen = {e.seq for e in parked}
+        audited = [msgspec.convert(row, ParkedEvent, from_attributes=True) for row in self.lost_in_log if row.seq not in seen]
+        return sorted(parked + audited, key=lambda e: e.seq)
 
     def _forget_answers(self) -> None:
         """Comparisons and stat names kept from a read model another version built: the

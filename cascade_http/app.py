@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 from cascade_app.reads import read
 from cascade_app.service import NATS_ANSWER_S, Cascade
 from cascade_core import attention
-from cascade_api.models import ErrorDetail, Health, Problem, ValidationErrorBody
+from cascade_api.models import ErrorDetail, Health, ParkedEvent, Problem, ValidationErrorBody
 from cascade_core.refusals import Refused
 from cascade_http.auth import BearerAuth
 from cascade_http.openapi import document, operation
@@ -32,7 +32,7 @@ from cascade_http.validation import RequestValidationError
 from cascade_nats.store import EventTooLarge
 from cascade_nats.supervise import ConnectionWatch, describe
 from projections.queries import runs as q
-from projections.queries.parked import parked_count
+from projections.queries.parked import lost_events, parked_count
 
 VERSION = "0.1.0"
 WEB_DIR = Path(__file__).parent / "static"
@@ -41,8 +41,11 @@ WEB_DIR = Path(__file__).parent / "static"
 @operation(
     summary="Service health",
     description="`ok`, or `degraded` (503) with what fails: a task of the service that keeps failing and is being "
-    "started again (the projector, the dispatcher, the runner's loops, the embedded nats-server), or NATS out of "
-    "reach, while reads show the read model as it last was. Answers within seconds however NATS is. "
+    "started again (the projector, the dispatcher, the runner's loops, the embedded nats-server), NATS out of "
+    "reach, while reads show the read model as it last was. Events lost from the log make it `degraded` too, "
+    "but answer 200, as the service serves: task `event log`, messages nats-server could not read back from its "
+    "store, each with the subjects stored around it, which name the runs and sims it may have been of (`GET "
+    "/api/parked` lists them all). Answers within seconds however NATS is. "
     "`projected_seq` is the last event reads show. While a read model another version built is rebuilt from the "
     "log, `rebuild` says why and how far it is: reads answer from the old one, and requests that change something "
     "answer 503 with `Retry-After` until the new one takes its place.",
@@ -64,6 +67,10 @@ async def health(request: Request) -> Response:
     elif not any(p.task == ConnectionWatch.TASK for p in problems):
         # Lost a moment ago: nats-py tells its watch only after it stopped being connected.
         problems.append(Problem(task=ConnectionWatch.TASK, error="not connected to NATS", since=datetime.now(UTC), restarts=0))
+    failing = bool(problems)
+    lost = c.with_lost_in_log(await read(c, lost_events))
+    if lost:
+        problems.append(Problem(task=LOST_TASK, error=_said(lost), since=lost[0].parked_at, restarts=0))
     runners = await c.runners()
     if runners is not None:
         queue_depth = attention.waiting(await read(c, q.unfinished_sims), runners)
@@ -77,7 +84,19 @@ async def health(request: Request) -> Response:
         problems=problems,
         rebuild=c.read_model.rebuild,
     )
-    return MsgspecResponse(report, status_code=503 if problems else 200)
+    # A loss in the log is said, but the service itself serves: only what fails makes it 503,
+    # so that a load balancer or a start script does not take it for down.
+    return MsgspecResponse(report, status_code=503 if failing else 200)
+
+
+LOST_TASK = "event log"
+_LOST_SHOWN = 3  # the rest are in GET /api/parked
+
+
+def _said(lost: list[ParkedEvent]) -> str:
+    shown = "; ".join(f"sequence {e.seq} {e.error}" for e in lost[:_LOST_SHOWN])
+    more = f"; and {len(lost) - _LOST_SHOWN} more (GET /api/parked)" if len(lost) > _LOST_SHOWN else ""
+    return f"{len(lost)} event{'s' if len(lost) > 1 else ''} lost from the store: {shown}{more}"
 
 
 async def openapi(request: Request) -> Response:

@@ -29,19 +29,25 @@ class FirehoseError(ConnectionError):
 
 
 class Firehose:
-    def __init__(self, *, nc: Client, stream: str, subject: str, start_seq: int) -> None:
+    def __init__(self, *, nc: Client, stream: str, subject: str, start_seq: int, headers_only: bool = False) -> None:
         self.nc = nc
         self.stream = stream
         self.subject = subject
         self.next_seq = max(start_seq, 1)
+        self.headers_only = headers_only  # each message's headers, and no payload: for its sequence and subject alone
         self._wire: Wire | None = None
         self._sid = b""
         self._consumer = ""
         self._consumer_seq = 0
+        # The server said, by an idle heartbeat after the last message received, that it has
+        # nothing more to send now.
+        self._idle = False
 
     async def batches(self, *, until_caught_up: bool) -> AsyncGenerator[list[Frame], None]:
         """Yield every message from `start_seq` on, in stream order, as they arrive; with
-        `until_caught_up`, stop after the message that left nothing pending."""
+        `until_caught_up`, stop after the message that left nothing pending, or once the
+        server is idle: a message it cannot read back from its store (a damaged block) stays
+        counted as pending, but never comes."""
         self._wire = await beside(self.nc)
         try:
             pending = await self._subscribe()
@@ -59,7 +65,7 @@ class Firehose:
                     pending = await self._subscribe()
                 if batch:
                     yield batch
-                if until_caught_up and pending == 0:
+                if until_caught_up and (pending == 0 or self._idle):
                     return
         finally:
             self._wire.close()
@@ -75,8 +81,10 @@ class Firehose:
         batch: list[Frame] = []
         pending = -1
         while True:
+            taken = len(batch)
             wire.pos, self._consumer_seq, taken_pending, stop = _frames.take(wire.buffer, wire.pos, self._sid, self._consumer_seq, batch)
             pending = taken_pending if taken_pending >= 0 else pending
+            self._idle = self._idle and len(batch) == taken
             if stop == _frames.GAP:
                 gap = True
                 break
@@ -111,6 +119,7 @@ class Firehose:
                 gap = self._control(body, reply.decode()) or gap
                 continue
             sseq, cseq, pending = _position(reply)
+            self._idle = False
             if int(cseq) != expected:
                 gap = True
                 break
@@ -142,6 +151,7 @@ class Firehose:
             "mem_storage": True,
             "num_replicas": 1,
             "inactive_threshold": int(60e9),
+            "headers_only": self.headers_only,
         }
         request = json.dumps({"stream_name": self.stream, "config": config}).encode()
         reply = await self.nc.request(f"$JS.API.CONSUMER.CREATE.{self.stream}", request, timeout=10)
@@ -164,12 +174,15 @@ class Firehose:
         if b"FlowControl" in header and reply:
             self._wire.publish(reply)
             return False
+        stalled = False
         for line in header.split(b"\r\n"):
             name, _, value = line.partition(b":")
             if name == b"Nats-Consumer-Stalled":
                 self._wire.publish(value.strip().decode())
+                stalled = True
             elif name == b"Nats-Last-Consumer" and int(value) != self._consumer_seq:
                 return True
+        self._idle = not stalled
         return False
 
 

@@ -232,9 +232,11 @@ class EventStore:
             raise StoreError(f"{self.stream} has no message at sequence {seq}") from err
         return seq, (msg.subject or "").encode(), msg.data or b""
 
-    def raw(self, subject: str, start_seq: int, *, until_caught_up: bool) -> AsyncGenerator[list[Frame], None]:
-        """Undecoded (sequence, subject, payload) batches, as fast as the server sends them."""
-        return Firehose(nc=self.nc, stream=self.stream, subject=subject, start_seq=start_seq).batches(until_caught_up=until_caught_up)
+    def raw(self, subject: str, start_seq: int, *, until_caught_up: bool, headers_only: bool = False) -> AsyncGenerator[list[Frame], None]:
+        """Undecoded (sequence, subject, payload) batches, as fast as the server sends them;
+        with `headers_only`, each payload is the message's headers (which say its size)."""
+        firehose = Firehose(nc=self.nc, stream=self.stream, subject=subject, start_seq=start_seq, headers_only=headers_only)
+        return firehose.batches(until_caught_up=until_caught_up)
 
 
 def _answered(header: bytes) -> bytes | None:

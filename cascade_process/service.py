@@ -21,12 +21,13 @@ from cascade_http.app import create_app
 from cascade_nats.objects import Objects
 from cascade_nats.server import EmbeddedNats
 from cascade_nats.store import EventStore
-from cascade_nats.supervise import Supervision, supervise
+from cascade_nats.supervise import Supervision, retry, supervise
 from cascade_process.connection import connect_nats
 from cascade_process.worker import runner
 from cascade_sim import registry, samples
 from cascade_sim.dispatcher import dispatch, ensure_consumer
 from cascade_sim.install import AccelSimInstall
+from projections.log_audit import lost_up_to
 from projections.projector import Memory
 from projections.rebuild import ReadModel
 
@@ -36,6 +37,12 @@ log = logging.getLogger("cascade")
 def starlette_app(settings: Settings, embedded: EmbeddedNats | None = None) -> Starlette:
     """The API app serving the service on `settings` for as long as the app runs."""
     return create_app(settings.token, lambda: running(settings, embedded))
+
+
+async def _audit(cascade: Cascade) -> None:
+    cascade.lost_in_log = await lost_up_to(cascade.store, cascade.read_model.seq)
+    if cascade.lost_in_log:
+        log.warning("%d of the log's events up to sequence %d are lost from the store (health says which)", len(cascade.lost_in_log), cascade.read_model.seq)
 
 
 @contextlib.asynccontextmanager
@@ -71,6 +78,7 @@ async def running(settings: Settings, embedded: EmbeddedNats | None = None) -> A
             if embedded is not None:
                 tg.start_soon(supervise, "nats-server", embedded.keep_running, supervision)
             tg.start_soon(supervise, "projector", read_model.run, supervision)
+            tg.start_soon(retry, "log audit", lambda: _audit(cascade), supervision)
             tg.start_soon(supervise, "dispatcher", lambda: dispatch(store, ack_wait_s=settings.runner_lease_s), supervision)
             if settings.runner and install is not None:
                 local = runner(nc, install, settings.data_dir / "runner", settings, supervision)

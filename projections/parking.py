@@ -10,6 +10,12 @@ the same messages.
 A batch is sorted out first: the messages that are no event are parked with the batch. One
 that fails later cuts the batch: the part before it is applied with it parked, and the rest
 is applied next, so no good event of the batch is lost.
+
+A message missing from the stream is parked too (`lost`), once a later one shows the gap:
+the stream takes no subject but the events' and none of its messages is ever deleted, so a
+sequence the server does not deliver is a message it could not read back from its store (a
+damaged block file, which it drops without a word). Its subject is lost with it; its row
+names the messages stored around it.
 """
 
 from __future__ import annotations
@@ -35,8 +41,35 @@ class Batch(msgspec.Struct, frozen=True):
     last_seq: int
 
 
-def sort_out(frames: Sequence[Frame]) -> Batch:
-    """The frames' events, and what is parked because it is none."""
+LOST = "lost: nats-server could not read it back from its store"
+
+
+def sort_out(frames: Sequence[Frame], after: int | None = None) -> Batch:
+    """The frames' events, and what is parked because it is none; with `after`, the frames
+    being the whole stream's from the sequence after it on, also the messages missing
+    among them (`lost`)."""
+    batch = _sorted_out(frames)
+    missing = [] if after is None else lost(frames, after)
+    if not missing:
+        return batch
+    return Batch(batch.items, sorted(batch.parked + missing, key=operator.attrgetter("seq")), batch.last_seq)
+
+
+def lost(frames: Sequence[Frame], after: int, up_to: int | None = None) -> list[ParkedRow]:
+    """A row for each sequence missing from the frames read from the whole stream after
+    `after`, naming the subjects stored around it; with `up_to`, the frames being all the
+    stream delivers, those missing after them up to it too."""
+    rows = []
+    before_seq, before = after, "the messages before"
+    for seq, subject, _ in [*frames, *([] if up_to is None else [(up_to + 1, b"", b"")])]:
+        stored = f"{subject.decode(errors='replace')} (sequence {seq})" if subject else "the end of what the stream delivers"
+        for missing in range(before_seq + 1, seq):
+            rows.append(_row(missing, "", None, f"{LOST}; stored after {before} and before {stored}"))
+        before_seq, before = seq, stored
+    return rows
+
+
+def _sorted_out(frames: Sequence[Frame]) -> Batch:
     seqs, stored_on, payloads = (list(map(operator.itemgetter(i), frames)) for i in range(3))  # each in C calls: batches are long
     try:
         events = ev.decode_all(payloads)

@@ -383,9 +383,11 @@ def apply_batch(
 
 
 def apply_frames(
-    con: duckdb.DuckDBPyConnection, frames: Sequence[Frame], fault: FaultHook | None, cache: RowCache, changes: bool = True
+    con: duckdb.DuckDBPyConnection, frames: Sequence[Frame], fault: FaultHook | None, cache: RowCache, changes: bool = True, after: int | None = None
 ) -> tuple[Applied, Batch | None]:
-    return apply_batch(con, parking.sort_out(frames), fault, cache, changes)
+    """Apply the frames; `after`: the frames are the whole stream's from the sequence after
+    it on, so a sequence missing among them is a message lost (`parking.lost`)."""
+    return apply_batch(con, parking.sort_out(frames, after), fault, cache, changes)
 
 
 class Projector:
@@ -501,7 +503,7 @@ class Projector:
             if not frames:
                 return
         changes = self.changes and frames[-1][0] > self.live.quiet_until  # none that would reach no stream
-        applied, rest = await anyio.to_thread.run_sync(apply_frames, self.con, frames, self.fault, self.cache, changes)
+        applied, rest = await anyio.to_thread.run_sync(apply_frames, self.con, frames, self.fault, self.cache, changes, self.applied)
         while True:
             await self._committed(applied)
             if rest is None:

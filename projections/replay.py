@@ -12,7 +12,7 @@ import duckdb
 import msgspec
 
 from cascade_nats.store import EventStore
-from projections import tables, version
+from projections import parking, tables, version
 from projections.database import open_database, registered
 from projections.projector import Memory, Projector, connect
 
@@ -33,6 +33,7 @@ class Verification(msgspec.Struct, frozen=True):
     seq: int
     equal: bool
     tables: list[TableCheck]
+    lost: list[int] = []  # the sequences a fresh replay found lost from the store (`parking.lost`)
 
 
 async def replay(store: EventStore, db: Path, *, until_seq: int | None = None, memory: Memory | None = None) -> int:
@@ -99,7 +100,8 @@ def compare(live: duckdb.DuckDBPyConnection, fresh_path: Path, seq: int) -> Veri
                     only_in_replay=_only_in(fresh, live, table),
                 )
             )
-    return Verification(seq=seq, equal=all(c.equal for c in checks), tables=checks)
+        lost = [s for (s,) in fresh.execute("SELECT seq FROM parked WHERE starts_with(error, ?) ORDER BY seq", [parking.LOST]).fetchall()]
+    return Verification(seq=seq, equal=all(c.equal for c in checks), tables=checks, lost=lost)
 
 
 def _only_in(one: duckdb.DuckDBPyConnection, other: duckdb.DuckDBPyConnection, table: str) -> int:

@@ -31,13 +31,16 @@ async def verify_read_model(request: Request) -> Response:
 @operation(
     summary="List parked events",
     description="Stored messages no consumer could use, by stream sequence: not JSON, a type or version this "
-    "version does not know, an event on a subject it does not belong to, or one the read model cannot apply. "
+    "version does not know, an event on a subject it does not belong to, or one the read model cannot apply; "
+    "and messages lost from the store (an error starting `lost:`: nats-server could not read them back, and their "
+    "subjects are lost with them, so the row names the messages stored around each). "
     "Every consumer went on past them; `/api/health` counts them. `cascade events --parked` prints this.",
     tag="service",
     response=list[ParkedEvent],
 )
 async def list_parked(request: Request) -> Response:
-    return MsgspecResponse(await read(cascade(request), parked_events))
+    c = cascade(request)
+    return MsgspecResponse(c.with_lost_in_log(await read(c, parked_events)))
 
 
 routes = [Route("/api/replay/verify", verify_read_model, methods=["POST"]), Route("/api/parked", list_parked, methods=["GET"])]

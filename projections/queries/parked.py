@@ -5,6 +5,7 @@ from __future__ import annotations
 import duckdb
 
 from cascade_api.models import ParkedEvent
+from projections.parking import LOST
 from projections.queries.convert import one_row
 
 Con = duckdb.DuckDBPyConnection
@@ -15,6 +16,12 @@ _FIELDS = ParkedEvent.__struct_fields__
 def parked_events(con: Con) -> list[ParkedEvent]:
     """Every parked message, by stream sequence."""
     records = con.execute(f"SELECT {', '.join(_FIELDS)} FROM parked ORDER BY seq").fetchall()
+    return [ParkedEvent(**dict(zip(_FIELDS, record))) for record in records]
+
+
+def lost_events(con: Con) -> list[ParkedEvent]:
+    """The messages nats-server could not read back from its store (`parking.lost`), by sequence."""
+    records = con.execute(f"SELECT {', '.join(_FIELDS)} FROM parked WHERE starts_with(error, ?) ORDER BY seq", [LOST]).fetchall()
     return [ParkedEvent(**dict(zip(_FIELDS, record))) for record in records]
 
 

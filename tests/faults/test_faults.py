@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ import pytest
 from cascade_nats import server
 from cascade_nats.wire import without_credentials
 from tests import poison
+from tests.cascade_http.served import CASCADE, stop
 from tests.cascade_http.test_lockdown import refused
 from tests.cascade_http.test_parking import publish
 from tests.faults import chatter
@@ -278,3 +280,59 @@ def test_a_client_that_never_reads_its_stream_costs_bounded_memory_and_no_one_el
     record("slow-sse-client", rss_mib=[round(r) for r in rss], growth_after_round_2_mib=round(growth), seconds_per_round=lag, counted=counted)
     assert run["state"] == "failed"
     assert growth < 80, f"the server's memory grows with what a client does not read: {rss}"
+
+
+# --- the event log's store ----------------------------------------------------------------
+
+
+def flip_in_last(blocks: list[Path], marker: bytes) -> None:
+    """Flip one byte in the payload of the last stored message that holds `marker`, as a
+    failing disk would, with nothing else told."""
+    for block in reversed(blocks):
+        data = bytearray(block.read_bytes())
+        at = data.rfind(marker)
+        if at >= 0:
+            data[at + len(marker) // 2] ^= 0x01
+            block.write_bytes(bytes(data))
+            return
+    raise AssertionError(f"no stored message holds {marker!r}")
+
+
+@pytest.mark.parametrize("read_model", ["kept", "deleted"])
+def test_an_event_lost_from_a_damaged_store_is_said_everywhere(cluster: Cluster, read_model: str) -> None:
+    """A byte flipped in a stored kernel result, serve stopped: nats-server drops the message
+    without a word. Serve starts again (replaying from the log if its read model is gone);
+    the projector parks the missing sequence, naming what was stored around it; health is
+    degraded saying so; `cascade events` of the run ends; `cascade replay --verify` says it in
+    one line."""
+    served = cluster.serve()
+    cluster.upload()
+    run_id = cluster.create_run(1)
+    assert cluster.wait_until_final(run_id, 90)["state"] == "succeeded"
+    stop(served.process)
+    cluster.served = None
+    blocks = sorted((cluster.data_dir / "jetstream").glob("jetstream/*/streams/CASCADE/msgs/*.blk"), key=lambda p: int(p.stem))
+    flip_in_last(blocks, b'"type":"sim.kernel_finished.v2"')
+    if read_model == "deleted":
+        for db in cluster.data_dir.glob("readmodel.duckdb*"):
+            db.unlink()
+    cluster.serve()
+    status, health = cluster.health()
+    (lost,) = [p for p in cluster.api("GET", "/api/parked") if p["error"].startswith("lost:")]
+    assert status == 200 and health["status"] == "degraded"
+    (problem,) = [p for p in health["problems"] if p["task"] == "event log"]
+    assert problem["error"].startswith(f"1 event lost from the store: sequence {lost['seq']} lost: nats-server could not read it back")
+    assert f".run.{run_id}." in problem["error"], "the subjects stored around it name the run"
+
+    env = cluster.env(CASCADE_URL=cluster.url)
+    started = time.monotonic()
+    events = subprocess.run([*CASCADE, "events", run_id, "--data-dir", str(cluster.data_dir)], capture_output=True, text=True, timeout=120, env=env)
+    assert events.returncode == 0 and run_id in events.stdout, events.stderr
+    seconds = time.monotonic() - started
+    verified = subprocess.run([*CASCADE, "replay", "--verify", "--data-dir", str(cluster.data_dir)], capture_output=True, text=True, timeout=120, env=env)
+    said = [line for line in verified.stdout.splitlines() if line.startswith("LOST")]
+    assert verified.returncode == 1 and said == [
+        f"LOST 1 of the log's events: nats-server could not read back sequence {lost['seq']} from its store "
+        "(cascade events --parked says what was stored around each)"
+    ], verified.stdout + verified.stderr
+    record(f"lost-event-read-model-{read_model}", seq=lost["seq"], parked=lost["error"], events_s=round(seconds, 1))

@@ -11,6 +11,7 @@ from cascade_core import events as ev
 from cascade_nats import subjects
 from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision, supervise
+from projections import parking
 from projections import projector as projector_module
 from projections.fold import Rows, Unfoldable, fold
 from projections.projector import Projector, apply, connect
@@ -192,3 +193,20 @@ def test_what_a_message_that_is_no_event_is_parked_for() -> None:
     nameless = msgspec.json.encode({"type": "run.cancel_requested.v1", "id": "c", "at": T0, "run_id": ""})
     with pytest.raises(ev.Unreadable, match="has no subject"):
         subjects.decode(b"cascade.ev.run.x.run", nameless)
+
+
+def test_a_sequence_missing_from_the_whole_stream_is_parked_as_lost_naming_what_was_around_it() -> None:
+    frames = [(4, b"cascade.ev.run.r.run", b"{}"), (7, b"cascade.ev.run.r.sim.s.data", b"{}")]
+    rows = parking.lost(frames, after=2)
+    assert [(r.seq, r.subject, r.event_type) for r in rows] == [(3, "", None), (5, "", None), (6, "", None)]
+    assert rows[0].error == f"{parking.LOST}; stored after the messages before and before cascade.ev.run.r.run (sequence 4)"
+    assert rows[1].error == rows[2].error == (
+        f"{parking.LOST}; stored after cascade.ev.run.r.run (sequence 4) and before cascade.ev.run.r.sim.s.data (sequence 7)"
+    )
+    tail = parking.lost(frames, after=3, up_to=9)
+    assert [r.seq for r in tail] == [5, 6, 8, 9] and tail[-1].error.endswith("before the end of what the stream delivers")
+    assert parking.lost(frames[:1], after=3) == [] and parking.lost([], after=3, up_to=3) == []
+    # Read from the whole stream, a batch parks its gaps beside what is no event.
+    batch = parking.sort_out([(5, b"cascade.ev.x", b"not json"), (7, b"cascade.ev.y", b"nor this")], after=4)
+    assert [(p.seq, p.subject) for p in batch.parked] == [(5, "cascade.ev.x"), (6, ""), (7, "cascade.ev.y")]
+    assert parking.sort_out([(5, b"cascade.ev.x", b"not json"), (7, b"cascade.ev.y", b"nor this")]).parked[1].seq == 7, "a filtered read has gaps"
