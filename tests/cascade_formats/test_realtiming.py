@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cascade_core.counters import COUNTERS
 from cascade_core.events import RealTiming, TraceKernel
 from cascade_formats.realtiming import Launch, Timing, line_up, parse_timing, same_kernel
 from cascade_formats.tracefiles import TraceError
@@ -97,21 +98,15 @@ def test_ncu_raw_page_reads_as_the_default_page() -> None:
     assert [x.name for x in raw.passes[0]] == ["vecAdd", "mult_gpu", "vecAdd"]
 
 
-# ncu-counters-*.csv: each counter's value per launch, in its base unit.
-COUNTED = {
-    "dram__sectors_read.sum": [32, 256, 0],
-    "dram__sectors_write.sum": [16, 128, 0],
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": [32, 256, 32],
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum": [0, 0, 0],
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": [16, 128, 16],
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_st_lookup_hit.sum": [0, 0, 0],
-    "lts__t_sectors_srcunit_tex_op_read.sum": [32, 256, 32],
-    "lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum": [0, 0, 24],
-    "lts__t_sectors_srcunit_tex_op_write.sum": [16, 128, 16],
-    "lts__t_sectors_srcunit_tex_op_write_lookup_hit.sum": [0, 0, 16],
-    "sm__warps_active.avg.pct_of_peak_sustained_active": [50.5, 75.25, 48],
-    "smsp__inst_executed.sum": [344, 4800, 344],
-}
+# ncu-counters-*.csv: each counter's value per launch, in its base unit, the metrics in ncu's
+# order (by name), as the files have them.
+METRICS = sorted(c.metric for c in COUNTERS)
+PER_LAUNCH = [
+    (32, 16, 32, 0, 16, 0, 32, 0, 16, 0, 50.5, 344),
+    (256, 128, 256, 0, 128, 0, 256, 0, 128, 0, 75.25, 4800),
+    (0, 0, 32, 0, 16, 0, 32, 24, 16, 16, 48, 344),
+]
+COUNTED = {metric: [launch[i] for launch in PER_LAUNCH] for i, metric in enumerate(METRICS)}
 
 
 @pytest.mark.parametrize("name", ["ncu-counters-details.csv", "ncu-counters-raw.csv"])
@@ -204,6 +199,9 @@ NCU_RAW_HEADER = '"ID","Kernel Name","gpu__time_duration.sum"\n"","","nsecond"\n
 NSYS_HEADER = "Start (ns),Duration (ns),CorrId,Name\n"
 
 
+TIMED = (0, "vecAdd", "gpu__time_duration.sum", "ns", "3")  # a launch's time, beside the counters of a case
+
+
 def ncu_rows(*rows: tuple[int, str, str, str, str]) -> str:
     return NCU_HEADER + "".join(f'"{i}","1","{name}","{metric}","{unit}","{value}"\n' for i, name, metric, unit, value in rows)
 
@@ -263,19 +261,19 @@ def ncu_rows(*rows: tuple[int, str, str, str, str]) -> str:
         (NCU_RAW_HEADER + '"0","vecAdd","3"\n"0","vecAdd","4"\n', "t.csv line 4: a second duration of the launch on line 3"),
         ('"ID","Kernel Name","gpu__time_duration.sum"\n"","","fortnight"\n', "t.csv line 2: unit 'fortnight' of durations is not one of nsecond, ns, usecond, us, msecond, ms, second, s"),
         (
-            ncu_rows((0, "vecAdd", "gpu__time_duration.sum", "ns", "3"), (0, "vecAdd", "lts__t_sectors_srcunit_tex_op_read.sum", "byte", "32")),
+            ncu_rows(TIMED, (0, "vecAdd", "lts__t_sectors_srcunit_tex_op_read.sum", "byte", "32")),
             "t.csv line 3: unit 'byte' of lts__t_sectors_srcunit_tex_op_read.sum is not one of sector, Ksector, Msector, Gsector",
         ),
         (
-            ncu_rows((0, "vecAdd", "gpu__time_duration.sum", "ns", "3"), (0, "vecAdd", "sm__warps_active.avg.pct_of_peak_sustained_active", "K%", "3")),
+            ncu_rows(TIMED, (0, "vecAdd", "sm__warps_active.avg.pct_of_peak_sustained_active", "K%", "3")),
             "t.csv line 3: unit 'K%' of sm__warps_active.avg.pct_of_peak_sustained_active is not one of %",
         ),
         (
-            ncu_rows((0, "vecAdd", "gpu__time_duration.sum", "ns", "3"), (0, "vecAdd", "smsp__inst_executed.sum", "inst", "n/a")),
+            ncu_rows(TIMED, (0, "vecAdd", "smsp__inst_executed.sum", "inst", "n/a")),
             "t.csv line 3: smsp__inst_executed.sum 'n/a' is not a non-negative number",
         ),
         (
-            ncu_rows((0, "vecAdd", "gpu__time_duration.sum", "ns", "3"), (0, "vecAdd", "smsp__inst_executed.sum", "inst", "3"), (0, "vecAdd", "smsp__inst_executed.sum", "inst", "3")),
+            ncu_rows(TIMED, (0, "vecAdd", "smsp__inst_executed.sum", "inst", "3"), (0, "vecAdd", "smsp__inst_executed.sum", "inst", "3")),
             "t.csv line 4: a second smsp__inst_executed.sum of the launch on line 2",
         ),
         (
