@@ -28,32 +28,24 @@ def _breakdown(cache: str, access: str, outcome: str) -> str:
     return f"{cache}_stats_breakdown[GLOBAL_ACC_{access}][{outcome}]"
 
 
-_L1 = "Total_core_cache"
-_L1_LSU = "l1tex__t_sectors_pipe_lsu_mem_global_op"
+_L1, _L2 = "Total_core_cache", "L2_cache"
+_L1TEX = "l1tex__t_sectors_pipe_lsu_mem_global_op"  # L1D's sectors of global loads (ld) and stores (st)
+_LTS = "lts__t_sectors_srcunit_tex_op"  # L2's sectors asked for by the SMs (tex units)
 
 COUNTERS: tuple[Counter, ...] = (
     Counter(name="warp_instructions", label="Warp Instructions", metric="smsp__inst_executed.sum", unit="inst", stats=("gpgpu_n_tot_w_icount",)),
-    Counter(name="l2_reads", label="L2 Reads", metric="lts__t_sectors_srcunit_tex_op_read.sum", unit="sector", stats=(_breakdown("L2_cache", "R", "TOTAL_ACCESS"),)),
+    Counter(name="l2_reads", label="L2 Reads", metric=f"{_LTS}_read.sum", unit="sector", stats=(_breakdown(_L2, "R", "TOTAL_ACCESS"),)),
+    Counter(name="l2_read_hits", label="L2 Read Hits", metric=f"{_LTS}_read_lookup_hit.sum", unit="sector", stats=(_breakdown(_L2, "R", "HIT"),)),
+    Counter(name="l2_writes", label="L2 Writes", metric=f"{_LTS}_write.sum", unit="sector", stats=(_breakdown(_L2, "W", "TOTAL_ACCESS"),)),
+    Counter(name="l2_write_hits", label="L2 Write Hits", metric=f"{_LTS}_write_lookup_hit.sum", unit="sector", stats=(_breakdown(_L2, "W", "HIT"),)),
+    Counter(name="l1d_reads", label="L1D Read Access", metric=f"{_L1TEX}_ld.sum", unit="sector", stats=(_breakdown(_L1, "R", "TOTAL_ACCESS"),)),
     Counter(
-        name="l2_read_hits", label="L2 Read Hits", metric="lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum", unit="sector",
-        stats=(_breakdown("L2_cache", "R", "HIT"),),
-    ),
-    Counter(name="l2_writes", label="L2 Writes", metric="lts__t_sectors_srcunit_tex_op_write.sum", unit="sector", stats=(_breakdown("L2_cache", "W", "TOTAL_ACCESS"),)),
-    Counter(
-        name="l2_write_hits", label="L2 Write Hits", metric="lts__t_sectors_srcunit_tex_op_write_lookup_hit.sum", unit="sector",
-        stats=(_breakdown("L2_cache", "W", "HIT"),),
-    ),
-    Counter(name="l1d_reads", label="L1D Read Access", metric=f"{_L1_LSU}_ld.sum", unit="sector", stats=(_breakdown(_L1, "R", "TOTAL_ACCESS"),)),
-    Counter(
-        name="l1d_read_hits", label="L1D Read Hits", metric=f"{_L1_LSU}_ld_lookup_hit.sum", unit="sector",
+        name="l1d_read_hits", label="L1D Read Hits", metric=f"{_L1TEX}_ld_lookup_hit.sum", unit="sector",
         stats=(_breakdown(_L1, "R", "HIT"), _breakdown(_L1, "R", "MSHR_HIT")),
     ),
-    Counter(name="l1d_writes", label="L1D Write Access", metric=f"{_L1_LSU}_st.sum", unit="sector", stats=(_breakdown(_L1, "W", "TOTAL_ACCESS"),)),
-    Counter(name="l1d_write_hits", label="L1D Write Hits", metric=f"{_L1_LSU}_st_lookup_hit.sum", unit="sector", stats=(_breakdown(_L1, "W", "HIT"),)),
-    Counter(
-        name="dram_reads", label="DRAM Reads", metric="dram__sectors_read.sum", unit="sector",
-        stats=("number of total read accesses.total dram reads",),
-    ),
+    Counter(name="l1d_writes", label="L1D Write Access", metric=f"{_L1TEX}_st.sum", unit="sector", stats=(_breakdown(_L1, "W", "TOTAL_ACCESS"),)),
+    Counter(name="l1d_write_hits", label="L1D Write Hits", metric=f"{_L1TEX}_st_lookup_hit.sum", unit="sector", stats=(_breakdown(_L1, "W", "HIT"),)),
+    Counter(name="dram_reads", label="DRAM Reads", metric="dram__sectors_read.sum", unit="sector", stats=("number of total read accesses.total dram reads",)),
     Counter(
         name="dram_writes", label="DRAM Writes", metric="dram__sectors_write.sum", unit="sector",
         stats=("number of total write accesses.total dram writes",),

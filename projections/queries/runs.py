@@ -409,7 +409,9 @@ def _real_timing(con: Con, trace_id: str) -> list[_Real]:
     return real
 
 
-def _counter_comparison(con: Con, run_id: str, labelled: Labelled, real: list[_Real], rows: list[ComparisonRow]) -> dict[str, CounterComparison] | None:
+def _counter_comparison(
+    con: Con, run_id: str, labelled: Labelled, real: list[_Real], rows: list[ComparisonRow]
+) -> dict[str, CounterComparison] | None:
     """Each hardware counter the real timing has (`cascade_core.counters`), against the sum of
     its stats' per-kernel values (`kernel_stats.value`: never a running total), median over a
     config's replicas; a kernel lacking one of the stats, or with a value that is not finite
