@@ -227,6 +227,30 @@ class ComparisonRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     kernel_short_name: Annotated[str | None, msgspec.Meta(description=SHORT_NAME)] = None
 
 
+class CounterRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    kernel_index: int
+    real: Annotated[float | None, msgspec.Meta(description="The hardware counter's value, the mean over the trace's hardware repetitions.")]
+    sim: Annotated[
+        dict[str, float | None],
+        msgspec.Meta(
+            description="Per config of the comparison's `configs`: the median over its replicas of the kernel's own value of the "
+            "stats (kernel_stats' `value`, never a running total), summed; null where no replica has them."
+        ),
+    ]
+    real_spread: Annotated[Spread | None, msgspec.Meta(description="With two or more repetitions: their spread.")] = None
+
+
+class CounterComparison(msgspec.Struct, frozen=True, kw_only=True):
+    """A hardware counter of the trace's real timing against the simulator stats Accel-Sim's
+    util/plotting/correl_mappings.py pairs it with."""
+
+    label: Annotated[str, msgspec.Meta(description="correl_mappings.py's name for it, such as `L2 Reads`.")]
+    hw_metric: Annotated[str, msgspec.Meta(description="Nsight Compute's metric, in its base unit (a count, or a percentage).")]
+    sim_stats: Annotated[list[str], msgspec.Meta(description="The simulator's stats (docs/stats-naming.md) whose per-kernel values are summed.")]
+    rows: Annotated[list[CounterRow], msgspec.Meta(description="A row per row of the comparison, by kernel_index.")]
+    correlation: Annotated[dict[str, Correlation], msgspec.Meta(description="sim against real, per config, scored as `correlation` scores time.")]
+
+
 class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     has_real_timing: bool
     configs: Annotated[
@@ -267,6 +291,14 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         int | None, msgspec.Meta(description="When partial: the kernel rows every config has a sim_ns for, over which to total and compare.")
     ] = None
     kernels_total: Annotated[int | None, msgspec.Meta(description="When partial: the trace's kernels, a row each once finished.")] = None
+    counters: Annotated[
+        dict[str, CounterComparison] | None,
+        msgspec.Meta(
+            description="With a real-timing file from Nsight Compute that has hardware counters: each, by a stable name (warp_instructions, "
+            "l2_reads, l2_read_hits, l2_writes, l2_write_hits, l1d_reads, l1d_read_hits, l1d_writes, l1d_write_hits, dram_reads, "
+            "dram_writes, occupancy), against its simulator stats; absent without counters."
+        ),
+    ] = None
 
 
 # A fast sim against its reference (GET and POST /api/sims/{sim_id}/reference): Cascade's own,

@@ -242,7 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("configs", nargs="+", metavar="CONFIG[xN]", help="GPU configs, each with an optional replica count")
     _fast_sim_arguments(add)
     _watch(add)
-    _on_a_run(sub, "compare", "a run's kernels: simulated time per config (median of replicas) and real time", "the Comparison")
+    compare = _on_a_run(sub, "compare", "a run's kernels: simulated time per config (median of replicas) and real time", "the Comparison")
+    compare.add_argument(
+        "--counters", action="store_true",
+        help="instead, each hardware counter of the trace's real timing (ncu --csv) against its simulator stats, scored per config",
+    )
 
     sim = sub.add_parser("sim", help="work with one sim of a run")
     sim_sub = sim.add_subparsers(dest="sim_command", required=True)

@@ -178,7 +178,7 @@ def add(args: argparse.Namespace) -> int:
 
 def compare(args: argparse.Namespace) -> int:
     raw = api_client(args).get(f"/api/runs/{quoted_id(args.run_id)}/comparison")
-    return _answer(args, raw, Comparison, runs_text.comparison_table)
+    return _answer(args, raw, Comparison, runs_text.counters_table if args.counters else runs_text.comparison_table)
 
 
 def reference(args: argparse.Namespace) -> int:

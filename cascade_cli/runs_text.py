@@ -241,15 +241,39 @@ def comparison_table(comparison: Comparison) -> list[str]:
     return lines
 
 
+_SCORES = ["kernels", "Correl", "Err", "Agg_Err", "RPD", "NRMSE", "<1%", "<10%"]
+
+
 def scores_table(scores: dict[str, Correlation]) -> list[str]:
     """Each config's scores, in plot-correlation.py's names and number formats."""
-    header = ["config", "kernels", "Correl", "Err", "Agg_Err", "RPD", "NRMSE", "<1%", "<10%", "over", "under"]
-    rows = [
-        [config, str(s.kernels), _number(s.correl, ".4"), _percent(s.err_pct), _percent(s.agg_err_pct), _percent(s.rpd_pct),
-         _number(s.nrmse, ".2f"), str(s.err_under_1pct), str(s.err_under_10pct), str(s.over), str(s.under)]
-        for config, s in scores.items()
-    ]
+    header = ["config", *_SCORES, "over", "under"]
+    rows = [[config, *_scores(s), str(s.over), str(s.under)] for config, s in scores.items()]
     return table(header, rows, right=frozenset(range(1, len(header))))
+
+
+def _scores(s: Correlation) -> list[str]:
+    return [
+        str(s.kernels), _number(s.correl, ".4"), _percent(s.err_pct), _percent(s.agg_err_pct), _percent(s.rpd_pct),
+        _number(s.nrmse, ".2f"), str(s.err_under_1pct), str(s.err_under_10pct),
+    ]
+
+
+def counters_table(comparison: Comparison) -> list[str]:
+    """Each hardware counter of the real timing against the sum of its simulator stats'
+    per-kernel values, a row per config, scored as time is (`cascade compare --counters`)."""
+    if not comparison.counters:
+        return ["no hardware counters: the trace's real timing has none of the metrics Accel-Sim's correl_mappings.py pairs "
+                "with simulator stats (ncu --csv --metrics smsp__inst_executed.sum,lts__t_sectors_srcunit_tex_op_read.sum,...)"]
+    header = ["counter", "hw metric", "sim stat", "config", *_SCORES]
+    rows = [
+        [name, counter.hw_metric, " + ".join(counter.sim_stats), config, *_scores(s)]
+        for name, counter in comparison.counters.items()
+        for config, s in counter.correlation.items()
+    ]
+    lines = table(header, rows, right=frozenset(range(4, len(header))))
+    if comparison.partial:
+        lines.append("partial: the run is not over, or a config lacks kernels another has; scores are over the kernels each config has")
+    return lines
 
 
 def _number(x: float | None, spec: str) -> str:

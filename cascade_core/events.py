@@ -43,15 +43,18 @@ class StoredFile(msgspec.Struct, frozen=True):
 
 class RealTiming(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     """A kernel launch as measured on hardware, in one pass over the program (`repeat`, from
-    0): its duration, its GPU cycles (Nsight Compute's `gpc__cycles_elapsed.avg`), or both.
-    `kernel_id` is the launch's uid in the trace (in older events, the id the file gave it);
-    either way it orders a pass's rows."""
+    0): its duration, its GPU cycles (Nsight Compute's `gpc__cycles_elapsed.avg`), or both;
+    and the hardware counters of `cascade_core.counters` the file has, by ncu's metric name
+    in its base unit (absent in older events and without them). `kernel_id` is the launch's
+    uid in the trace (in older events, the id the file gave it); either way it orders a
+    pass's rows."""
 
     kernel_id: int
     kernel_name: str
     duration_ns: float | None
     repeat: int = 0
     cycles: float | None = None
+    counters: dict[str, float] | None = None
 
 
 class TraceEvent(Event, frozen=True, kw_only=True):

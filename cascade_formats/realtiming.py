@@ -9,6 +9,9 @@
   metrics are read: `gpu__time_duration.sum` (the launch's duration) and
   `gpc__cycles_elapsed.avg` (its GPU cycles, what Accel-Sim's hardware runs collect:
   util/hw_stats/run_hw.py). IDs order the launches; values may carry thousands separators.
+  The hardware counters of `cascade_core.counters` (warp instructions, L1D, L2 and DRAM
+  sectors, occupancy) are read too where the file has them: a counter must then be there
+  for every launch, in a unit it can be converted from, as the times must.
 - Nsight Systems' `nsys stats --report cuda_gpu_trace --format csv`: a row per GPU activity
   (`Start (ns),Duration (ns),CorrId,...,Name`); memory copies and sets (`[CUDA memcpy
   HtoD]`, `[CUDA memset]`) are left out and the kernels ordered by CorrId, which counts the
@@ -35,6 +38,7 @@ from collections.abc import Iterator, Sequence
 
 import msgspec
 
+from cascade_core.counters import Counter, by_metric
 from cascade_core.events import Measure, RealTiming, TimingFormat, TraceKernel
 from cascade_core.traces import TimingFile
 from cascade_formats.kernel_names import short_name
@@ -56,6 +60,9 @@ _UNITS: dict[Measure, dict[str, float]] = {
     "cycles": {"cycle": 1, "Kcycle": 1e3, "Mcycle": 1e6, "Gcycle": 1e9},
 }
 _BASE_UNIT: dict[Measure, str] = {"duration_ns": "nsecond", "cycles": "cycle"}
+NCU_COUNTERS: dict[str, Counter] = by_metric()
+# A count ncu may print with a prefix, as it does cycles; a percentage as it is.
+_PREFIXES = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}
 NSYS_DURATION = "Duration (ns)"
 _DECIMAL = re.compile(r"[0-9]+")
 
@@ -67,6 +74,7 @@ class Launch(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     duration_ns: float | None = None
     cycles: float | None = None
+    counters: dict[str, float] | None = None  # by ncu's metric name
 
 
 class Timing(msgspec.Struct, frozen=True):
@@ -111,6 +119,7 @@ def parse_timing(text: str, source: str) -> Timing:
             raise TraceError(f"{source} line {line}: a header unlike the one on line {header_line}; every pass must be in one layout")
     done = [p.launches() for p in passes]
     measures = _measures(done, source)
+    _counted(done, source)
     return Timing(layout.format, done, measures)
 
 
@@ -140,6 +149,21 @@ def _measures(passes: list[list[Launch]], source: str) -> list[Measure]:
             if getattr(launch, measure) is None:
                 raise TraceError(f"{source} line {launch.line}: {launch.name[:200]!r} has no {_label(measure)}, which other launches have")
     return measures
+
+
+def _counted(passes: list[list[Launch]], source: str) -> None:
+    """Every launch has the counters any launch has: a counter measured for only some
+    launches would be scored over those alone, unlike every other, so it is refused."""
+    launches = [launch for p in passes for launch in p]
+    metrics = {m: launch for launch in launches for m in launch.counters or {}}
+    for launch in launches:
+        missing = [m for m in metrics if m not in (launch.counters or {})]
+        if missing:
+            first = metrics[missing[0]]
+            raise TraceError(
+                f"{source} line {launch.line}: {launch.name[:200]!r} has no {missing[0]}, which the launch on line {first.line} has; "
+                "profile every launch with the same metrics"
+            )
 
 
 def _label(measure: Measure) -> str:
@@ -213,6 +237,16 @@ def _scale(measure: Measure, unit: str, where: str) -> float:
     return scale
 
 
+def _counter_scale(counter: Counter, unit: str, where: str) -> float:
+    unit = unit.strip()
+    prefixes = _PREFIXES if counter.unit != "%" else {"": 1.0}
+    scale = next((s for p, s in prefixes.items() if unit == p + counter.unit), None)
+    if scale is None:
+        known = ", ".join(p + counter.unit for p in prefixes)
+        raise TraceError(f"{where}: unit {unit!r} of {counter.metric} is not one of {known}")
+    return scale
+
+
 class _CascadePass(_Pass):
     format = "cascade"
 
@@ -266,6 +300,13 @@ class _ById(_Pass):
             raise TraceError(f"{self.where(line)}: a second {_label(measure)} of the launch on line {launch['line']}")
         launch[measure] = value
 
+    def counted(self, launch: dict[str, object], metric: str, value: float, line: int) -> None:
+        counters = launch.setdefault("counters", {})
+        assert isinstance(counters, dict)
+        if metric in counters:
+            raise TraceError(f"{self.where(line)}: a second {metric} of the launch on line {launch['line']}")
+        counters[metric] = value
+
     def launches(self) -> list[Launch]:
         return [msgspec.convert(self.found[i], Launch) for i in sorted(self.found)]
 
@@ -277,12 +318,16 @@ class _NcuMetricsPass(_ById):
 
     def add(self, row: list[str], line: int) -> None:
         launch = self.launch(row, line)
-        measure = NCU_METRICS.get(row[self.metric_at].strip())
-        if measure is None:
-            return  # another metric, or a device attribute: not a time
+        metric = row[self.metric_at].strip()
+        measure, counter = NCU_METRICS.get(metric), NCU_COUNTERS.get(metric)
+        if measure is None and counter is None:
+            return  # another metric, or a device attribute: neither a time nor a counter
         where = self.where(line)
-        value = _number(row[self.value_at], row[self.metric_at].strip(), where) * _scale(measure, row[self.unit_at], where)
-        self.measured(launch, measure, value, line)
+        value = _number(row[self.value_at], metric, where)
+        if measure is not None:
+            self.measured(launch, measure, value * _scale(measure, row[self.unit_at], where), line)
+        elif counter is not None:
+            self.counted(launch, metric, value * _counter_scale(counter, row[self.unit_at], where), line)
 
 
 class _NcuRawPass(_ById):
@@ -295,6 +340,7 @@ class _NcuRawPass(_ById):
                 f"{self.where(line)}: Nsight Compute's raw page without a {NCU_TIME} or {NCU_CYCLES} column; "
                 f"profile with --metrics {NCU_TIME},{NCU_CYCLES}"
             )
+        self.counters = {columns.index(m): counter for m, counter in NCU_COUNTERS.items() if m in columns}
         self.units: dict[int, float] | None = None
 
     def add(self, row: list[str], line: int) -> None:
@@ -306,11 +352,14 @@ class _NcuRawPass(_ById):
             self.units = {
                 at: _scale(measure, (row[at] if units else "") or _BASE_UNIT[measure], where) for at, (_, measure) in self.metrics.items()
             }
+            self.units |= {at: _counter_scale(counter, row[at] if units else counter.unit, where) for at, counter in self.counters.items()}
             if units:
                 return
         launch = self.launch(row, line)
         for at, (metric, measure) in self.metrics.items():
             self.measured(launch, measure, _number(row[at], metric, where) * self.units[at], line)
+        for at, counter in self.counters.items():
+            self.counted(launch, counter.metric, _number(row[at], counter.metric, where) * self.units[at], line)
 
 
 class _NsysPass(_Pass):
@@ -366,7 +415,12 @@ def line_up(timing: Timing, kernels: Sequence[TraceKernel], source: str) -> list
                     f"but the trace's kernel {kernel.uid} is {kernel.name[:200]!r} ({short_name(kernel.name)}); "
                     "a pass holds the trace's launches in order, from its first"
                 )
-            rows.append(RealTiming(kernel_id=kernel.uid, kernel_name=launch.name, duration_ns=launch.duration_ns, repeat=repeat, cycles=launch.cycles))
+            rows.append(
+                RealTiming(
+                    kernel_id=kernel.uid, kernel_name=launch.name, duration_ns=launch.duration_ns, repeat=repeat, cycles=launch.cycles,
+                    counters=launch.counters,
+                )
+            )
     return rows
 
 

@@ -93,8 +93,9 @@ class TraceKernelRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class RealTimingRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A kernel launch measured in one hardware pass (`repeat`); a trace's rows in use are
-    those of its `real_timing`, rows of other timing ids are replaced or not yet attached."""
+    """A kernel launch measured in one hardware pass (`repeat`), with the hardware counters
+    the file had; a trace's rows in use are those of its `real_timing`, rows of other timing
+    ids are replaced or not yet attached."""
 
     trace_id: str
     timing_id: str
@@ -104,6 +105,7 @@ class RealTimingRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     duration_ns: float | None
     cycles: float | None
     sample: bool
+    counters: dict[str, float] | None = None  # by ncu's metric name (`cascade_core.counters`)
 
 
 class EntryRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):

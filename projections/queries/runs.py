@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import duckdb
 import msgspec
 
-from cascade_core import attention, reference
+from cascade_core import attention, counters, reference
 from cascade_core import events as ev
 from cascade_core import split as splitting
 from cascade_core.correlation import Correlation, Spread, correlate, measured
@@ -32,6 +32,8 @@ from cascade_api.models import (
     ChunkView,
     Comparison,
     ComparisonRow,
+    CounterComparison,
+    CounterRow,
     CutShortView,
     KernelStat,
     ReferenceComparison,
@@ -310,6 +312,7 @@ class _Real(msgspec.Struct, frozen=True, kw_only=True):
     ns_spread: Spread | None = None
     cycles: float | None = None
     cycles_spread: Spread | None = None
+    counters: dict[str, list[float]] = {}  # by ncu's metric name: its value in each repetition
 
 
 _NO_REAL = _Real()
@@ -342,6 +345,12 @@ def labels_of(con: Con, run: RunSummary) -> Labelled:
     return Labelled(shown, apart)
 
 
+# Kernels with their sim's config as the comparison labels it (`l.label`, else `s.gpu_config`),
+# bound to the sims listed apart and their labels (`Labelled.apart`); and a run's replicas.
+_LABELLED_KERNELS = f"{CURRENT_KERNELS} LEFT JOIN (SELECT unnest(?::VARCHAR[]) AS sim_id, unnest(?::VARCHAR[]) AS label) l ON l.sim_id = s.id"
+_REPLICAS_OF_RUN = "s.run_id = ? AND s.reference_for IS NULL"
+
+
 def _comparison_rows(con: Con, run_id: str, labelled: Labelled, real: list[_Real], indices: list[int] | None) -> list[ComparisonRow]:
     """Comparison rows for the given kernel indices (all when None): a value per config of `labelled`."""
     names, apart = labelled.configs, labelled.apart
@@ -350,8 +359,8 @@ def _comparison_rows(con: Con, run_id: str, labelled: Labelled, real: list[_Real
     records = con.execute(
         f"""SELECT k.kernel_index, coalesce(l.label, s.gpu_config) AS config, median(k.sim_time_ns), median(k.gpu_sim_cycle),
                    arg_min(k.name, s.replica)
-            FROM {CURRENT_KERNELS} LEFT JOIN (SELECT unnest(?::VARCHAR[]) AS sim_id, unnest(?::VARCHAR[]) AS label) l ON l.sim_id = s.id
-            WHERE s.run_id = ? AND s.reference_for IS NULL {only}
+            FROM {_LABELLED_KERNELS}
+            WHERE {_REPLICAS_OF_RUN} {only}
             GROUP BY k.kernel_index, config
             ORDER BY k.kernel_index, list_position(?, config)""",
         [list(apart), list(apart.values()), run_id, *([indices] if indices is not None else []), names],
@@ -382,25 +391,73 @@ def _real_timing(con: Con, trace_id: str) -> list[_Real]:
     """The real timing the trace uses, kernel by kernel in kernel_id order."""
     records = con.execute(
         """SELECT list(r.duration_ns ORDER BY r.repeat) FILTER (WHERE r.duration_ns IS NOT NULL),
-                  list(r.cycles ORDER BY r.repeat) FILTER (WHERE r.cycles IS NOT NULL)
+                  list(r.cycles ORDER BY r.repeat) FILTER (WHERE r.cycles IS NOT NULL),
+                  list(r.counters ORDER BY r.repeat) FILTER (WHERE r.counters IS NOT NULL)
            FROM trace_real_timing r JOIN traces t ON t.id = r.trace_id AND t.real_timing = r.timing_id
            WHERE r.trace_id = ? GROUP BY r.kernel_id ORDER BY r.kernel_id""",
         [trace_id],
     ).fetchall()
     real = []
-    for durations, cycles in records:
+    for durations, cycles, counted in records:
         ns, ns_spread = measured(durations or [])
         mean_cycles, cycles_spread = measured(cycles or [])
-        real.append(_Real(ns=ns, ns_spread=ns_spread, cycles=mean_cycles, cycles_spread=cycles_spread))
+        by_metric: dict[str, list[float]] = {}
+        for repetition in counted or []:
+            for metric, value in repetition.items():
+                by_metric.setdefault(metric, []).append(value)
+        real.append(_Real(ns=ns, ns_spread=ns_spread, cycles=mean_cycles, cycles_spread=cycles_spread, counters=by_metric))
     return real
 
 
+def _counter_comparison(
+    con: Con, run_id: str, labelled: Labelled, real: list[_Real], rows: list[ComparisonRow]
+) -> dict[str, CounterComparison] | None:
+    """Each hardware counter the real timing has (`cascade_core.counters`), against the sum of
+    its stats' per-kernel values (`kernel_stats.value`: never a running total), median over a
+    config's replicas; a kernel lacking one of the stats, or with a value that is not finite
+    (`gpu_occupancy = -nan%` when no warp ran), has none. Scored per config as time is."""
+    present = [c for c in counters.COUNTERS if any(c.metric in r.counters for r in real)]
+    if not present:
+        return None
+    wanted = [(c.name, stat) for c in present for stat in c.stats]
+    records = con.execute(
+        f"""WITH wanted AS (SELECT unnest(?::VARCHAR[]) AS counter, unnest(?::VARCHAR[]) AS stat),
+                parts AS (SELECT counter, count(*) AS n FROM wanted GROUP BY counter),
+                own AS (SELECT k.kernel_index, coalesce(l.label, s.gpu_config) AS config, w.counter, sum(v.value) AS value, count(*) AS n
+                        FROM {_LABELLED_KERNELS}
+                        JOIN kernel_stats v ON v.seq = k.seq JOIN stat_names n ON n.id = v.stat JOIN wanted w ON w.stat = n.name
+                        WHERE {_REPLICAS_OF_RUN} AND isfinite(v.value)
+                        GROUP BY k.seq, k.kernel_index, config, w.counter)
+            SELECT own.kernel_index, own.config, own.counter, median(own.value) FROM own JOIN parts USING (counter)
+            WHERE own.n = parts.n GROUP BY ALL""",
+        [[name for name, _ in wanted], [stat for _, stat in wanted], list(labelled.apart), list(labelled.apart.values()), run_id],
+    ).fetchall()
+    simulated = {(index, config, counter): value for index, config, counter, value in records}
+    compared = {}
+    for counter in present:
+        counter_rows = []
+        for row in rows:
+            known = real[row.kernel_index] if row.kernel_index < len(real) else _NO_REAL
+            mean, spread = measured(known.counters.get(counter.metric, []))
+            sim = {config: simulated.get((row.kernel_index, config, counter.name)) for config in labelled.configs}
+            counter_rows.append(CounterRow(kernel_index=row.kernel_index, real=mean, real_spread=spread, sim=sim))
+        compared[counter.name] = CounterComparison(
+            label=counter.label,
+            hw_metric=counter.metric,
+            sim_stats=list(counter.stats),
+            rows=counter_rows,
+            correlation=_scores(counter_rows, labelled.configs, _counted),
+        )
+    return compared
+
+
 def _compared(
-    run: RunSummary, labelled: Labelled, has_real_timing: bool, rows: list[ComparisonRow], real: list[_Real], kernels_total: int
+    con: Con, run: RunSummary, labelled: Labelled, has_real_timing: bool, rows: list[ComparisonRow], real: list[_Real], kernels_total: int
 ) -> Comparison:
     """The comparison of these rows, a column per config of `labelled`, scored per config
-    against the real values it has, and said to be partial while the run is active or a
-    config lacks rows another has: with how many rows each config has, and how many all have."""
+    against the real values it has (time, cycles, the hardware counters), and said to be
+    partial while the run is active or a config lacks rows another has: with how many rows
+    each config has, and how many all have."""
     names = labelled.configs
     compared = sum(all(ns is not None for ns in row.sim_ns.values()) for row in rows)
     partial = run.state == "active" or compared < len(rows)
@@ -415,6 +472,7 @@ def _compared(
         kernels_done={c: sum(row.sim_ns[c] is not None for row in rows) for c in names} if partial else None,
         kernels_compared=compared if partial else None,
         kernels_total=kernels_total if partial else None,
+        counters=_counter_comparison(con, run.id, labelled, real, rows),
     )
 
 
@@ -423,6 +481,7 @@ def _kernels_total(con: Con, run: RunSummary) -> int:
 
 
 _Pair = tuple[float | None, float | None]  # (real, simulated)
+_Scored = TypeVar("_Scored", ComparisonRow, CounterRow)
 
 
 def _durations(row: ComparisonRow, config: str) -> _Pair:
@@ -433,7 +492,11 @@ def _cycles(row: ComparisonRow, config: str) -> _Pair:
     return row.real_cycles, (row.sim_cycles or {})[config]
 
 
-def _scores(rows: list[ComparisonRow], names: list[str], pair: Callable[[ComparisonRow, str], _Pair]) -> dict[str, Correlation]:
+def _counted(row: CounterRow, config: str) -> _Pair:
+    return row.real, row.sim[config]
+
+
+def _scores(rows: Sequence[_Scored], names: list[str], pair: Callable[[_Scored, str], _Pair]) -> dict[str, Correlation]:
     """Each config's scores over the rows where both of its values are known."""
     scored = {}
     for config in names:
@@ -450,7 +513,7 @@ def comparison(con: Con, run: RunSummary, has_real_timing: bool) -> Comparison:
     each config against it."""
     real = _real_timing(con, run.trace_id) if has_real_timing else []
     labelled = labels_of(con, run)
-    return _compared(run, labelled, has_real_timing, _comparison_rows(con, run.id, labelled, real, None), real, _kernels_total(con, run))
+    return _compared(con, run, labelled, has_real_timing, _comparison_rows(con, run.id, labelled, real, None), real, _kernels_total(con, run))
 
 
 class _Computed(msgspec.Struct, frozen=True, kw_only=True):
@@ -502,7 +565,7 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
             fresh = {row.kernel_index: row for row in _comparison_rows(con, run.id, labelled, real, sorted(touched))} if touched else {}
             kept = [fresh.pop(row.kernel_index, row) for row in known.comparison.rows]
             rows = kept + sorted(fresh.values(), key=lambda r: r.kernel_index)
-        result = _compared(run, labelled, trace.has_real_timing, rows, real, _kernels_total(con, run))
+        result = _compared(con, run, labelled, trace.has_real_timing, rows, real, _kernels_total(con, run))
         cache[key] = _Computed(comparison=result, real=real, labelled=labelled, kernels=kernels, last_seq=last_seq)
         return result
 

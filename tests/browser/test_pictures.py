@@ -23,15 +23,24 @@ from tests.cascade_http.live import LiveServer
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(missing() is not None, reason=missing() or "")]
 
 RUN = "run-pictures0001"
-# ncu's raw page, two passes over the trace's three kernels: duration (µs) and cycles.
-NCU_HEADER = '"ID","Kernel Name","gpu__time_duration.sum","gpc__cycles_elapsed.avg"\n"","","usecond","cycle"\n'
-PASSES = [[(3.9, 5500), (5.1, 7000), (3.7, 5300)], [(4.1, 5700), (5.3, 7400), (3.9, 5500)]]
+# ncu's raw page, two passes over the trace's three kernels: duration (µs), cycles, and the
+# L2 and L1D read sectors (hardware counters; SM61_TITANX's log has no L1D stats, SM7_QV100's has).
+NCU_HEADER = (
+    '"ID","Kernel Name","gpu__time_duration.sum","gpc__cycles_elapsed.avg","lts__t_sectors_srcunit_tex_op_read.sum",'
+    '"l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"\n"","","usecond","cycle","sector","sector"\n'
+)
+PASSES = [
+    [(3.9, 5500, 30, 26), (5.1, 7000, 250, 282), (3.7, 5300, 28, 26)],
+    [(4.1, 5700, 34, 26), (5.3, 7400, 262, 282), (3.9, 5500, 28, 26)],
+]
 
 
 @pytest.fixture(scope="module")
 def run(cascade: LiveServer, api: httpx.Client) -> str:
     seed(cascade, stats_world.events(RUN))
-    body = "".join(NCU_HEADER + "".join(f'"{i}","_Z6kernelv{i + 1}","{us}","{c:,}"\n' for i, (us, c) in enumerate(p)) for p in PASSES)
+    body = "".join(
+        NCU_HEADER + "".join(f'"{i}","_Z6kernelv{i + 1}","{us}","{c:,}","{l2}","{l1}"\n' for i, (us, c, l2, l1) in enumerate(p)) for p in PASSES
+    )
     attached = api.put(f"/api/traces/{stats_world.TRACE}/real-timing", content=body, headers={"Content-Type": "text/csv"})
     assert attached.status_code == 200, attached.text
     return RUN
@@ -136,6 +145,34 @@ POINT_AT = """({ id, real, sim }) => {
   const at = (v) => (Math.log10(v) - Math.log10(g.domain[0])) / (Math.log10(g.domain[1]) - Math.log10(g.domain[0])) * g.side;
   return [g.left + at(real), g.top + g.side - at(sim)];
 }"""
+
+
+def test_compare_draws_each_hardware_counter_against_its_stats(page: Any, cascade: LiveServer, api: httpx.Client, run: str) -> None:
+    comparison = api.get(f"/api/runs/{run}/comparison").json()
+    counters = comparison["counters"]
+    assert list(counters) == ["l2_reads", "l1d_reads"]
+    sign_in(page, cascade.url, f"#/runs/{run}/compare")
+    page.wait_for_selector("#counters-chart[data-measure=l2_reads]")
+
+    def expected(name: str) -> list[dict[str, Any]]:
+        rows = counters[name]["rows"]
+        return [
+            {"gpu_config": cfg, "kernel_index": r["kernel_index"], "real": r["real"], "sim": r["sim"][cfg]}
+            for cfg in comparison["configs"] for r in rows if r["real"] and r["sim"][cfg]
+        ]
+
+    # L2 reads: each kernel's own, on both configs (their logs print running totals).
+    l2 = expected("l2_reads")
+    assert data_json(page, "#counters-chart", "points") == l2
+    assert {p["gpu_config"] for p in l2} == set(comparison["configs"]) and len(l2) == 6
+    assert [p["real"] for p in l2[:3]] == [32.0, 256.0, 28.0]  # the mean of the two passes
+    # L1D reads: only SM7_QV100 has the stats.
+    page.select_option("#counters-measure", "l1d_reads")
+    page.wait_for_selector("#counters-chart[data-measure=l1d_reads]")
+    l1 = expected("l1d_reads")
+    assert data_json(page, "#counters-chart", "points") == l1
+    assert {p["gpu_config"] for p in l1} == {"SM7_QV100"} and len(l1) == 3
+    assert page.is_visible("#pic-scatter") and page.is_visible("#pic-counters")
 
 
 def test_compare_shows_a_config_edited_between_replicas_apart_per_digest(page: Any, cascade: LiveServer, api: httpx.Client) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cascade_core.counters import COUNTERS
 from cascade_core.events import RealTiming, TraceKernel
 from cascade_formats.realtiming import Launch, Timing, line_up, parse_timing, same_kernel
 from cascade_formats.tracefiles import TraceError
@@ -97,6 +98,38 @@ def test_ncu_raw_page_reads_as_the_default_page() -> None:
     assert [x.name for x in raw.passes[0]] == ["vecAdd", "mult_gpu", "vecAdd"]
 
 
+# ncu-counters-*.csv: each counter's value per launch, in its base unit, the metrics in ncu's
+# order (by name), as the files have them.
+METRICS = sorted(c.metric for c in COUNTERS)
+PER_LAUNCH = [
+    (32, 16, 32, 0, 16, 0, 32, 0, 16, 0, 50.5, 344),
+    (256, 128, 256, 0, 128, 0, 256, 0, 128, 0, 75.25, 4800),
+    (0, 0, 32, 0, 16, 0, 32, 24, 16, 16, 48, 344),
+]
+COUNTED = {metric: [launch[i] for launch in PER_LAUNCH] for i, metric in enumerate(METRICS)}
+
+
+@pytest.mark.parametrize("name", ["ncu-counters-details.csv", "ncu-counters-raw.csv"])
+def test_ncu_counters_on_either_page(name: str) -> None:
+    rows = timed(fixture(name))
+    assert [(r.kernel_id, r.duration_ns, r.cycles) for r in rows] == [(1, 3230.0, 4580.5), (2, 5860.0, 8298.0), (3, 3104.0, 4410.0)]
+    assert [r.counters for r in rows] == [{m: float(v[i]) for m, v in COUNTED.items()} for i in range(3)]
+
+
+def test_ncu_counters_scaled_from_prefixed_units() -> None:
+    rows = ncu_rows(
+        (0, "vecAdd", "gpu__time_duration.sum", "ns", "3"),
+        (0, "vecAdd", "smsp__inst_executed.sum", "Kinst", "4.8"),
+        (0, "vecAdd", "dram__sectors_read.sum", "Msector", "1.5"),
+    )
+    assert [r.counters for r in timed(rows)] == [{"smsp__inst_executed.sum": 4800.0, "dram__sectors_read.sum": 1.5e6}]
+
+
+def test_files_without_counters_have_none() -> None:
+    assert all(r.counters is None for r in timed(fixture("ncu-details.csv")))
+    assert all(r.counters is None for r in timed(CASCADE_HEADER + f"1,{VEC_ADD},5\n"))
+
+
 def test_ncu_cycles_of_two_runs_concatenated() -> None:
     timing = parse_timing(fixture("ncu-cycles-2-passes.csv"), "cycles.csv")
     assert (timing.measures, len(timing.passes)) == (["cycles"], 2)
@@ -166,6 +199,9 @@ NCU_RAW_HEADER = '"ID","Kernel Name","gpu__time_duration.sum"\n"","","nsecond"\n
 NSYS_HEADER = "Start (ns),Duration (ns),CorrId,Name\n"
 
 
+TIMED = (0, "vecAdd", "gpu__time_duration.sum", "ns", "3")  # a launch's time, beside the counters of a case
+
+
 def ncu_rows(*rows: tuple[int, str, str, str, str]) -> str:
     return NCU_HEADER + "".join(f'"{i}","1","{name}","{metric}","{unit}","{value}"\n' for i, name, metric, unit, value in rows)
 
@@ -224,6 +260,34 @@ def ncu_rows(*rows: tuple[int, str, str, str, str]) -> str:
         ),
         (NCU_RAW_HEADER + '"0","vecAdd","3"\n"0","vecAdd","4"\n', "t.csv line 4: a second duration of the launch on line 3"),
         ('"ID","Kernel Name","gpu__time_duration.sum"\n"","","fortnight"\n', "t.csv line 2: unit 'fortnight' of durations is not one of nsecond, ns, usecond, us, msecond, ms, second, s"),
+        (
+            ncu_rows(TIMED, (0, "vecAdd", "lts__t_sectors_srcunit_tex_op_read.sum", "byte", "32")),
+            "t.csv line 3: unit 'byte' of lts__t_sectors_srcunit_tex_op_read.sum is not one of sector, Ksector, Msector, Gsector",
+        ),
+        (
+            ncu_rows(TIMED, (0, "vecAdd", "sm__warps_active.avg.pct_of_peak_sustained_active", "K%", "3")),
+            "t.csv line 3: unit 'K%' of sm__warps_active.avg.pct_of_peak_sustained_active is not one of %",
+        ),
+        (
+            ncu_rows(TIMED, (0, "vecAdd", "smsp__inst_executed.sum", "inst", "n/a")),
+            "t.csv line 3: smsp__inst_executed.sum 'n/a' is not a non-negative number",
+        ),
+        (
+            ncu_rows(TIMED, (0, "vecAdd", "smsp__inst_executed.sum", "inst", "3"), (0, "vecAdd", "smsp__inst_executed.sum", "inst", "3")),
+            "t.csv line 4: a second smsp__inst_executed.sum of the launch on line 2",
+        ),
+        (
+            ncu_rows(
+                (0, "vecAdd", "gpu__time_duration.sum", "ns", "3"), (1, "mult_gpu", "gpu__time_duration.sum", "ns", "4"),
+                (1, "mult_gpu", "dram__sectors_read.sum", "sector", "8"),
+            ),
+            "t.csv line 2: 'vecAdd' has no dram__sectors_read.sum, which the launch on line 3 has; profile every launch with the same metrics",
+        ),
+        (
+            '"ID","Kernel Name","gpu__time_duration.sum","dram__sectors_write.sum"\n"","","nsecond","byte"\n',
+            "t.csv line 2: unit 'byte' of dram__sectors_write.sum is not one of sector, Ksector, Msector, Gsector",
+        ),
+        ('"ID","Kernel Name","gpu__time_duration.sum","dram__sectors_write.sum"\n"0","vecAdd","3","many"\n', "t.csv line 2: dram__sectors_write.sum 'many' is not a non-negative number"),
         (NSYS_HEADER + "100,ten,11,vecAdd\n", "t.csv line 2: Duration (ns) 'ten' is not a non-negative number"),
         (NSYS_HEADER + "100,10,x,vecAdd\n", "t.csv line 2: CorrId 'x' is not a non-negative number"),
         (NSYS_HEADER + "100,10,vecAdd\n", "t.csv line 2: 3 fields, where the header on line 1 has 4"),

@@ -12,10 +12,10 @@ fold rule): the test fails until the dumps are made again, and the diff of the
 
 The live service runs the fake simulator (which replays recorded Accel-Sim output) through
 the real runner on an embedded nats-server: the LLM-serving sample, an upload with real
-timing and a `cascade.json`, real timing attached to a ready trace and replaced, a run that
-succeeds and is topped up (another config and a replica, with an idempotency key), one that
-fails in the simulator and is retried (failing again), one cut short at the simulator's cycle
-limit, one cancelled mid-kernel, split sims (one
+timing and a `cascade.json`, real timing attached to a ready trace and replaced (at last by a
+file with hardware counters), a run that succeeds and is topped up (another config and a
+replica, with an idempotency key), one that fails in the simulator and is retried (failing
+again), one cut short at the simulator's cycle limit, one cancelled mid-kernel, split sims (one
 stitched from its chunks and given a reference after it finished, one failed in a chunk and
 retried, one split "auto" that runs whole), a sim reusing repeated kernels with a reference asked for at
 creation, an upload that fails, a deleted trace, a Slurm job's end as
@@ -89,9 +89,11 @@ def live(tmp: Path, nats_url: str) -> None:
         assert cut["state"] == "succeeded" and cut["sims"][0]["cut_short"]["partial"], cut
 
         _ready(client, tar_of(files_of("combo-vec-mm-xz")), "combo")
-        # Real timing attached later: durations and cycles, then only cycles over two passes in its place.
+        # Real timing attached later: durations and cycles, then only cycles over two passes in its
+        # place, then durations, cycles and hardware counters.
         _attach(client, "combo", "ncu-details.csv", replace=False)
         _attach(client, "combo", "ncu-cycles-2-passes.csv", replace=True)
+        _attach(client, "combo", "ncu-counters-details.csv", replace=True)
         os.environ["CASCADE_FAKE_ACCELSIM_PACE"] = "30"  # read by the simulator the next run starts
         try:
             run_id = create_run(client, "combo", "SM61_TITANX")["id"]

@@ -1,9 +1,10 @@
 // Compare's pictures, each kernel on its own: simulated against real time (a scatter on log
-// axes, per config), each config's time against the first's per kernel (the ratio `cascade
-// compare` prints for totals), and how far each config's replicas spread around their
-// median. The first two draw GET /comparison; the spread, which it does not carry, the
-// run's kernels (every replica's sim_time_ns). Each canvas holds what it drew as JSON in a
-// data attribute: data-points, data-ratios, data-spread.
+// axes, per config), the same for each hardware counter the real timing has (against the
+// simulator stats it is paired with), each config's time against the first's per kernel (the
+// ratio `cascade compare` prints for totals), and how far each config's replicas spread
+// around their median. All but the last draw GET /comparison; the spread, which it does not
+// carry, the run's kernels (every replica's sim_time_ns). Each canvas holds what it drew as
+// JSON in a data attribute: data-points (and data-measure), data-ratios, data-spread.
 
 import { duration, fixed, integer, NONE, percent, precise } from "../format.js";
 import { h } from "../dom.js";
@@ -17,38 +18,48 @@ function picture(id, title, hint, chart, controls = null) {
   return h("div", { class: "picture", id, hidden: true }, h("div", { class: "picture-head" }, h("h3", { class: "sub" }, title), controls), h("p", { class: "hint pad-x" }, hint), chart.el);
 }
 
-// What the scatter can put against real: durations, and cycles when the timing measured them.
+// What the time scatter can put against real: durations, and cycles when the timing measured them.
 const MEASURES = {
-  time: { real: (r) => r.real_ns, sim: (r, cfg) => r.sim_ns[cfg], spread: (r) => r.real_ns_spread, show: precise, axis: duration, unit: "time" },
-  cycles: { real: (r) => r.real_cycles, sim: (r, cfg) => r.sim_cycles?.[cfg], spread: (r) => r.real_cycles_spread, show: integer, axis: compactCycles, unit: "cycles" },
+  time: { name: "Time", real: (r) => r.real_ns, sim: (r, cfg) => r.sim_ns[cfg], spread: (r) => r.real_ns_spread, show: precise, axis: duration },
+  cycles: { name: "Cycles", real: (r) => r.real_cycles, sim: (r, cfg) => r.sim_cycles?.[cfg], spread: (r) => r.real_cycles_spread, show: integer, axis: compactCount },
 };
 
-function compactCycles(v) {
+function compactCount(v) {
   return v >= 1e6 ? `${v / 1e6}M` : v >= 1e3 ? `${v / 1e3}k` : String(v);
 }
 
-export function comparePictures(model, colors) {
-  let comparison = null;
-  let measure = "time";
-
-  const measureSelect = h(
-    "select",
-    { id: "scatter-measure", "aria-label": "Put against real" },
-    h("option", { value: "time" }, "Time"),
-    h("option", { value: "cycles" }, "Cycles"),
+/** Each hardware counter of the comparison (Comparison.counters) as a measure of the scatter:
+ * its rows line up with the comparison's, by kernel_index. */
+function counterMeasures(c) {
+  return Object.fromEntries(
+    Object.entries(c.counters ?? {}).map(([key, counter]) => {
+      const rows = new Map(counter.rows.map((r) => [r.kernel_index, r]));
+      const of = (r) => rows.get(r.kernel_index);
+      return [key, { name: counter.label, real: (r) => of(r)?.real, sim: (r, cfg) => of(r)?.sim[cfg], spread: (r) => of(r)?.real_spread, show: precise, axis: compactCount }];
+    }),
   );
-  measureSelect.addEventListener("change", () => {
-    measure = measureSelect.value;
-    drawScatter();
+}
+
+/** A scatter of simulated against real per kernel and config, on log axes, with a picker of
+ * what to put against real (`measures`, given with each comparison; the picker is shown when
+ * there is a choice, or always with `pickAlways`). Hidden while nothing has both values. */
+function scatterPicture(colors, { id, box, title, hint, pick, pickAlways = false }) {
+  let comparison = null;
+  let measures = {};
+  let measure = null;
+  const select = h("select", { id: `${id}-measure`, "aria-label": pick });
+  select.addEventListener("change", () => {
+    measure = select.value;
+    draw();
   });
   const scatter = scatterPlot({
-    id: "scatter-chart",
-    label: "Simulated against real, per kernel and config, on log axes",
-    axis: (v) => MEASURES[measure].axis(v),
+    id: `${id}-chart`,
+    label: `${title}, per kernel and config, on log axes`,
+    axis: (v) => measures[measure].axis(v),
     xTitle: "real",
     yTitle: "simulated",
     tip: (p) => {
-      const m = MEASURES[measure];
+      const m = measures[measure];
       return [
         kernelTitle(p.row),
         [
@@ -62,14 +73,67 @@ export function comparePictures(model, colors) {
       ];
     },
   });
-  const measureLabel = h("label", { class: "inline", hidden: true }, "Against real", measureSelect);
-  const scatterBox = picture(
-    "pic-scatter",
-    "Simulated against real",
-    "One point per kernel and config; on the dashed line they agree, in the band they are within 10 %. Bars: the range of the hardware repetitions.",
-    scatter,
-    measureLabel,
-  );
+  const label = h("label", { class: "inline", hidden: true }, pick, select);
+  const el = picture(box, title, hint, scatter, label);
+
+  function draw() {
+    const c = comparison;
+    const m = measures[measure];
+    const series = c.configs.map((cfg) => ({ name: cfg, color: colors.get(cfg) }));
+    const points = [];
+    c.configs.forEach((cfg, si) => {
+      for (const row of c.rows) {
+        const real = m.real(row);
+        const sim = m.sim(row, cfg);
+        if (!(real > 0 && sim > 0)) continue;
+        const s = m.spread(row);
+        points.push({ series: si, config: cfg, row, real, sim, ...(s ? { lo: s.min, hi: s.max } : {}) });
+      }
+    });
+    scatter.setData({ series, points });
+    scatter.canvas.dataset.points = JSON.stringify(points.map((p) => ({ gpu_config: p.config, kernel_index: p.row.kernel_index, real: p.real, sim: p.sim })));
+    scatter.canvas.dataset.measure = measure;
+    return points.length;
+  }
+
+  return {
+    el,
+    /** Draws `c` with these measures (the user's pick kept while it is one of them); whether
+     * it drew a point. */
+    render(c, next) {
+      comparison = c;
+      const keys = Object.keys(next);
+      if (keys.join() !== Object.keys(measures).join()) {
+        select.replaceChildren(...keys.map((k) => h("option", { value: k }, next[k].name)));
+      }
+      measures = next;
+      if (!keys.includes(measure)) measure = keys[0] ?? null;
+      select.value = measure ?? "";
+      label.hidden = !(keys.length > 1 || (pickAlways && keys.length));
+      el.hidden = !(measure !== null && draw());
+      return !el.hidden;
+    },
+  };
+}
+
+export function comparePictures(model, colors) {
+  let comparison = null;
+
+  const timeScatter = scatterPicture(colors, {
+    id: "scatter",
+    box: "pic-scatter",
+    title: "Simulated against real",
+    hint: "One point per kernel and config; on the dashed line they agree, in the band they are within 10 %. Bars: the range of the hardware repetitions.",
+    pick: "Against real",
+  });
+  const counterScatter = scatterPicture(colors, {
+    id: "counters",
+    box: "pic-counters",
+    title: "Hardware counters against simulator stats",
+    hint: "One point per kernel and config: the hardware counter (the mean of its repetitions) against the kernel's own value of the stats Accel-Sim's correl_mappings.py pairs it with. A kernel with 0 on either side is not drawn.",
+    pick: "Counter",
+    pickAlways: true,
+  });
 
   const ratios = kernelBars({
     id: "ratio-chart",
@@ -91,26 +155,6 @@ export function comparePictures(model, colors) {
     valueText: (p) => p?.text ?? NONE,
   });
   const spreadBox = picture("pic-spread", "Across replicas", "", spread);
-
-  function drawScatter() {
-    const c = comparison;
-    const m = MEASURES[measure];
-    const series = c.configs.map((cfg) => ({ name: cfg, color: colors.get(cfg) }));
-    const points = [];
-    c.configs.forEach((cfg, si) => {
-      for (const row of c.rows) {
-        const real = m.real(row);
-        const sim = m.sim(row, cfg);
-        if (!(real > 0 && sim > 0)) continue;
-        const s = m.spread(row);
-        points.push({ series: si, config: cfg, row, real, sim, ...(s ? { lo: s.min, hi: s.max } : {}) });
-      }
-    });
-    scatter.setData({ series, points });
-    scatter.canvas.dataset.points = JSON.stringify(points.map((p) => ({ gpu_config: p.config, kernel_index: p.row.kernel_index, real: p.real, sim: p.sim })));
-    scatter.canvas.dataset.measure = measure;
-    return points.length;
-  }
 
   function drawRatios() {
     const c = comparison;
@@ -179,13 +223,12 @@ export function comparePictures(model, colors) {
   }
 
   return {
-    el: h("div", { class: "pictures" }, scatterBox, ratiosBox, spreadBox),
+    el: h("div", { class: "pictures" }, timeScatter.el, counterScatter.el, ratiosBox, spreadBox),
     render(next) {
       comparison = next;
       const cycles = next.rows.some((r) => r.real_cycles !== undefined && r.real_cycles !== null);
-      measureLabel.hidden = !cycles;
-      if (!cycles) measure = measureSelect.value = "time";
-      scatterBox.hidden = !(next.has_real_timing && drawScatter());
+      timeScatter.render(next, next.has_real_timing ? (cycles ? MEASURES : { time: MEASURES.time }) : {});
+      counterScatter.render(next, counterMeasures(next));
       ratiosBox.hidden = !(next.configs.length > 1 && drawRatios());
       spreadBox.hidden = !drawSpread();
     },
