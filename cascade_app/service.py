@@ -17,6 +17,7 @@ from nats.aio.client import Client
 from nats.js.kv import KeyValue
 
 from cascade_app.config import Settings
+from cascade_app.disk import DiskSpace
 from cascade_app.lru import Lru
 from cascade_app.step_timelines import StepTimelines
 from cascade_core import events as ev
@@ -70,6 +71,7 @@ class Cascade:
         # What the log's audit at start found lost up to the read model's checkpoint then
         # (`projections/log_audit.py`); the projector parks what it finds lost after it.
         self.lost_in_log: list[ParkedRow] = []
+        self.disk: DiskSpace | None = None  # the data dir's, as last looked at
         self._kv: KeyValue | None = None
         self._runners: tuple[float, list[Runner]] | None = None
         read_model.after_swap(self._forget_answers)

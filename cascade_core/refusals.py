@@ -40,6 +40,10 @@ class UnsupportedMedia(Refused):
     """What it was given is not a kind of content it takes."""
 
 
+class NoSpace(Refused):
+    """It needs room to store what it was given that the disk does not have now."""
+
+
 class Unavailable(Refused):
     """It cannot be answered now; asking again after `retry_after_s` may succeed."""
 

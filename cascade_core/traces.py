@@ -202,6 +202,19 @@ def interrupted(upload: Upload, received: int, at: datetime) -> ev.TraceFailed:
     return failed(upload, f"the upload was interrupted: the client disconnected after sending {received} bytes; upload the trace again", at)
 
 
+CUT_SHORT = "the upload was cut short: the server stopped while it received or stored it; upload the trace again"
+
+
+def cut_short(trace_id: str, last: ev.Event, at: datetime) -> ev.TraceFailed | None:
+    """The trace of an upload a server stopped receiving or storing, which it left `uploading`
+    or `processing` (`last`: the newest event on its subject), fails in that upload's name,
+    rather than stay half-made; None if `last` is no upload's."""
+    started = last.correlation_id
+    if started is None or not started.endswith(".started"):
+        return None
+    return failed(Upload(trace_id, started.removesuffix(".started")), CUT_SHORT, at)
+
+
 def over_limit(upload: Upload, detail: str, at: datetime) -> list[ev.Event]:
     """The upload went past a limit as it streamed in (`detail` says which): the trace fails
     and is deleted at once, so nothing is kept and the id is free, as when a declared length

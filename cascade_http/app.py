@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 import anyio
 import msgspec
+import nats.errors
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -18,23 +20,29 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from cascade_app import disk
 from cascade_app.reads import read
 from cascade_app.service import NATS_ANSWER_S, Cascade
 from cascade_core import attention
 from cascade_api.models import ErrorDetail, Health, ParkedEvent, Problem, ValidationErrorBody
-from cascade_core.refusals import Refused
+from cascade_core.refusals import NoSpace, Refused, Unavailable
 from cascade_http.auth import BearerAuth
 from cascade_http.openapi import document, operation
-from cascade_http.read_only import ReadOnlyWhileRebuilding
+from cascade_http.read_only import ReadOnly
 from cascade_http.responses import MsgspecResponse, refusal
 from cascade_http.state import cascade
 from cascade_http.validation import RequestValidationError
-from cascade_nats.store import EventTooLarge
+from cascade_nats.pipeline import PublishError
+from cascade_nats.store import EventTooLarge, StoreError
 from cascade_nats.supervise import ConnectionWatch, describe
 from projections.queries import runs as q
 from projections.queries.parked import lost_events, parked_count
 
 VERSION = "0.1.0"
+log = logging.getLogger("cascade")
+# What a store or a wait on NATS raises when it did not store a request's events or files, or
+# did not answer in time (nats-py's timeouts are its own and builtin ones).
+NOT_STORED: tuple[type[Exception], ...] = (nats.errors.Error, PublishError, StoreError, TimeoutError)
 WEB_DIR = Path(__file__).parent / "static"
 
 
@@ -67,6 +75,8 @@ async def health(request: Request) -> Response:
     elif not any(p.task == ConnectionWatch.TASK for p in problems):
         # Lost a moment ago: nats-py tells its watch only after it stopped being connected.
         problems.append(Problem(task=ConnectionWatch.TASK, error="not connected to NATS", since=datetime.now(UTC), restarts=0))
+    if c.disk is not None and c.disk.full_since is not None:
+        problems.append(Problem(task=DISK_TASK, error=disk.said(c.disk), since=c.disk.full_since, restarts=0))
     failing = bool(problems)
     lost = c.with_lost_in_log(await read(c, lost_events))
     if lost:
@@ -90,6 +100,7 @@ async def health(request: Request) -> Response:
 
 
 LOST_TASK = "event log"
+DISK_TASK = "disk"
 _LOST_SHOWN = 3  # the rest are in GET /api/parked
 
 
@@ -117,6 +128,19 @@ async def event_too_large(request: Request, exc: Exception) -> Response:
     """The last resort for a request whose event the store refused before sending it: every
     route's own limits should have refused the request first."""
     return MsgspecResponse(ErrorDetail(f"the request is too large to record ({exc}); make it smaller"), status_code=413)
+
+
+STORE_RETRY_S = 5
+
+
+async def not_stored(request: Request, exc: Exception) -> Response:
+    """A request whose events or files NATS did not store, or did not answer for in time: 507
+    saying what is free when the data dir's disk is full, else 503 to ask again."""
+    c = cascade(request)
+    log.warning("%s %s: not stored: %s", request.method, request.url.path, describe(exc))
+    if c.disk is not None and c.disk.full:
+        return refusal(NoSpace(disk.said(c.disk)))
+    return refusal(Unavailable(f"the event log did not store it or did not answer in time ({describe(exc)}); try again", retry_after_s=STORE_RETRY_S))
 
 
 async def validation_error(request: Request, exc: Exception) -> Response:
@@ -161,9 +185,10 @@ def create_app(token: str | None, service: Callable[[], contextlib.AbstractAsync
     app_routes = routes()
     app = Starlette(
         routes=[*app_routes, *web_routes()],
-        middleware=[Middleware(BearerAuth), Middleware(ReadOnlyWhileRebuilding)],
+        middleware=[Middleware(BearerAuth), Middleware(ReadOnly)],
         exception_handlers={
-            HTTPException: http_error, Refused: refused, RequestValidationError: validation_error, EventTooLarge: event_too_large
+            HTTPException: http_error, Refused: refused, RequestValidationError: validation_error, EventTooLarge: event_too_large,
+            **dict.fromkeys(NOT_STORED, not_stored),
         },
         lifespan=lifespan,
     )

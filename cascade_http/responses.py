@@ -12,7 +12,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Send
 
 from cascade_api.models import ErrorDetail
-from cascade_core.refusals import Conflict, Invalid, NotFound, Refused, TimedOut, TooLarge, Unanswerable, Unavailable, UnsupportedMedia
+from cascade_core.refusals import Conflict, Invalid, NoSpace, NotFound, Refused, TimedOut, TooLarge, Unanswerable, Unavailable, UnsupportedMedia
 
 ENCODER = msgspec.json.Encoder()
 
@@ -64,6 +64,7 @@ STATUSES: dict[type[Refused], int] = {
     UnsupportedMedia: 415,
     Invalid: 422,
     Unavailable: 503,
+    NoSpace: 507,
 }
 
 

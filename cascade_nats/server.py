@@ -38,6 +38,7 @@ USER = "cascade"
 SYNC_ALWAYS = "always"
 CONFIG = "nats-server.conf"
 LOG = "nats-server.log"
+_NO_SPACE = b"no space left on device"
 READY = re.compile(rb"Listening for client connections on ([0-9.]+):(\d+)")
 WATCH_S = 0.25  # how often `keep_running` looks whether the server is still there
 
@@ -77,6 +78,8 @@ class EmbeddedNats:
         self.url = with_password(address, password)
         self.store_dir = store_dir
         self.sync_interval = sync_interval
+        self._read_to = 0  # how much of the log `store_failed` has read; this process's part starts where it was at start
+        self._store_failed = False
 
     @property
     def log_path(self) -> Path:
@@ -96,6 +99,7 @@ class EmbeddedNats:
             self.process.stderr.close()
         host, port = self.address.removeprefix("nats://").rsplit(":", 1)
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._read_to, self._store_failed = offset, False
         self.process = _spawn(self.store_dir, self.password, self.sync_interval, host, int(port))
         deadline = time.monotonic() + timeout
         while _ready(self.process, self.log_path, offset) is None:
@@ -103,6 +107,20 @@ class EmbeddedNats:
                 self.stop(timeout=0)
                 raise NatsServerError(f"nats-server did not become ready again within {timeout:.0f}s (log: {self.log_path})")
             await asyncio.sleep(0.02)
+
+    def store_failed(self) -> bool:
+        """Whether this process failed to write its store for want of space: it keeps that
+        error and refuses every write after it, space or not, until it is started again."""
+        if self._store_failed or not self.log_path.exists():
+            return self._store_failed
+        with self.log_path.open("rb") as f:
+            f.seek(self._read_to)
+            for line in f:
+                if not line.endswith(b"\n"):
+                    break  # still being written: read whole next time
+                self._store_failed = self._store_failed or _NO_SPACE in line
+                self._read_to += len(line)
+        return self._store_failed
 
     def __enter__(self) -> EmbeddedNats:
         return self

@@ -11,12 +11,15 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import anyio
 from starlette.applications import Starlette
 
+from cascade_app import disk
 from cascade_app.config import Settings
 from cascade_app.service import Cascade
+from cascade_app.uploads.receive import fail_cut_short
 from cascade_http.app import create_app
 from cascade_nats.objects import Objects
 from cascade_nats.server import EmbeddedNats
@@ -43,6 +46,25 @@ async def _audit(cascade: Cascade) -> None:
     cascade.lost_in_log = await lost_up_to(cascade.store, cascade.read_model.seq)
     if cascade.lost_in_log:
         log.warning("%d of the log's events up to sequence %d are lost from the store (health says which)", len(cascade.lost_in_log), cascade.read_model.seq)
+
+
+DISK_LOOK_S = 1.0
+
+
+async def _watch_disk(cascade: Cascade, embedded: EmbeddedNats | None) -> None:
+    """Look at the data dir's disk every second (`cascade_app/disk.py`); once it has room
+    again, start the embedded nats-server again if it failed to write its store meanwhile:
+    it refuses every write after such a failure until it is restarted (its watcher starts
+    it again once it has stopped)."""
+    while True:
+        before = cascade.disk
+        cascade.disk = disk.looked_at(cascade.settings.data_dir, before, datetime.now(UTC))
+        if cascade.disk.full and (before is None or not before.full):
+            log.warning("%s", disk.said(cascade.disk))
+        if embedded is not None and not cascade.disk.full and embedded.store_failed():
+            log.warning("nats-server failed to write its store for want of space; the disk has room again: restarting it")
+            await anyio.to_thread.run_sync(embedded.stop)
+        await anyio.sleep(DISK_LOOK_S)
 
 
 @contextlib.asynccontextmanager
@@ -79,6 +101,8 @@ async def running(settings: Settings, embedded: EmbeddedNats | None = None) -> A
                 tg.start_soon(supervise, "nats-server", embedded.keep_running, supervision)
             tg.start_soon(supervise, "projector", read_model.run, supervision)
             tg.start_soon(retry, "log audit", lambda: _audit(cascade), supervision)
+            tg.start_soon(retry, "uploads cut short", lambda: fail_cut_short(cascade), supervision)
+            tg.start_soon(supervise, "disk", lambda: _watch_disk(cascade, embedded), supervision)
             tg.start_soon(supervise, "dispatcher", lambda: dispatch(store, ack_wait_s=settings.runner_lease_s), supervision)
             if settings.runner and install is not None:
                 local = runner(nc, install, settings.data_dir / "runner", settings, supervision)

@@ -24,8 +24,10 @@ from collections.abc import AsyncIterable, Awaitable, Sequence
 
 import anyio
 
+from cascade_app import disk
 from cascade_app.clock import now
 from cascade_app.conflicts import Decision, decided, seq_of
+from cascade_app.reads import read
 from cascade_app.service import Cascade
 from cascade_app.uploads.body import decoded
 from cascade_app.uploads.store import remove, store_archive
@@ -37,6 +39,7 @@ from cascade_core.traces import (
     Compression,
     Upload,
     check_upload,
+    cut_short,
     decide_next,
     decide_outcome,
     decide_upload,
@@ -50,6 +53,7 @@ from cascade_formats import trace_contents
 from cascade_formats.tracefiles import TraceError
 from cascade_host import new_ids
 from cascade_nats import subjects
+from projections.queries.traces import list_traces
 
 # How long cleaning up after a failed upload may take, even while the server shuts down.
 CLEANUP_S = 30.0
@@ -64,6 +68,7 @@ async def upload_trace(c: Cascade, trace_id: str, content_type: str, declared: i
     trace's state in the read model tells the outcome. Refused: what the request line and
     headers show (`check_upload`), a taken id (`Conflict`), a body over a limit (`TooLarge`)."""
     compression = check_upload(trace_id, content_type, declared, c.settings.max_upload_bytes)
+    disk.check_room(disk.looked_at(c.settings.data_dir, c.disk, now()), declared or 0)  # as it is now: uploads are large
     upload = Upload(trace_id, new_ids.upload_id())
     subject = subjects.trace(trace_id)
 
@@ -82,6 +87,21 @@ async def upload_trace(c: Cascade, trace_id: str, content_type: str, declared: i
         await _receive(c, upload, compression, Limited(body, limit, upload_too_large(limit)))
     finally:
         c.uploading.discard(trace_id)
+
+
+async def fail_cut_short(c: Cascade) -> None:
+    """Every upload a server stopped receiving or storing ends failed (`cut_short`), rather
+    than stay `uploading` or `processing`: run at start, before this server receives any."""
+    for trace in await read(c, list_traces):
+        if trace.state in ("uploading", "processing"):
+
+            async def step(trace_id: str = trace.id) -> Decision[None]:
+                last = await c.store.last_on(subjects.trace(trace_id))
+                mine = trace_id in c.uploading  # an upload this server began since
+                ended = None if last is None or mine else cut_short(trace_id, last.event, now())
+                return Decision([] if ended is None else [ended], seq_of(last), None)
+
+            await decided(c, step)
 
 
 async def _next(c: Cascade, upload: Upload, events: Sequence[ev.Event], *, wait: bool = True) -> None:

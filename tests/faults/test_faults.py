@@ -9,26 +9,32 @@ and deselected by default (`pytest -m slow` runs them).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import msgspec
+import nats
+import nats.errors
 import pytest
 
-from cascade_nats import server
+from cascade_nats import server, subjects
 from cascade_nats.wire import without_credentials
 from tests import poison
 from tests.cascade_http.served import CASCADE, stop
 from tests.cascade_http.test_lockdown import refused
 from tests.cascade_http.test_parking import publish
+from tests.cascade_http.trace_archives import files_of, tar_of
 from tests.faults import chatter
 from tests.faults.cluster import TOKEN, Cluster, EventStream, rss_mib, wait_for
 from tests.faults.invariants import check
@@ -336,3 +342,139 @@ def test_an_event_lost_from_a_damaged_store_is_said_everywhere(cluster: Cluster,
         "(cascade events --parked says what was stored around each)"
     ], verified.stdout + verified.stderr
     record(f"lost-event-read-model-{read_model}", seq=lost["seq"], parked=lost["error"], events_s=round(seconds, 1))
+
+
+# --- a full disk --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 96 MiB filesystem of the test's own (tmpfs), where the system lets it mount one."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {mounted.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path, leave: int) -> Path:
+    """A file taking all the room on `disk` but `leave` bytes."""
+    stat = os.statvfs(disk)
+    filler = disk / "filler"
+    subprocess.run(["fallocate", "-l", str(stat.f_bavail * stat.f_frsize - leave), str(filler)], check=True)
+    return filler
+
+
+async def write_fails(nats_url: str) -> None:
+    nc = await nats.connect(nats_url)
+    try:
+        with pytest.raises(nats.errors.TimeoutError):
+            await nc.jetstream().publish(subjects.run("x"), os.urandom(256 << 10), timeout=3)
+    finally:
+        await nc.close()
+
+
+def test_a_full_disk_is_said_and_heals_by_itself(small_disk: Path) -> None:
+    """serve's data dir on a small filesystem, filled to 64 KiB: health is degraded with a
+    `disk` problem, an upload and a new run are refused at once with 507 saying what is
+    free, and nothing is left half-made. Space back, health is ok within seconds, and an
+    upload and a run succeed; a nats-server that failed to write its store for want of space
+    (it refuses every write after that until it is restarted) is started again."""
+    cluster = Cluster(small_disk, pace_s=0.05)
+    try:
+        cluster.serve()
+        cluster.upload()
+        filler = fill(small_disk, 64 << 10)
+        wait_for(lambda: any(p["task"] == "disk" for p in cluster.health()[1]["problems"]), 10, "health says the disk is full")
+        status, health = cluster.health()
+        assert status == 503
+        (problem,) = [p for p in health["problems"] if p["task"] == "disk"]
+        assert problem["error"].startswith(f"the data dir's disk is full: {cluster.data_dir} has ")
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        started = time.monotonic()
+        body = tar_of(files_of("combo-vec-mm-xz"), top="combo-vec-mm-xz")
+        upload = httpx.post(f"{cluster.url}/api/traces?id=full", content=body, headers={**headers, "Content-Type": "application/x-tar"}, timeout=60)
+        run = httpx.post(f"{cluster.url}/api/runs", json={"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]}, headers=headers, timeout=60)
+        refused_in = time.monotonic() - started
+        assert (upload.status_code, run.status_code) == (507, 507), (upload.text, run.text)
+        assert all(r.json()["detail"].startswith(f"the data dir's disk is full: {cluster.data_dir} has ") for r in (upload, run))
+        assert refused_in < 2
+        assert httpx.get(f"{cluster.url}/api/traces/full", headers=headers).status_code == 404, "nothing half-made"
+        # nats-server itself fails to write, as it would had a request got through.
+        asyncio.run(write_fails(cluster.nats_url))
+
+        filler.unlink()
+        freed = time.monotonic()
+        wait_for(lambda: cluster.health()[0] == 200, 30, "health is ok again")
+        healed_in = time.monotonic() - freed
+        # Not full, but an upload that would not fit with room to spare is refused before it is read.
+        filler = fill(small_disk, 24 << 20)
+        large = httpx.post(f"{cluster.url}/api/traces?id=large", content=bytes(12 << 20), headers={**headers, "Content-Type": "application/x-tar"}, timeout=60)
+        assert large.status_code == 507 and large.json()["detail"].startswith("the data dir's disk has too little room: ")
+        assert large.json()["detail"].endswith("this request would store at least 12.0 MiB; free some space (it goes on by itself within seconds)")
+        filler.unlink()
+        cluster.upload(trace_id="after")
+        run_id = cluster.create_run(1, trace_id="after")
+        assert cluster.wait_until_final(run_id, 90)["state"] == "succeeded"
+        restarted = "restarting it" in (small_disk / "serve-1.log").read_text(errors="replace")
+        record("full-disk", refused_in_s=round(refused_in, 2), healed_in_s=round(healed_in, 1), nats_server_restarted=restarted)
+    finally:
+        cluster.close()
+
+
+def test_an_upload_cut_short_by_a_killed_server_ends_failed(cluster: Cluster) -> None:
+    """serve killed -9 while it receives an upload: started again, it ends that upload
+    failed (not `uploading` for ever), and the id can be uploaded again."""
+    cluster.serve()
+    body = tar_of(files_of("combo-vec-mm-xz"), top="combo-vec-mm-xz")
+    sent = threading.Event()
+
+    def slow() -> Iterator[bytes]:
+        yield body[: len(body) // 2]
+        sent.set()
+        time.sleep(60)  # the rest never comes: the server is killed first
+        yield body[len(body) // 2 :]
+
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/x-tar"}
+    uploading = threading.Thread(target=lambda: _quietly(lambda: httpx.post(f"{cluster.url}/api/traces?id=cut", content=slow(), headers=headers, timeout=120)), daemon=True)
+    uploading.start()
+    assert sent.wait(30)
+    wait_for(lambda: cluster.api("GET", "/api/traces/cut")["state"] == "uploading", 20, "the upload began")
+    cluster.kill_serve()
+    cluster.serve()
+    wait_for(lambda: cluster.api("GET", "/api/traces/cut")["state"] == "failed", 20, "the cut upload ends failed")
+    assert cluster.api("GET", "/api/traces/cut")["error"].startswith("the upload was cut short: the server stopped while it received or stored it")
+    assert httpx.delete(f"{cluster.url}/api/traces/cut", headers=headers, timeout=30).status_code == 204
+    cluster.upload(trace_id="cut")
+
+
+def _quietly(request: Callable[[], object]) -> None:
+    with contextlib.suppress(httpx.HTTPError):
+        request()
+
+
+def test_a_request_nats_does_not_answer_for_is_503_with_retry_after(cluster: Cluster) -> None:
+    """nats-server stopped (SIGSTOP: its connections stay open, nothing answers): a new run
+    is refused with 503 and Retry-After once the store's wait runs out, not a bare 500; and
+    goes through once nats-server goes on."""
+    cluster.serve()
+    cluster.upload()
+    pid = cluster.embedded_nats_pid()
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    body = {"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]}
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        stopped = httpx.post(f"{cluster.url}/api/runs", json=body, headers=headers, timeout=60)
+        answered_in = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert stopped.status_code == 503 and stopped.headers["Retry-After"] == "5", stopped.text
+    assert stopped.json()["detail"].startswith("the event log did not store it or did not answer in time (")
+    run_id = cluster.create_run(1)
+    assert cluster.wait_until_final(run_id, 90)["state"] == "succeeded"
+    record("nats-stopped", answered_in_s=round(answered_in, 1))
