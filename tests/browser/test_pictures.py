@@ -242,6 +242,8 @@ def test_the_stat_explorer_finds_a_stat_and_draws_it_per_kernel_and_config(page:
     assert [(r["median"], r["running_total"]) for r in values["rows"] if r["gpu_config"] == "SM61_TITANX"] == [(39, 39), (384, 423), (39, 462)]
     page.wait_for_function("() => JSON.parse(document.querySelector('#stat-bars').dataset.bars ?? '[]')[0]?.median === 39")
     assert data_json(page, "#stat-bars", "bars") == [{k: r[k] for k in ("kernel_index", "gpu_config", "median", "min", "max")} for r in values["rows"]]
+    table_lists(page, values["rows"])  # the same kernels and configs as the last stat's: wait for this one's totals
+    page.wait_for_selector("#stat-table .vt-row [data-running-total]")
     totals = page.eval_on_selector_all("#stat-table .vt-row [data-running-total]", "els => els.map(e => Number(e.dataset.runningTotal))")
     assert totals == [r["running_total"] for r in values["rows"]]
 

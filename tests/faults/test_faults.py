@@ -478,3 +478,37 @@ def test_a_request_nats_does_not_answer_for_is_503_with_retry_after(cluster: Clu
     run_id = cluster.create_run(1)
     assert cluster.wait_until_final(run_id, 90)["state"] == "succeeded"
     record("nats-stopped", answered_in_s=round(answered_in, 1))
+
+
+@pytest.mark.parametrize("damage", ["cut to half", "bytes flipped", "not a database"])
+def test_a_damaged_read_model_is_made_again_from_the_log_at_start(cluster: Cluster, damage: str) -> None:
+    """serve stopped after a run, its read model damaged: serve starts again, moves the file
+    aside (one log line) and answers every read as before, from the log."""
+    served = cluster.serve()
+    cluster.upload()
+    run_id = cluster.create_run(2)
+    before = cluster.wait_until_final(run_id, 90)
+    kernels = cluster.api("GET", f"/api/runs/{run_id}/kernels")
+    stop(served.process)
+    cluster.served = None
+    db = cluster.data_dir / "readmodel.duckdb"
+    size = db.stat().st_size
+    if damage == "cut to half":
+        os.truncate(db, size // 2)
+    elif damage == "bytes flipped":
+        with db.open("r+b") as f:  # one in each of DuckDB's 256 KiB blocks past its 12 KiB of headers
+            for at in range((12 << 10) + 4096, size, 256 << 10):
+                f.seek(at)
+                byte = f.read(1)
+                f.seek(-1, 1)
+                f.write(bytes([byte[0] ^ 0xFF]))
+    else:
+        db.write_bytes(b"not a database\n" * 100)
+    started = time.monotonic()
+    cluster.serve()
+    wait_for(lambda: cluster.run(run_id)["state"] == before["state"], 30, "the run is read again")
+    assert cluster.api("GET", f"/api/runs/{run_id}/kernels") == kernels
+    assert cluster.health()[0] == 200
+    said = [line for line in (cluster.tmp / "serve-2.log").read_text(errors="replace").splitlines() if "is damaged" in line]
+    assert len(said) == 1 and said[0].endswith(f"moved to {db}.damaged, and made again from the log"), said
+    record(f"damaged-read-model-{damage.replace(' ', '-')}", read_again_in_s=round(time.monotonic() - started, 1))
