@@ -77,6 +77,7 @@ async def running(settings: Settings, embedded: EmbeddedNats | None = None) -> A
                 tg.start_soon(supervise, "runner", local.run, supervision)
             yield cascade
             tg.cancel_scope.cancel()
+        await cascade.sql_children.aclose()
         read_model.close()
     finally:
         await store.close()

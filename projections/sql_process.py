@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
+from anyio.abc import Process
 import duckdb
 import msgspec
 import pyarrow as pa
@@ -68,14 +69,47 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
 _REFUSALS: dict[Refusal, type[Refused]] = {"invalid": Invalid, "timed_out": TimedOut, "unanswerable": Unanswerable}
 
 
-async def answer(db: Path, select: str, form: SqlFormat, limits: user_sql.Limits, memory: int) -> bytes:
-    """The answer to the checked SELECT `select` on the read model `db`, run in a process of
-    its own within `limits` and `memory` bytes; a refusal if none."""
+class Children:
+    """Processes for queries, each started before a query needs it, so that none waits for
+    Python and DuckDB to load: one waits for the next query, and another is started when a
+    query takes it. Each runs one query and ends."""
+
+    def __init__(self) -> None:
+        self._waiting: Process | None = None
+
+    async def take(self) -> Process:
+        process, self._waiting = self._waiting, None
+        if process is None or process.returncode is not None:
+            process = await _start()
+        if self._waiting is None:
+            self._waiting = await _start()
+        return process
+
+    async def aclose(self) -> None:
+        if self._waiting is not None:
+            await _stop(self._waiting)
+
+
+async def _start() -> Process:
+    command = [sys.executable, "-m", "projections.sql_process"]
+    return await anyio.open_process(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
+
+
+async def _stop(process: Process) -> None:
+    with anyio.CancelScope(shield=True):
+        if process.returncode is None:
+            process.kill()
+        await process.aclose()
+
+
+async def answer(children: Children, db: Path, select: str, form: SqlFormat, limits: user_sql.Limits, memory: int) -> bytes:
+    """The answer to the checked SELECT `select` on the read model `db`, run in one of
+    `children` within `limits` and `memory` bytes; a refusal if none."""
     folder = Path(await anyio.to_thread.run_sync(_folder, db))
     try:
         copy = await anyio.to_thread.run_sync(snapshot, db, folder)
         query = Query(db=str(copy), select=select, form=form, limits=limits, memory=memory)
-        outcome = await _run(query)
+        outcome = await _run(await children.take(), query)
     finally:
         await anyio.to_thread.run_sync(shutil.rmtree, folder)
     if outcome.refused is not None:
@@ -111,10 +145,8 @@ def _too_much_memory(memory: int) -> str:
     return f"the query needed more than CASCADE_SQL_MEMORY_BYTES ({memory:,} bytes) and was stopped; ask for less, or aggregate"
 
 
-async def _run(query: Query) -> Outcome:
+async def _run(process: Process, query: Query) -> Outcome:
     limit = query.limits.seconds
-    command = [sys.executable, "-m", "projections.sql_process"]
-    process = await anyio.open_process(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
     out = bytearray()
     try:
         assert process.stdin is not None and process.stdout is not None
@@ -127,10 +159,7 @@ async def _run(query: Query) -> Outcome:
                 out += piece
             await process.wait()
     finally:
-        with anyio.CancelScope(shield=True):
-            if process.returncode is None:
-                process.kill()
-            await process.aclose()
+        await _stop(process)
     if deadline.cancelled_caught:
         return Outcome(refused="timed_out", detail=user_sql.timed_out(limit))
     if process.returncode == 0:

@@ -46,7 +46,7 @@ async def run_sql(request: Request) -> Response:
     except duckdb.Error as err:  # SQL that does not parse: DuckDB's own words
         raise Unanswerable(str(err).splitlines()[0]) from None
     async with c.sql_queries:
-        body = await sql_process.answer(c.read_model.db, select, query.format, limits, settings.sql_memory_bytes)
+        body = await sql_process.answer(c.sql_children, c.read_model.db, select, query.format, limits, settings.sql_memory_bytes)
     return Response(body, media_type=answers.MEDIA_TYPES[query.format])
 
 
