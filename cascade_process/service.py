@@ -27,6 +27,7 @@ from cascade_process.worker import runner
 from cascade_sim import registry, samples
 from cascade_sim.dispatcher import dispatch, ensure_consumer
 from cascade_sim.install import AccelSimInstall
+from projections import sql_process
 from projections.projector import Memory
 from projections.rebuild import ReadModel
 
@@ -57,6 +58,7 @@ async def running(settings: Settings, embedded: EmbeddedNats | None = None) -> A
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         memory = None if settings.db_memory_bytes is None else Memory(settings.db_memory_bytes)
         read_model = await ReadModel.open(store, settings.db_path, memory)
+        await anyio.to_thread.run_sync(sql_process.remove_copies, settings.db_path)
         await read_model.catch_up()
         install = AccelSimInstall(settings.accelsim_dir) if settings.accelsim_dir is not None else None
         cascade = Cascade(

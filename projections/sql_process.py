@@ -118,7 +118,17 @@ async def answer(children: Children, db: Path, select: str, form: SqlFormat, lim
 
 
 def _folder(db: Path) -> str:
-    return tempfile.mkdtemp(prefix=f".{db.name}.sql-", dir=db.parent)  # only serve's user may read it
+    return tempfile.mkdtemp(prefix=_prefix(db), dir=db.parent)  # only serve's user may read it
+
+
+def _prefix(db: Path) -> str:
+    return f".{db.name}.sql-"
+
+
+def remove_copies(db: Path) -> None:
+    """Remove the copies of the read model `db` that queries cut short by a crash left."""
+    for folder in db.parent.glob(f"{_prefix(db)}*"):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def snapshot(db: Path, into: Path) -> Path:

@@ -242,3 +242,14 @@ def test_hostile_queries_are_stopped_within_their_limits_and_serve_holds_none_of
             assert peak_rss_since_reset() - held < 64 << 20, query
             assert largest_child_rss() < 1 << 30, query
             assert sql(client, "SELECT count(*), sum(gpu_ipc) FROM kernels") == before
+
+
+def test_a_query_leaves_no_copy_of_the_read_model_and_those_a_crash_left_go_at_start(tmp_path: Path, nats_url: str) -> None:
+    settings = w.settings(tmp_path, nats_url)
+    left = settings.db_path.parent / f".{settings.db_path.name}.sql-crashed"
+    left.mkdir(parents=True)
+    (left / settings.db_path.name).write_bytes(b"a copy a killed serve left")
+    for client in serve(settings):
+        assert not left.exists()
+        assert sql(client, "SELECT count(*) FROM kernels")[0] == 200
+        assert list(settings.db_path.parent.glob(f".{settings.db_path.name}.sql-*")) == []
