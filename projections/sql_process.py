@@ -44,7 +44,7 @@ COPY_TRIES = 5
 START_S = 30.0  # for the child to start and open its copy, on a loaded machine
 READY = b"\n"
 KILL_GRACE_S = 1.0  # past its time limit, how long the child has to stop on its own before it is killed
-NICENESS = 10  # serve's own reads go first
+NICENESS = 5  # serve's own reads go first
 OUT_OF_MEMORY = "Out of Memory Error"  # how DuckDB's error reads when it reaches Arrow's reader as an OSError
 RETRY_AFTER_S = 1
 
@@ -71,8 +71,8 @@ _REFUSALS: dict[Refusal, type[Refused]] = {"invalid": Invalid, "timed_out": Time
 
 class Children:
     """Processes for queries, each started before a query needs it, so that none waits for
-    Python and DuckDB to load: one waits for the next query, and another is started when a
-    query takes it. Each runs one query and ends."""
+    Python and DuckDB to load: one waits for the next query, started when the last query
+    ended (not while it runs, which the loading would slow). Each runs one query and ends."""
 
     def __init__(self) -> None:
         self._waiting: Process | None = None
@@ -81,9 +81,11 @@ class Children:
         process, self._waiting = self._waiting, None
         if process is None or process.returncode is not None:
             process = await _start()
+        return process
+
+    async def replenish(self) -> None:
         if self._waiting is None:
             self._waiting = await _start()
-        return process
 
     async def aclose(self) -> None:
         if self._waiting is not None:
@@ -111,7 +113,9 @@ async def answer(children: Children, db: Path, select: str, form: SqlFormat, lim
         query = Query(db=str(copy), select=select, form=form, limits=limits, memory=memory)
         outcome = await _run(await children.take(), query)
     finally:
-        await anyio.to_thread.run_sync(shutil.rmtree, folder)
+        with anyio.CancelScope(shield=True):  # a request cut short leaves no copy either
+            await anyio.to_thread.run_sync(shutil.rmtree, folder)
+            await children.replenish()
     if outcome.refused is not None:
         raise _REFUSALS[outcome.refused](outcome.detail)
     return outcome.answer
