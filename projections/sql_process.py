@@ -14,7 +14,9 @@ The child cannot open the read model itself: DuckDB lets one process open a file
 another has open for writing. It opens a copy of the file and its write-ahead log instead,
 which shows the read model as of a committed batch: the copy is taken again if a checkpoint
 rewrote the file's headers while it was copied (a commit's log entry cut short at the end of
-the copy is one DuckDB never replays). The copy is removed when the query ends.
+the copy is one DuckDB never replays). The copy is removed when the query ends. Each child
+runs one query and ends, so what it held goes with it; the next is started when a query ends,
+so that it has loaded Python and DuckDB by the time the next query comes (`Children`).
 """
 
 from __future__ import annotations
