@@ -149,7 +149,8 @@ def snapshot(db: Path, into: Path) -> Path:
             shutil.copyfile(f"{db}.wal", f"{copy}.wal")
         if _headers(db) == before:
             return copy
-    raise Unavailable(f"the read model was checkpointed {COPY_TRIES} times while it was copied for the query; try again", retry_after_s=RETRY_AFTER_S)
+    detail = f"the read model was checkpointed {COPY_TRIES} times while it was copied for the query; try again"
+    raise Unavailable(detail, retry_after_s=RETRY_AFTER_S)
 
 
 def _headers(db: Path) -> bytes:
