@@ -67,6 +67,9 @@ class Settings(msgspec.Struct, kw_only=True):
     sql_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     sql_max_rows: Positive = 1_000_000
     sql_max_bytes: Positive = 64 << 20
+    # ...and the memory of the process it runs in, past what it holds once started
+    # (`projections.sql_process`): room for DuckDB's half of it and the answer being made.
+    sql_memory_bytes: Annotated[int, msgspec.Meta(ge=64 << 20)] = 512 << 20
     # What the read model's DuckDB may hold in memory (`projections.projector.Memory`); None:
     # its DEFAULT_MEMORY, 64 MiB. At least 64 MiB: a batch of events is up to 8.
     db_memory_bytes: Annotated[int, msgspec.Meta(ge=64 << 20)] | None = None
@@ -146,6 +149,7 @@ ENV = {
     "sql_timeout_s": "CASCADE_SQL_TIMEOUT",
     "sql_max_rows": "CASCADE_SQL_MAX_ROWS",
     "sql_max_bytes": "CASCADE_SQL_MAX_BYTES",
+    "sql_memory_bytes": "CASCADE_SQL_MEMORY_BYTES",
     "db_memory_bytes": "CASCADE_DB_MEMORY_BYTES",
 }
 

@@ -30,6 +30,7 @@ from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision
 from cascade_sim import registry
 from cascade_sim.install import AccelSimInstall
+from projections import sql_process
 from projections.queries import stats_maps
 from projections.rebuild import ReadModel
 from projections.rows import ParkedRow
@@ -66,6 +67,7 @@ class Cascade:
         self.comparisons: Lru[Hashable, Comparison] = Lru(64)
         self.stat_names = stats_maps.Names()
         self.sql_queries = anyio.CapacityLimiter(SQL_QUERIES_AT_ONCE)
+        self.sql_children = sql_process.Children()
         self.supervision = supervision
         self.uploading: set[str] = set()  # ids of the traces this process is receiving now
         # What the log's audit at start found lost up to the read model's checkpoint then

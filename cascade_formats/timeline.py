@@ -22,6 +22,8 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from cascade_formats import json_depth
+
 # An int stays an int through decode and encode; msgspec keeps the union's member types.
 Num = int | float
 
@@ -262,11 +264,13 @@ def validate_timeline(raw: bytes, kernel_count: int) -> StepTimeline:
     kernels that way).
     """
     try:
-        timeline = msgspec.json.decode(raw, type=StepTimeline)
+        timeline = json_depth.decode(raw, StepTimeline)
     except msgspec.ValidationError as exc:
         raise _bad(_describe(str(exc))) from None
     except msgspec.DecodeError as exc:
         raise _bad(f"not valid JSON: {exc}") from None
+    except json_depth.TooDeep as exc:
+        raise _bad(str(exc)) from None
     _check_steps(timeline.steps, kernel_count)
     _check_requests(timeline.requests, timeline.steps)
     return timeline

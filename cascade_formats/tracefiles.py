@@ -20,6 +20,7 @@ import msgspec
 from cascade_core.events import TraceKernel
 from cascade_core.ids import TRACE_ID_PATTERN
 from cascade_core.traces import TraceInfo
+from cascade_formats import json_depth
 
 __all__ = [
     "HEADER_PREFIX_BYTES",
@@ -324,6 +325,10 @@ def trace_kernels(entries: Iterable[KernelsListEntry], headers: Mapping[str, Ker
 # --- cascade.json -------------------------------------------------------------------------
 
 
+# What the trace's ready event carries of it, well under an event's limit (cascade_nats.store).
+MAX_INFO_BYTES = 64 * 1024
+
+
 def _optional_str(doc: dict[str, object], field: str) -> str | None:
     value = doc.get(field)
     if value is None or isinstance(value, str):
@@ -340,9 +345,11 @@ def parse_cascade_json(raw: bytes) -> TraceInfo:
     """What the uploader says about the trace: `model`, `layers` and `source_gpu`, each
     optional. Other keys are ignored so the file can carry notes of its own."""
     try:
-        doc = msgspec.json.decode(raw)
+        doc = json_depth.decode(raw, object)
     except msgspec.DecodeError as error:
         raise TraceError(f"{CASCADE_JSON} is not valid JSON: {error}") from None
+    except json_depth.TooDeep as error:
+        raise TraceError(f"{CASCADE_JSON}: {error}") from None
     if not isinstance(doc, dict):
         raise TraceError(f"{CASCADE_JSON} must hold a JSON object, not {_json_type(doc)}")
     layers = doc.get("layers")
@@ -357,8 +364,15 @@ def parse_cascade_json(raw: bytes) -> TraceInfo:
             )
         if isinstance(layer, int) and not -(2**63) <= layer < 2**63:  # the read model holds it as a BIGINT
             raise TraceError(f"{CASCADE_JSON}: 'layers' item {index} must be an integer of at most 64 bits")
-    return TraceInfo(
+    info = TraceInfo(
         model=_optional_str(doc, "model"),
         layers=layers,
         source_gpu=_optional_str(doc, "source_gpu"),
     )
+    size = len(msgspec.json.encode(info))
+    if size > MAX_INFO_BYTES:
+        raise TraceError(
+            f"{CASCADE_JSON}: 'model', 'layers' and 'source_gpu' come to {size:,} bytes, more than the {MAX_INFO_BYTES:,} "
+            "Cascade keeps of them"
+        )
+    return info

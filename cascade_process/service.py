@@ -30,6 +30,7 @@ from cascade_process.worker import runner
 from cascade_sim import registry, samples
 from cascade_sim.dispatcher import dispatch, ensure_consumer
 from cascade_sim.install import AccelSimInstall
+from projections import sql_process
 from projections.log_audit import lost_up_to
 from projections.projector import Memory
 from projections.rebuild import ReadModel
@@ -86,6 +87,7 @@ async def running(settings: Settings, embedded: EmbeddedNats | None = None) -> A
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         memory = None if settings.db_memory_bytes is None else Memory(settings.db_memory_bytes)
         read_model = await ReadModel.open(store, settings.db_path, memory)
+        await anyio.to_thread.run_sync(sql_process.remove_copies, settings.db_path)
         await read_model.catch_up()
         install = AccelSimInstall(settings.accelsim_dir) if settings.accelsim_dir is not None else None
         cascade = Cascade(
@@ -109,6 +111,7 @@ async def running(settings: Settings, embedded: EmbeddedNats | None = None) -> A
                 tg.start_soon(supervise, "runner", local.run, supervision)
             yield cascade
             tg.cancel_scope.cancel()
+        await cascade.sql_children.aclose()
         read_model.close()
     finally:
         await store.close()

@@ -1,7 +1,8 @@
 """Opening a read model's DuckDB file, shut off from everything but that file.
 
-People's SQL runs on cursors of the database the projector writes (`user_sql.py`), and
-DuckDB's settings belong to a database, not to one of its connections. So every read model
+People's SQL is checked on cursors of the database the projector writes and runs on a copy
+of it (`user_sql.py`), and DuckDB's settings belong to a database, not to one of its
+connections. So every read model, and every copy,
 is opened with external access off (no file but its own and its log, no network, no
 extension installed or loaded, no Python object read by its name: rows go in as Arrow tables
 registered under a name) and its configuration locked once set, so that nothing run on it

@@ -9,9 +9,11 @@ several statements at once. DuckDB backs that up: the read model is opened with 
 access off and its configuration locked (`database.py`), so a file named as a table, or a
 function the check let through, reaches no file either.
 
-The query runs in a read transaction of a cursor of its own, so it sees one committed batch
-and the projector goes on writing; it is interrupted past its time limit, and refused once
-its answer passes its rows or bytes (`answers.py` makes the answer).
+Serve checks the query on a cursor of its own; the query then runs in a process of its own on
+a copy of the read model, within a cap on its memory (`sql_process.py`). There it is
+interrupted past its time limit, and refused once its answer passes its rows or bytes
+(`answers.py` makes the answer). Functions that read DuckDB's settings are refused too: some
+settings name paths on the server.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ TABLE_FUNCTIONS = frozenset(
         "duckdb_tables", "duckdb_types", "duckdb_views", "pragma_table_info",
     }
 )  # fmt: skip
+# Settings name paths on the server (temp_directory, home_directory, secret_directory...); the
+# table functions and PRAGMAs that show them are refused as any other.
+SETTINGS_FUNCTIONS = frozenset({"current_setting"})
 BATCH_ROWS = 8192
 
 
@@ -56,32 +61,40 @@ def check(con: duckdb.DuckDBPyConnection, sql: str) -> str:
     (statement,) = statements
     if statement.type != duckdb.StatementType.SELECT:
         raise Unanswerable(f"only a SELECT is run here, and this is {statement.type.name.replace('_', ' ')}")
-    refused = sorted(table_functions(con, statement.query) - TABLE_FUNCTIONS)
+    tables, scalars = functions(con, statement.query)
+    refused = sorted(tables - TABLE_FUNCTIONS)
     if refused:
         raise Unanswerable(
             f"{', '.join(refused)}: queries read only the read model's tables, so the table functions they may call are "
             + ", ".join(sorted(TABLE_FUNCTIONS))
         )
+    settings = sorted(scalars & SETTINGS_FUNCTIONS)
+    if settings:
+        raise Unanswerable(f"{', '.join(settings)}: queries read only the read model's tables, not DuckDB's settings")
     return statement.query
 
 
-def table_functions(con: duckdb.DuckDBPyConnection, select: str) -> set[str]:
-    """The names of the table functions a SELECT calls anywhere, as DuckDB parsed it."""
+def functions(con: duckdb.DuckDBPyConnection, select: str) -> tuple[set[str], set[str]]:
+    """The names of the table functions and of the other functions a SELECT calls anywhere,
+    as DuckDB parsed it."""
     ((text,),) = con.execute("SELECT json_serialize_sql(?)", [select]).fetchall()
     tree = _serialized.decode(text)
     if tree.get("error"):
         raise Unanswerable(f"the query cannot be checked: {tree.get('error_message', 'DuckDB could not serialize it')}")
-    found: set[str] = set()
+    tables: set[str] = set()
+    scalars: set[str] = set()
     nodes: list[Any] = [tree]
     while nodes:
         node = nodes.pop()
         if isinstance(node, dict):
             if node.get("type") == "TABLE_FUNCTION":
-                found.add(str(node.get("function", {}).get("function_name", "")).lower())
+                tables.add(str(node.get("function", {}).get("function_name", "")).lower())
+            elif node.get("class") == "FUNCTION":
+                scalars.add(str(node.get("function_name", "")).lower())
             nodes.extend(node.values())
         elif isinstance(node, list):
             nodes.extend(node)
-    return found
+    return tables, scalars
 
 
 def answer(con: duckdb.DuckDBPyConnection, sql: str, form: SqlFormat, limits: Limits) -> bytes:
@@ -127,6 +140,10 @@ def _interrupted_after(con: duckdb.DuckDBPyConnection, seconds: float) -> Iterat
     try:
         yield
     except duckdb.InterruptException:
-        raise TimedOut(f"the query ran past CASCADE_SQL_TIMEOUT ({seconds:g} s) and was stopped") from None
+        raise TimedOut(timed_out(seconds)) from None
     finally:
         timer.cancel()
+
+
+def timed_out(seconds: float) -> str:
+    return f"the query ran past CASCADE_SQL_TIMEOUT ({seconds:g} s) and was stopped"

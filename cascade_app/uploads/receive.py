@@ -131,8 +131,13 @@ async def _receive(c: Cascade, upload: Upload, compression: Compression, body: L
         await _shielded(_next(c, upload, [failed(upload, f"the server could not store the upload ({error}); upload it again", now())]))
         raise
     await _next(c, upload, files_stored(upload, received.files, now()), wait=False)
-    found = await anyio.to_thread.run_sync(trace_contents.contents, received)
-    outcome = await anyio.to_thread.run_sync(decide_outcome, upload, received.files, found, await c.gpu_configs(), now())
+    try:
+        found = await anyio.to_thread.run_sync(trace_contents.contents, received)
+        outcome = await anyio.to_thread.run_sync(decide_outcome, upload, received.files, found, await c.gpu_configs(), now())
+    except Exception as error:  # a parser's own errors are in `found`: this is a bug, and the trace must not stay processing
+        await _shielded(remove(c.objects, upload.trace_id, received.files))
+        await _shielded(_next(c, upload, [failed(upload, f"the server could not read the trace ({error!r}); report it", now())]))
+        raise
     if isinstance(outcome[-1], ev.TraceFailed):
         await _shielded(remove(c.objects, upload.trace_id, received.files))
     await _next(c, upload, outcome)

@@ -13,7 +13,7 @@ from cascade_core.refusals import Unanswerable
 from cascade_http.bodies import json_body
 from cascade_http.openapi import operation
 from cascade_http.state import cascade
-from projections import answers, user_sql
+from projections import answers, sql_process, user_sql
 
 @operation(
     summary="Query the read model",
@@ -21,7 +21,8 @@ from projections import answers, user_sql
     "the last batch the projector committed, and answers in `format`: an SqlAnswer, CSV, an Arrow IPC stream or "
     "Parquet. Nothing else runs: no write, COPY, ATTACH, INSTALL, LOAD, PRAGMA, SET or CALL, no second statement, "
     "and no table function but those that read the read model itself (range, unnest, json_each, duckdb_tables...), "
-    "so no file or network is reached. At most CASCADE_SQL_TIMEOUT seconds, CASCADE_SQL_MAX_ROWS rows and "
+    "so no file or network is reached, nor any setting read. It runs in a process of its own on a copy of the read "
+    "model, with at most CASCADE_SQL_MEMORY_BYTES of memory, CASCADE_SQL_TIMEOUT seconds, CASCADE_SQL_MAX_ROWS rows and "
     "CASCADE_SQL_MAX_BYTES bytes; two queries run at once, others wait their turn.",
     tag="sql",
     body=SqlQuery,
@@ -31,8 +32,8 @@ from projections import answers, user_sql
         400: "The SQL does not parse or bind, or is not one SELECT of the read model alone: `detail` says why.",
         408: "The query ran past CASCADE_SQL_TIMEOUT and was stopped.",
         413: "The body is over CASCADE_MAX_BODY_BYTES.",
-        422: "The answer has more rows than CASCADE_SQL_MAX_ROWS or more bytes than CASCADE_SQL_MAX_BYTES, "
-        "or the body fails validation.",
+        422: "The answer has more rows than CASCADE_SQL_MAX_ROWS or more bytes than CASCADE_SQL_MAX_BYTES, the query "
+        "needed more memory than CASCADE_SQL_MEMORY_BYTES, or the body fails validation.",
     },
 )
 async def run_sql(request: Request) -> Response:
@@ -41,9 +42,11 @@ async def run_sql(request: Request) -> Response:
     settings = c.settings
     limits = user_sql.Limits(seconds=settings.sql_timeout_s, rows=settings.sql_max_rows, bytes=settings.sql_max_bytes)
     try:
-        body = await read(c, user_sql.answer, query.sql, query.format, limits, limiter=c.sql_queries)
-    except duckdb.Error as err:  # SQL that does not parse or bind: DuckDB's own words
+        select = await read(c, user_sql.check, query.sql)
+    except duckdb.Error as err:  # SQL that does not parse: DuckDB's own words
         raise Unanswerable(str(err).splitlines()[0]) from None
+    async with c.sql_queries:
+        body = await sql_process.answer(c.sql_children, c.read_model.db, select, query.format, limits, settings.sql_memory_bytes)
     return Response(body, media_type=answers.MEDIA_TYPES[query.format])
 
 

@@ -264,3 +264,10 @@ def test_the_read_models_memory_is_a_setting_of_at_least_64_mib() -> None:
     assert resolve({}, {"CASCADE_DB_MEMORY_BYTES": str(96 * MiB)}).db_memory_bytes == 96 * MiB
     with pytest.raises(ConfigError, match=f"^CASCADE_DB_MEMORY_BYTES: Expected `int` >= {64 * MiB}$"):
         resolve({}, {"CASCADE_DB_MEMORY_BYTES": str(MiB)})
+
+
+def test_a_querys_memory_is_a_setting_of_at_least_64_mib() -> None:
+    assert resolve({}, {}).sql_memory_bytes == 512 * MiB
+    assert resolve({}, {"CASCADE_SQL_MEMORY_BYTES": str(96 * MiB)}).sql_memory_bytes == 96 * MiB
+    with pytest.raises(ConfigError, match=f"^CASCADE_SQL_MEMORY_BYTES: Expected `int` >= {64 * MiB}$"):
+        resolve({}, {"CASCADE_SQL_MEMORY_BYTES": str(MiB)})

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import math
+import resource
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from starlette.testclient import TestClient
 from cascade_app.config import Settings
 from cascade_api.models import SqlAnswer
 from cascade_process.service import starlette_app
+from projections import sql_process
 from projections.projector import connect
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN
@@ -123,6 +126,14 @@ REFUSED = {
     "EXPORT DATABASE '/tmp/x'": "only a SELECT is run here, and this is EXPORT",
     "SELECT 1; DROP TABLE kernels": "one statement at a time: this has 2",
     "SELECT 1; SELECT 2": "one statement at a time: this has 2",
+    # What names the server's paths: settings, and the databases' files.
+    "SELECT current_setting('temp_directory')": "current_setting: queries read only the read model's tables, not DuckDB's settings",
+    "SELECT 1 WHERE CURRENT_SETTING('home_directory') <> ''": "current_setting: queries read only the read model's tables, not",
+    "SELECT * FROM duckdb_settings()": "duckdb_settings: queries read only",
+    "SELECT * FROM duckdb_databases()": "duckdb_databases: queries read only",
+    "SELECT * FROM pragma_database_list()": "pragma_database_list: queries read only",
+    "SELECT * FROM duckdb_temporary_files()": "duckdb_temporary_files: queries read only",
+    "PRAGMA database_list": "only a SELECT is run here, and this is PRAGMA",
     # SQL that is wrong.
     "SELEKT 1": "Parser Error: syntax error at or near \"SELEKT\"",
     "SELECT nope FROM kernels": "Binder Error: Referenced column \"nope\" not found",
@@ -187,3 +198,58 @@ def test_nonfinite_values_are_the_strings_stats_maps_use(client: TestClient) -> 
     assert status == 200, body
     assert msgspec.json.decode(body, type=SqlAnswer).rows == [["Infinity", "-Infinity", 1.5, None]]
     assert not any(isinstance(v, float) and math.isnan(v) for v in msgspec.json.decode(body)["rows"][0])
+
+
+def peak_rss_since_reset() -> int:
+    """This process's (serve's) peak resident bytes since `reset_peak_rss`."""
+    status = Path("/proc/self/status").read_text()
+    return next(int(line.split()[1]) << 10 for line in status.splitlines() if line.startswith("VmHWM:"))
+
+
+def reset_peak_rss() -> None:
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def largest_child_rss() -> int:
+    """The peak resident bytes of the largest child process that ended: each query's."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss << 10
+
+
+HOSTILE = {
+    # The issue's: a gigabyte string DuckDB's memory limit does not see, built where no interrupt reaches.
+    "SELECT length(repeat('x', 1000000000))": "the query needed more than CASCADE_SQL_MEMORY_BYTES (268,435,456 bytes)",
+    # A 20-million-item list sorted as one value: gigabytes, and 20 s that ignore an interrupt.
+    "SELECT len(list_sort(range(20000000)))": "the query needed more than CASCADE_SQL_MEMORY_BYTES (268,435,456 bytes)",
+    # An answer of 100 GB: its first batch alone is 8 GB.
+    "SELECT repeat('x', 1000000) FROM range(100000)": "the query needed more than CASCADE_SQL_MEMORY_BYTES (268,435,456 bytes)",
+    # Within the memory, past the time, in one call no interrupt reaches.
+    "SELECT length(md5(repeat('x', 100000000)))": "the query ran past CASCADE_SQL_TIMEOUT (0.3 s) and was stopped",
+}
+
+
+def test_hostile_queries_are_stopped_within_their_limits_and_serve_holds_none_of_it(tmp_path: Path, nats_url: str) -> None:
+    for client in limited(tmp_path, nats_url, sql_timeout_s=0.3, sql_memory_bytes=256 << 20):
+        before = sql(client, "SELECT count(*), sum(gpu_ipc) FROM kernels")
+        for query, said in HOSTILE.items():
+            reset_peak_rss()
+            held = peak_rss_since_reset()
+            started = time.monotonic()
+            status, detail_said = detail(client, query)
+            took = time.monotonic() - started
+            assert (status, detail_said[: len(said)]) == (408 if "TIMEOUT" in said else 422, said), query
+            # The time limit and the kill after its grace, with room for a loaded machine's start of the process.
+            assert took < 0.3 + sql_process.KILL_GRACE_S + 3, (query, took)
+            assert peak_rss_since_reset() - held < 64 << 20, query
+            assert largest_child_rss() < 1 << 30, query
+            assert sql(client, "SELECT count(*), sum(gpu_ipc) FROM kernels") == before
+
+
+def test_a_query_leaves_no_copy_of_the_read_model_and_those_a_crash_left_go_at_start(tmp_path: Path, nats_url: str) -> None:
+    settings = w.settings(tmp_path, nats_url)
+    left = settings.db_path.parent / f".{settings.db_path.name}.sql-crashed"
+    left.mkdir(parents=True)
+    (left / settings.db_path.name).write_bytes(b"a copy a killed serve left")
+    for client in serve(settings):
+        assert not left.exists()
+        assert sql(client, "SELECT count(*) FROM kernels")[0] == 200
+        assert list(settings.db_path.parent.glob(f".{settings.db_path.name}.sql-*")) == []

@@ -119,6 +119,32 @@ def test_bad_optional_files_fail_the_trace_naming_the_problem(client: TestClient
     assert_nothing_stored(client)
 
 
+NESTED = b"[" * 20_000 + b"]" * 20_000  # the cascade.json: 40 KB, and a RecursionError to decode
+
+
+def test_optional_files_past_their_bounds_fail_the_trace_naming_the_bound(client: TestClient) -> None:
+    files = files_of("combo-vec-mm-xz")
+    too_deep = "it nests arrays or objects inside one another too deeply to be read; flatten it"
+    many_layers = json.dumps({"model": "m", "layers": ["\u0001" * 1000] * 100}).encode()  # 600 KB once escaped
+    cases = [
+        ("cascade.json", NESTED, f"cascade.json: {too_deep}"),
+        ("step_timeline.json", b'{"note": ' + NESTED + b"}", f"step_timeline.json: {too_deep}"),
+        ("real_timing.csv", b"kernel_id,kernel_name,duration_ns\n1," + b"k" * 200_000 + b",12\n", "real_timing.csv line 2: field larger than field limit"),
+        ("cascade.json", many_layers, "cascade.json: 'model', 'layers' and 'source_gpu' come to 600,"),
+    ]  # fmt: skip
+    for i, (name, data, error) in enumerate(cases):
+        answer = upload(client, tar_of(files | {name: data}), f"bound-{i}")
+        assert answer.status_code == 202, answer.text
+        trace = answer.json()
+        assert trace["state"] == "failed" and error in trace["error"], (name, trace["error"])
+        # Nothing half-made: the failed trace is deleted like any other, and its id taken again.
+        assert client.delete(f"/api/traces/bound-{i}").status_code == 204
+        assert upload(client, tar_of(files | {name: data}), f"bound-{i}").json()["error"] == trace["error"]
+    assert_nothing_stored(client)
+    layers = json.dumps({"layers": list(range(1000))}).encode()
+    assert upload(client, tar_of(files | {"cascade.json": layers}), "fine").json()["state"] == "ready"
+
+
 VEC_FILES = files_of("vectoradd-100-32")
 VEC_HEADER = VEC_FILES["kernel-1.traceg"]
 
