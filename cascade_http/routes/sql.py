@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import duckdb
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from cascade_app import disk
 from cascade_app.reads import read
 from cascade_api.models import SqlAnswer, SqlQuery
 from cascade_core.refusals import Unanswerable
@@ -14,6 +17,8 @@ from cascade_http.bodies import json_body
 from cascade_http.openapi import operation
 from cascade_http.state import cascade
 from projections import answers, sql_process, user_sql
+from projections.replay import wal
+
 
 @operation(
     summary="Query the read model",
@@ -34,6 +39,7 @@ from projections import answers, sql_process, user_sql
         413: "The body is over CASCADE_MAX_BODY_BYTES.",
         422: "The answer has more rows than CASCADE_SQL_MAX_ROWS or more bytes than CASCADE_SQL_MAX_BYTES, the query "
         "needed more memory than CASCADE_SQL_MEMORY_BYTES, or the body fails validation.",
+        507: "The data dir's disk has no room for the copy of the read model the query runs on.",
     },
 )
 async def run_sql(request: Request) -> Response:
@@ -46,6 +52,9 @@ async def run_sql(request: Request) -> Response:
     except duckdb.Error as err:  # SQL that does not parse: DuckDB's own words
         raise Unanswerable(str(err).splitlines()[0]) from None
     async with c.sql_queries:
+        # Each query runs on a copy of the read model, which must fit beside what the service keeps free.
+        copied = sum(f.stat().st_size for f in (c.read_model.db, wal(c.read_model.db)) if f.exists())
+        disk.check_room(disk.looked_at(settings.data_dir, c.disk, datetime.now(UTC)), copied)
         body = await sql_process.answer(c.sql_children, c.read_model.db, select, query.format, limits, settings.sql_memory_bytes)
     return Response(body, media_type=answers.MEDIA_TYPES[query.format])
 
