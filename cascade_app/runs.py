@@ -120,14 +120,15 @@ async def retry_run(c: Cascade, run_id: str) -> None:
 
 
 async def add_entries(c: Cascade, run_id: str, body: RunEntries, key: str | None) -> None:
-    """Add the entries' sims to the run; a second request with the same `key` adds none."""
+    """Add the entries' sims to the run; a second request with the same `key` adds none (and
+    is refused when its entries are not the first's)."""
     max_sims = c.settings.max_sims_per_run
 
     async def add() -> Decision[None]:
         seq, run = await _run_as_last_shown(c, run_id)
         sims = await read(c, q.sim_rows, run)
         trace = await read(c, trace_state, run.trace_id)
-        keys = {e.key async for e in _events(c, run_id) if isinstance(e, ev.RunEntriesAdded) and e.key is not None}
+        keys = {e.key: e.entries async for e in _events(c, run_id) if isinstance(e, ev.RunEntriesAdded) and e.key is not None}
         configs = await _configs(c, body)
         if key not in keys:
             decide.check_add(run, sims, body, trace, configs, max_sims=max_sims)  # before drawing an id per sim
