@@ -24,6 +24,7 @@ from cascade_core import attention
 from cascade_api.models import ErrorDetail, Health, ParkedEvent, Problem, ValidationErrorBody
 from cascade_core.refusals import Refused
 from cascade_http.auth import BearerAuth
+from cascade_http.hosts import KnownHosts
 from cascade_http.openapi import document, operation
 from cascade_http.read_only import ReadOnlyWhileRebuilding
 from cascade_http.responses import MsgspecResponse, refusal
@@ -161,7 +162,7 @@ def create_app(token: str | None, service: Callable[[], contextlib.AbstractAsync
     app_routes = routes()
     app = Starlette(
         routes=[*app_routes, *web_routes()],
-        middleware=[Middleware(BearerAuth), Middleware(ReadOnlyWhileRebuilding)],
+        middleware=[Middleware(KnownHosts), Middleware(BearerAuth), Middleware(ReadOnlyWhileRebuilding)],
         exception_handlers={
             HTTPException: http_error, Refused: refused, RequestValidationError: validation_error, EventTooLarge: event_too_large
         },
