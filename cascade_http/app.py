@@ -28,6 +28,7 @@ from cascade_http.hosts import KnownHosts
 from cascade_http.openapi import document, operation
 from cascade_http.read_only import ReadOnlyWhileRebuilding
 from cascade_http.responses import MsgspecResponse, refusal
+from cascade_http.security_headers import SecurityHeaders
 from cascade_http.state import cascade
 from cascade_http.validation import RequestValidationError
 from cascade_nats.store import EventTooLarge
@@ -162,7 +163,7 @@ def create_app(token: str | None, service: Callable[[], contextlib.AbstractAsync
     app_routes = routes()
     app = Starlette(
         routes=[*app_routes, *web_routes()],
-        middleware=[Middleware(KnownHosts), Middleware(BearerAuth), Middleware(ReadOnlyWhileRebuilding)],
+        middleware=[Middleware(SecurityHeaders), Middleware(KnownHosts), Middleware(BearerAuth), Middleware(ReadOnlyWhileRebuilding)],
         exception_handlers={
             HTTPException: http_error, Refused: refused, RequestValidationError: validation_error, EventTooLarge: event_too_large
         },
