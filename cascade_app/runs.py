@@ -27,11 +27,11 @@ from projections.queries.traces import trace_state
 NATS_RETRY_AFTER_S = 5  # what a run refused while NATS does not answer is told to wait
 
 
-async def create_run(c: Cascade, body: RunCreate) -> str:
-    """The id of the run created; a refusal says why none was."""
+async def create_run(c: Cascade, body: RunCreate) -> ev.RunCreated:
+    """The run created, as its event says it; a refusal says why none was."""
     max_sims = c.settings.max_sims_per_run
 
-    async def create() -> Decision[str]:
+    async def create() -> Decision[ev.RunCreated]:
         trace = await read(c, trace_state, body.trace_id)
         configs = await _configs(c, body)
         decide.check_create(body, trace, configs, max_sims=max_sims)  # before drawing an id per sim
@@ -44,7 +44,8 @@ async def create_run(c: Cascade, body: RunCreate) -> str:
             free_slots=await _free_slots(c, body),
         )
         # A fresh run id has no events: one that has is taken, and the rule draws another.
-        return Decision(decide.decide_create(command, trace, configs, max_sims=max_sims), 0, command.run_id)
+        (created,) = decide.decide_create(command, trace, configs, max_sims=max_sims)
+        return Decision([created], 0, created)
 
     return await decided(c, create)
 

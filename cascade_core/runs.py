@@ -182,7 +182,7 @@ def _check_trace(trace_id: str, trace: Trace | None, configs: Sequence[GpuConfig
     return trace
 
 
-def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int) -> list[ev.Event]:
+def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int) -> list[ev.RunCreated]:
     """The run, with its sims: each entry fans out to `count` sims. Replicas are numbered
     from 0 per config, so two entries naming the same config continue one numbering."""
     trace = check_create(cmd.body, trace, configs, max_sims=max_sims)

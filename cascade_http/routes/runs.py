@@ -80,8 +80,8 @@ async def list_gpu_configs(request: Request) -> Response:
 async def create_run(request: Request) -> Response:
     c = cascade(request)
     body = await json_body(request, RunCreate)
-    run_id = await runs.create_run(c, body)
-    return MsgspecResponse(await _detail(c, run_id, attention=True), status_code=201)
+    created = await runs.create_run(c, body)
+    return MsgspecResponse(await read(c, q.run_as_created, created), status_code=201)
 
 
 @operation(summary="List runs", description="Every run, newest first, with per-state sim counts.", response=list[RunSummary])
