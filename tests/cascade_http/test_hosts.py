@@ -10,7 +10,8 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from cascade_app.config import Settings
+from cascade_app.config import Settings, resolve
+from cascade_cli import main
 from cascade_http.hosts import name_of, problem
 from cascade_nats import server
 from tests.cascade_http.live import LiveServer, live_server
@@ -67,3 +68,9 @@ def test_a_served_request_with_another_host_is_refused_before_anything(served: L
 def test_a_test_client_is_served_as_the_server_it_names(client: TestClient) -> None:
     assert client.get("/api/health").status_code in (200, 503)
     assert client.get("/api/health", headers={"Host": "rebound.example"}).status_code == 400
+
+
+def test_the_allowed_hosts_come_from_the_flag_or_the_environment() -> None:
+    assert resolve({}, {"CASCADE_ALLOWED_HOSTS": "A.example, b.example,"}).allowed_host_names == {"a.example", "b.example"}
+    flag = main._settings(main.build_parser().parse_args(["serve", "--allowed-hosts", "c.example"]))
+    assert flag.allowed_host_names == {"c.example"} and Settings().allowed_host_names == frozenset()
