@@ -38,6 +38,9 @@ class ConfigError(Exception):
 class Settings(msgspec.Struct, kw_only=True):
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
+    # Names clients reach serve by besides its address (a proxy's, a DNS name), comma-separated:
+    # a request's Host must be one of them or of its own (`cascade_http.hosts`).
+    allowed_hosts: str = ""
     token: str | None = None
     data_dir: Path = Path(".cascade")
     nats_url: str | None = None  # one URL, or several comma-separated (a cluster)
@@ -98,6 +101,10 @@ class Settings(msgspec.Struct, kw_only=True):
         return Expansion(expanded, self.max_expansion_ratio)
 
     @property
+    def allowed_host_names(self) -> frozenset[str]:
+        return frozenset(name.strip().lower() for name in self.allowed_hosts.split(",") if name.strip())
+
+    @property
     def token_path(self) -> Path:
         return self.data_dir / TOKEN_FILE
 
@@ -126,6 +133,7 @@ NATS_FILES = ("nats_ca", "nats_cert", "nats_key", "nats_nkey", "nats_creds")
 ENV = {
     "host": "CASCADE_HOST",
     "port": "CASCADE_PORT",
+    "allowed_hosts": "CASCADE_ALLOWED_HOSTS",
     "token": "CASCADE_TOKEN",
     "data_dir": "CASCADE_DATA_DIR",
     "nats_url": "CASCADE_NATS_URL",

@@ -27,11 +27,11 @@ from projections.queries.traces import trace_state
 NATS_RETRY_AFTER_S = 5  # what a run refused while NATS does not answer is told to wait
 
 
-async def create_run(c: Cascade, body: RunCreate) -> str:
-    """The id of the run created; a refusal says why none was."""
+async def create_run(c: Cascade, body: RunCreate) -> ev.RunCreated:
+    """The run created, as its event says it; a refusal says why none was."""
     max_sims = c.settings.max_sims_per_run
 
-    async def create() -> Decision[str]:
+    async def create() -> Decision[ev.RunCreated]:
         trace = await read(c, trace_state, body.trace_id)
         configs = await _configs(c, body)
         decide.check_create(body, trace, configs, max_sims=max_sims)  # before drawing an id per sim
@@ -44,7 +44,8 @@ async def create_run(c: Cascade, body: RunCreate) -> str:
             free_slots=await _free_slots(c, body),
         )
         # A fresh run id has no events: one that has is taken, and the rule draws another.
-        return Decision(decide.decide_create(command, trace, configs, max_sims=max_sims), 0, command.run_id)
+        (created,) = decide.decide_create(command, trace, configs, max_sims=max_sims)
+        return Decision([created], 0, created)
 
     return await decided(c, create)
 
@@ -120,14 +121,15 @@ async def retry_run(c: Cascade, run_id: str) -> None:
 
 
 async def add_entries(c: Cascade, run_id: str, body: RunEntries, key: str | None) -> None:
-    """Add the entries' sims to the run; a second request with the same `key` adds none."""
+    """Add the entries' sims to the run; a second request with the same `key` adds none (and
+    is refused when its entries are not the first's)."""
     max_sims = c.settings.max_sims_per_run
 
     async def add() -> Decision[None]:
         seq, run = await _run_as_last_shown(c, run_id)
         sims = await read(c, q.sim_rows, run)
         trace = await read(c, trace_state, run.trace_id)
-        keys = {e.key async for e in _events(c, run_id) if isinstance(e, ev.RunEntriesAdded) and e.key is not None}
+        keys = {e.key: e.entries async for e in _events(c, run_id) if isinstance(e, ev.RunEntriesAdded) and e.key is not None}
         configs = await _configs(c, body)
         if key not in keys:
             decide.check_add(run, sims, body, trace, configs, max_sims=max_sims)  # before drawing an id per sim

@@ -145,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     _common(serve)
     serve.add_argument("--host", help="address to listen on (CASCADE_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on (CASCADE_PORT, default 8000)")
+    serve.add_argument(
+        "--allowed-hosts", metavar="NAMES",
+        help="names clients reach this server by besides its address, comma-separated: a proxy's, a DNS name (CASCADE_ALLOWED_HOSTS)",
+    )
     serve.add_argument("--accelsim-dir", help="an Accel-Sim install (CASCADE_ACCELSIM_DIR)")
     serve.add_argument("--no-runner", dest="runner", action="store_const", const=False, help="do not run sims here")
     serve.add_argument("--runner-slots", type=int, help="sims this process runs at once (CASCADE_RUNNER_SLOTS)")
@@ -304,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    names = ("host", "port", "data_dir", "accelsim_dir", "runner", "runner_slots", "samples", "replicas", "nats_url", "nats_sync_interval", "db_memory_bytes", *NATS_FILES)
+    names = ("host", "port", "allowed_hosts", "data_dir", "accelsim_dir", "runner", "runner_slots", "samples", "replicas", "nats_url", "nats_sync_interval", "db_memory_bytes", *NATS_FILES)
     flags = {k: getattr(args, k, None) for k in names}
     return resolve(flags)
 

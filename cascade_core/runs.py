@@ -12,7 +12,7 @@ unfinished sims again, so it is active again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Literal, Protocol
 
@@ -96,6 +96,11 @@ class TooManySims(Invalid):
     """The entries ask for more sims than one run may have."""
 
 
+class KeyReused(Invalid):
+    """A top-up's idempotency key the run took with other entries: which of the two was
+    meant cannot be told, so neither is done again."""
+
+
 class CreateRun(msgspec.Struct, frozen=True, kw_only=True):
     event_id: str
     at: datetime
@@ -177,7 +182,7 @@ def _check_trace(trace_id: str, trace: Trace | None, configs: Sequence[GpuConfig
     return trace
 
 
-def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int) -> list[ev.Event]:
+def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConfig], *, max_sims: int) -> list[ev.RunCreated]:
     """The run, with its sims: each entry fans out to `count` sims. Replicas are numbered
     from 0 per config, so two entries naming the same config continue one numbering."""
     trace = check_create(cmd.body, trace, configs, max_sims=max_sims)
@@ -363,11 +368,17 @@ def decide_add(
     configs: Sequence[GpuConfig],
     *,
     max_sims: int,
-    keys: Set[str],
+    keys: Mapping[str, Sequence[ev.ConfigCount]],
 ) -> list[ev.Event]:
     """The entries' sims added to the run, numbered on from the replicas each config has;
-    nothing when a top-up with the same key (`keys`: those already added) is in the run."""
+    nothing when a top-up with the same key and entries (`keys`: the entries each key the run
+    took added) is in the run, refused when that key came with other entries."""
     if cmd.key is not None and cmd.key in keys:
+        if list(keys[cmd.key]) != _entries(cmd.body.entries):
+            raise KeyReused(
+                f"Idempotency-Key {cmd.key} was used with another body on run {run.id}: "
+                "send the same body again, or this one with a new key"
+            )
         return []
     trace = check_add(run, sims, cmd.body, trace, configs, max_sims=max_sims)
     replicas: dict[str, int] = {}

@@ -27,9 +27,11 @@ from cascade_core import attention
 from cascade_api.models import ErrorDetail, Health, ParkedEvent, Problem, ValidationErrorBody
 from cascade_core.refusals import NoSpace, Refused, Unavailable
 from cascade_http.auth import BearerAuth
+from cascade_http.hosts import KnownHosts
 from cascade_http.openapi import document, operation
 from cascade_http.read_only import ReadOnly
 from cascade_http.responses import MsgspecResponse, refusal
+from cascade_http.security_headers import SecurityHeaders
 from cascade_http.state import cascade
 from cascade_http.validation import RequestValidationError
 from cascade_nats.pipeline import PublishError
@@ -185,7 +187,7 @@ def create_app(token: str | None, service: Callable[[], contextlib.AbstractAsync
     app_routes = routes()
     app = Starlette(
         routes=[*app_routes, *web_routes()],
-        middleware=[Middleware(BearerAuth), Middleware(ReadOnly)],
+        middleware=[Middleware(SecurityHeaders), Middleware(KnownHosts), Middleware(BearerAuth), Middleware(ReadOnly)],
         exception_handlers={
             HTTPException: http_error, Refused: refused, RequestValidationError: validation_error, EventTooLarge: event_too_large,
             **dict.fromkeys(NOT_STORED, not_stored),

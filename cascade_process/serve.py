@@ -29,7 +29,8 @@ def serve(settings: Settings) -> int:
         if settings.token is None:
             settings.token, created = load_or_create_secret(settings.token_path, "token")
             if created:
-                print(f"cascade: API token (stored in {settings.token_path}): {settings.token}", flush=True)
+                # Where it is, never what it is: stdout ends up in journals and CI logs.
+                print(f"cascade: a new API token is in {settings.token_path}, readable by you alone (cat {settings.token_path})", flush=True)
         with event_log.configured_or_embedded(settings) as nats:
             settings.nats_url = nats.url
             service = datadir.Service(

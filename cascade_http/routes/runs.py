@@ -80,8 +80,8 @@ async def list_gpu_configs(request: Request) -> Response:
 async def create_run(request: Request) -> Response:
     c = cascade(request)
     body = await json_body(request, RunCreate)
-    run_id = await runs.create_run(c, body)
-    return MsgspecResponse(await _detail(c, run_id, attention=True), status_code=201)
+    created = await runs.create_run(c, body)
+    return MsgspecResponse(await read(c, q.run_as_created, created), status_code=201)
 
 
 @operation(summary="List runs", description="Every run, newest first, with per-state sim counts.", response=list[RunSummary])
@@ -135,17 +135,20 @@ async def retry_run(request: Request) -> Response:
     summary="Add sims to a run",
     description="A top-up: each entry fans out to `count` more sims, as in Create a run, their replicas numbered on "
     "from those the config has in the run. A run that ended is active again while they run. With an "
-    "Idempotency-Key, the same request again adds nothing, so it is safe to retry.",
+    "Idempotency-Key, the same request again adds nothing, so it is safe to retry; the key with another body is refused.",
     body=RunEntries,
     response=RunDetail,
-    headers={"Idempotency-Key": "Any text naming this request: a request with a key the run has already taken adds nothing."},
+    headers={
+        "Idempotency-Key": "Any text naming this request: a request with a key the run has already taken adds nothing "
+        "when its entries are those the key came with, and is refused (422) when they are not."
+    },
     errors={
         400: "The body is not parsable.",
         404: "No run has this id.",
         409: "The run is a sample, or its trace is no longer ready.",
         413: "The body is over CASCADE_MAX_BODY_BYTES, or the sims would be too many to record.",
         422: "An entry names an unknown gpu_config or one of another arch than the trace's, the run would have more "
-        "sims than CASCADE_MAX_SIMS_PER_RUN, or the body fails validation.",
+        "sims than CASCADE_MAX_SIMS_PER_RUN, the Idempotency-Key came with other entries, or the body fails validation.",
     },
 )
 async def add_run_entries(request: Request) -> Response:

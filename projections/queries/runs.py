@@ -26,6 +26,8 @@ from cascade_core import split as splitting
 from cascade_core.correlation import Correlation, Spread, correlate, measured
 from cascade_core.gpu_configs import config_labels
 from cascade_formats.kernel_names import short_name
+from cascade_core import run as run_state
+from cascade_core import sim as sim_state
 from cascade_core.run import Run
 from cascade_core.sim import SimSplit, cut_short_said
 from cascade_api.models import (
@@ -106,7 +108,7 @@ def _one(con: Con, row_type: type[R], where: str, params: Sequence[object]) -> R
 # --- rows to Structs -----------------------------------------------------------------------
 
 
-def seen(row: SimRow) -> attention.Seen:
+def seen(row: sim_state.Sim) -> attention.Seen:
     return attention.Seen(
         id=row.id,
         state=row.state,
@@ -117,7 +119,7 @@ def seen(row: SimRow) -> attention.Seen:
     )
 
 
-def sim_from_row(row: SimRow, watch: attention.Watch | None = None) -> Sim:
+def sim_from_row(row: sim_state.Sim, watch: attention.Watch | None = None) -> Sim:
     """The sim as the API shows it, its latest metrics the columns of the same names; with
     `watch`, with what needs attention."""
     return from_row(
@@ -144,8 +146,11 @@ def split_view(kernels_total: int, split: SimSplit) -> SplitView:
 
 
 def run_from_row(row: RunRow) -> RunSummary:
-    entries = [from_row(RunEntry, entry.entry) for entry in row.entries]
-    return from_row(RunSummary, row, entries=entries, sim_counts=dict(row.sim_counts))
+    return _summary(row, [entry.entry for entry in row.entries])
+
+
+def _summary(run: RunRow | Run, entries: Sequence[ev.ConfigCount]) -> RunSummary:
+    return from_row(RunSummary, run, entries=[from_row(RunEntry, entry) for entry in entries], sim_counts=dict(run.sim_counts))
 
 
 def kernel_from_row(row: KernelRow) -> KernelStat:
@@ -220,6 +225,15 @@ def run_detail(con: Con, run_id: str, watch: attention.Watch | None = None) -> R
     with snapshot(con):
         run = run_summary(con, run_id)
         return None if run is None else _detail(con, run, sim_rows(con, run), watch)
+
+
+def run_as_created(con: Con, created: ev.RunCreated) -> RunDetail:
+    """The run as its creation left it, every sim pending, whatever the runners did since:
+    a create's answer, which the reference promises so (the read model may already show
+    sims launched, running or needing attention)."""
+    run = _summary(run_state.new(created), created.entries)
+    sims = listed([sim_state.new(created, spec) for spec in created.sims], configs(run))
+    return RunDetail(**msgspec.structs.asdict(run), trace=_trace(con, run), sims=[sim_from_row(s) for s in sims])
 
 
 def unfinished_sims(con: Con) -> list[attention.Seen]:

@@ -15,6 +15,7 @@ from cascade_core.runs import (
     BadEntry,
     CancelRun,
     CreateRun,
+    KeyReused,
     NotFast,
     RequestReference,
     RetryRun,
@@ -257,7 +258,7 @@ def test_a_top_up_numbers_replicas_on_from_the_runs_and_is_added_once_per_key() 
         SimFacts(id="sim-0", gpu_config="SM86_RTX3070", replica=0, state="succeeded", attempt=1),
         SimFacts(id="sim-1", gpu_config="SM86_RTX3070", replica=1, state="failed", attempt=1),
     ]
-    (added,) = decide_add(summary("failed", {}), sims, add(("SM86_RTX3070", 2), ("SM86_RTX3080", 1), key="k"), TRACE, CONFIGS, max_sims=8, keys=set())
+    (added,) = decide_add(summary("failed", {}), sims, add(("SM86_RTX3070", 2), ("SM86_RTX3080", 1), key="k"), TRACE, CONFIGS, max_sims=8, keys={})
     assert isinstance(added, ev.RunEntriesAdded) and (added.run_id, added.trace_id, added.kernels_total, added.key) == ("run-1", "demo", 20, "k")
     assert added.entries == [ev.ConfigCount(gpu_config="SM86_RTX3070", count=2), ev.ConfigCount(gpu_config="SM86_RTX3080", count=1)]
     assert added.sims == [
@@ -265,7 +266,16 @@ def test_a_top_up_numbers_replicas_on_from_the_runs_and_is_added_once_per_key() 
         ev.SimSpec(sim_id="new-1", gpu_config="SM86_RTX3070", replica=3),
         ev.SimSpec(sim_id="new-2", gpu_config="SM86_RTX3080", replica=0),
     ]
-    assert decide_add(summary("failed", {}), sims, add(("SM86_RTX3070", 2), key="k"), TRACE, CONFIGS, max_sims=8, keys={"k"}) == []
+    taken = {"k": added.entries}
+    assert decide_add(summary("failed", {}), sims, add(("SM86_RTX3070", 2), ("SM86_RTX3080", 1), key="k"), TRACE, CONFIGS, max_sims=8, keys=taken) == []
+
+
+def test_a_top_up_key_taken_with_other_entries_is_refused() -> None:
+    taken = {"k": [ev.ConfigCount(gpu_config="SM86_RTX3070", count=2)]}
+    with pytest.raises(KeyReused, match="^Idempotency-Key k was used with another body on run run-1: send the same body again, or this one with a new key$"):
+        decide_add(summary("failed", {}), [], add(("SM86_RTX3070", 3), key="k"), TRACE, CONFIGS, max_sims=8, keys=taken)
+    (added,) = decide_add(summary("failed", {}), [], add(("SM86_RTX3070", 3), key="other"), TRACE, CONFIGS, max_sims=8, keys=taken)
+    assert isinstance(added, ev.RunEntriesAdded) and added.key == "other"
 
 
 def test_a_top_up_refuses_as_create_does_and_past_the_runs_limit() -> None:

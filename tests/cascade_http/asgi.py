@@ -45,7 +45,7 @@ def call(
         "raw_path": path.encode(),
         "root_path": "",
         "query_string": query.encode(),
-        "headers": list(headers),
+        "headers": [(b"host", b"testserver"), *headers],  # as every HTTP/1.1 client sends it
         "client": ("127.0.0.1", 50000),
         "server": ("testserver", 80),
     }

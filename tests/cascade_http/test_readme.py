@@ -56,9 +56,10 @@ def test_serve_with_only_an_accelsim_dir_runs_sims_from_a_fresh_directory(tmp_pa
     # A relative --accelsim-dir too, as a user would type it.
     served = start([str(CASCADE), "serve", "--accelsim-dir", "../accel-sim"], data, tmp_path / "serve.log", cwd=fresh, env=env)
     try:
-        assert f"cascade: API token (stored in {data / 'token'}): " in served.text()
+        assert f"cascade: a new API token is in {data / 'token'}, readable by you alone (cat {data / 'token'})\n" in served.text()
         trace_id = upload(fresh, env)
         token = (data / "token").read_text().strip()
+        assert token not in served.text(), "the token is printed nowhere"
         run = run_to_the_end(served.url, token, trace_id)
         assert run["state"] == "succeeded" and [s["state"] for s in run["sims"]] == ["succeeded", "succeeded"], run
         assert_absolute_sim_paths(served.text())

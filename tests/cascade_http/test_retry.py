@@ -178,6 +178,9 @@ def test_entries_top_a_run_up_once_per_idempotency_key(combo: LiveServer) -> Non
     assert sorted(by_config(answer)) == [("SM61_BROKEN", 0), ("SM61_TITANX", 0), ("SM61_TITANX", 1), ("SM61_TITANX", 2)]
     same = post(combo, f"/api/runs/{run_id}/entries", body, {"Idempotency-Key": "top-up-1"})
     assert same.status_code == 200 and len(same.json()["sims"]) == 4, "the same request again adds nothing"
+    other = post(combo, f"/api/runs/{run_id}/entries", {"entries": [{"gpu_config": "SM61_TITANX", "count": 1}]}, {"Idempotency-Key": "top-up-1"})
+    detail = f"Idempotency-Key top-up-1 was used with another body on run {run_id}: send the same body again, or this one with a new key"
+    assert (other.status_code, other.json()) == (422, {"detail": detail})
 
     done = ended(combo, run_id)
     assert done["state"] == "failed" and done["sim_counts"] == {"succeeded": 3, "failed": 1}

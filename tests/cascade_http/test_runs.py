@@ -16,8 +16,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from starlette.testclient import TestClient
+
+from cascade_app.reads import read
 
 from cascade_app.config import Settings
 from cascade_core import events as ev
@@ -27,6 +30,7 @@ from cascade_nats import server
 from cascade_nats import subjects
 from cascade_process.service import starlette_app
 from tests.cascade_http import runs_world as w
+from projections.queries import runs as q
 from tests.cascade_http.conftest import TOKEN, service
 from tests.cascade_http.reference import MORE_ITEMS, assert_shows, example, substitute, text_example, without_short_names
 
@@ -119,6 +123,24 @@ def test_create_answers_the_run_with_every_sim_pending(client: TestClient) -> No
     assert_shows(run, substitute(example("Create a run"), fresh))
     assert all(s["created_at"] == run["created_at"] for s in run["sims"])
     assert client.get(f"/api/runs/{run['id']}").json() == run
+
+
+def test_a_run_as_created_has_every_sim_pending_whatever_the_log_holds_since(world: TestClient) -> None:
+    """What a create answers: the run as its creation event left it, not as the read model
+    shows it by the time it is read (its sims may have launched, run and finished by then)."""
+    now = world.get(RUN).json()
+    assert [s["state"] for s in now["sims"]] == ["succeeded", "succeeded"]
+    assert world.portal is not None
+    created = world.portal.call(read, service(world), q.run_as_created, w.run_created())
+    answer = json.loads(msgspec.json.encode(created))
+    assert (answer["state"], answer["sim_counts"]) == ("active", {"pending": 2})
+    assert {k: v for k, v in answer.items() if k not in ("state", "sim_counts", "sims")} == {
+        k: v for k, v in now.items() if k not in ("state", "sim_counts", "sims")
+    }
+    assert [(s["id"], s["gpu_config"], s["replica"], s["state"], s["kernels_done"], s["launcher_ref"]) for s in answer["sims"]] == [
+        (s["id"], s["gpu_config"], s["replica"], "pending", 0, None) for s in now["sims"]
+    ]
+    assert not [s for s in answer["sims"] if "attention" in s or s["started_at"] or s["log_tail"]]
 
 
 def test_create_rejects_a_trace_that_is_not_ready(client: TestClient) -> None:

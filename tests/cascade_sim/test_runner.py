@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import signal
 import time
@@ -64,6 +65,26 @@ def test_a_run_succeeds_with_every_kernel_of_the_recorded_log(client: TestClient
         assert sim["latest"]["gpu_tot_sim_cycle"] is not None
     files = {f["name"] for f in client.get(f"/api/sims/{run['sims'][0]['id']}/files").json()}
     assert files == {"accelsim.log.gz", "exit-status.txt", "kernel-stats.csv", "gpgpu_inst_stats.txt"}
+
+
+def test_a_create_answers_every_sim_as_created_however_fast_the_runner_takes_them(tmp_path: Path, nats_url: str, tree: Path) -> None:
+    """The reference: "The response comes back before any sim has launched, so every sim is
+    pending or launching". Read from the read model after the creation, the answer could
+    show what the runners did since (running, attention); a fast simulator, many slots, a
+    busy projector and creates in parallel make that likely, were it still read so
+    (tests/cascade_http/test_runs.py shows the answer's source, deterministically)."""
+    with serve(tmp_path, nats_url, tree, runner_slots=32) as client:
+        store_trace(service(client), client, "combo", TRACES / "combo-vec-mm-xz", "sm_61")
+        store_trace(service(client), client, "x40", TRACES / "matrixmul-x40", "sm_61")
+        # Forty kernels' results each, stats maps and all, keep the projector busy meanwhile.
+        load = create_run(client, "x40", "SM61_TITANX", count=8)
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(lambda _: create_run(client, "combo", "SM61_TITANX", count=8), range(12)))
+        shown = {(s["state"], s.get("attention")) for answer in answers for s in answer["sims"]}
+        assert shown <= {("pending", None), ("launching", None)}, shown
+        assert {(a["state"], tuple(a["sim_counts"].items())) for a in answers} == {("active", (("pending", 8),))}
+        for answer in [load, *answers]:
+            assert wait_run(client, answer["id"], timeout=120)["sim_counts"] == {"succeeded": 8}
 
 
 @pytest.mark.parametrize(

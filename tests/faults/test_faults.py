@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -28,7 +29,11 @@ import nats
 import nats.errors
 import pytest
 
+from cascade_core import events as ev
 from cascade_nats import server, subjects
+from cascade_nats.access import parse
+from cascade_nats.connect import connect
+from cascade_nats.store import EventStore
 from cascade_nats.wire import without_credentials
 from tests import poison
 from tests.cascade_http.served import CASCADE, stop
@@ -105,6 +110,75 @@ def test_a_worker_killed_mid_sim_is_shown_lost_and_another_takes_over(cluster: C
     counted = check(cluster, [run_id], [stream])
     assert counted.attempts == 2 + len(waiting), "each sim the killed worker ran has one attempt more"
     record("worker-killed", lost_shown_after_s=round(shown_after, 1), run_finished_after_s=round(finished_after, 1), counted=counted)
+
+
+async def run_history(url: str, run_id: str) -> list[tuple[int, ev.AnyEvent]]:
+    """Every event of the run (its own and its sims'), with its stream sequence, in order."""
+    nc = await connect(parse(url))
+    store = EventStore(nc)
+    try:
+        return [(stored.seq, stored.event) async for stored in store.read(subjects.run_history(run_id))]
+    finally:
+        await store.close()
+        await nc.close()
+
+
+def launched_after_a_cancel(history: list[tuple[int, ev.AnyEvent]]) -> list[tuple[str, int]]:
+    """The launches, by sim and attempt, of an attempt cancelled before it was claimed: a cancel
+    came between what asked for it (the run's creation for a first attempt, else the retry
+    naming it) and its claim."""
+    asked: dict[tuple[str, int], int] = {}  # (sim, attempt) -> the sequence of the latest ask
+    claims: dict[tuple[str, int], int] = {}
+    cancels: list[int] = []
+    found = []
+    for seq, event in history:
+        match event:
+            case ev.RunCreated():
+                asked.update({(s.sim_id, 1): seq for s in event.sims})
+            case ev.RunRetryRequested():
+                asked.update({(s.sim_id, s.attempt): seq for s in event.sims})
+            case ev.RunCancelRequested():
+                cancels.append(seq)
+            case ev.SimClaimed():
+                claims[(event.sim_id, event.attempt)] = seq
+            case ev.SimLaunched():
+                key = (event.sim_id, event.attempt)
+                if any(asked[key] < cancel < claims[key] for cancel in cancels):
+                    found.append(key)
+    return found
+
+
+def test_cancel_and_retry_in_a_loop_never_launches_an_attempt_cancelled_before_its_claim(cluster: Cluster) -> None:
+    """A run of more sims than slots, cancelled and retried again and again with short pauses,
+    then let finish: it succeeds, each sim's final attempt succeeded, and no runner launched an
+    attempt whose request a cancel had ended before it was claimed (`sims.cancel_of`); each
+    launch is of an attempt that was claimed before any cancel that followed its ask."""
+    sims, rounds, seed = 6, 10, random.randrange(1 << 32)
+    pause = random.Random(seed)
+    cluster.serve(slots=2)
+    cluster.upload()
+    run_id, _ = started(cluster, sims)  # its stream ends at the first cancel, the run ended then
+    for _ in range(rounds):
+        cluster.api("POST", f"/api/runs/{run_id}/cancel")
+        time.sleep(pause.uniform(0, 0.5))
+        cluster.api("POST", f"/api/runs/{run_id}/retry")
+        time.sleep(pause.uniform(0, 0.5))
+    run = cluster.wait_until_final(run_id, 180)
+    assert run["state"] == "succeeded" and [s["state"] for s in run["sims"]] == ["succeeded"] * sims, (seed, run["sims"])
+    history = asyncio.run(run_history(cluster.nats_url, run_id))
+    launches: dict[str, list[int]] = {s["id"]: [] for s in run["sims"]}
+    for _, event in history:
+        if isinstance(event, ev.SimLaunched):
+            launches[event.sim_id].append(event.attempt)
+    assert launched_after_a_cancel(history) == [], (seed, launches)
+    finals = {s["id"]: s.get("attempt", 1) for s in run["sims"]}
+    assert all(attempts[-1] == finals[sim_id] for sim_id, attempts in launches.items()), (seed, launches, finals)
+    counted = check(cluster, [run_id], [])
+    record(
+        "cancel-retry-loop", seed=seed, sims=sims, rounds=rounds, launches_per_sim=sorted(len(a) for a in launches.values()),
+        launches=sum(len(a) for a in launches.values()), cancels=sum(isinstance(e, ev.RunCancelRequested) for _, e in history),
+        retries=sum(isinstance(e, ev.RunRetryRequested) for _, e in history), counted=counted,
+    )
 
 
 # --- the service --------------------------------------------------------------------------

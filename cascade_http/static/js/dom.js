@@ -10,6 +10,8 @@ export function h(tag, props = {}, ...children) {
     if (value === undefined || value === null || value === false) continue;
     if (key === "class") el.className = value;
     else if (key === "dataset") Object.assign(el.dataset, value);
+    // Through the style object: the server's Content-Security-Policy refuses style attributes.
+    else if (key === "style") el.style.cssText = value;
     else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
     else if (key in el && !key.includes("-") && typeof value !== "string") el[key] = value;
     else el.setAttribute(key, value === true ? "" : value);
