@@ -173,6 +173,15 @@ def test_compare_draws_each_hardware_counter_against_its_stats(page: Any, cascad
     assert data_json(page, "#counters-chart", "points") == l1
     assert {p["gpu_config"] for p in l1} == {"SM7_QV100"} and len(l1) == 3
     assert page.is_visible("#pic-scatter") and page.is_visible("#pic-counters")
+    # Their scores, a row per counter and config, as the API gives them.
+    cells = page.eval_on_selector_all(
+        "#counters-correlation-table tbody tr",
+        "rows => rows.map(r => [r.dataset.counter, r.dataset.config, [...r.querySelectorAll('td[data-score]')].map(c => [c.dataset.score, c.dataset.value])])",
+    )
+    shown = {(name, cfg): {k: float(v) if v != "" else None for k, v in values} for name, cfg, values in cells}
+    assert shown == {
+        (name, cfg): {k: v for k, v in scores.items() if k != "hw_zero"} for name, c in counters.items() for cfg, scores in c["correlation"].items()
+    }
 
 
 def test_compare_shows_a_config_edited_between_replicas_apart_per_digest(page: Any, cascade: LiveServer, api: httpx.Client) -> None:

@@ -53,9 +53,13 @@ function coverageCaveat(cfg, { kernels, gpuTime }) {
 }
 
 /** Per config, its scores against real values, one row each, under a heading that stays in
- * view while the table scrolls sideways on a narrow screen. */
-function scoresTable(id, title, scores) {
-  const zeros = Math.max(0, ...Object.values(scores).map((s) => s.hw_zero));
+ * view while the table scrolls sideways on a narrow screen; with `counter`, the rows are
+ * each counter's configs (`scores`: the comparison's `counters`), the counter first. */
+function scoresTable(id, title, scores, counter = false) {
+  const rows = counter
+    ? Object.entries(scores).flatMap(([name, k]) => Object.entries(k.correlation).map(([cfg, s]) => ({ cfg, s, name, label: k.label })))
+    : Object.entries(scores).map(([cfg, s]) => ({ cfg, s }));
+  const zeros = Math.max(0, ...rows.map((r) => r.s.hw_zero));
   const note = zeros ? ` · ${counted(zeros, "kernel")} with a real value of 0 left out` : "";
   return [
     h("p", { class: "table-title", id: `${id}-title` }, title, h("span", { class: "muted" }, note)),
@@ -65,15 +69,20 @@ function scoresTable(id, title, scores) {
       h(
         "table",
         { class: "table compact", id, "aria-labelledby": `${id}-title` },
-        h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Config"), SCORES.map(([, name]) => h("th", { scope: "col", class: "num" }, name)))),
+        h(
+          "thead",
+          {},
+          h("tr", {}, counter ? h("th", { scope: "col" }, "Counter") : null, h("th", { scope: "col" }, "Config"), SCORES.map(([, name]) => h("th", { scope: "col", class: "num" }, name))),
+        ),
         h(
           "tbody",
           {},
-          Object.entries(scores).map(([cfg, s]) =>
+          rows.map(({ cfg, s, name, label }) =>
             h(
               "tr",
-              { dataset: { config: cfg } },
-              h("th", { scope: "row", class: "mono" }, cfg),
+              { dataset: counter ? { config: cfg, counter: name } : { config: cfg } },
+              counter ? h("th", { scope: "row" }, label) : null,
+              h(counter ? "td" : "th", counter ? { class: "mono" } : { scope: "row", class: "mono" }, cfg),
               SCORES.map(([key, , show]) => h("td", { class: "num", dataset: { score: key, value: s[key] ?? "" } }, show(s[key]))),
             ),
           ),
@@ -197,6 +206,7 @@ export function mountCompare(el, model) {
       summaryCards(c),
       c.correlation ? scoresTable("correlation-table", "Against real time, as Accel-Sim's plot-correlation.py scores it", c.correlation) : null,
       c.cycles_correlation ? scoresTable("cycles-correlation-table", "Against real cycles (simulated gpu_sim_cycle)", c.cycles_correlation) : null,
+      c.counters ? scoresTable("counters-correlation-table", "Hardware counters against the simulator stats correl_mappings.py pairs them with", c.counters, true) : null,
       pictures.el,
       table.el,
     );
