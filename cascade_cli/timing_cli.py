@@ -41,4 +41,6 @@ def attached_text(timing: RealTimingAttached) -> str:
     repeats = f", {timing.repeats} repeats" if timing.repeats > 1 else ""
     replaced = f", in place of {timing.replaced}" if timing.replaced else ""
     measures = " and ".join(timing.measures)
+    if timing.counters:
+        measures += f", and {len(timing.counters)} hardware counter{'s' if len(timing.counters) > 1 else ''}"
     return f"trace {timing.trace_id}: real timing {timing.timing_id} attached ({timing.format}: {timing.kernels} kernels{repeats}, {measures}){replaced}"

@@ -116,6 +116,7 @@ class TraceRealTimingAttached(TraceEvent, frozen=True, tag="trace.real_timing_at
     kernels: int
     repeats: int
     measures: list[Measure]
+    counters: list[str] = []  # the hardware counters the rows carry (ncu metric names); none in older events
 
 
 class TraceReady(TraceEvent, frozen=True, tag="trace.ready.v1"):

@@ -274,6 +274,7 @@ class TimingFile(msgspec.Struct, frozen=True, kw_only=True):
     kernels: int
     repeats: int
     measures: list[ev.Measure]
+    counters: list[str] = []  # the hardware counters every launch has, by ncu metric name
 
 
 class Attachment(msgspec.Struct, frozen=True, kw_only=True):
@@ -329,6 +330,7 @@ def decide_real_timing(
         kernels=timing.kernels,
         repeats=timing.repeats,
         measures=list(timing.measures),
+        counters=list(timing.counters),
     )
     return listed, marker
 
@@ -343,6 +345,9 @@ class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True):
     repeats: Annotated[int, msgspec.Meta(description="Passes over the program: the hardware repetitions of each kernel.")]
     measures: Annotated[list[ev.Measure], msgspec.Meta(description="What the file measured.")]
     replaced: Annotated[str | None, msgspec.Meta(description="The timing this one replaced: `upload`, a timing_id, or null.")]
+    counters: Annotated[
+        list[str], msgspec.Meta(description="The hardware counters it measured (README, Hardware counters), by Nsight Compute metric name.")
+    ] = []
 
 
 def attached(marker: ev.TraceRealTimingAttached) -> RealTimingAttached:
@@ -355,4 +360,5 @@ def attached(marker: ev.TraceRealTimingAttached) -> RealTimingAttached:
         repeats=marker.repeats,
         measures=marker.measures,
         replaced=marker.replaces,
+        counters=marker.counters,
     )

@@ -444,6 +444,7 @@ def timing_file(body: bytes, kernels: Sequence[TraceKernel]) -> TimingFile | str
         kernels=max(len(launches) for launches in timing.passes),
         repeats=len(timing.passes),
         measures=list(timing.measures),
+        counters=sorted({metric for row in rows for metric in row.counters or {}}),
     )
 
 

@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from cascade_app.config import Settings
+from cascade_cli.timing_cli import attached_text
 from cascade_core.correlation import correlate
 from cascade_core.counters import COUNTERS
+from cascade_core.traces import RealTimingAttached
 from tests.cascade_formats.test_realtiming import COUNTED
 from tests.cascade_http.live import LiveServer, live_server
 from tests.cascade_http.test_runs_cli import AUTH, TOKEN, api, cascade
@@ -85,6 +88,10 @@ def run_with_counters(live: LiveServer) -> str:
     )
     assert attached.status_code == 200, attached.text
     assert (attached.json()["format"], attached.json()["repeats"]) == ("ncu", 2)
+    assert attached.json()["counters"] == sorted(c.metric for c in COUNTERS if c.name in SIM), "the counters the file measured"
+    assert attached_text(msgspec.json.decode(attached.content, type=RealTimingAttached)).endswith(
+        f"(ncu: 3 kernels, 2 repeats, duration_ns and cycles, and {len(attached.json()['counters'])} hardware counters)"
+    )
     return run_id
 
 
