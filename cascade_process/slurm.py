@@ -154,8 +154,9 @@ class Launcher:
         self.jobs: dict[str, str] = {}  # ours, queued or running: job id to state
         self.cancelled: set[str] = set()  # jobs this launcher cancelled: their end is no news
         self._kv: KeyValue | None = None
-        # The configs its jobs' workers run: whose launch requests they pull.
-        self.configs = [config.name for config in AccelSimInstall(options.accelsim_dir).configs()]
+        # Its jobs' workers run its install's configs, and pull their launch requests: read
+        # again at each look, so a config added or removed since counts as the workers see it.
+        self.install = AccelSimInstall(options.accelsim_dir)
 
     def runner_of(self, job_id: str) -> str:
         return slurm.runner_id(self.cluster, job_id)
@@ -209,9 +210,9 @@ class Launcher:
         """The launch requests waiting or in progress for the configs the jobs' workers have
         (a config's consumer appears with its first request)."""
         total = 0
-        for config in self.configs:
+        for config in await asyncio.to_thread(self.install.configs):
             try:
-                info = await self.store.js.consumer_info(subjects.STREAM, subjects.launch_consumer(config))
+                info = await self.store.js.consumer_info(subjects.STREAM, subjects.launch_consumer(config.name))
             except nats.js.errors.NotFoundError:
                 continue
             total += (info.num_pending or 0) + (info.num_ack_pending or 0)
