@@ -335,7 +335,7 @@ def decide_real_timing(
     return listed, marker
 
 
-class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True):
+class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Real timing attached to a trace (`PUT /api/traces/{trace_id}/real-timing`)."""
 
     trace_id: str
@@ -346,7 +346,7 @@ class RealTimingAttached(msgspec.Struct, frozen=True, kw_only=True):
     measures: Annotated[list[ev.Measure], msgspec.Meta(description="What the file measured.")]
     replaced: Annotated[str | None, msgspec.Meta(description="The timing this one replaced: `upload`, a timing_id, or null.")]
     counters: Annotated[
-        list[str], msgspec.Meta(description="The hardware counters it measured (README, Hardware counters), by Nsight Compute metric name.")
+        list[str], msgspec.Meta(description="The hardware counters it measured (README, Hardware counters), by Nsight Compute metric name; absent when none.")
     ] = []
 
 
