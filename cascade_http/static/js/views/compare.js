@@ -199,17 +199,22 @@ export function mountCompare(el, model) {
       return clear(kernelsBody, state("empty", model.active ? "No kernel has finished yet." : "No sim finished a kernel.", "Rows appear as the sims finish kernels."));
     }
     c.configs.forEach((cfg) => colors.get(cfg)); // in the order of the run's entries
-    clear(
-      kernelsBody,
+    const above = [
       c.has_real_timing ? null : h("p", { class: "hint pad" }, "This trace has no real timing: configs are compared with each other."),
       partialNotice(c),
       summaryCards(c),
       c.correlation ? scoresTable("correlation-table", "Against real time, as Accel-Sim's plot-correlation.py scores it", c.correlation) : null,
       c.cycles_correlation ? scoresTable("cycles-correlation-table", "Against real cycles (simulated gpu_sim_cycle)", c.cycles_correlation) : null,
       c.counters ? scoresTable("counters-correlation-table", "Hardware counters against the simulator stats correl_mappings.py pairs them with", c.counters, true) : null,
-      pictures.el,
-      table.el,
-    );
+    ];
+    if (pictures.el.parentNode === kernelsBody) {
+      // The pictures and the table stay in place, so a refresh takes no focus from a chart
+      // a person moves through with the keys (a detached canvas loses it, and its tip).
+      while (kernelsBody.firstChild !== pictures.el) kernelsBody.firstChild.remove();
+      pictures.el.before(...above.flat(Infinity).filter(Boolean));
+    } else {
+      clear(kernelsBody, ...above, pictures.el, table.el);
+    }
     pictures.render(c);
     table.setColumns(columns(c));
     table.setRows(c.rows);
