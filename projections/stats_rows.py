@@ -133,7 +133,9 @@ WHERE kernel_stats.seq = own.seq AND kernel_stats.stat = own.stat"""
 _OLD_RATIOS = """
 UPDATE kernel_stats SET value = own.value FROM (
   WITH q AS (SELECT unnest($ratios) AS stat, unnest($numerators) AS numerator, unnest($denominators) AS denominator),
-  written AS (SELECT seq, stat, value FROM kernel_stats WHERE seq IN (SELECT unnest($seqs)))
+  written AS (
+    SELECT seq, stat, value FROM kernel_stats WHERE seq IN (SELECT unnest($seqs))
+    AND (stat IN (SELECT unnest($ratios)) OR stat IN (SELECT unnest($numerators)) OR stat IN (SELECT unnest($denominators))))
   SELECT r.seq, r.stat, n.value / d.value AS value
   FROM written r JOIN q USING (stat)
   JOIN written n ON n.seq = r.seq AND n.stat = q.numerator JOIN written d ON d.seq = r.seq AND d.stat = q.denominator) own
