@@ -43,6 +43,7 @@ from tests.cascade_http.trace_archives import files_of, tar_of
 from tests.faults import chatter
 from tests.faults.cluster import TOKEN, Cluster, EventStream, rss_mib, wait_for
 from tests.faults.invariants import check
+from tests.projections.test_rebuild import flip_in_every_block
 
 pytestmark = pytest.mark.timeout(300)
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "faults"
@@ -570,12 +571,7 @@ def test_a_damaged_read_model_is_made_again_from_the_log_at_start(cluster: Clust
     if damage == "cut to half":
         os.truncate(db, size // 2)
     elif damage == "bytes flipped":
-        with db.open("r+b") as f:  # one in each of DuckDB's 256 KiB blocks past its 12 KiB of headers
-            for at in range((12 << 10) + 4096, size, 256 << 10):
-                f.seek(at)
-                byte = f.read(1)
-                f.seek(-1, 1)
-                f.write(bytes([byte[0] ^ 0xFF]))
+        flip_in_every_block(db)
     else:
         db.write_bytes(b"not a database\n" * 100)
     started = time.monotonic()
