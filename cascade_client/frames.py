@@ -10,20 +10,18 @@ import msgspec
 import pyarrow
 import pyarrow.ipc
 
-To = Literal["pandas", "polars", "arrow"]
-TO: tuple[To, ...] = ("pandas", "polars", "arrow")
+To = Literal["pandas", "polars"]
+TO: tuple[To, ...] = ("pandas", "polars")
 
 
 def frame(table: Any, to: To) -> Any:
-    """The Arrow `table` as a pandas DataFrame, a polars DataFrame, or as it is."""
+    """The Arrow `table` as a pandas or a polars DataFrame."""
     if to == "pandas":
         return table.to_pandas()
     if to == "polars":
         import polars  # here: an optional dependency
 
         return polars.DataFrame(table)
-    if to == "arrow":
-        return table
     raise ValueError(f"to={to!r}: one of {', '.join(TO)}")
 
 
