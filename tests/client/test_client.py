@@ -99,6 +99,12 @@ def test_wait_shows_one_bar_redrawn_until_the_run_ended(world: World) -> None:
     assert redraws[0] == "" and world.progress.endswith("\n")
     assert redraws[-1].rstrip() == f"{world.run.id} [####################] 12/12 kernels  4 succeeded"
 
+    quiet = io.StringIO()
+    assert world.client.run(world.run.id).wait(out=quiet).state == "succeeded"  # an ended run: at once
+    assert quiet.getvalue().endswith("4 succeeded\n")
+    assert world.client.run(world.run.id).wait(progress=False, out=quiet).sims == world.run.sims
+    assert quiet.getvalue().count("\n") == 1
+
 
 def test_kernels_as_pandas_and_polars_are_the_apis_kernels(world: World) -> None:
     kernels = world.client.run(world.run.id).kernels()
