@@ -26,6 +26,15 @@ class SendInterrupted(ConfigError):
     """The server stopped taking a streamed body and its answer could not be read."""
 
 
+class Refused(ConfigError):
+    """The server answered with an error status; `detail` is the API's text for it."""
+
+    def __init__(self, message: str, *, status: int, detail: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
+
+
 class Disconnected(ConfigError):
     """The server could not be reached, or the connection broke before the answer ended."""
 
@@ -49,9 +58,10 @@ class ApiClient:
         self.on_unauthorized = on_unauthorized
         self.on_unreachable = on_unreachable
 
-    def _refused(self, method: str, path: str, status: int, body: bytes) -> ConfigError:
+    def _refused(self, method: str, path: str, status: int, body: bytes) -> Refused:
         hint = f" ({self.on_unauthorized})" if status == 401 and self.on_unauthorized else ""
-        return ConfigError(f"{method} {path}: {status} {_detail(body)}{hint}")
+        detail = _detail(body)
+        return Refused(f"{method} {path}: {status} {detail}{hint}", status=status, detail=detail)
 
     def _unreachable(self, reason: object) -> Disconnected:
         hint = f" ({self.on_unreachable})" if self.on_unreachable else ""

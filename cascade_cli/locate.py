@@ -1,5 +1,5 @@
 """Where the service is and what its token is: one lookup for every command that talks to
-the API.
+the API, and for the Python client's `cascade_client.connect`.
 
     URL:   --url, else CASCADE_URL, else the api_url in the service file of the server that
            holds the data dir (`<data dir>/service.json`), else http://127.0.0.1:8000
@@ -34,33 +34,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="the server's data dir, for its URL and token (CASCADE_DATA_DIR, default ./.cascade)")
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    return resolve({"data_dir": getattr(args, "data_dir", None)})
-
-
 def served_url(args: argparse.Namespace) -> Located | None:
     """The server's URL from --url, CASCADE_URL or the data dir's live service; None if
     none of them names one."""
-    if getattr(args, "url", None):
-        return Located(args.url, "--url")
+    return find_url(getattr(args, "url", None), getattr(args, "data_dir", None))
+
+
+def api_client(args: argparse.Namespace) -> ApiClient:
+    """A client of the server found by the lookup above, with its token."""
+    return client_of(getattr(args, "url", None), getattr(args, "data_dir", None))
+
+
+def _settings(data_dir: str | os.PathLike[str] | None) -> Settings:
+    return resolve({"data_dir": None if data_dir is None else os.fspath(data_dir)})
+
+
+def find_url(url: str | None, data_dir: str | os.PathLike[str] | None) -> Located | None:
+    """The lookup of `served_url` on values (the Python client's `connect` takes them as arguments)."""
+    if url:
+        return Located(url, "--url")
     if os.environ.get(ENV_URL):
         return Located(os.environ[ENV_URL], ENV_URL)
-    directory = _settings(args).data_dir
+    directory = _settings(data_dir).data_dir
     service = datadir.live_service(directory)
     if service is not None:
         return Located(service.api_url, f"{directory / datadir.SERVICE}, pid {service.pid}")
     return None
 
 
-def api_client(args: argparse.Namespace) -> ApiClient:
-    """A client of the server found by the lookup above, with its token."""
-    settings = _settings(args)
-    located = served_url(args) or Located(
+def client_of(url: str | None, data_dir: str | os.PathLike[str] | None, token: str | None = None) -> ApiClient:
+    """The lookup of `api_client` on values; a `token` given goes before CASCADE_TOKEN and the data dir's."""
+    settings = _settings(data_dir)
+    located = find_url(url, data_dir) or Located(
         DEFAULT_URL, f"the default: no server holds {settings.data_dir}; pass --url, or --data-dir with the server's data dir"
     )
     token_file = settings.token_path
-    token = settings.token
     if token is not None:
+        refused = "the token given"
+    elif settings.token is not None:
+        token = settings.token
         other = f"unset it to use {token_file}" if token_file.exists() else f"{token_file} does not exist either"
         refused = f"the token from {ENV['token']}; {other}"
     else:
@@ -74,4 +86,3 @@ def api_client(args: argparse.Namespace) -> ApiClient:
     return ApiClient(
         located.url, token, on_unauthorized=f"the server refused {refused}", on_unreachable=f"URL from {located.source}"
     )
-

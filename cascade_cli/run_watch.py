@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import TextIO
 from urllib.parse import quote
 
@@ -84,8 +85,8 @@ def get_run(client: ApiClient, run_id: str) -> RunDetail:
     return _snapshot.decode(client.get(f"/api/runs/{quote(run_id, safe='')}"))
 
 
-def watch(client: ApiClient, created: RunDetail, screen: Screen) -> RunDetail:
-    """Show the run's progress on `screen` until it ends; the run as it ended."""
+def watch(client: ApiClient, created: RunDetail, screen: Screen, lines: Callable[[list[Sim]], list[str]] = progress) -> RunDetail:
+    """Show the run's progress on `screen`, as `lines` tells it, until it ends; the run as it ended."""
     path = f"/api/runs/{quote(created.id, safe='')}/events"
     board, last_id, retry_s = board_of(created), "", RETRY_S
     while True:
@@ -94,14 +95,14 @@ def watch(client: ApiClient, created: RunDetail, screen: Screen) -> RunDetail:
                 if event.event == COMMENT:
                     board = board_of(get_run(client, created.id))
                 board, last_id, retry_s = apply(board, event), event.id, RETRY_S
-                screen.show(progress(list(board.values())))
+                screen.show(lines(list(board.values())))
             ended = get_run(client, created.id)
             if ended.state != "active":
-                screen.show(progress(ended.sims))
+                screen.show(lines(ended.sims))
                 return ended
             note = "the event stream ended early; resuming"
         except Disconnected as lost:
             note = f"{lost}; resuming in {retry_s:g} s"
-        screen.show([*progress(list(board.values())), note])
+        screen.show([*lines(list(board.values())), note])
         time.sleep(retry_s)
         retry_s = min(2 * retry_s, MAX_RETRY_S)

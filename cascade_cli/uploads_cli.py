@@ -1,4 +1,5 @@
-"""`cascade trace upload DIR`: a local trace directory streamed to the server as a tar.
+"""`cascade trace upload DIR`: a local trace directory streamed to the server as a tar (and,
+for the Python client, an archive of one streamed as it is).
 
 The tar is made on the fly, file by file in 1 MiB reads, with the files at the archive's
 root; its exact size is known before the first byte goes out, so it is sent with a
@@ -109,16 +110,26 @@ def _size(n: float) -> str:
     return f"{n / (1 << 20):,.1f} MiB" if n >= 1 << 20 else f"{n / 1024:,.1f} KiB"
 
 
-def upload(client: ApiClient, directory: Path, trace_id: str | None) -> int:
-    """Upload `directory`, wait for the trace's final state, and print it; 0 if ready."""
-    if not directory.is_dir():
-        raise ConfigError(f"{directory}: not a directory")
-    tar = plan(directory)
-    progress = Progress(tar.total)
+# An archive is sent as it is, its type told by its name's ending.
+ARCHIVE_TYPES = {".tar": "application/x-tar", ".tgz": "application/gzip", ".gz": "application/gzip", ".txz": "application/x-xz", ".xz": "application/x-xz"}
+
+
+def send(client: ApiClient, source: Path, trace_id: str | None, out: TextIO = sys.stderr) -> Trace:
+    """Stream a trace directory (as a tar made on the fly) or an archive of one (as it is) to
+    the server, with the progress bar on `out`; the trace once it is ready or failed."""
+    if source.is_dir():
+        tar = plan(source)
+        total, media_type, pieces = tar.total, "application/x-tar", tar_stream(tar)
+    elif source.is_file() and source.suffix in ARCHIVE_TYPES:
+        total, media_type = source.stat().st_size, ARCHIVE_TYPES[source.suffix]
+        pieces = file_pieces(source, total)
+    else:
+        raise ConfigError(f"{source}: neither a directory nor an archive ({', '.join(ARCHIVE_TYPES)})")
+    progress = Progress(total, out)
     trace_id = trace_id or new_ids.trace_id()  # chosen here, so the trace can be asked for if the answer is lost
     path = f"/api/traces?id={quote(trace_id)}"
     try:
-        raw = client.send_stream("POST", path, progress.counted(tar_stream(tar)), tar.total, {"Content-Type": "application/x-tar"})
+        raw = client.send_stream("POST", path, progress.counted(pieces), total, {"Content-Type": media_type})
     except SendInterrupted as interrupted:
         # The server ends an upload at the first bad file, while the body is still going out.
         try:
@@ -131,6 +142,14 @@ def upload(client: ApiClient, directory: Path, trace_id: str | None) -> int:
     while trace.state in ("uploading", "processing"):
         time.sleep(POLL_S)
         trace = msgspec.json.decode(client.get(f"/api/traces/{quote(trace.id)}"), type=Trace)
+    return trace
+
+
+def upload(client: ApiClient, directory: Path, trace_id: str | None) -> int:
+    """Upload `directory`, wait for the trace's final state, and print it; 0 if ready."""
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: not a directory")
+    trace = send(client, directory, trace_id)
     if trace.state == "failed":
         print(f"trace {trace.id}: failed: {trace.error}", file=sys.stderr)
         return 1

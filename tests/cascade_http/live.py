@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,9 +24,11 @@ from cascade_app.config import Settings
 from cascade_app.service import Cascade
 from cascade_core import events as ev
 from cascade_http.run_events import Position, last_event_id
+from cascade_nats import server
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
 from cascade_process.service import starlette_app
+from tests.cascade_sim.world import TITANX, accelsim_tree
 
 
 class LiveServer(msgspec.Struct):
@@ -85,6 +89,22 @@ def live_server(settings: Settings) -> Iterator[LiveServer]:
     finally:
         server.should_exit = True
         thread.join(15)
+
+
+COPY = "SM61_TITANX_COPY"  # the same options: the fake simulator replays SM61_TITANX's log for it
+
+
+@contextlib.contextmanager
+def live_with_copy(tmp: Path, token: str, *, samples: bool) -> Iterator[LiveServer]:
+    """A live server on a nats-server of its own, its runner (2 slots) driving the fake
+    simulator in an Accel-Sim tree under `tmp` that also has COPY."""
+    tree = accelsim_tree(tmp / "accel-sim")
+    shutil.copytree(tree / TITANX, tree / TITANX.parent / COPY)
+    shutil.copytree(tree / "gpu-simulator/configs/tested-cfgs/SM61_TITANX", tree / "gpu-simulator/configs/tested-cfgs" / COPY)
+    with server.running(tmp / "jetstream") as nats:
+        settings = Settings(token=token, data_dir=tmp / "data", nats_url=nats.url, accelsim_dir=tree, runner=True, runner_slots=2, samples=samples)
+        with live_server(settings) as live:
+            yield live
 
 
 class SseEvent(msgspec.Struct, frozen=True):

@@ -10,7 +10,6 @@ import io
 import json
 import math
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -27,18 +26,14 @@ import pytest
 
 from cascade_api.models import SqlAnswer
 from cascade_cli import main as cli
-from cascade_app.config import Settings
-from cascade_nats import server
 from cascade_sim import logparse
 from projections import tables, version
-from tests.cascade_http.live import LiveServer, live_server
+from tests.cascade_http.live import COPY, LiveServer, live_with_copy
 from tests.cascade_http.trace_archives import files_of, tar_of
-from tests.cascade_sim.world import TITANX, accelsim_tree
 from tests.support import LOGS, stats_json, wait_until
 
 TOKEN = "t"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-COPY = "SM61_TITANX_COPY"  # the same options: the fake simulator replays SM61_TITANX's log for it
 README = Path(__file__).parents[2] / "README.md"
 EXAMPLE_RUNS = ("run-5d61b7c1ff41", "run-8de3220aa1c7")  # the run ids README's queries name
 
@@ -50,22 +45,16 @@ class World(msgspec.Struct):
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    tmp = tmp_path_factory.mktemp("data-cli")
-    tree = accelsim_tree(tmp / "accel-sim")
-    shutil.copytree(tree / TITANX, tree / TITANX.parent / COPY)
-    shutil.copytree(tree / "gpu-simulator/configs/tested-cfgs/SM61_TITANX", tree / "gpu-simulator/configs/tested-cfgs" / COPY)
-    with server.running(tmp / "jetstream") as nats:
-        settings = Settings(token=TOKEN, data_dir=tmp / "data", nats_url=nats.url, accelsim_dir=tree, runner=True, runner_slots=2, samples=True)
-        with live_server(settings) as live:
-            body = tar_of(files_of("combo-vec-mm-xz"), top="combo-vec-mm-xz")
-            answer = httpx.post(f"{live.url}/api/traces?id=combo", content=body, headers={**AUTH, "Content-Type": "application/x-tar"}, timeout=60)
-            assert answer.status_code == 202 and answer.json()["state"] == "ready", answer.text
-            first = create(live, [{"gpu_config": "SM61_TITANX", "count": 1}, {"gpu_config": COPY, "count": 1}])
-            second = create(live, [{"gpu_config": "SM61_TITANX", "count": 1}])
-            for run in (first, second):
-                wait_until(lambda: get(live, f"/api/runs/{run}")["state"] != "active", 90, f"run {run} did not finish")
-                assert get(live, f"/api/runs/{run}")["state"] == "succeeded"
-            yield World(live, (first, second))
+    with live_with_copy(tmp_path_factory.mktemp("data-cli"), TOKEN, samples=True) as live:
+        body = tar_of(files_of("combo-vec-mm-xz"), top="combo-vec-mm-xz")
+        answer = httpx.post(f"{live.url}/api/traces?id=combo", content=body, headers={**AUTH, "Content-Type": "application/x-tar"}, timeout=60)
+        assert answer.status_code == 202 and answer.json()["state"] == "ready", answer.text
+        first = create(live, [{"gpu_config": "SM61_TITANX", "count": 1}, {"gpu_config": COPY, "count": 1}])
+        second = create(live, [{"gpu_config": "SM61_TITANX", "count": 1}])
+        for run in (first, second):
+            wait_until(lambda: get(live, f"/api/runs/{run}")["state"] != "active", 90, f"run {run} did not finish")
+            assert get(live, f"/api/runs/{run}")["state"] == "succeeded"
+        yield World(live, (first, second))
 
 
 def create(live: LiveServer, entries: list[dict[str, Any]]) -> str:
