@@ -41,6 +41,12 @@ class SplitSpec(msgspec.Struct, frozen=True):
     ] = 2
 
 
+ENTRY_OPTIONS = (
+    "Simulator options for these sims alone (as in Derive a GPU config, such as -gpgpu_max_insn): they run an unnamed "
+    "variant of gpu_config, `<gpu_config>+<12 hex of the options' digest>`, checked alike."
+)
+
+
 class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     gpu_config: Annotated[str, msgspec.Meta(description="A GpuConfig.name whose arch matches the trace.")]
     count: Count
@@ -67,13 +73,7 @@ class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
             "whole and in sequence (its `reference_for` names the fast sim), and Get a sim's reference compares the two."
         ),
     ] = False
-    options: Annotated[
-        dict[str, str] | None,
-        msgspec.Meta(
-            description="Simulator options for these sims alone (as in Derive a GPU config, such as -gpgpu_max_insn): "
-            "they run an unnamed variant of gpu_config, `<gpu_config>+<12 hex of the options' digest>`, checked alike."
-        ),
-    ] = None
+    options: Annotated[dict[str, str] | None, msgspec.Meta(description=ENTRY_OPTIONS)] = None
 
     @property
     def sim_config(self) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import shutil
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,9 +18,7 @@ from cascade_core.object_names import config_file
 from cascade_nats import subjects
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
-
-COMPLETE = ".complete"
-
+from cascade_sim.trace_cache import filled_once
 
 class VariantUnavailable(RuntimeError):
     pass
@@ -52,14 +49,8 @@ class VariantFiles:
 
     async def fetch(self, variant: ev.GpuConfigDerived) -> Path:
         """A local directory holding the variant's files, downloaded if this runner lacks them."""
-        key = config_digest(variant.files)
-        final = self.root / key
-        async with self._locks[key]:
-            if (final / COMPLETE).exists():
-                return final
-            partial = self.root / f"{key}.partial"
-            shutil.rmtree(partial, ignore_errors=True)
-            partial.mkdir(parents=True)
+
+        async def fill(partial: Path) -> None:
             try:
                 contents = await read_files(self.objects, variant.files)
             except Exception as err:  # noqa: BLE001 - missing, damaged or unreachable: the attempt fails saying so
@@ -68,7 +59,6 @@ class VariantFiles:
                 if hashlib.sha256(data).hexdigest() != variant.files[name] or "/" in name:
                     raise VariantUnavailable(f"GPU config {variant.name}: its stored file {name} is not the one it was derived with")
                 (partial / name).write_bytes(data)
-            (partial / COMPLETE).touch()
-            shutil.rmtree(final, ignore_errors=True)
-            partial.rename(final)
-            return final
+
+        key = config_digest(variant.files)
+        return await filled_once(self.root, key, self._locks[key], fill)

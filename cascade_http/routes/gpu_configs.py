@@ -18,6 +18,10 @@ from cascade_http.responses import MsgspecResponse
 from cascade_http.state import cascade
 
 NO_CONFIG = {404: "No config a run may name has this name."}
+UNUSABLE = (
+    "An option is unknown, its value is not of its type or breaks a rule (the message names it), the base's files are "
+    "not on this server, or the body fails validation."
+)
 NO_FILES = "The config's files are not on this server (neither its Accel-Sim install's nor a variant's)."
 
 
@@ -31,13 +35,7 @@ NO_FILES = "The config's files are not on this server (neither its Accel-Sim ins
     body=ConfigDerive,
     response=GpuConfig,
     status=201,
-    errors={
-        400: "The body is not parsable.",
-        404: "base names no config a run may name.",
-        409: "Another config has this name.",
-        422: "An option is unknown, its value is not of its type or breaks a rule (the message names it), the base's "
-        "files are not on this server, or the body fails validation.",
-    },
+    errors={400: "The body is not parsable.", 404: "base names no config a run may name.", 409: "Another config has this name.", 422: UNUSABLE},
 )
 async def derive_config(request: Request) -> Response:
     body = await json_body(request, ConfigDerive)
