@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import shutil
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from cascade_core import events as ev
@@ -58,13 +59,8 @@ class TraceCache:
         files = await self.files(trace_id)
         if not any(f.path == "kernelslist.g" for f in files):
             raise TraceUnavailable(f"trace {trace_id} has no stored kernelslist.g (deleted, or never uploaded whole)")
-        key = cache_key(files)
-        final = self.root / key
-        async with self._locks[key]:
-            if (final / COMPLETE).exists():
-                return final
-            partial = self.root / f"{key}.partial"
-            shutil.rmtree(partial, ignore_errors=True)
+
+        async def fill(partial: Path) -> None:
             for f in files:
                 relative = safe_member_path(f.path)
                 if relative is None:
@@ -76,7 +72,23 @@ class TraceCache:
                     async with contextlib.aclosing(pieces):
                         async for piece in pieces:
                             out.write(piece)
-            (partial / COMPLETE).touch()
-            shutil.rmtree(final, ignore_errors=True)
-            partial.rename(final)
+
+        key = cache_key(files)
+        return await filled_once(self.root, key, self._locks[key], fill)
+
+
+async def filled_once(root: Path, key: str, lock: asyncio.Lock, fill: Callable[[Path], Awaitable[None]]) -> Path:
+    """The directory `root/key`, filled by `fill` (given a fresh empty directory) unless it
+    was whole already: a fill cut short leaves a `.partial` directory, never `key`'s."""
+    final = root / key
+    async with lock:
+        if (final / COMPLETE).exists():
             return final
+        partial = root / f"{key}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        await fill(partial)
+        (partial / COMPLETE).touch()
+        shutil.rmtree(final, ignore_errors=True)
+        partial.rename(final)
+        return final

@@ -292,7 +292,7 @@ def _applier(e: ev.AnyEvent) -> Apply:
             return _to_sim(_life_event)
         case ev.SimFileStored():
             return _to_sim(_file_stored)
-        case ev.SimQueued() | ev.RunnerEnded():
+        case ev.SimQueued() | ev.RunnerEnded() | ev.GpuConfigDerived():
             return _for_runners
         case ev.RunCreated():
             return _run_created
@@ -326,9 +326,10 @@ def _to_sim(handler: Callable[[_Batch, int, Sim, E], None]) -> Callable[[_Batch,
     return apply
 
 
-def _for_runners(b: _Batch, seq: int, e: ev.SimQueued | ev.RunnerEnded) -> None:
+def _for_runners(b: _Batch, seq: int, e: ev.SimQueued | ev.RunnerEnded | ev.GpuConfigDerived) -> None:
     # A queued sim stays pending until a runner claims it; a runner's end is read by the
-    # runner that claims its sims again, and the read model shows what that decides.
+    # runner that claims its sims again, and the read model shows what that decides; a
+    # config variant is read from its own subject by the service and the runners.
     pass
 
 
@@ -535,7 +536,7 @@ def _toucher(e: ev.AnyEvent) -> Touch:
             return _touch_listed
         case ev.TraceEvent():
             return _touch_trace
-        case ev.RunnerEnded():
+        case ev.RunnerEnded() | ev.GpuConfigDerived():
             return _touch_nothing
         case _:
             assert_never(e)
@@ -562,7 +563,7 @@ def _touch_listed(e: ev.RunRetryRequested | ev.RunEntriesAdded, found: _Touched)
         found.sims.update(c.sim_id for c in e.chunks)
 
 
-def _touch_nothing(e: ev.RunnerEnded, found: _Touched) -> None:
+def _touch_nothing(e: ev.RunnerEnded | ev.GpuConfigDerived, found: _Touched) -> None:
     pass  # it changes no row
 
 

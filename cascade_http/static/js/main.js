@@ -8,6 +8,7 @@ import { mountNewRun } from "./views/newrun.js";
 import { mountRun } from "./views/run.js";
 import { mountTraces } from "./views/traces.js";
 import { mountRunners } from "./views/runners.js";
+import { mountConfigs } from "./views/configs.js";
 import { mountSignIn } from "./views/signin.js";
 
 // A view is mount(element, params, query) -> { update?(params, query), destroy?() }.
@@ -25,6 +26,7 @@ const ROUTES = [
   },
   { re: /^\/traces$/, nav: "traces", mount: mountTraces },
   { re: /^\/runners$/, nav: "runners", mount: mountRunners },
+  { re: /^\/configs$/, nav: "configs", mount: mountConfigs },
 ];
 
 const main = document.getElementById("main");
