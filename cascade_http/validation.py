@@ -86,6 +86,7 @@ _MESSAGES = {
     "less_than": "Input should be less than {lt}",
     "greater_than_equal": "Input should be greater than or equal to {ge}",
     "greater_than": "Input should be greater than {gt}",
+    "extra_forbidden": "Extra inputs are not permitted",
 }
 
 
@@ -136,9 +137,12 @@ def _build(node: inspect.Type) -> Validator:
 
 
 def _struct_validator(node: inspect.StructType) -> Validator:
-    if node.array_like or node.forbid_unknown_fields or node.tag_field is not None:
+    if node.array_like or node.tag_field is not None:
         raise TypeError(f"request validation does not support {node.cls.__name__}'s Struct options")
     fields = [(field, _build(field.type)) for field in node.fields]
+    # A body whose Struct forbids unknown fields (pydantic's `extra="forbid"`): what it does
+    # not take is refused, not ignored.
+    known = {field.encode_name for field in node.fields} if node.forbid_unknown_fields else None
 
     def validate(value: object, loc: Loc) -> object:
         # No JSON value is an object pydantic could read attributes from, hence this type.
@@ -155,6 +159,8 @@ def _struct_validator(node: inspect.StructType) -> Validator:
                     raise _issue("missing", field_loc, value)
             except _Invalid as invalid:
                 issues.extend(invalid.issues)
+        if known is not None:
+            issues += [_issue("extra_forbidden", [*loc, name], value[name]).issues[0] for name in value if name not in known]
         if issues:
             raise _Invalid(issues)
         return node.cls(**kwargs)
@@ -164,7 +170,12 @@ def _struct_validator(node: inspect.StructType) -> Validator:
 
 def _union_validator(node: inspect.UnionType) -> Validator:
     """An object of one Struct, one of some strings, or null (a run entry's `split`): told
-    apart by the JSON value's kind, as msgspec decodes them."""
+    apart by the JSON value's kind, as msgspec decodes them; or one other type, or null (a
+    run's `name`)."""
+    kinds = [t for t in node.types if not isinstance(t, inspect.NoneType)]
+    if len(kinds) == 1 and len(node.types) == 2 and not isinstance(kinds[0], inspect.StructType | inspect.LiteralType):
+        validate_kind = _build(kinds[0])
+        return lambda value, loc: None if value is None else validate_kind(value, loc)
     structs = [t for t in node.types if isinstance(t, inspect.StructType)]
     values = [v for t in node.types if isinstance(t, inspect.LiteralType) for v in t.values]
     literals = [v for v in values if isinstance(v, str)]

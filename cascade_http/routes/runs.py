@@ -84,9 +84,15 @@ async def create_run(request: Request) -> Response:
     return MsgspecResponse(await read(c, q.run_as_created, created), status_code=201)
 
 
-@operation(summary="List runs", description="Every run, newest first, with per-state sim counts.", response=list[RunSummary])
+@operation(
+    summary="List runs",
+    description="Every run, newest first, with per-state sim counts.",
+    query={"tag": "Only runs that have this tag.", "name": "Only runs of this name."},
+    response=list[RunSummary],
+)
 async def list_runs(request: Request) -> Response:
-    return MsgspecResponse(await read(cascade(request), q.runs))
+    params = request.query_params
+    return MsgspecResponse(await read(cascade(request), q.runs, params.get("tag"), params.get("name")))
 
 
 @operation(
