@@ -7,6 +7,8 @@ combo-vec-mm-xz__SM61_TITANX.log ends with `gpu_tot_sim_cycle = 18448` and
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +19,7 @@ import pytest
 
 from tests.cascade_http.live import LiveServer
 from tests.cascade_http.test_retry import post
-from tests.cascade_http.test_runs_cli import AUTH, api, live
+from tests.cascade_http.test_runs_cli import AUTH, api, cascade, live
 from tests.cascade_http.trace_archives import files_of, tar_of
 from tests.cascade_sim.world import TITANX, accelsim_tree, add_config_lines
 from tests.support import wait_until
@@ -194,3 +196,28 @@ def test_a_campaign_name_is_taken_once_and_top_ups_and_tables_refuse_clearly(tra
     bad = httpx.get(f"{traces.url}/api/campaigns/l2-study/table?stat=gpu_tot_ipc&baseline=SM7_QV100", headers=AUTH)
     assert bad.status_code == 422 and "baseline SM7_QV100 is not one of" in bad.text
     post(traces, "/api/campaigns/l2-study/cancel")
+
+
+def test_cascade_sweep_and_campaign_show_and_list(traces: LiveServer) -> None:
+    made = cascade(
+        traces, "sweep", "--name", "cli-study", "--trace", "combo", "--trace", "combo-b", "--config", "SM61_TITANX",
+        "--config", "SM61_TITANX_B", "--tag", "cli", "--baseline", "SM61_TITANX",
+    )
+    assert made.returncode == 0, made.stderr
+    assert re.fullmatch(r"campaign cli-study \(campaign-[0-9a-f]+\): 2 runs, 4 sims\n", made.stdout), made.stdout
+    ended(traces, "cli-study")
+    shown = cascade(traces, "campaign", "show", "cli-study")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("campaign  cli-study  (campaign-") and lines[0].endswith("succeeded  (4 succeeded)")
+    assert sum(" succeeded " in line and "3/3" in line for line in lines) == 4
+    assert "gpu_tot_sim_cycle, mean of succeeded sims, normalised to SM61_TITANX" in lines
+    assert [line.split() for line in lines if line.startswith("combo")][-2:] == [
+        ["combo", "18.4", "k", "(1.000)", "18.4", "k", "(1.000)"], ["combo-b", "18.4", "k", "(1.000)", "18.4", "k", "(1.000)"]
+    ]
+    ipc = cascade(traces, "campaign", "show", "cli-study", "--stat", "gpu_tot_ipc", "--json")
+    assert ipc.returncode == 0 and '"value":8.6891' in ipc.stdout.splitlines()[1]
+    listed = cascade(traces, "campaign", "list")
+    assert listed.stdout.splitlines()[1].split()[:6] == ["cli-study", "succeeded", "2", "2", "1", "4"]
+    runs = cascade(traces, "runs", "--tag", "cli", "--json")
+    assert {r["name"] for r in json.loads(runs.stdout)} == {"cli-study"} and len(json.loads(runs.stdout)) == 2
