@@ -445,7 +445,9 @@ def _campaign_created(b: _Batch, seq: int, e: ev.CampaignCreated) -> None:
 
 
 def _campaign_runs_added(b: _Batch, seq: int, e: ev.CampaignRunsAdded) -> None:
-    b.checked.campaign_runs += [CampaignRunRow(campaign_id=e.campaign_id, run_id=r.run_id, trace_id=r.trace_id, seq=seq) for r in e.runs]
+    b.checked.campaign_runs += [
+        CampaignRunRow(campaign_id=e.campaign_id, run_id=r.run_id, trace_id=r.trace_id, seq=seq, position=i) for i, r in enumerate(e.runs)
+    ]
 
 
 def _kernel_finished(b: _Batch, seq: int, sim: Sim, e: ev.KernelFinished) -> None:

@@ -296,6 +296,7 @@ class CampaignRunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     run_id: str
     trace_id: str
     seq: int
+    position: int  # its place in its event's list: the campaign's runs are in (seq, position) order
 
 
 ENTITY_TABLES: dict[str, type[msgspec.Struct]] = {"traces": TraceRow, "runs": RunRow, "sims": SimRow}

@@ -44,7 +44,7 @@ class _Campaign:
 
 
 def _load(con: Con, row: CampaignRow) -> _Campaign:
-    links = _select(con, CampaignRunRow, "campaign_id = ? ORDER BY seq, rowid", [row.id])
+    links = _select(con, CampaignRunRow, "campaign_id = ? ORDER BY seq, position", [row.id])
     runs = {r.id: r for r in _select(con, RunRow, "id IN (SELECT unnest(?))", [[link.run_id for link in links]])}
     sims = _select(con, SimRow, "run_id IN (SELECT unnest(?))", [list(runs)])
     return _Campaign(row, [(link, runs[link.run_id]) for link in links if link.run_id in runs], sims)
