@@ -102,26 +102,22 @@ async def _on_campaign(request: Request, command: Callable[[Cascade, str], Await
     return MsgspecResponse(await _detail(c, await command(c, request.path_params["campaign"])))
 
 
-@operation(
-    summary="Cancel a campaign",
-    description="Cancels each of its runs (as Cancel a run). Calling it again changes nothing.",
-    tag="campaigns",
-    response=CampaignDetail,
-    errors=NO_CAMPAIGN,
-)
-async def cancel_campaign(request: Request) -> Response:
-    return await _on_campaign(request, campaigns.cancel_campaign)
+def _on_each_run(command: Callable[[Cascade, str], Awaitable[str]], summary: str, description: str) -> Callable[[Request], Awaitable[Response]]:
+    """A route that does to each of the campaign's runs what the run's own route does."""
+
+    @operation(summary=summary, description=description, tag="campaigns", response=CampaignDetail, errors=NO_CAMPAIGN)
+    async def endpoint(request: Request) -> Response:
+        return await _on_campaign(request, command)
+
+    return endpoint
 
 
-@operation(
-    summary="Retry a campaign",
-    description="Retries each of its runs (as Retry a run): every failed or cancelled sim runs again.",
-    tag="campaigns",
-    response=CampaignDetail,
-    errors=NO_CAMPAIGN,
+cancel_campaign = _on_each_run(
+    campaigns.cancel_campaign, "Cancel a campaign", "Cancels each of its runs (as Cancel a run). Calling it again changes nothing."
 )
-async def retry_campaign(request: Request) -> Response:
-    return await _on_campaign(request, campaigns.retry_campaign)
+retry_campaign = _on_each_run(
+    campaigns.retry_campaign, "Retry a campaign", "Retries each of its runs (as Retry a run): every failed or cancelled sim runs again."
+)
 
 
 @operation(
@@ -143,7 +139,7 @@ routes = [
     Route("/api/campaigns", list_campaigns, methods=["GET"]),
     Route("/api/campaigns/{campaign}", get_campaign, methods=["GET"]),
     Route("/api/campaigns/{campaign}/table", get_campaign_table, methods=["GET"]),
-    Route("/api/campaigns/{campaign}/cancel", cancel_campaign, methods=["POST"]),
-    Route("/api/campaigns/{campaign}/retry", retry_campaign, methods=["POST"]),
+    Route("/api/campaigns/{campaign}/cancel", cancel_campaign, methods=["POST"], name="cancel_campaign"),
+    Route("/api/campaigns/{campaign}/retry", retry_campaign, methods=["POST"], name="retry_campaign"),
     Route("/api/campaigns/{campaign}/entries", add_campaign_entries, methods=["POST"]),
 ]

@@ -34,7 +34,7 @@ class _Campaign:
     def __init__(self, row: CampaignRow, runs: list[tuple[CampaignRunRow, RunRow]], sims: list[SimRow]) -> None:
         self.row = row
         self.runs = runs
-        self.configs = list(dict.fromkeys(c for _, run in runs for c in configs(run)))
+        self.configs = list(dict.fromkeys(c for _, run in runs for c in configs(run.run)))
         order = {r.run_id: i for i, (r, _) in enumerate(runs)}
         place = {c: i for i, c in enumerate(self.configs)}
         self.sims = sorted(
