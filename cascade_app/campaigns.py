@@ -24,10 +24,10 @@ from projections.queries import campaigns as q
 
 async def create_campaign(c: Cascade, body: CampaignCreate) -> str:
     """The new campaign's id, once its runs are made; a refusal says why none was."""
-    decide.check_create(body)
     bodies = decide.run_bodies(body.name, body.tags, body.traces, body.configs, body.replicas)
     for run in bodies:
         await runs.check_run(c, run)
+    decide.check_create(body)
 
     async def name() -> Decision[ev.CampaignCreated]:
         last = await last_shown(c, subjects.campaign(body.name))

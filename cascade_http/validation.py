@@ -87,6 +87,7 @@ _MESSAGES = {
     "greater_than_equal": "Input should be greater than or equal to {ge}",
     "greater_than": "Input should be greater than {gt}",
     "extra_forbidden": "Extra inputs are not permitted",
+    "string_pattern_mismatch": "String should match pattern '{pattern}'",
 }
 
 
@@ -125,7 +126,7 @@ def _build(node: inspect.Type) -> Validator:
         return _list_validator(node)
     if isinstance(node, inspect.IntType) and node.multiple_of is None:
         return _int_validator(node)
-    if isinstance(node, inspect.StrType) and node.pattern is None:
+    if isinstance(node, inspect.StrType):
         return _str_validator(node)
     if isinstance(node, inspect.UnionType):
         return _union_validator(node)
@@ -229,7 +230,8 @@ def _list_validator(node: inspect.ListType) -> Validator:
 
 
 def _str_validator(node: inspect.StrType) -> Validator:
-    constrained = node.min_length is not None or node.max_length is not None
+    constrained = node.min_length is not None or node.max_length is not None or node.pattern is not None
+    pattern = None if node.pattern is None else re.compile(node.pattern)
 
     def validate(value: object, loc: Loc) -> object:
         if not isinstance(value, str):
@@ -241,6 +243,8 @@ def _str_validator(node: inspect.StrType) -> Validator:
             raise _issue("string_too_short", loc, value, {"min_length": node.min_length})
         if node.max_length is not None and len(value) > node.max_length:
             raise _issue("string_too_long", loc, value, {"max_length": node.max_length})
+        if pattern is not None and not pattern.search(value):
+            raise _issue("string_pattern_mismatch", loc, value, {"pattern": node.pattern})
         return value
 
     return validate

@@ -80,7 +80,11 @@ async def get_campaign(request: Request) -> Response:
     "launch (a sim still running, failed, cancelled or cut short counts for nothing), and normalised to a baseline config.",
     tag="campaigns",
     query={
-        "stat": Query(description="gpu_tot_sim_cycle, gpu_tot_sim_insn, gpu_tot_ipc, or any stat's name.", required=True),
+        "stat": Query(
+            description="gpu_tot_sim_cycle, gpu_tot_sim_insn, gpu_tot_ipc, or any stat's name.",
+            required=True,
+            schema={"type": "string", "minLength": 1},
+        ),
         "baseline": "One of the campaign's configs (default: the campaign's baseline, if it has one).",
     },
     response=CampaignTable,

@@ -89,9 +89,13 @@ async def create_run(request: Request) -> Response:
     description="Every run, newest first, with per-state sim counts.",
     query={"tag": "Only runs that have this tag.", "name": "Only runs of this name."},
     response=list[RunSummary],
+    errors={422: "A query parameter other than tag and name."},
 )
 async def list_runs(request: Request) -> Response:
     params = request.query_params
+    if unknown := sorted(set(params) - {"tag", "name"}):
+        # A misspelt filter must not answer every run as if it had filtered them.
+        raise ApiError(422, f"unknown query parameters {', '.join(map(repr, unknown))}: GET /api/runs filters by tag and name")
     return MsgspecResponse(await read(cascade(request), q.runs, params.get("tag"), params.get("name")))
 
 

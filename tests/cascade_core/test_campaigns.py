@@ -46,7 +46,6 @@ def test_a_campaign_is_named_once() -> None:
 @pytest.mark.parametrize(
     ("body", "said"),
     [
-        ({"name": "a b"}, "letters, digits"),
         ({"traces": ["x", "x"]}, "traces named more than once: x"),
         ({"configs": ["A", "A"]}, "configs named more than once: A"),
         ({"baseline": "B"}, "baseline B is not one of the campaign's configs"),
