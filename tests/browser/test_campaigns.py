@@ -80,9 +80,11 @@ def test_a_campaign_page_shows_its_table_curve_and_sims(page: Any, cascade: Live
     assert sorted(page.eval_on_selector_all("#campaign-sims a", "as => as.map(a => a.textContent)")) == sorted(runs * 2)
     shoot(page, "campaign", "#campaign-table tbody tr")
 
-    # Each sim links to its run.
+    # Each sim links to its run, whose summary shows its name and tags.
     page.click(f'#campaign-sims a:text-is("{runs[0]}") >> nth=0')
     page.wait_for_function(f"() => location.hash === '#/runs/{runs[0]}'")
+    page.wait_for_selector(".run-meta [data-field=name]:text-is('l2-study')")
+    assert page.inner_text(".run-meta [data-tag=study]") == "study"
 
     # The runs list shows each run's name and tags, and filters by them.
     page.goto(f"{cascade.url}/#/runs")

@@ -221,3 +221,5 @@ def test_cascade_sweep_and_campaign_show_and_list(traces: LiveServer) -> None:
     assert listed.stdout.splitlines()[1].split()[:6] == ["cli-study", "succeeded", "2", "2", "1", "4"]
     runs = cascade(traces, "runs", "--tag", "cli", "--json")
     assert {r["name"] for r in json.loads(runs.stdout)} == {"cli-study"} and len(json.loads(runs.stdout)) == 2
+    run = cascade(traces, "run", "show", json.loads(runs.stdout)[0]["id"])
+    assert "name     cli-study" in run.stdout.splitlines() and "tags     cli" in run.stdout.splitlines()
