@@ -9,6 +9,7 @@ from contextlib import aclosing
 
 from cascade_app import clock
 from cascade_app.conflicts import Decision, decided, last_shown
+from cascade_app.gpu_configs import derive_entry_options
 from cascade_app.reads import read
 from cascade_app.service import Cascade
 from cascade_core import events as ev
@@ -34,6 +35,7 @@ async def create_run(c: Cascade, body: RunCreate) -> ev.RunCreated:
 
     async def create() -> Decision[ev.RunCreated]:
         trace, configs = await check_run(c, body)  # before drawing an id per sim
+        await derive_entry_options(c, body.entries)
         command = decide.CreateRun(
             event_id=new_ids.event_id(),
             at=clock.now(),
@@ -62,7 +64,7 @@ async def _configs(c: Cascade, body: RunCreate | RunEntries) -> list[OfferedConf
     """The configs the run may name; refused when one it names is not here and the live
     runners cannot be asked (NATS not answering), rather than called unknown."""
     runners = await c.runners()
-    configs = offered(await c.local_configs(), runners or [])
+    configs = offered(await c.local_configs(), runners or [], await c.variants())
     if runners is None and not {e.gpu_config for e in body.entries} <= {g.name for g in configs}:
         detail = "the live runners, whose GPU configs a run may name, are in NATS, which does not answer now; see /api/health"
         raise Unavailable(detail, retry_after_s=NATS_RETRY_AFTER_S)
@@ -141,6 +143,7 @@ async def add_entries(c: Cascade, run_id: str, body: RunEntries, key: str | None
         configs = await _configs(c, body)
         if key not in keys:
             decide.check_add(run, sims, body, trace, configs, max_sims=max_sims)  # before drawing an id per sim
+            await derive_entry_options(c, body.entries)
         command = decide.AddEntries(
             event_id=new_ids.event_id(),
             at=clock.now(),

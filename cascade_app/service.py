@@ -25,10 +25,11 @@ from cascade_core.attention import Watch
 from cascade_core.gpu_configs import GpuConfig, OfferedConfig, offered
 from cascade_api.models import Comparison, ParkedEvent
 from cascade_core.runners import Runner
+from cascade_core.variants import as_config, root_base
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision
-from cascade_sim import registry
+from cascade_sim import registry, variant_files
 from cascade_sim.install import AccelSimInstall
 from projections import sql_process
 from projections.queries import stats_maps
@@ -96,9 +97,21 @@ class Cascade:
         return [] if self.install is None else await anyio.to_thread.run_sync(self.install.configs)
 
     async def gpu_configs(self) -> list[OfferedConfig]:
-        """The configs a run may name: this server's install's and the live runners' (only
-        the former while NATS does not answer)."""
-        return offered(await self.local_configs(), await self.runners() or [])
+        """The configs a run may name: this server's install's and the live runners', and the
+        variants of those (only the former while NATS does not answer)."""
+        return offered(await self.local_configs(), await self.runners() or [], await self.variants())
+
+    async def variants(self) -> list[tuple[GpuConfig, str]]:
+        """Every config variant, with the config it derives from in the end; none while NATS
+        does not answer."""
+        if not self.nc.is_connected:
+            return []
+        try:
+            with anyio.fail_after(NATS_ANSWER_S):
+                known = await variant_files.variants(self.store)
+        except Exception:  # noqa: BLE001 - NATS is unwell; health says how
+            return []
+        return [(as_config(derived), root_base(derived.name, known)) for derived in known.values()]
 
     async def configs_by_name(self) -> dict[str, GpuConfig]:
         """A config of each name a run may name, this server's own first, as results show it:

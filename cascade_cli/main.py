@@ -12,6 +12,8 @@
                        runs, results RUN
                        runs through the API (`runs_cli`)
     cascade sql SELECT, export RUN   the read model's rows through the API (`data_cli`)
+    cascade config derive NAME --base B --option=-OPT=V..., config show NAME, config diff A B
+                       GPU config variants through the API (`configs_cli`)
 
 An unusable setting ends the command with one line `cascade: error: ...` and exit status 2;
 a reader that stops reading (`| head`) ends it quietly with status 141, as SIGPIPE would.
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cascade_app.config import NATS_FILES, ConfigError, Settings, absolute, check_accelsim_dir, resolve
-from cascade_cli import campaigns_cli, data_cli, locate, runs_cli
+from cascade_cli import campaigns_cli, configs_cli, data_cli, locate, runs_cli
 from cascade_process import datadir, event_log, logs
 
 if TYPE_CHECKING:
@@ -134,6 +136,8 @@ With --json, stdout holds only the RunDetail: as created, or with --watch as it 
 def _route(argv: list[str]) -> list[str]:
     if len(argv) >= 2 and argv[0] == "run" and argv[1] in RUN_ACTIONS:
         return [f"run {argv[1]}", *argv[2:]]
+    if argv[:1] == ["config"]:
+        return configs_cli.joined_options(argv)
     return argv
 
 
@@ -285,6 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run_id", metavar="RUN", help="a run's id")
     export.add_argument("-o", "--output", metavar="DIR", help="where to write them (default: ./RUN)")
     locate.add_arguments(export)
+
+    for command in configs_cli.add_arguments(sub):
+        locate.add_arguments(command)
     return parser
 
 
@@ -532,4 +539,5 @@ COMMANDS = {
     "campaign": campaigns_cli.campaign,
     "sql": data_cli.sql,
     "export": data_cli.export,
+    "config": configs_cli.config,
 }

@@ -460,6 +460,24 @@ class RunnerEnded(Event, frozen=True, tag="runner.ended.v1"):
     reason: str
 
 
+# --- GPU configs ---------------------------------------------------------------------------
+
+
+class GpuConfigDerived(Event, frozen=True, tag="gpu_config.derived.v1"):
+    """A config variant: config `base`'s files with `options` set in its gpgpusim.config
+    (`cascade_core/variants.py`), stored in the object store under their sha256
+    (`object_names.config_file`), `files` by name. `unnamed`: made for a run entry's own
+    options, named after its base and their digest. Runners that have the base run it."""
+
+    name: str
+    base: str
+    options: dict[str, str]
+    files: dict[str, str]  # file name -> sha256 (hex)
+    arch: str
+    core_clock_mhz: float
+    unnamed: bool = False
+
+
 AnyEvent = (
     TraceUploadStarted
     | TraceFilesStored
@@ -483,6 +501,7 @@ AnyEvent = (
     | SimFileStored
     | SimFinished
     | RunnerEnded
+    | GpuConfigDerived
 )
 
 # --- old versions -------------------------------------------------------------------------

@@ -30,6 +30,10 @@ class GpuConfig(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
             "that differ are told apart; null where it is not known."
         ),
     ] = None
+    base: Annotated[str | None, msgspec.Meta(description="A variant's base config (absent for a config of files of its own).")] = None
+    options: Annotated[
+        dict[str, str] | None, msgspec.Meta(description="A variant's options, set in its base's gpgpusim.config (absent for others).")
+    ] = None
 
 
 class OfferedConfig(GpuConfig, frozen=True, kw_only=True):
@@ -119,16 +123,28 @@ def unknown_config(name: str, offered_names: Iterable[str]) -> str:
     )
 
 
-def offered(local: Sequence[GpuConfig], runners: Sequence[Runner]) -> list[OfferedConfig]:
+def offered(
+    local: Sequence[GpuConfig], runners: Sequence[Runner], variants: Sequence[tuple[GpuConfig, str]] = ()
+) -> list[OfferedConfig]:
     """The configs a run may name: the local install's and those the live runners announce,
-    one per name and digest, sorted by name, then digest. A runner of an older version
-    announces names only; it takes no request placed by config, so its names offer nothing."""
+    one per name and digest, sorted by name, then digest; and each variant (with the config
+    it derives from in the end) whose base is offered, where its base is. A runner of an
+    older version announces names only; it takes no request placed by config, so its names
+    offer nothing."""
     where: dict[tuple[str, str], tuple[GpuConfig, bool, list[str]]] = {}
     for config in local:
         where[(config.name, config.digest or "")] = (config, True, [])
     for runner in runners:
         for config in runner.gpu_configs:
             where.setdefault((config.name, config.digest or ""), (config, False, []))[2].append(runner.id)
+    bases: dict[str, tuple[bool, set[str]]] = {}
+    for config, is_local, ids in where.values():
+        here, there = bases.get(config.name, (False, set()))
+        bases[config.name] = (here or is_local, there | set(ids))
+    for variant, root in variants:
+        if root in bases and (variant.name, variant.digest or "") not in where:
+            base_local, base_runners = bases[root]
+            where[(variant.name, variant.digest or "")] = (variant, base_local, sorted(base_runners))
     return [
         OfferedConfig(**msgspec.structs.asdict(config), local=is_local, runners=sorted(ids))
         for config, is_local, ids in (where[key] for key in sorted(where))

@@ -2,6 +2,7 @@
 
     accelsim-traces/<trace>/<path>    a trace's files, as uploaded
     sims/<sim>/<attempt>/<name>       what a sim attempt left: its log, kernel-stats.csv, outputs
+    gpu-config-files/<sha256>         a config variant's file, by the sha256 of its contents
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ def trace_prefix(trace_id: str) -> str:
 
 def sim_file(sim_id: str, attempt: int, name: str) -> str:
     return f"sims/{sim_id}/{attempt}/{name}"
+
+
+def config_file(sha256: str) -> str:
+    return f"gpu-config-files/{sha256}"
 
 
 def digest(sha: hashlib._Hash) -> str:

@@ -20,6 +20,7 @@ import msgspec
 
 from cascade_core import events as ev
 from cascade_core.gpu_configs import GpuConfig, unknown_config
+from cascade_core.variants import unnamed_name
 from cascade_core.refusals import Conflict, Invalid, NotFound
 from cascade_core.run import Run
 from cascade_core.sims import RETRIABLE
@@ -66,6 +67,18 @@ class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
             "whole and in sequence (its `reference_for` names the fast sim), and Get a sim's reference compares the two."
         ),
     ] = False
+    options: Annotated[
+        dict[str, str] | None,
+        msgspec.Meta(
+            description="Simulator options for these sims alone (as in Derive a GPU config, such as -gpgpu_max_insn): "
+            "they run an unnamed variant of gpu_config, `<gpu_config>+<12 hex of the options' digest>`, checked alike."
+        ),
+    ] = None
+
+    @property
+    def sim_config(self) -> str:
+        """The config its sims run: `gpu_config`, or with `options` its unnamed variant."""
+        return unnamed_name(self.gpu_config, self.options) if self.options else self.gpu_config
 
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=100, description="A name a person gives.")]
@@ -222,20 +235,21 @@ def _fanned_out(
     ids = iter(sim_ids)
     sims = []
     for entry in entries:
-        first = replicas.get(entry.gpu_config, 0)
+        config = entry.sim_config
+        first = replicas.get(config, 0)
         split = _split(entry.split, kernels_total, free_slots.get(entry.gpu_config, 1))
         fast = [
-            ev.SimSpec(sim_id=next(ids), gpu_config=entry.gpu_config, replica=first + i, split=split, reuse=entry.reuse)
+            ev.SimSpec(sim_id=next(ids), gpu_config=config, replica=first + i, split=split, reuse=entry.reuse)
             for i in range(entry.count)
         ]
         references = [next(ids) for _ in fast] if entry.reference else []
         if split is not None or entry.reuse:  # else the sims are sequential already
             fast += [
-                _reference(spec.sim_id, entry.gpu_config, sim_id, first + entry.count + i)
+                _reference(spec.sim_id, config, sim_id, first + entry.count + i)
                 for i, (spec, sim_id) in enumerate(zip(fast, references))
             ]
         sims += fast
-        replicas[entry.gpu_config] = first + len(fast)
+        replicas[config] = first + len(fast)
     return sims
 
 

@@ -68,6 +68,7 @@ _MESSAGES = {
     "missing": "Field required",
     "model_attributes_type": "Input should be a valid dictionary or object to extract fields from",
     "list_type": "Input should be a valid list",
+    "dict_type": "Input should be a valid dictionary",
     "too_short": "List should have at least {min_length} item{s} after validation, not {actual_length}",
     "too_long": "List should have at most {max_length} item{s} after validation, not {actual_length}",
     "string_type": "Input should be a valid string",
@@ -124,6 +125,8 @@ def _build(node: inspect.Type) -> Validator:
         return _struct_validator(node)
     if isinstance(node, inspect.ListType):
         return _list_validator(node)
+    if isinstance(node, inspect.DictType) and node.min_length is None and node.max_length is None:
+        return _dict_validator(node)
     if isinstance(node, inspect.IntType) and node.multiple_of is None:
         return _int_validator(node)
     if isinstance(node, inspect.StrType):
@@ -172,7 +175,7 @@ def _struct_validator(node: inspect.StructType) -> Validator:
 def _union_validator(node: inspect.UnionType) -> Validator:
     """An object of one Struct, one of some strings, or null (a run entry's `split`): told
     apart by the JSON value's kind, as msgspec decodes them; or one other type, or null (a
-    run's `name`)."""
+    run's `name`, a run entry's `options`)."""
     kinds = [t for t in node.types if not isinstance(t, inspect.NoneType)]
     if len(kinds) == 1 and len(node.types) == 2 and not isinstance(kinds[0], inspect.StructType | inspect.LiteralType):
         validate_kind = _build(kinds[0])
@@ -224,6 +227,29 @@ def _list_validator(node: inspect.ListType) -> Validator:
         if node.min_length is not None and len(items) < node.min_length:
             ctx = {"field_type": "List", "min_length": node.min_length, "actual_length": len(items)}
             raise _issue("too_short", loc, value, ctx)
+        return items
+
+    return validate
+
+
+def _dict_validator(node: inspect.DictType) -> Validator:
+    """A JSON object (whose keys are strings), each value validated, located by its key."""
+    if not isinstance(node.key_type, inspect.StrType) or node.key_type.pattern is not None:
+        raise TypeError(f"request validation does not support {node!r}")
+    validate_value = _build(node.value_type)
+
+    def validate(value: object, loc: Loc) -> object:
+        if not isinstance(value, dict):
+            raise _issue("dict_type", loc, value)
+        issues: list[ValidationIssue] = []
+        items: dict[str, object] = {}
+        for key, item in value.items():
+            try:
+                items[key] = validate_value(item, [*loc, key])
+            except _Invalid as invalid:
+                issues.extend(invalid.issues)
+        if issues:
+            raise _Invalid(issues)
         return items
 
     return validate

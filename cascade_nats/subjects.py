@@ -8,6 +8,7 @@
     cascade.ev.run.<run>.sim.<sim>.life.<c>         the same of chunk c of a split sim (its
     cascade.ev.run.<run>.sim.<sim>.data.<c>         launch requests are all on `queued.<config>`)
     cascade.ev.runner.<runner>                      what ended a runner (its Slurm job's end)
+    cascade.ev.config.<name>                        a config variant's definition
 
 so a run's whole history is `cascade.ev.run.<run>.>` and a sim's is
 `cascade.ev.run.*.sim.<sim>.>`: one subject filter each. Launch requests from before
@@ -65,6 +66,13 @@ def launch_consumer(gpu_config: str) -> str:
     return f"launch-{subject_token(gpu_config)}"
 
 
+CONFIGS = f"{PREFIX}.config.*"
+
+
+def gpu_config(name: str) -> str:
+    return f"{PREFIX}.config.{subject_token(name)}"
+
+
 def runner(runner_id: str) -> str:
     return f"{PREFIX}.runner.{subject_token(runner_id)}"
 
@@ -103,6 +111,8 @@ def of(event: ev.Event) -> str:
             return trace(known.trace_id)
         case ev.RunnerEnded():
             return runner(known.runner_id)
+        case ev.GpuConfigDerived():
+            return gpu_config(known.name)
         case ev.CampaignEvent():
             return campaign(known.name)
         case _:

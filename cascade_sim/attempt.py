@@ -130,7 +130,7 @@ class Attempt:
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(parents=True)
         config = self.job.gpu_config
-        self.inputs = self.simulator.prepare(config, self.workdir)
+        self.inputs = self.simulator.prepare(config, self.workdir, source=self.job.config_files)
         command = self.simulator.command(config, self.workdir, self.trace_dir, self._environment(), launches=self.job.launches)
         log_path = self.workdir.parent / f"{self.workdir.name}.{self.simulator.log_name}"
         self.process = await asyncio.create_subprocess_exec(

@@ -110,8 +110,8 @@ class AccelSimInstall:
         """GPGPU-Sim's libcudart.so folders, for LD_LIBRARY_PATH."""
         return sorted(p for p in (self.root / "gpu-simulator" / "gpgpu-sim" / "lib").glob("*/*/release") if p.is_dir())
 
-    def prepare(self, config: GpuConfig, workdir: Path) -> dict[str, str]:
-        sources = self.config_files(config.name)
+    def prepare(self, config: GpuConfig, workdir: Path, *, source: Path | None = None) -> dict[str, str]:
+        sources = self.config_files(config.name) if source is None else sorted(p for p in source.iterdir() if not p.name.startswith("."))
         for source in sources:
             shutil.copyfile(source, workdir / source.name)
         return {source.name: _sha256(workdir / source.name) for source in sources}  # what the sim reads

@@ -58,6 +58,7 @@ from cascade_core.gpu_configs import GpuConfig
 from cascade_core.runners import Runner as RunnerInfo
 from cascade_core.runners import SimulatorBuild
 from cascade_core.reuse import Reuse
+from cascade_core.variants import as_config, root_base
 from cascade_host import new_ids
 from cascade_host.heap import settle_heap
 from cascade_nats import subjects
@@ -75,6 +76,7 @@ from cascade_sim.sim_report import Job, Kept, SimReport, kept_by
 from cascade_sim.sim_life import as_requested, last_life
 from cascade_sim.simulator import Simulator, Versions
 from cascade_sim.trace_cache import TraceCache, TraceUnavailable
+from cascade_sim.variant_files import VariantFiles, VariantUnavailable, variants
 
 log = logging.getLogger("cascade.runner")
 
@@ -185,6 +187,7 @@ class Runner:
         self.objects = Objects(nc)
         self.work_dir = work_dir
         self.cache = TraceCache(work_dir / "traces", self.store, self.objects)
+        self.variant_files = VariantFiles(work_dir / "configs", self.objects)
         self.launch_digests = LaunchDigests()
         self.slots = slots
         self.sim_timeout_s = sim_timeout_s
@@ -198,6 +201,8 @@ class Runner:
         self.id = launcher.runner_id if launcher is not None else new_ids.runner_id(self.host)
         self.started_at = datetime.now(UTC)
         self.configs = {c.name: c for c in simulator.configs()}
+        # Every config variant, as last read: those whose base this runner has it runs too.
+        self.variants: dict[str, ev.GpuConfigDerived] = {}
         self.build: str | None = None  # found at the start of `run`: reading a binary takes a while
         self.versions = Versions(accel_sim_build=None, gpgpu_sim_build=None)  # as the last sim launched here printed them
         self.running: dict[str, Slot] = {}
@@ -236,14 +241,17 @@ class Runner:
         taking: dict[str, tuple[Source, Subscription]] = {}  # by config
 
         async def follow_configs() -> None:
-            """Take from the consumer of each config the simulator has now, and of no other:
-            a config added or removed since needs no restart."""
-            for config in sorted(self.configs.keys() - taking.keys()):
+            """Take from the consumer of each config the simulator has now and of each variant
+            of those, and of no other: a config added or removed, or a variant derived, since
+            needs no restart."""
+            self.variants = await variants(self.store)
+            runnable = self.runnable()
+            for config in sorted(runnable - taking.keys()):
                 name = await ensure_launch_consumer(self.store.js, config, ack_wait_s=self.ack_wait_s)
                 source = Source(name, await self.store.js.pull_subscribe_bind(name, subjects.STREAM))
                 taking[config] = (source, await self.nc.subscribe(subjects.launch_requests(config), cb=_ringing(source, bell)))
                 sources.append(source)
-            for config in sorted(taking.keys() - self.configs.keys()):
+            for config in sorted(taking.keys() - runnable):
                 source, listening = taking.pop(config)
                 sources.remove(source)
                 await source.close()
@@ -305,6 +313,16 @@ class Runner:
             self.running[held_name(request)] = Slot(delivery.msg)
             tg.start_soon(self._serve, request)
 
+    def runnable(self) -> set[str]:
+        """The configs this runner runs: the simulator's, and the variants of those."""
+        return {*self.configs, *(name for name in self.variants if root_base(name, self.variants) in self.configs)}
+
+    def _config(self, name: str) -> GpuConfig | None:
+        """Config `name` if this runner runs it (a variant: as its event says it)."""
+        if name in self.configs:
+            return self.configs[name]
+        return as_config(self.variants[name]) if name in self.runnable() - self.configs.keys() else None
+
     async def _announce(self) -> None:
         """Say who this runner is and what it runs, every few seconds, with the simulator's
         configs as they are now (read again when they changed)."""
@@ -316,7 +334,7 @@ class Runner:
                 host=self.host,
                 slots=self.slots,
                 running=sorted(self.running),
-                configs=sorted(self.configs),
+                configs=sorted(self.runnable()),
                 started_at=self.started_at,
                 last_seen_at=datetime.now(UTC),
                 gpu_configs=[self.configs[name] for name in sorted(self.configs)],
@@ -381,7 +399,7 @@ class Runner:
     async def _handle(self, request: ev.SimQueued, slot: Slot) -> Handled:
         """Run the request if it is ours to run: claim the sim's next attempt, plan what it
         simulates, launch it watched, and report how it ended."""
-        config = self.configs.get(request.gpu_config)
+        config = self._config(request.gpu_config)
         if config is None:
             log.warning("sim %s: GPU config %s is no longer here; handed back", held_name(request), request.gpu_config)
             return "hand back"
@@ -396,6 +414,8 @@ class Runner:
         if await self._cancel_of(request) is not None:
             return "done"
         trace = await self._trace(slot.job)
+        if isinstance(trace, Path) and config.base is not None:
+            trace = await self._with_variant_files(slot, trace)
         if isinstance(trace, Path) and request.reuse:
             slot.job = await self._reusing(slot.job, trace)
         sender = EventSender(store=self.store, sim_id=slot.job.name, attempt=slot.job.attempt, supervision=self.supervision)
@@ -462,6 +482,18 @@ class Runner:
             return await self.cache.fetch(job.trace_id)
         except TraceUnavailable as err:
             return sims.Outcome(succeeded=False, exit_code=None, error=str(err))
+
+    async def _with_variant_files(self, slot: Slot, trace_dir: Path) -> Path | sims.Outcome:
+        """The trace's directory, with the slot's job given its variant's files (fetched to
+        this runner's disk if need be); or, when they cannot be had, the outcome of an attempt
+        that never ran."""
+        assert slot.job is not None
+        try:
+            files = await self.variant_files.fetch(self.variants[slot.job.gpu_config.name])
+        except VariantUnavailable as err:
+            return sims.Outcome(succeeded=False, exit_code=None, error=str(err))
+        slot.job = msgspec.structs.replace(slot.job, config_files=files)
+        return trace_dir
 
     async def _reusing(self, job: Job, trace_dir: Path) -> Job:
         """The job of a sim of the trace (or its chunk) reusing repeated kernels: what it

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import TypedDict, assert_never
 
 import msgspec
@@ -62,6 +63,7 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     # a resumed chunk's is its `chunk`), and what the attempts before it recorded.
     resumed: Chunk | None = None
     kept: Kept | None = None
+    config_files: Path | None = None  # a variant's files, fetched (None: the simulator's own config's)
 
     @property
     def launches(self) -> Launches | None:

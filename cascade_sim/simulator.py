@@ -163,10 +163,11 @@ class Simulator(Protocol):
         Accel-Sim, the sha256 of its binary); None when it cannot be told."""
         ...
 
-    def prepare(self, config: GpuConfig, workdir: Path) -> dict[str, str]:
+    def prepare(self, config: GpuConfig, workdir: Path, *, source: Path | None = None) -> dict[str, str]:
         """Fill a sim's fresh, empty working directory; the files put there, by name (from
         the directory), and their sha256: what makes the result reproducible, and nothing
-        the sim itself wrote."""
+        the sim itself wrote. `source`: a directory holding the config's files (a variant's,
+        fetched), None for the simulator's own config of that name."""
         ...
 
     def command(

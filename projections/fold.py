@@ -296,7 +296,7 @@ def _applier(e: ev.AnyEvent) -> Apply:
             return _to_sim(_life_event)
         case ev.SimFileStored():
             return _to_sim(_file_stored)
-        case ev.SimQueued() | ev.RunnerEnded():
+        case ev.SimQueued() | ev.RunnerEnded() | ev.GpuConfigDerived():
             return _for_runners
         case ev.RunCreated():
             return _run_created
@@ -334,9 +334,10 @@ def _to_sim(handler: Callable[[_Batch, int, Sim, E], None]) -> Callable[[_Batch,
     return apply
 
 
-def _for_runners(b: _Batch, seq: int, e: ev.SimQueued | ev.RunnerEnded) -> None:
+def _for_runners(b: _Batch, seq: int, e: ev.SimQueued | ev.RunnerEnded | ev.GpuConfigDerived) -> None:
     # A queued sim stays pending until a runner claims it; a runner's end is read by the
-    # runner that claims its sims again, and the read model shows what that decides.
+    # runner that claims its sims again, and the read model shows what that decides; a
+    # config variant is read from its own subject by the service and the runners.
     pass
 
 
@@ -555,7 +556,7 @@ def _toucher(e: ev.AnyEvent) -> Touch:
             return _touch_listed
         case ev.TraceEvent():
             return _touch_trace
-        case ev.RunnerEnded() | ev.CampaignEvent():
+        case ev.RunnerEnded() | ev.GpuConfigDerived() | ev.CampaignEvent():
             return _touch_nothing
         case _:
             assert_never(e)
@@ -582,7 +583,7 @@ def _touch_listed(e: ev.RunRetryRequested | ev.RunEntriesAdded, found: _Touched)
         found.sims.update(c.sim_id for c in e.chunks)
 
 
-def _touch_nothing(e: ev.RunnerEnded | ev.CampaignEvent, found: _Touched) -> None:
+def _touch_nothing(e: ev.RunnerEnded | ev.GpuConfigDerived | ev.CampaignEvent, found: _Touched) -> None:
     pass  # it changes no entity row
 
 

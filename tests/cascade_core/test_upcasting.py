@@ -17,7 +17,7 @@ import pytest
 from cascade_core import events as ev
 from cascade_core.runs import RunEntry
 from cascade_core.packed_stats import PackedStats
-from cascade_nats import deflated
+from cascade_nats import deflated, subjects
 from projections.fold import Rows, fold
 from projections.queries.runs import run_from_row
 from tests.corpus import corpus
@@ -258,3 +258,22 @@ def test_a_run_past_todays_api_limit_is_read_and_shown_as_stored() -> None:
         msgspec.convert({"gpu_config": "SM61_TITANX", "count": 100}, RunEntry)
     row = fold(Rows(), [(1, created)]).rows.runs["r"]
     assert run_from_row(row).entries == [RunEntry(gpu_config="SM61_TITANX", count=100)]
+
+
+def test_every_recorded_event_decodes_beside_config_variants_and_a_variant_as_first_written() -> None:
+    """Config variants (issue 25) add an event type and nothing to the recorded ones: every
+    corpus event decodes as before; a variant's event without its defaults decodes with them,
+    on its own subject, and a run's recorded entries run the configs they named."""
+    decoded = [ev.decode(corpus.data(line)) for line in corpus.every_line()]
+    assert decoded and not any(isinstance(e, ev.GpuConfigDerived) for e in decoded)
+    for created in (e for e in decoded if isinstance(e, ev.RunCreated)):
+        assert {s.gpu_config for s in created.sims} <= {e.gpu_config for e in created.entries}
+    written = (
+        b'{"type":"gpu_config.derived.v1","id":"e1","at":"2026-12-04T17:00:00Z","name":"SM61_TITANX_L2x2","base":"SM61_TITANX",'
+        b'"options":{"-gpgpu_cache:dl2":"S:64:128:32,L:B:m:L:P,A:192:4,32:0,32"},"files":{"gpgpusim.config":"ab"},'
+        b'"arch":"sm_61","core_clock_mhz":1417.0}'
+    )
+    variant = subjects.decode(subjects.gpu_config("SM61_TITANX_L2x2").encode(), written)
+    assert isinstance(variant, ev.GpuConfigDerived) and variant.unnamed is False and variant.base == "SM61_TITANX"
+    assert ev.decode(ev.encode(variant)) == variant
+    assert msgspec.convert({"gpu_config": "SM61_TITANX", "count": 1}, RunEntry).options is None
