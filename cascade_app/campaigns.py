@@ -4,12 +4,14 @@ A campaign's runs are made, topped up, cancelled and retried by the run commands
 (`cascade_app/runs.py`), one run at a time, so everything about runs holds for them. Every
 run a command would make is checked first, so a refused body records nothing; the name is
 taken (`campaign.created.v1`, decided under the conflict rule on its name's subject) before
-any run is made, so two campaigns of one name never share runs.
+any variant or run is made, so two campaigns of one name never share runs. A grid's variants
+are derived as `POST /api/gpu-configs` does (`gpu_configs.derive_config`), their options all
+checked first.
 """
 
 from __future__ import annotations
 
-from cascade_app import clock, runs
+from cascade_app import clock, gpu_configs, runs
 from cascade_app.conflicts import Decision, decided, last_shown
 from cascade_app.reads import read
 from cascade_app.service import Cascade
@@ -24,10 +26,13 @@ from projections.queries import campaigns as q
 
 async def create_campaign(c: Cascade, body: CampaignCreate) -> str:
     """The new campaign's id, once its runs are made; a refusal says why none was."""
-    bodies = decide.run_bodies(body.name, body.tags, body.traces, body.configs, body.replicas)
-    for run in bodies:
+    named = [*body.configs, *([body.base] if body.base is not None else [])]  # a variant has its base's arch
+    for run in decide.run_bodies(body.name, body.tags, body.traces, list(dict.fromkeys(named)), body.replicas):
         await runs.check_run(c, run)
     decide.check_create(body)
+    points = decide.variants(body)
+    for point in points:
+        gpu_configs.check_options(point.options)  # every one before any is derived
 
     async def name() -> Decision[ev.CampaignCreated]:
         last = await last_shown(c, subjects.campaign(body.name))
@@ -40,7 +45,10 @@ async def create_campaign(c: Cascade, body: CampaignCreate) -> str:
         return Decision(events, 0, created)
 
     created = await decided(c, name)
-    await _with_runs(c, created, bodies)
+    for point in points:
+        assert body.base is not None  # a grid has a base (`campaigns.variants`)
+        await gpu_configs.derive_config(c, name=point.name, base=body.base, options=point.options)
+    await _with_runs(c, created, decide.run_bodies(body.name, body.tags, body.traces, decide.configs_of(body), body.replicas))
     return created.campaign_id
 
 

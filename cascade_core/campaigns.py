@@ -35,11 +35,19 @@ class CampaignCreate(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
         ),
     ]
     traces: Annotated[Traces, msgspec.Meta(min_length=1)]
-    configs: Annotated[Configs, msgspec.Meta(min_length=1)]
+    configs: Configs = []
     tags: Tags = []
     replicas: Annotated[int, msgspec.Meta(ge=1, le=64, description="Sims of each trace on each config.")] = 1
     baseline: Annotated[
         str | None, msgspec.Meta(description="One of `configs`: the table's values are normalised to it unless a reader asks for another.")
+    ] = None
+    base: Annotated[str | None, msgspec.Meta(description="With `grid`: the config its variants are derived from.")] = None
+    grid: Annotated[
+        dict[str, list[str]] | None,
+        msgspec.Meta(
+            description="GPGPU-Sim options, each with its values: one variant of `base` per point of their product, "
+            "named `<base>-<name>-<n>` (n from 1, options in name order, values in the order given), beside `configs`."
+        ),
     ] = None
 
 
@@ -88,12 +96,31 @@ def _once(what: str, names: Sequence[str]) -> None:
         raise BadCampaign(f"{what} named more than once: {', '.join(twice)}")
 
 
+def variants(body: CampaignCreate) -> list[Variant]:
+    """The variants of the body's grid (none without one); refused when a grid has no base,
+    or a base no grid, or there are neither configs nor a grid."""
+    if (body.base is None) != (body.grid is None):
+        raise BadCampaign("a grid goes with a base config, and a base with a grid")
+    if body.base is None or body.grid is None:
+        if not body.configs:
+            raise BadCampaign("a campaign needs configs, or a base and a grid, or both")
+        return []
+    return grid_points(body.base, body.name, body.grid)
+
+
+def configs_of(body: CampaignCreate) -> list[str]:
+    """The campaign's configs: those named, then its grid's variants."""
+    return [*body.configs, *(v.name for v in variants(body))]
+
+
 def check_create(body: CampaignCreate) -> None:
-    """Refused when the body names a trace or config twice, or a baseline it does not run."""
+    """Refused when the body names a trace or config twice, or a baseline it does not run, or
+    has a bad grid (`variants`)."""
     _once("traces", body.traces)
-    _once("configs", body.configs)
-    if body.baseline is not None and body.baseline not in body.configs:
-        raise BadCampaign(f"baseline {body.baseline} is not one of the campaign's configs ({', '.join(body.configs)})")
+    configs = configs_of(body)
+    _once("configs", configs)
+    if body.baseline is not None and body.baseline not in configs:
+        raise BadCampaign(f"baseline {body.baseline} is not one of the campaign's configs ({', '.join(configs)})")
 
 
 def run_bodies(name: str, tags: Sequence[str], traces: Sequence[str], configs: Sequence[str], replicas: int) -> list[RunCreate]:

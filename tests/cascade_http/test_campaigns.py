@@ -159,11 +159,15 @@ def test_a_campaign_is_cancelled_and_retried_as_a_whole(traces: LiveServer, monk
         ({**BODY, "traces": ["nowhere"]}, 404, "trace nowhere not found"),
         ({**BODY, "configs": ["SM61_TITANX", "SM61_NOPE"]}, 422, "unknown GPU config SM61_NOPE"),
         ({**BODY, "traces": []}, 422, "traces"),
-        ({**BODY, "configs": []}, 422, "configs"),
         ({**BODY, "traces": ["combo", "combo"]}, 422, "traces named more than once: combo"),
         ({**BODY, "baseline": "SM7_QV100"}, 422, "baseline SM7_QV100 is not one of the campaign's configs"),
         ({**BODY, "name": "no spaces"}, 422, "String should match pattern"),
-        ({**BODY, "base": "SM61_TITANX", "grid": {"-gpgpu_n_clusters": ["14", "28"]}}, 422, "Extra inputs are not permitted"),
+        ({**BODY, "base": "SM61_TITANX"}, 422, "a grid goes with a base config, and a base with a grid"),
+        ({**BODY, "configs": []}, 422, "a campaign needs configs, or a base and a grid"),
+        ({**BODY, "base": "SM61_TITANX", "grid": {"-gpgpu_max_cycle": []}}, 422, "each with at least one value"),
+        ({**BODY, "base": "SM61_TITANX", "grid": {"-no_such_option": ["1"]}}, 422, "-no_such_option"),
+        ({**BODY, "base": "SM61_NOPE", "grid": {"-gpgpu_max_cycle": ["0"]}}, 422, "unknown GPU config SM61_NOPE"),
+        ({**BODY, "extra": 1}, 422, "Extra inputs are not permitted"),
     ],
 )
 def test_a_bad_campaign_is_refused_and_makes_nothing(traces: LiveServer, body: dict[str, Any], status: int, detail: str) -> None:
@@ -223,3 +227,24 @@ def test_cascade_sweep_and_campaign_show_and_list(traces: LiveServer) -> None:
     assert {r["name"] for r in json.loads(runs.stdout)} == {"cli-study"} and len(json.loads(runs.stdout)) == 2
     run = cascade(traces, "run", "show", json.loads(runs.stdout)[0]["id"])
     assert "name     cli-study" in run.stdout.splitlines() and "tags     cli" in run.stdout.splitlines()
+
+
+def test_a_grid_over_a_base_makes_a_variant_per_point(traces: LiveServer) -> None:
+    """-gpgpu_max_cycle 0 replays vectoradd's whole recording; 1000 the one that stops at
+    that limit, a sim cut short, which counts in no cell. vectoradd-100-32 on SM61_TITANX
+    ends at gpu_tot_sim_cycle = 5534."""
+    body = tar_of(files_of("vectoradd-100-32"), top="vectoradd-100-32")
+    response = httpx.post(f"{traces.url}/api/traces?id=vec", content=body, headers={**AUTH, "Content-Type": "application/x-tar"})
+    assert response.status_code == 202, response.text
+    grid = {"name": "cycles", "traces": ["vec"], "configs": ["SM61_TITANX"], "base": "SM61_TITANX", "grid": {"-gpgpu_max_cycle": ["0", "1000"]}}
+    created = post(traces, "/api/campaigns", {**grid, "baseline": "SM61_TITANX"})
+    assert created.status_code == 201, created.text
+    assert created.json()["configs"] == ["SM61_TITANX", "SM61_TITANX-cycles-1", "SM61_TITANX-cycles-2"]
+    variant = api(traces, "/api/gpu-configs/SM61_TITANX-cycles-2").json()
+    assert (variant["base"], variant["options"]) == ("SM61_TITANX", {"-gpgpu_max_cycle": "1000"})
+    done = ended(traces, "cycles")
+    assert done["sim_counts"] == {"succeeded": 3} and [s.get("cut_short", False) for s in done["sims"]] == [False, False, True]
+    cycles = table(traces, "cycles", "gpu_tot_sim_cycle")
+    assert [(r["config"], r["value"], r["normalised"], r["sims"]) for r in cycles.values()] == [
+        ("SM61_TITANX", 5534.0, 1.0, 1), ("SM61_TITANX-cycles-1", 5534.0, 1.0, 1), ("SM61_TITANX-cycles-2", None, None, 0)
+    ]
