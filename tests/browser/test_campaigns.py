@@ -78,6 +78,7 @@ def test_a_campaign_page_shows_its_table_curve_and_sims(page: Any, cascade: Live
     assert data_json(page, ".campaign-curve", "series")[0] == {"name": "combo", "values": [1, 1]}
     assert page.evaluate("location.hash") == "#/campaigns/l2-study?stat=gpu_tot_ipc&baseline=SM61_TITANX_B"
     assert sorted(page.eval_on_selector_all("#campaign-sims a", "as => as.map(a => a.textContent)")) == sorted(runs * 2)
+    assert page.inner_text("#campaign-differs") .endswith("The configs set every option alike.")
     shoot(page, "campaign", "#campaign-table tbody tr")
 
     # Each sim links to its run, whose summary shows its name and tags.
@@ -94,3 +95,25 @@ def test_a_campaign_page_shows_its_table_curve_and_sims(page: Any, cascade: Live
     assert page.inner_text(f'#runs-table tr[data-run="{runs[1]}"] [data-field=name]') == "l2-study"
     assert page.evaluate("location.hash") == "#/runs?tag=study"
     shoot(page, "runs-tagged", "#runs-table tbody tr")
+
+
+def test_a_grid_campaign_draws_its_stat_against_the_option_and_shows_what_differs(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    """-gpgpu_max_cycle 0 replays vectoradd-100-32's whole recording (5534 cycles); 1000 the
+    one cut short at that limit, which counts in no cell."""
+    body = tar_of(files_of("vectoradd-100-32"), top="vectoradd-100-32")
+    assert api.post("/api/traces?id=vec", content=body, headers={"Content-Type": "application/x-tar"}).status_code == 202
+    grid = {"name": "cycles", "traces": ["vec"], "configs": ["SM61_TITANX"], "base": "SM61_TITANX", "grid": {"-gpgpu_max_cycle": ["0", "1000"]}}
+    created = api.post("/api/campaigns", json=grid)
+    assert created.status_code == 201, created.text
+
+    sign_in(page, cascade.url, "#/campaigns/cycles")
+    page.wait_for_function("() => document.querySelectorAll('#campaign-sims tr[data-state=succeeded]').length === 3")
+    page.wait_for_function("() => document.querySelectorAll('#campaign-table td[data-value=\"5534\"]').length === 2")
+    page.wait_for_selector("#campaign-option")
+    assert page.input_value("#campaign-option") == "-gpgpu_max_cycle"
+    assert data_json(page, ".campaign-curve", "series") == [{"name": "vec", "values": [5534, None]}]
+    page.wait_for_selector('#campaign-differs-table tr[data-config="SM61_TITANX-cycles-2"]')
+    shown = page.eval_on_selector_all("#campaign-differs-table tbody tr", "rows => rows.map(r => [r.dataset.config, r.dataset.option])")
+    assert shown == [["SM61_TITANX-cycles-1", "-gpgpu_max_cycle"], ["SM61_TITANX-cycles-2", "-gpgpu_max_cycle"]]
+    assert page.inner_text('#campaign-differs-table tr[data-config="SM61_TITANX-cycles-2"] td:last-child') == "1000"
+    shoot(page, "campaign-grid", "#campaign-differs-table tbody tr")

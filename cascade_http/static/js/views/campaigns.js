@@ -1,11 +1,13 @@
 // Campaigns: the list, and one campaign's page: a chosen stat per trace and config (the mean
 // of the sims that succeeded having simulated every launch, normalised to a baseline config
-// when one is chosen), its curve per trace over the configs in their order, and every sim as
-// Accel-Sim's job_status.py lists jobs, each linked to its run. Refreshed every 2 s while the
-// campaign is active, every 10 s otherwise.
+// when one is chosen), its curve per trace (against a grid option's value when its configs
+// are variants, else over the configs in their order), what differs between each config and
+// the reference one (the baseline, else the first), and every sim as Accel-Sim's
+// job_status.py lists jobs, each linked to its run. Refreshed every 2 s while the campaign is
+// active, every 10 s otherwise.
 
 import { api, enc } from "../api.js";
-import { age, compact, dateTime, fixed, integer, NONE, rate } from "../format.js";
+import { age, compact, counted, dateTime, fixed, integer, NONE, rate } from "../format.js";
 import { clear, failure, h, loading, simCounts, state, stateBadge, syncRows } from "../dom.js";
 import { colorMap } from "../palette.js";
 import { poller } from "../poll.js";
@@ -72,7 +74,7 @@ export function mountCampaign(el, params, query) {
   const key = params.name;
   document.title = `${key} · Campaigns · Cascade`;
   let campaign = null;
-  let choice = { stat: query.get("stat") || STATS[0], baseline: query.get("baseline") ?? null };
+  let choice = { stat: query.get("stat") || STATS[0], baseline: query.get("baseline") ?? null, option: query.get("option") ?? null };
 
   const title = h("h1", {}, key);
   const summary = h("div", { class: "muted", id: "campaign-summary" });
@@ -86,7 +88,12 @@ export function mountCampaign(el, params, query) {
     h("label", { class: "inline" }, "Baseline", baselineSelect),
   );
   const tableBody = h("div", { class: "panel-body" }, loading("Loading the campaign…"));
+  const optionSelect = h("select", { id: "campaign-option", onchange: () => choose({ option: optionSelect.value }) });
+  const optionLabel = h("label", { class: "inline", hidden: true }, "Against", optionSelect);
   const curve = h("div", { class: "panel-body", id: "campaign-curve" });
+  const differs = h("div", { class: "panel-body", id: "campaign-differs" });
+  const configOptions = new Map(); // config name -> its options ({} for a config that is no variant)
+  const diffs = new Map(); // "a\nb" -> the options a and b set differently
   const simsBody = h("tbody");
   const simsTable = h(
     "table",
@@ -105,7 +112,8 @@ export function mountCampaign(el, params, query) {
       h("div", { class: "page-head" }, title),
       summary,
       h("section", { class: "panel", "aria-labelledby": "campaign-table-title" }, h("div", { class: "toolbar" }, h("h2", { id: "campaign-table-title" }, "By trace and config")), statForm, tableBody),
-      h("section", { class: "panel", "aria-labelledby": "campaign-curve-title" }, h("div", { class: "toolbar" }, h("h2", { id: "campaign-curve-title" }, "Per trace, over the configs")), curve),
+      h("section", { class: "panel", "aria-labelledby": "campaign-curve-title" }, h("div", { class: "toolbar" }, h("h2", { id: "campaign-curve-title" }, "Per trace"), optionLabel), curve),
+      h("section", { class: "panel", "aria-labelledby": "campaign-differs-title" }, h("div", { class: "toolbar" }, h("h2", { id: "campaign-differs-title" }, "What differs")), differs),
       h("section", { class: "panel", "aria-labelledby": "campaign-sims-title" }, h("div", { class: "toolbar" }, h("h2", { id: "campaign-sims-title" }, "Sims")), simsPanel),
     ),
   );
@@ -119,7 +127,7 @@ export function mountCampaign(el, params, query) {
 
   function showSummary(c) {
     title.textContent = c.name;
-    clear(summary, stateBadge(c.state), " ", simCounts(c.sim_counts), " ", tagChips(c.tags), ` ${c.traces.length} traces × ${c.configs.length} configs × ${c.replicas}`);
+    clear(summary, stateBadge(c.state), " ", simCounts(c.sim_counts), " ", tagChips(c.tags), ` ${counted(c.traces.length, "trace")} × ${counted(c.configs.length, "config")} × ${c.replicas}`);
     const baseline = choice.baseline ?? c.baseline ?? "";
     clear(baselineSelect, h("option", { value: "" }, "None"), c.configs.map((name) => h("option", { value: name }, name)));
     baselineSelect.value = baseline;
@@ -158,12 +166,72 @@ export function mountCampaign(el, params, query) {
 
   function showCurve(t, configs, traces, cells) {
     const colors = colorMap();
-    const series = traces.map((trace) => ({
-      name: trace,
-      color: colors.get(trace),
-      values: configs.map((c) => cells.get(`${trace}\n${c}`)?.[t.baseline ? "normalised" : "value"] ?? null),
-    }));
-    clear(curve, svgCurve(configs, series, t.baseline ? `${t.stat} ÷ ${t.baseline}` : t.stat));
+    const y = (trace, config) => cells.get(`${trace}\n${config}`)?.[t.baseline ? "normalised" : "value"] ?? null;
+    const label = t.baseline ? `${t.stat} ÷ ${t.baseline}` : t.stat;
+    const options = [...new Set(configs.flatMap((c) => Object.keys(configOptions.get(c) ?? {})))].sort();
+    optionLabel.hidden = !options.length;
+    if (!options.length) {
+      const series = traces.map((trace) => ({ name: trace, color: colors.get(trace), values: configs.map((c) => y(trace, c)) }));
+      return clear(curve, svgCurve(configs, series, label));
+    }
+    const option = options.includes(choice.option) ? choice.option : options[0];
+    clear(optionSelect, options.map((o) => h("option", { value: o }, o)));
+    optionSelect.value = option;
+    // A line per trace and values of the other options; a point per value of the option chosen.
+    const variants = configs.filter((c) => option in (configOptions.get(c) ?? {}));
+    const xs = [...new Set(variants.map((c) => configOptions.get(c)[option]))];
+    const lines = new Map();
+    for (const trace of traces) {
+      for (const c of variants) {
+        const rest = Object.entries(configOptions.get(c)).filter(([o]) => o !== option).map(([o, v]) => `${o}=${v}`).join(" ");
+        const name = rest ? `${trace} ${rest}` : trace;
+        if (!lines.has(name)) lines.set(name, { name, color: colors.get(name), values: xs.map(() => null) });
+        lines.get(name).values[xs.indexOf(configOptions.get(c)[option])] = y(trace, c);
+      }
+    }
+    clear(curve, svgCurve(xs, [...lines.values()], `${label} against ${option}`));
+  }
+
+  async function showDiffers(c, reference) {
+    const others = c.configs.filter((name) => name !== reference);
+    const found = await Promise.all(
+      others.map(async (name) => {
+        const key = `${reference}\n${name}`;
+        if (!diffs.has(key)) diffs.set(key, await api(`/api/gpu-configs/${enc(reference)}/diff/${enc(name)}`).catch(() => null));
+        return [name, diffs.get(key)];
+      }),
+    );
+    const rows = found.flatMap(([name, d]) =>
+      d === null
+        ? [h("tr", { dataset: { config: name } }, h("td", { "data-label": "Config", class: "mono" }, name), h("td", { "data-label": "Option", class: "muted" }, "not comparable"), h("td", { "data-label": reference }), h("td", { "data-label": "Its value" }))]
+        : d.map((x) =>
+            h(
+              "tr",
+              { dataset: { config: name, option: x.option } },
+              h("td", { "data-label": "Config", class: "mono" }, name),
+              h("td", { "data-label": "Option", class: "mono" }, x.option),
+              h("td", { "data-label": reference, class: "mono" }, x.a ?? NONE),
+              h("td", { "data-label": "Its value", class: "mono" }, x.b ?? NONE),
+            ),
+          ),
+    );
+    if (!others.length) return clear(differs, h("p", { class: "muted" }, "One config: nothing to compare."));
+    clear(
+      differs,
+      h("p", { class: "muted" }, `The options each config sets otherwise than ${reference}; only what differs.`),
+      rows.length
+        ? h(
+            "div",
+            { class: "table-wrap" },
+            h(
+              "table",
+              { class: "table responsive", id: "campaign-differs-table" },
+              h("thead", {}, h("tr", {}, ["Config", "Option", reference, "Its value"].map((x) => h("th", { scope: "col", class: "mono" }, x)))),
+              h("tbody", {}, rows),
+            ),
+          )
+        : h("p", {}, "The configs set every option alike."),
+    );
   }
 
   function simRow(s) {
@@ -187,6 +255,10 @@ export function mountCampaign(el, params, query) {
       campaign = await api(`/api/campaigns/${enc(key)}`);
       const baseline = choice.baseline ?? campaign.baseline ?? "";
       t = await api(`/api/campaigns/${enc(key)}/table?${new URLSearchParams({ stat: choice.stat, baseline })}`);
+      for (const name of campaign.configs.filter((c) => !configOptions.has(c))) {
+        const config = await api(`/api/gpu-configs/${enc(name)}`).catch(() => null);
+        configOptions.set(name, config?.options ?? {});
+      }
     } catch (err) {
       clear(tableBody, failure(err, () => view.now()));
       throw err;
@@ -194,6 +266,7 @@ export function mountCampaign(el, params, query) {
     showSummary(campaign);
     showTable(t);
     syncRows(simsBody, campaign.sims, { key: (s) => s.sim_id, signature: (s) => JSON.stringify(s), render: simRow });
+    await showDiffers(campaign, t.baseline ?? campaign.configs[0]);
   }
 
   const view = poller(refresh, () => every(campaign?.state === "active"));
