@@ -28,10 +28,16 @@ def _api(parser: argparse.ArgumentParser, shows: str) -> argparse.ArgumentParser
 
 def add_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`sweep` and `campaign` on the `cascade` command's parser."""
-    sweep = sub.add_parser("sweep", help="create a campaign: each trace run on each config, REPLICAS times")
+    sweep = sub.add_parser("sweep", help="create a campaign: each trace run on each config (and grid variant), REPLICAS times")
     sweep.add_argument("--name", required=True, help="the campaign's name (letters, digits, . _ -), unique")
     sweep.add_argument("--trace", action="append", required=True, metavar="TRACE", help="a ready trace's id (repeat for more)")
-    sweep.add_argument("--config", action="append", required=True, metavar="CONFIG", help="a GPU config (repeat for more)")
+    sweep.add_argument("--config", action="append", default=[], metavar="CONFIG", help="a GPU config (repeat for more)")
+    sweep.add_argument("--base", metavar="CONFIG", help="with --grid: the config the grid's variants are derived from")
+    sweep.add_argument(
+        "--grid", action="append", type=grid_arg, default=[], metavar="OPTION=V1,V2",
+        help="a simulator option and its values (V1|V2 when values hold commas; the option's leading - may be left out, "
+        "as argparse takes -x for a flag): one variant of --base per point of the options' product (repeat for more)",
+    )
     sweep.add_argument("--replicas", type=int, default=1, help="sims of each trace on each config (default 1)")
     sweep.add_argument("--tag", action="append", default=[], metavar="TAG", help="a tag for the campaign and its runs (repeat for more)")
     sweep.add_argument("--baseline", metavar="CONFIG", help="the config its tables are normalised to")
@@ -47,9 +53,18 @@ def add_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _api(show, "the CampaignDetail, then the CampaignTable,")
 
 
+def grid_arg(value: str) -> tuple[str, list[str]]:
+    """`--grid`: `OPTION=V1,V2`, or `OPTION=V1|V2` when the values hold commas (an L2's geometry)."""
+    option, equals, values = value.partition("=")
+    if not equals or not option.strip("-") or not values:
+        raise argparse.ArgumentTypeError(f"expected OPTION=V1,V2 (or OPTION=V1|V2 when values hold commas), not {value!r}")
+    return "-" + option.lstrip("-"), values.split("|" if "|" in values else ",")
+
+
 def sweep(args: argparse.Namespace) -> int:
     body = CampaignCreate(
-        name=args.name, traces=args.trace, configs=args.config, tags=args.tag, replicas=args.replicas, baseline=args.baseline
+        name=args.name, traces=args.trace, configs=args.config, tags=args.tag, replicas=args.replicas, baseline=args.baseline,
+        base=args.base, grid=dict(args.grid) or None,
     )
     raw = api_client(args).post("/api/campaigns", msgspec.json.encode(body), {"Content-Type": "application/json"})
     return _answer(args, raw, CampaignDetail, lambda c: [f"campaign {c.name} ({c.id}): {len(c.runs)} runs, {len(c.sims)} sims"])

@@ -225,6 +225,12 @@ def test_cascade_sweep_and_campaign_show_and_list(traces: LiveServer) -> None:
     assert listed.stdout.splitlines()[1].split()[:6] == ["cli-study", "succeeded", "2", "2", "1", "4"]
     runs = cascade(traces, "runs", "--tag", "cli", "--json")
     assert {r["name"] for r in json.loads(runs.stdout)} == {"cli-study"} and len(json.loads(runs.stdout)) == 2
+    grid = cascade(traces, "sweep", "--name", "cli-grid", "--trace", "combo", "--base", "SM61_TITANX", "--grid", "gpgpu_max_cycle=0|0")
+    assert grid.returncode == 2 and "values of -gpgpu_max_cycle named more than once" in grid.stderr, grid.stderr
+    grid = cascade(traces, "sweep", "--name", "cli-grid", "--trace", "combo", "--base", "SM61_TITANX", "--grid", "-gpgpu_max_cycle=0", "--json")
+    assert grid.returncode == 2 and "expected one argument" in grid.stderr  # argparse's: hence the leading - may be left out
+    grid = cascade(traces, "sweep", "--name", "cli-grid", "--trace", "combo", "--base", "SM61_TITANX", "--grid", "gpgpu_max_cycle=0", "--json")
+    assert grid.returncode == 0 and json.loads(grid.stdout)["configs"] == ["SM61_TITANX-cli-grid-1"], grid.stderr
     run = cascade(traces, "run", "show", json.loads(runs.stdout)[0]["id"])
     assert "name     cli-study" in run.stdout.splitlines() and "tags     cli" in run.stdout.splitlines()
 
