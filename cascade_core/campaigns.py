@@ -19,7 +19,7 @@ import msgspec
 
 from cascade_core import events as ev
 from cascade_core.refusals import Conflict, Invalid, NotFound
-from cascade_core.runs import Count, Name, RunCreate, RunEntries, RunEntry, Tags
+from cascade_core.runs import Name, RunCreate, RunEntries, RunEntry, Tags
 
 Traces = Annotated[list[str], msgspec.Meta(max_length=256, description="Trace ids, each ready: one run each.")]
 Configs = Annotated[list[str], msgspec.Meta(max_length=64, description="GpuConfig names, each of the traces' arch.")]
