@@ -171,6 +171,8 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     cut_short: Annotated[
         int, msgspec.Meta(description="Its succeeded sims that did not simulate every launch (Sim's `cut_short`); absent when none.")
     ] = 0
+    name: Annotated[str | None, msgspec.Meta(description="The name it was created with; absent when none.")] = None
+    tags: Annotated[list[str], msgspec.Meta(description="The tags it was created with; absent when none.")] = []
 
 
 class RunDetail(RunSummary, frozen=True, kw_only=True):

@@ -29,6 +29,7 @@ async def derive_config(c: Cascade, *, name: str, base: str, options: Mapping[st
     store and its event appended; the same variant again changes nothing. `unnamed`: a run
     entry's own options' variant."""
     body = msgspec.convert({"name": name, "base": base, "options": dict(options)}, ConfigDerive)
+    check_options(body.options)
 
     async def derive() -> Decision[GpuConfig]:
         last = await c.store.last_on(subjects.gpu_config(name))
@@ -36,10 +37,6 @@ async def derive_config(c: Cascade, *, name: str, base: str, options: Mapping[st
         base_config = offered.get(base)
         if base_config is None:
             raise BaseNotFound(f"base GPU config {base} not found: no live runner has it, nor this server's Accel-Sim install")
-        try:
-            gpgpusim_options.check(body.options)
-        except gpgpusim_options.InvalidOption as err:
-            raise BadOption(str(err)) from err
         base_files = await _files(c, base)
         config_text = base_files[decide.CONFIG_FILE].decode(errors="replace")
         files = {**base_files, decide.CONFIG_FILE: gpgpusim_options.with_options(config_text, body.options).encode()}
@@ -51,6 +48,14 @@ async def derive_config(c: Cascade, *, name: str, base: str, options: Mapping[st
         return Decision(events, 0 if last is None else last.seq, outcome)
 
     return await decided(c, derive)
+
+
+def check_options(options: Mapping[str, str]) -> None:
+    """Refused (`BadOption`) when an option is one the simulator does not know, or its value is not of its type."""
+    try:
+        gpgpusim_options.check(options)
+    except gpgpusim_options.InvalidOption as err:
+        raise BadOption(str(err)) from err
 
 
 async def derive_entry_options(c: Cascade, entries: Sequence[RunEntry]) -> None:

@@ -21,6 +21,7 @@ from cascade_core.refusals import NotFound, Unavailable
 from cascade_host import new_ids
 from cascade_nats import subjects
 from cascade_core.run import Run
+from cascade_core.trace import Trace
 from projections.queries import runs as q
 from projections.queries.traces import trace_state
 
@@ -33,9 +34,7 @@ async def create_run(c: Cascade, body: RunCreate) -> ev.RunCreated:
     max_sims = c.settings.max_sims_per_run
 
     async def create() -> Decision[ev.RunCreated]:
-        trace = await read(c, trace_state, body.trace_id)
-        configs = await _configs(c, body)
-        decide.check_create(body, trace, configs, max_sims=max_sims)  # before drawing an id per sim
+        trace, configs = await check_run(c, body)  # before drawing an id per sim
         await derive_entry_options(c, body.entries)
         command = decide.CreateRun(
             event_id=new_ids.event_id(),
@@ -50,6 +49,15 @@ async def create_run(c: Cascade, body: RunCreate) -> ev.RunCreated:
         return Decision([created], 0, created)
 
     return await decided(c, create)
+
+
+async def check_run(c: Cascade, body: RunCreate) -> tuple[Trace | None, list[OfferedConfig]]:
+    """The trace and configs a run of `body` would be decided on; a refusal when there can be
+    no such run (a campaign checks each of its runs so before it records anything)."""
+    trace = await read(c, trace_state, body.trace_id)
+    configs = await _configs(c, body)
+    decide.check_create(body, trace, configs, max_sims=c.settings.max_sims_per_run)
+    return trace, configs
 
 
 async def _configs(c: Cascade, body: RunCreate | RunEntries) -> list[OfferedConfig]:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cascade_app.config import NATS_FILES, ConfigError, Settings, absolute, check_accelsim_dir, resolve
-from cascade_cli import configs_cli, data_cli, locate, runs_cli
+from cascade_cli import campaigns_cli, configs_cli, data_cli, locate, runs_cli
 from cascade_process import datadir, event_log, logs
 
 if TYPE_CHECKING:
@@ -267,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     locate.add_arguments(sim_reference)
 
     runs = sub.add_parser("runs", help="list runs, newest first")
+    runs.add_argument("--tag", help="only runs that have this tag")
+    runs.add_argument("--name", help="only runs of this name")
     _json(runs, "the list")
     locate.add_arguments(runs)
 
@@ -280,6 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--format", choices=data_cli.FORMATS, default="table", help="a table to read (default), csv, json or parquet")
     sql.add_argument("-o", "--output", metavar="FILE", help="write the answer to FILE instead of stdout")
     locate.add_arguments(sql)
+
+    campaigns_cli.add_arguments(sub)
 
     export = sub.add_parser("export", help="a run's rows as Parquet files: runs, sims, kernels, kernel_stats, timing")
     export.add_argument("run_id", metavar="RUN", help="a run's id")
@@ -531,6 +535,8 @@ COMMANDS = {
     "sim": runs_cli.reference,
     "compare": runs_cli.compare,
     "results": runs_cli.results,
+    "sweep": campaigns_cli.sweep,
+    "campaign": campaigns_cli.campaign,
     "sql": data_cli.sql,
     "export": data_cli.export,
     "config": configs_cli.config,

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, TextIO, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import msgspec
 
@@ -138,7 +138,8 @@ def _answer(args: argparse.Namespace, raw: bytes, type_: type[T], text: Callable
 
 
 def list_runs(args: argparse.Namespace) -> int:
-    return _answer(args, api_client(args).get("/api/runs"), list[RunSummary], runs_text.runs_table)
+    query = urlencode({k: v for k, v in (("tag", args.tag), ("name", args.name)) if v})
+    return _answer(args, api_client(args).get("/api/runs" + (f"?{query}" if query else "")), list[RunSummary], runs_text.runs_table)
 
 
 def show(args: argparse.Namespace) -> int:

@@ -142,6 +142,8 @@ def run_text(detail: RunDetail, config_labels: Mapping[str, str] = {}) -> list[s
         f"trace    {trace.id}  ({trace.trace_gpu_arch or 'arch unknown'}, {trace.kernel_count} kernels)",
         f"created  {local_time(detail.created_at)}",
         f"entries  {', '.join(f'{e.gpu_config} x{e.count}' for e in detail.entries)}",
+        *([f"name     {detail.name}"] if detail.name else []),
+        *([f"tags     {' '.join(detail.tags)}"] if detail.tags else []),
         "",
     ]
     header = ["config", "replica", "sim", "state", "attempt", "kernels", "cycles", "instructions", "IPC", "rate", "exit"]

@@ -183,6 +183,8 @@ class RunCreated(Event, frozen=True, tag="run.created.v1"):
     sims: list[SimSpec]
     kernels_total: int
     sample: bool = False
+    name: str | None = None  # a person's name for the run (`runs.RunCreate`)
+    tags: list[str] = []
 
 
 class RunCancelRequested(Event, frozen=True, tag="run.cancel_requested.v1"):
@@ -237,6 +239,37 @@ class RunEntriesAdded(Event, frozen=True, tag="run.entries_added.v1"):
     entries: list[ConfigCount]
     sims: list[SimSpec]
     key: str | None = None
+
+
+# --- campaigns ----------------------------------------------------------------------------
+
+
+class CampaignEvent(Event, frozen=True, kw_only=True):
+    """An event of a campaign: a named, tagged set of runs (`cascade_core/campaigns.py`). Its
+    subject is its name's, so that a name is taken once."""
+
+    campaign_id: str
+    name: str
+
+
+class CampaignCreated(CampaignEvent, frozen=True, tag="campaign.created.v1"):
+    """A campaign named: its runs come after, in `campaign.runs_added.v1`. `baseline`: the
+    config its table is normalised to unless a reader asks for another."""
+
+    tags: list[str] = []
+    baseline: str | None = None
+
+
+class CampaignRun(msgspec.Struct, frozen=True, gc=False, kw_only=True):
+    run_id: str
+    trace_id: str
+
+
+class CampaignRunsAdded(CampaignEvent, frozen=True, tag="campaign.runs_added.v1"):
+    """Runs made for the campaign, one per trace, each created as any run is (`run.created.v1`):
+    at its creation, and for the traces a top-up adds."""
+
+    runs: list[CampaignRun]
 
 
 # --- sims ---------------------------------------------------------------------------------
@@ -458,6 +491,8 @@ AnyEvent = (
     | RunCancelRequested
     | RunRetryRequested
     | RunEntriesAdded
+    | CampaignCreated
+    | CampaignRunsAdded
     | SimQueued
     | SimClaimed
     | SimLaunched

@@ -31,6 +31,8 @@ class Run(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     sample: bool
     kernels_total: int
     cut_short: int = 0  # its sims that succeeded without simulating every launch (`sim.Sim.cut_short`)
+    name: str | None = None  # as created
+    tags: list[str] = []
 
 
 def run_state(counts: Mapping[str, int]) -> str:
@@ -58,7 +60,7 @@ def new(e: ev.RunCreated) -> Run:
     counts, state = _counted({"pending": len(e.sims)} if e.sims else {})
     return Run(
         id=e.run_id, trace_id=e.trace_id, created_at=e.at, state=state, entries=list(e.entries), sim_counts=counts, sample=e.sample,
-        kernels_total=e.kernels_total,
+        kernels_total=e.kernels_total, name=e.name, tags=list(e.tags),
     )
 
 

@@ -81,9 +81,16 @@ class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
         return unnamed_name(self.gpu_config, self.options) if self.options else self.gpu_config
 
 
-class RunCreate(msgspec.Struct, frozen=True):
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=100, description="A name a person gives.")]
+Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+Tags = Annotated[list[Tag], msgspec.Meta(max_length=16, description="Labels to find it by (`?tag=`).")]
+
+
+class RunCreate(msgspec.Struct, frozen=True, omit_defaults=True):
     trace_id: Annotated[str, msgspec.Meta(description="A trace in state ready.")]
     entries: Annotated[list[RunEntry], msgspec.Meta(min_length=1, description="One entry per config.")]
+    name: Name | None = None
+    tags: Tags = []
 
 
 class RunEntries(msgspec.Struct, frozen=True):
@@ -207,6 +214,8 @@ def decide_create(cmd: CreateRun, trace: Trace | None, configs: Sequence[GpuConf
         entries=_entries(cmd.body.entries),
         sims=_fanned_out(cmd.body.entries, cmd.sim_ids, trace.kernel_count, cmd.free_slots, {}),
         kernels_total=trace.kernel_count,
+        name=cmd.body.name,
+        tags=list(dict.fromkeys(cmd.body.tags)),
     )
     return [created]
 

@@ -40,6 +40,10 @@ def run_id() -> str:
     return f"run-{secrets.token_hex(6)}"
 
 
+def campaign_id() -> str:
+    return f"campaign-{secrets.token_hex(6)}"
+
+
 def sim_id() -> str:
     return f"sim-{secrets.token_hex(6)}"
 

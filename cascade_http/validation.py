@@ -87,6 +87,8 @@ _MESSAGES = {
     "less_than": "Input should be less than {lt}",
     "greater_than_equal": "Input should be greater than or equal to {ge}",
     "greater_than": "Input should be greater than {gt}",
+    "extra_forbidden": "Extra inputs are not permitted",
+    "string_pattern_mismatch": "String should match pattern '{pattern}'",
 }
 
 
@@ -127,7 +129,7 @@ def _build(node: inspect.Type) -> Validator:
         return _dict_validator(node)
     if isinstance(node, inspect.IntType) and node.multiple_of is None:
         return _int_validator(node)
-    if isinstance(node, inspect.StrType) and node.pattern is None:
+    if isinstance(node, inspect.StrType):
         return _str_validator(node)
     if isinstance(node, inspect.UnionType):
         return _union_validator(node)
@@ -139,9 +141,12 @@ def _build(node: inspect.Type) -> Validator:
 
 
 def _struct_validator(node: inspect.StructType) -> Validator:
-    if node.array_like or node.forbid_unknown_fields or node.tag_field is not None:
+    if node.array_like or node.tag_field is not None:
         raise TypeError(f"request validation does not support {node.cls.__name__}'s Struct options")
     fields = [(field, _build(field.type)) for field in node.fields]
+    # A body whose Struct forbids unknown fields (pydantic's `extra="forbid"`): what it does
+    # not take is refused, not ignored.
+    known = {field.encode_name for field in node.fields} if node.forbid_unknown_fields else None
 
     def validate(value: object, loc: Loc) -> object:
         # No JSON value is an object pydantic could read attributes from, hence this type.
@@ -158,6 +163,8 @@ def _struct_validator(node: inspect.StructType) -> Validator:
                     raise _issue("missing", field_loc, value)
             except _Invalid as invalid:
                 issues.extend(invalid.issues)
+        if known is not None:
+            issues += [_issue("extra_forbidden", [*loc, name], value[name]).issues[0] for name in value if name not in known]
         if issues:
             raise _Invalid(issues)
         return node.cls(**kwargs)
@@ -167,12 +174,12 @@ def _struct_validator(node: inspect.StructType) -> Validator:
 
 def _union_validator(node: inspect.UnionType) -> Validator:
     """An object of one Struct, one of some strings, or null (a run entry's `split`): told
-    apart by the JSON value's kind, as msgspec decodes them; or a dict or null (a run
-    entry's `options`)."""
-    dicts = [t for t in node.types if isinstance(t, inspect.DictType)]
-    if dicts and len(node.types) == 2 and any(isinstance(t, inspect.NoneType) for t in node.types):
-        validate_dict = _build(dicts[0])
-        return lambda value, loc: None if value is None else validate_dict(value, loc)
+    apart by the JSON value's kind, as msgspec decodes them; or one other type, or null (a
+    run's `name`, a run entry's `options`)."""
+    kinds = [t for t in node.types if not isinstance(t, inspect.NoneType)]
+    if len(kinds) == 1 and len(node.types) == 2 and not isinstance(kinds[0], inspect.StructType | inspect.LiteralType):
+        validate_kind = _build(kinds[0])
+        return lambda value, loc: None if value is None else validate_kind(value, loc)
     structs = [t for t in node.types if isinstance(t, inspect.StructType)]
     values = [v for t in node.types if isinstance(t, inspect.LiteralType) for v in t.values]
     literals = [v for v in values if isinstance(v, str)]
@@ -249,7 +256,8 @@ def _dict_validator(node: inspect.DictType) -> Validator:
 
 
 def _str_validator(node: inspect.StrType) -> Validator:
-    constrained = node.min_length is not None or node.max_length is not None
+    constrained = node.min_length is not None or node.max_length is not None or node.pattern is not None
+    pattern = None if node.pattern is None else re.compile(node.pattern)
 
     def validate(value: object, loc: Loc) -> object:
         if not isinstance(value, str):
@@ -261,6 +269,8 @@ def _str_validator(node: inspect.StrType) -> Validator:
             raise _issue("string_too_short", loc, value, {"min_length": node.min_length})
         if node.max_length is not None and len(value) > node.max_length:
             raise _issue("string_too_long", loc, value, {"max_length": node.max_length})
+        if pattern is not None and not pattern.search(value):
+            raise _issue("string_pattern_mismatch", loc, value, {"pattern": node.pattern})
         return value
 
     return validate

@@ -77,6 +77,10 @@ def runner(runner_id: str) -> str:
     return f"{PREFIX}.runner.{subject_token(runner_id)}"
 
 
+def campaign(name: str) -> str:
+    return f"{PREFIX}.campaign.{subject_token(name)}"
+
+
 def run_lives(run_id: str) -> list[str]:
     """Filters for the life subjects of a run's sims and of their chunks."""
     lives = f"{PREFIX}.run.{subject_token(run_id)}.sim.*.life"
@@ -109,6 +113,8 @@ def of(event: ev.Event) -> str:
             return runner(known.runner_id)
         case ev.GpuConfigDerived():
             return gpu_config(known.name)
+        case ev.CampaignEvent():
+            return campaign(known.name)
         case _:
             assert_never(known)
 

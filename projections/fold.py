@@ -35,6 +35,8 @@ from cascade_core.trace import takes_rows
 from cascade_nats import deflated
 from projections.rows import (
     APPEND_TABLES,
+    CampaignRow,
+    CampaignRunRow,
     KernelRow,
     LogChunkRow,
     RealTimingRow,
@@ -86,6 +88,8 @@ class Added(msgspec.Struct):
     kernels: list[KernelRow] = []
     sim_log: list[LogChunkRow] = []
     sim_files: list[SimFileRow] = []
+    campaigns: list[CampaignRow] = []
+    campaign_runs: list[CampaignRunRow] = []
 
     def tables(self) -> list[tuple[str, list[Any]]]:
         """Each table's rows, in the order of `rows.APPEND_TABLES`."""
@@ -304,6 +308,10 @@ def _applier(e: ev.AnyEvent) -> Apply:
             return _entries_added
         case ev.TraceEvent():
             return _apply_trace
+        case ev.CampaignCreated():
+            return _campaign_created
+        case ev.CampaignRunsAdded():
+            return _campaign_runs_added
         case _:
             assert_never(e)
 
@@ -431,6 +439,18 @@ def listed(sims: Iterable[S], configs: Sequence[str]) -> list[S]:
     return sorted(sims, key=lambda s: (order.get(s.gpu_config, len(order)), s.replica))
 
 
+def _campaign_created(b: _Batch, seq: int, e: ev.CampaignCreated) -> None:
+    """A campaign's row, kept once by its id (its name's subject takes one creation)."""
+    row = CampaignRow(id=e.campaign_id, name=e.name, tags=list(e.tags), baseline=e.baseline, created_at=e.at, seq=seq)
+    b.checked.campaigns.append(row)
+
+
+def _campaign_runs_added(b: _Batch, seq: int, e: ev.CampaignRunsAdded) -> None:
+    b.checked.campaign_runs += [
+        CampaignRunRow(campaign_id=e.campaign_id, run_id=r.run_id, trace_id=r.trace_id, seq=seq, position=i) for i, r in enumerate(e.runs)
+    ]
+
+
 def _kernel_finished(b: _Batch, seq: int, sim: Sim, e: ev.KernelFinished) -> None:
     if not sim_state.takes(sim, e):
         return
@@ -536,7 +556,7 @@ def _toucher(e: ev.AnyEvent) -> Touch:
             return _touch_listed
         case ev.TraceEvent():
             return _touch_trace
-        case ev.RunnerEnded() | ev.GpuConfigDerived():
+        case ev.RunnerEnded() | ev.GpuConfigDerived() | ev.CampaignEvent():
             return _touch_nothing
         case _:
             assert_never(e)
@@ -563,8 +583,8 @@ def _touch_listed(e: ev.RunRetryRequested | ev.RunEntriesAdded, found: _Touched)
         found.sims.update(c.sim_id for c in e.chunks)
 
 
-def _touch_nothing(e: ev.RunnerEnded | ev.GpuConfigDerived, found: _Touched) -> None:
-    pass  # it changes no row
+def _touch_nothing(e: ev.RunnerEnded | ev.GpuConfigDerived | ev.CampaignEvent, found: _Touched) -> None:
+    pass  # it changes no entity row
 
 
 def _touch_trace(e: ev.TraceEvent, found: _Touched) -> None:

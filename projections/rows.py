@@ -143,6 +143,8 @@ class RunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     kernels_total: int
     cut_short: int  # its sims that succeeded without simulating every launch
     seq: int
+    name: str | None  # a person's name for the run, as created
+    tags: list[str]
 
     @property
     def run(self) -> Run:
@@ -275,6 +277,28 @@ class ParkedRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     parked_at: datetime  # when this read model parked it: a replay parks it again, later
 
 
+class CampaignRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A campaign as `campaign.created.v1` named it: it never changes, and its state follows
+    from its runs' when read."""
+
+    id: str
+    name: str
+    tags: list[str]
+    baseline: str | None
+    created_at: datetime
+    seq: int
+
+
+class CampaignRunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One of a campaign's runs: the one of its trace (`campaign.runs_added.v1`)."""
+
+    campaign_id: str
+    run_id: str
+    trace_id: str
+    seq: int
+    position: int  # its place in its event's list: the campaign's runs are in (seq, position) order
+
+
 ENTITY_TABLES: dict[str, type[msgspec.Struct]] = {"traces": TraceRow, "runs": RunRow, "sims": SimRow}
 
 # Append-only tables and the columns that identify a row: a row already there is never added
@@ -286,6 +310,8 @@ APPEND_TABLES: dict[str, tuple[type[msgspec.Struct], tuple[str, ...]]] = {
     "kernels": (KernelRow, ("sim_id", "attempt", "uid")),
     "sim_log": (LogChunkRow, ("sim_id", "attempt", "first_line_seq")),
     "sim_files": (SimFileRow, ("sim_id", "attempt", "name")),
+    "campaigns": (CampaignRow, ("id",)),
+    "campaign_runs": (CampaignRunRow, ("campaign_id", "run_id")),
 }
 
 # Written by the projector from the kernels rows it writes, in the same transaction: their

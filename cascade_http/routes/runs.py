@@ -84,9 +84,24 @@ async def create_run(request: Request) -> Response:
     return MsgspecResponse(await read(c, q.run_as_created, created), status_code=201)
 
 
-@operation(summary="List runs", description="Every run, newest first, with per-state sim counts.", response=list[RunSummary])
+@operation(
+    summary="List runs",
+    description="Every run, newest first, with per-state sim counts.",
+    query={
+        "tag": Query(description="Only runs that have this tag.", schema={"type": "string", "minLength": 1}),
+        "name": Query(description="Only runs of this name.", schema={"type": "string", "minLength": 1}),
+    },
+    response=list[RunSummary],
+    errors={422: "A query parameter other than tag and name, or one of them empty."},
+)
 async def list_runs(request: Request) -> Response:
-    return MsgspecResponse(await read(cascade(request), q.runs))
+    params = request.query_params
+    # A misspelt or empty filter must not answer every run as if it had filtered them.
+    if unknown := sorted(set(params) - {"tag", "name"}):
+        raise ApiError(422, f"unknown query parameters {', '.join(map(repr, unknown))}: GET /api/runs filters by tag and name")
+    if empty := [key for key in ("tag", "name") if params.get(key) == ""]:
+        raise ApiError(422, f"empty {' and '.join(empty)}: give a tag or name to filter by, or leave it out")
+    return MsgspecResponse(await read(cascade(request), q.runs, params.get("tag"), params.get("name")))
 
 
 @operation(

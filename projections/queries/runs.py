@@ -176,9 +176,12 @@ def run_summary(con: Con, run_id: str) -> RunSummary | None:
     return None if row is None else run_from_row(row)
 
 
-def runs(con: Con) -> list[RunSummary]:
-    """Every run, newest first."""
-    rows = _select(con, RunRow, "true ORDER BY created_at DESC, id DESC", [])
+def runs(con: Con, tag: str | None = None, name: str | None = None) -> list[RunSummary]:
+    """Every run, newest first; with `tag`, those that have it; with `name`, those of that name."""
+    rows = _select(
+        con, RunRow, "(?::VARCHAR IS NULL OR list_contains(tags, ?)) AND (?::VARCHAR IS NULL OR name = ?) ORDER BY created_at DESC, id DESC",
+        [tag, tag, name, name],
+    )
     return [run_from_row(r) for r in rows]
 
 

@@ -53,6 +53,8 @@ class RunCreatedV2(ev.Event, frozen=True, tag="run.created.v2"):
     sims: list[ev.SimSpec]
     kernels_total: int
     sample: bool = False
+    name: str | None = None
+    tags: list[str] = []
 
 
 def run_created_v2(old: ev.RunCreated) -> RunCreatedV2:

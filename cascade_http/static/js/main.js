@@ -9,6 +9,7 @@ import { mountRun } from "./views/run.js";
 import { mountTraces } from "./views/traces.js";
 import { mountRunners } from "./views/runners.js";
 import { mountConfigs } from "./views/configs.js";
+import { mountCampaign, mountCampaigns } from "./views/campaigns.js";
 import { mountSignIn } from "./views/signin.js";
 
 // A view is mount(element, params, query) -> { update?(params, query), destroy?() }.
@@ -27,6 +28,14 @@ const ROUTES = [
   { re: /^\/traces$/, nav: "traces", mount: mountTraces },
   { re: /^\/runners$/, nav: "runners", mount: mountRunners },
   { re: /^\/configs$/, nav: "configs", mount: mountConfigs },
+  { re: /^\/campaigns$/, nav: "campaigns", mount: mountCampaigns },
+  {
+    re: /^\/campaigns\/([^/]+)$/,
+    nav: "campaigns",
+    mount: mountCampaign,
+    params: (m) => ({ name: decodeURIComponent(m[1]) }),
+    key: (p) => `campaign:${p.name}`,
+  },
 ];
 
 const main = document.getElementById("main");

@@ -90,6 +90,8 @@ export function mountRun(el, params, query) {
     const trace = run.trace;
     clear(
       meta,
+      run.name ? [h("a", { href: `#/runs?name=${enc(run.name)}`, class: "run-name", dataset: { field: "name" }, title: "Runs of this name" }, run.name), " · "] : "",
+      (run.tags ?? []).map((t) => [h("a", { href: `#/runs?tag=${enc(t)}`, class: "tag", dataset: { tag: t }, title: "Runs with this tag" }, t), " "]),
       "Trace ",
       h("a", { href: `#/runs?trace=${enc(run.trace_id)}`, class: "mono", title: "Runs of this trace" }, run.trace_id),
       trace?.trace_gpu_arch ? ` · ${trace.trace_gpu_arch}` : "",

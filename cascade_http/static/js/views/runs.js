@@ -1,4 +1,4 @@
-// The runs list: newest first, filtered by state and trace (kept in the URL), refreshed
+// The runs list: newest first, filtered by state, trace and tag (kept in the URL), refreshed
 // every 2 s while a run is active and every 10 s otherwise (the API has no stream of all
 // runs; each run's page is live over its own event stream).
 
@@ -6,13 +6,14 @@ import { api } from "../api.js";
 import { age, dateTime } from "../format.js";
 import { announce, clear, entriesText, failure, h, loading, sampleBadge, simCounts, state, stateBadge, syncRows } from "../dom.js";
 import { poller } from "../poll.js";
+import { tagChips } from "./campaigns.js";
 
 const RUN_STATES = ["active", "succeeded", "failed", "cancelled"];
 
 export function mountRuns(el, _params, query) {
   document.title = "Runs · Cascade";
   let runs = null;
-  let filters = { state: query.get("state") ?? "", trace: query.get("trace") ?? "" };
+  let filters = { state: query.get("state") ?? "", trace: query.get("trace") ?? "", tag: query.get("tag") ?? "", name: query.get("name") ?? "" };
   const seen = new Map(); // run id -> state, to announce changes
 
   const stateSelect = h(
@@ -22,6 +23,8 @@ export function mountRuns(el, _params, query) {
     RUN_STATES.map((s) => h("option", { value: s }, s)),
   );
   const traceSelect = h("select", { id: "filter-trace", onchange: () => setFilters({ trace: traceSelect.value }) });
+  const tagSelect = h("select", { id: "filter-tag", onchange: () => setFilters({ tag: tagSelect.value }) });
+  const nameSelect = h("select", { id: "filter-name", onchange: () => setFilters({ name: nameSelect.value }) });
   const count = h("span", { class: "muted", "aria-live": "polite" });
   const body = h("div", { class: "panel-body" }, loading("Loading runs…"));
   const tbody = h("tbody");
@@ -51,6 +54,8 @@ export function mountRuns(el, _params, query) {
           { class: "toolbar", role: "group", "aria-label": "Filter runs" },
           h("label", { class: "inline" }, "State", stateSelect),
           h("label", { class: "inline" }, "Trace", traceSelect),
+          h("label", { class: "inline" }, "Name", nameSelect),
+          h("label", { class: "inline" }, "Tag", tagSelect),
           count,
         ),
         body,
@@ -70,7 +75,14 @@ export function mountRuns(el, _params, query) {
     return h(
       "tr",
       { dataset: { run: run.id, state: run.state } },
-      h("td", { "data-label": "Run" }, link, run.sample ? [" ", sampleBadge()] : null),
+      h(
+        "td",
+        { "data-label": "Run" },
+        run.name ? h("div", { class: "run-name", dataset: { field: "name" } }, run.name) : null,
+        link,
+        run.sample ? [" ", sampleBadge()] : null,
+        run.tags?.length ? h("div", { class: "chips" }, tagChips(run.tags)) : null,
+      ),
       h("td", { "data-label": "State" }, stateBadge(run.state)),
       h("td", { "data-label": "Sims" }, simCounts(run.sim_counts), run.cut_short ? h("span", { class: "badge cut-short", title: "Succeeded without simulating every launch" }, `${run.cut_short} cut short`) : null),
       h("td", { "data-label": "Trace", class: "mono" }, run.trace_id),
@@ -79,18 +91,30 @@ export function mountRuns(el, _params, query) {
     );
   }
 
-  function traceOptions() {
-    const ids = [...new Set(runs.map((r) => r.trace_id))].sort();
-    if (filters.trace && !ids.includes(filters.trace)) ids.unshift(filters.trace);
-    clear(traceSelect, h("option", { value: "" }, "All traces"), ids.map((id) => h("option", { value: id }, id)));
-    traceSelect.value = filters.trace;
+  function options(select, values, all, chosen) {
+    const known = [...new Set(values)].sort();
+    if (chosen && !known.includes(chosen)) known.unshift(chosen);
+    clear(select, h("option", { value: "" }, all), known.map((v) => h("option", { value: v }, v)));
+    select.value = chosen;
+  }
+
+  function filterOptions() {
+    options(traceSelect, runs.map((r) => r.trace_id), "All traces", filters.trace);
+    options(nameSelect, runs.flatMap((r) => (r.name ? [r.name] : [])), "Any name", filters.name);
+    options(tagSelect, runs.flatMap((r) => r.tags ?? []), "Any tag", filters.tag);
     stateSelect.value = filters.state;
   }
 
+  const matches = (r) =>
+    (!filters.state || r.state === filters.state) &&
+    (!filters.trace || r.trace_id === filters.trace) &&
+    (!filters.name || r.name === filters.name) &&
+    (!filters.tag || (r.tags ?? []).includes(filters.tag));
+
   function render() {
     if (!runs) return;
-    traceOptions();
-    const shown = runs.filter((r) => (!filters.state || r.state === filters.state) && (!filters.trace || r.trace_id === filters.trace));
+    filterOptions();
+    const shown = runs.filter(matches);
     count.textContent = `${shown.length} of ${runs.length} run${runs.length === 1 ? "" : "s"}`;
     if (!runs.length) {
       return clear(
@@ -99,7 +123,7 @@ export function mountRuns(el, _params, query) {
       );
     }
     if (!shown.length) {
-      return clear(body, state("empty", "No runs match these filters.", null, h("button", { class: "btn", type: "button", onclick: () => setFilters({ state: "", trace: "" }) }, "Clear filters")));
+      return clear(body, state("empty", "No runs match these filters.", null, h("button", { class: "btn", type: "button", onclick: () => setFilters({ state: "", trace: "", tag: "", name: "" }) }, "Clear filters")));
     }
     if (!body.contains(table)) clear(body, h("div", { class: "table-wrap" }, table));
     syncRows(tbody, shown, { key: (r) => r.id, signature: (r) => JSON.stringify(r) + age(r.created_at), render: row });
