@@ -96,6 +96,8 @@ def _progress_line(sim: Sim, width: int, digits: int) -> str:
         return f"{head}  cut short: {sim.cut_short.said}"
     if sim.attention:
         return f"{head}  needs attention: {sim.attention}"
+    if sim.cached_from is not None:
+        return f"{head}  cached: the result of {sim.cached_from}"
     kernel = short_name(sim.current_kernel) if sim.current_kernel else NONE
     return f"{head}  IPC {ipc(sim.latest.gpu_tot_ipc):>6}  {rate(sim.latest.sim_rate_ips):<{RATE_WIDTH}}  {kernel}"
 
@@ -113,6 +115,9 @@ def outcome(detail: RunDetail) -> list[str]:
             lines.append(f"  {label(sim)} {sim.id} failed: {sim.error or 'no error given'}")
         if sim.cut_short is not None:
             lines.append(f"  {label(sim)} {sim.id} cut short: {sim.cut_short.said}")
+    cached = [s for s in detail.sims if s.cached_from is not None]
+    if cached:
+        lines.append(f"{len(cached)} of {len(detail.sims)} sims took a result simulated before (cached), simulating nothing")
     return lines
 
 

@@ -9,6 +9,7 @@ import { mountRun } from "./views/run.js";
 import { mountTraces } from "./views/traces.js";
 import { mountRunners } from "./views/runners.js";
 import { mountSignIn } from "./views/signin.js";
+import { mountSimLink } from "./views/simlink.js";
 
 // A view is mount(element, params, query) -> { update?(params, query), destroy?() }.
 // Routes with the same key (the tabs of one run) update the mounted view instead of
@@ -23,6 +24,7 @@ const ROUTES = [
     params: (m) => ({ id: decodeURIComponent(m[1]), tab: m[2] ?? "sims" }),
     key: (p) => `run:${p.id}`,
   },
+  { re: /^\/sims\/([^/]+)$/, nav: "runs", mount: mountSimLink, params: (m) => ({ id: decodeURIComponent(m[1]) }) },
   { re: /^\/traces$/, nav: "traces", mount: mountTraces },
   { re: /^\/runners$/, nav: "runners", mount: mountRunners },
 ];
