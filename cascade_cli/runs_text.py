@@ -115,9 +115,6 @@ def outcome(detail: RunDetail) -> list[str]:
             lines.append(f"  {label(sim)} {sim.id} failed: {sim.error or 'no error given'}")
         if sim.cut_short is not None:
             lines.append(f"  {label(sim)} {sim.id} cut short: {sim.cut_short.said}")
-    cached = [s for s in detail.sims if s.cached_from is not None]
-    if cached:
-        lines.append(f"{len(cached)} of {len(detail.sims)} sims took a result simulated before (cached), simulating nothing")
     return lines
 
 

@@ -9,6 +9,7 @@ run; a failed or cancelled sim, or another config file, is never taken.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -69,7 +70,10 @@ def _unnamed(answer: Any) -> Any:
     return [_unnamed(v) for v in answer] if isinstance(answer, list) else answer
 
 
-def test_a_second_run_of_the_same_trace_and_config_simulates_nothing_and_answers_every_route_the_same(world: World) -> None:
+def test_a_second_run_of_the_same_trace_and_config_simulates_nothing_and_answers_every_route_the_same(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="cascade.runner")
     first = world.run()
     assert first["state"] == "succeeded" and world.simulated == 1
     second = world.run()
@@ -89,7 +93,8 @@ def test_a_second_run_of_the_same_trace_and_config_simulates_nothing_and_answers
     assert [(f["name"], f["size"]) for f in files_b] == [(f["name"], f["size"]) for f in files_a]
     for f in files_a:
         assert world.get(f"/api/sims/{b['id']}/files/{f['name']}") == world.get(f"/api/sims/{a['id']}/files/{f['name']}")
-    print(f"\nsimulated in {_seconds(a):.3f} s; taken from the cache in {_seconds(b):.3f} s")
+    (taken,) = [r.getMessage() for r in caplog.records if "from the cache" in r.getMessage()]
+    print(f"\nlaunch to finish: simulated {_seconds(a):.3f} s, taken {_seconds(b):.3f} s; the runner: {taken}")
 
 
 def test_fresh_forces_a_run_whose_result_is_then_the_one_taken(world: World) -> None:
