@@ -752,9 +752,10 @@ def test_a_cached_sim_is_marked_in_its_row_and_links_its_source(page: Any, casca
             ev.SimFinished(id=w.event_id(), at=at, outcome="succeeded", exit_code=0, **common),
         ],
     )
+    sign_in(page, cascade.url, "#/runs")
     for size in (DESKTOP, PHONE):
         page.set_viewport_size(size)
-        sign_in(page, cascade.url, f"#/runs/{cached_run}")
+        page.goto(f"{cascade.url}/#/runs/{cached_run}")
         marker = f'#sims-table tbody[data-sim="{cached[0]}"] a.badge.cached'
         page.wait_for_selector(marker)
         assert page.inner_text(marker) == "cached" and source[0] in (page.get_attribute(marker, "title") or "")

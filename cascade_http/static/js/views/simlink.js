@@ -1,28 +1,16 @@
 // A sim by its id alone (#/sims/{id}), as a cached sim's marker links its source, which may
-// be of another run: the sim's run is read off the start of its results (GET
-// /api/sims/{id}/results, whose `sim` comes first), the rest left unread, and its run opens.
+// be of another run: the sim's run is looked up in the read model (POST /api/sql, a sim's
+// row and no more) and opens.
 
-import { enc, request } from "../api.js";
+import { api, enc } from "../api.js";
 import { clear, failure, h, loading } from "../dom.js";
 
-const RUN_ID = /"run_id":"([^"]+)"/;
+const literal = (text) => `'${text.replaceAll("'", "''")}'`;
 
 async function runOf(simId, signal) {
-  const response = await request(`/api/sims/${enc(simId)}/results`, { signal });
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let text = "";
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      text += decoder.decode(value ?? new Uint8Array(), { stream: !done });
-      const found = RUN_ID.exec(text);
-      if (found) return found[1];
-      if (done) throw new Error(`sim ${simId}'s results name no run`);
-    }
-  } finally {
-    reader.cancel().catch(() => {});
-  }
+  const answer = await api("/api/sql", { method: "POST", json: { sql: `SELECT run_id FROM sims WHERE id = ${literal(simId)}` }, signal });
+  if (!answer.rows.length) throw new Error(`No sim has the id ${simId}.`);
+  return answer.rows[0][0];
 }
 
 export function mountSimLink(root, { id }) {
