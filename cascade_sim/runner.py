@@ -10,7 +10,8 @@ delivers only what the runner has the config for.
 
 A request's path reads top-down in `Runner._handle`: claim the sim's next attempt, plan what
 it simulates (a chunk of a split sim, where it resumes a lost runner's, what it reuses),
-launch it while watching its run and its sim, and report how it ended.
+launch it while watching its run and its sim, and report how it ended; or, when a sim alike
+already succeeded, take its result instead of launching (`result_cache.py`).
 
 What to append is decided by `cascade_core/sims.py`, given commands with the time in them;
 the runner does the I/O around it. Claiming: the runner reads the sim's last lifecycle
@@ -202,7 +203,6 @@ class Runner:
         self.build: str | None = None  # found at the start of `run`: reading a binary takes a while
         self.versions = Versions(accel_sim_build=None, gpgpu_sim_build=None)  # as the last sim launched here printed them
         self.running: dict[str, Slot] = {}
-        self.cache_hits = 0  # sims that took a result from the cache instead of simulating
         self._slot_freed = asyncio.Event()
         self._kv: KeyValue | None = None
         self._results: ResultCache | None = None
@@ -384,7 +384,7 @@ class Runner:
 
     async def _handle(self, request: ev.SimQueued, slot: Slot) -> Handled:
         """Run the request if it is ours to run: claim the sim's next attempt, plan what it
-        simulates, launch it watched, and report how it ended."""
+        simulates, launch it watched (or take a sim alike's result), and report how it ended."""
         config = self.configs.get(request.gpu_config)
         if config is None:
             log.warning("sim %s: GPU config %s is no longer here; handed back", held_name(request), request.gpu_config)
@@ -532,7 +532,6 @@ class Runner:
             report.decide(command)
         await sender.flush()
         shutil.rmtree(self._workdir(job), ignore_errors=True)
-        self.cache_hits += 1
         log.info("sim %s attempt %d: took sim %s's result from the cache in %.3f s", job.name, job.attempt, source.sim_id, time.monotonic() - started)
         return "done"
 
