@@ -139,3 +139,15 @@ def test_replicas_launched_together_simulate_once(world: World) -> None:
     simulated = [s for s in run["sims"] if "cached_from" not in s]
     assert len(simulated) == 1
     assert sorted(s.get("cached_from", "") for s in run["sims"]) == ["", simulated[0]["id"], simulated[0]["id"]]
+
+
+def test_a_split_sims_chunks_are_taken_chunk_by_chunk(world: World) -> None:
+    split = {"kernels_per_chunk": 1, "warmup": 2}
+    first = world.run(split=split)
+    assert first["state"] == "succeeded" and world.simulated == 3, "a simulator per chunk"
+    second = world.run(split=split)
+    assert second["state"] == "succeeded" and world.simulated == 3
+    (a,), (b,) = first["sims"], second["sims"]
+    assert b["cached_from"] == a["id"] and [c["state"] for c in b["split"]["chunks"]] == ["succeeded"] * 3
+    assert _unnamed(run_kernels(world.client, second["id"])) == _unnamed(run_kernels(world.client, first["id"]))
+    assert world.get(f"/api/sims/{b['id']}/log") == world.get(f"/api/sims/{a['id']}/log")
