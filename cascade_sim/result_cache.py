@@ -12,8 +12,8 @@ simulates now (an entry kept fresh while it runs, gone with its bucket's TTL whe
 is lost), so sims alike queued together wait for the first instead of all simulating.
 
 A hit is the source attempt's events (launch, heartbeats with its log, kernel results, files,
-finish) said again of the new attempt, its stored files referenced where they are: every
-route answers for it as for the source, and its launch says `cached_from`.
+finish) said again of the new attempt at their times, its stored files referenced where they
+are: every route answers for it as for the source, and its launch says `cached_from`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
 
 import msgspec
 import nats.js.api as api
@@ -73,12 +72,13 @@ def replayed(
     runner_id: str,
     host: str,
     next_id: Callable[[], str],
-    now: Callable[[], datetime],
 ) -> list[sims.Command] | None:
     """What a runner says of the claimed attempt `sim` taking the source attempt's result,
     given the source sim's (or chunk's) life and data events, in order: its launch (saying
-    `cached_from`), its facts re-addressed, and its finish. A chunk's log lines are numbered
-    in its attempt's range (`sim_report.first_line_seq`). None when the source holds no success."""
+    `cached_from`), its facts re-addressed, and its finish, each at the source's time, so its
+    wall time is the simulation's (a reference's speed-up compares those). A chunk's log lines
+    are numbered in its attempt's range (`sim_report.first_line_seq`). None when the source
+    holds no success."""
     shift = 0 if sim.chunk is None else (sim.attempt - cached_from.attempt) << 32
     readdress = {"run_id": sim.run_id, "sim_id": sim.sim_id, "attempt": sim.attempt, "causation_id": None, "correlation_id": None}
     commands: list[sims.Command] = []
@@ -91,13 +91,13 @@ def replayed(
         match event:
             case ev.SimLaunched():
                 fact: sims.Fact = msgspec.structs.replace(
-                    event, id=next_id(), at=now(), **readdress, launcher_ref=LAUNCHER_REF, host=host, runner_id=runner_id,
+                    event, id=next_id(), **readdress, launcher_ref=LAUNCHER_REF, host=host, runner_id=runner_id,
                     cached_from=cached_from.sim_id,
                 )
             case ev.SimHeartbeat():
-                fact = msgspec.structs.replace(event, id=next_id(), at=now(), **readdress, first_line_seq=event.first_line_seq + shift)
+                fact = msgspec.structs.replace(event, id=next_id(), **readdress, first_line_seq=event.first_line_seq + shift)
             case ev.KernelFinished() | ev.SimFileStored():
-                fact = msgspec.structs.replace(event, id=next_id(), at=now(), **readdress)
+                fact = msgspec.structs.replace(event, id=next_id(), **readdress)
             case ev.SimFinished():
                 finished = event
                 continue
@@ -105,7 +105,7 @@ def replayed(
     if finished is None or finished.outcome != "succeeded":
         return None
     outcome = sims.Outcome(succeeded=True, exit_code=finished.exit_code, error=None)
-    commands.append(sims.Finish(event_id=next_id(), at=now(), attempt=sim.attempt, outcome=outcome))
+    commands.append(sims.Finish(event_id=next_id(), at=finished.at, attempt=sim.attempt, outcome=outcome))
     return commands
 
 

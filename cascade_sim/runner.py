@@ -524,7 +524,7 @@ class Runner:
         job = report.job
         events = await result_cache.source_events(self.store, source)
         commands = result_cache.replayed(
-            events, report.sim, cached_from=source, runner_id=self.id, host=self.host, next_id=sender.next_id, now=sender.now
+            events, report.sim, cached_from=source, runner_id=self.id, host=self.host, next_id=sender.next_id
         )
         if commands is None:
             return None
