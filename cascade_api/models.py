@@ -158,6 +158,14 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             "part is in no kernel list, total, comparison or score. Absent for a sim that simulated them all."
         ),
     ] = None
+    cached_from: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="The sim whose result this one took instead of simulating: one of the same trace contents, config "
+            "files, simulator build and settings that succeeded before (its entry was not `fresh`). Every route answers "
+            "for it as for that sim; it cost no simulator time. Absent for a sim simulated."
+        ),
+    ] = None
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -97,6 +97,11 @@ def _fast_sim_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --split or --reuse: a reference for each sim, the trace run whole and in sequence on the same config, "
         "to measure the fast sim against (cascade sim reference SIM)",
     )
+    parser.add_argument(
+        "--fresh", action="store_true",
+        help="simulate even when a sim of the same trace, config files, simulator build and settings already succeeded "
+        "(without it, such a sim takes that result and says cached_from)",
+    )
 
 
 # `cascade run show|cancel|retry|add RUN` are commands of their own; any other word after
@@ -126,6 +131,10 @@ reused_from in the results; with --split, each chunk so within its own launches.
 --reference adds, for each split or reusing sim, its reference: the same trace and config
 run whole and in sequence; cascade sim reference SIM compares the two (per kernel and in
 total: cycle and instruction errors, wall times, speed-up).
+
+--fresh simulates each sim even when one of the same trace contents, config files, simulator
+build and settings already succeeded, in any run; without it such a sim takes that result at
+once (its cached_from names the source sim), and replicas queued together simulate once.
 
 --watch shows a progress line per sim until the run ends and exits 0 only if every sim
 succeeded (1 otherwise); Ctrl-C stops watching (exit 130) and leaves the run running.

@@ -40,17 +40,18 @@ def parse_entries(
     split: SplitSpec | Literal["auto"] | None = None,
     reuse: bool = False,
     reference: bool = False,
+    fresh: bool = False,
 ) -> list[RunEntry]:
     """Each token as a run entry: a known config's name is that config once (`SM61_TITANX`),
     else a trailing `xN` asks for N replicas (`SM61_TITANXx3`). Tokens naming one config
     stay separate entries, as the API allows; unknown configs are for the API to refuse.
     Every entry is split as `split` says, reuses repeated kernels if `reuse`, and has a
-    reference for each sim if `reference`."""
+    reference for each sim if `reference`, and is simulated even when its result is known if `fresh`."""
     entries = []
     for token in tokens:
         replicas = None if token in known else REPLICAS.fullmatch(token)
         config, count = (replicas["config"], int(replicas["count"])) if replicas else (token, 1)
-        entries.append(RunEntry(gpu_config=config, count=count, split=split, reuse=reuse, reference=reference))
+        entries.append(RunEntry(gpu_config=config, count=count, split=split, reuse=reuse, reference=reference, fresh=fresh))
     return entries
 
 
@@ -91,7 +92,7 @@ def quoted_id(value: str) -> str:
 
 def _entries(client: ApiClient, args: argparse.Namespace) -> list[RunEntry]:
     configs = msgspec.json.decode(client.get("/api/gpu-configs"), type=list[GpuConfig])
-    return parse_entries(args.configs, {c.name for c in configs}, _split(args), args.reuse, args.reference)
+    return parse_entries(args.configs, {c.name for c in configs}, _split(args), args.reuse, args.reference, args.fresh)
 
 
 def create(args: argparse.Namespace) -> int:

@@ -96,6 +96,8 @@ def _progress_line(sim: Sim, width: int, digits: int) -> str:
         return f"{head}  cut short: {sim.cut_short.said}"
     if sim.attention:
         return f"{head}  needs attention: {sim.attention}"
+    if sim.cached_from is not None:
+        return f"{head}  cached: the result of {sim.cached_from}"
     kernel = short_name(sim.current_kernel) if sim.current_kernel else NONE
     return f"{head}  IPC {ipc(sim.latest.gpu_tot_ipc):>6}  {rate(sim.latest.sim_rate_ips):<{RATE_WIDTH}}  {kernel}"
 

@@ -162,6 +162,7 @@ class ConfigCount(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, kw_
     split: Split | Literal["auto"] | None = None
     reuse: bool = False
     reference: bool = False  # each sim has a reference sim too (`SimSpec.reference_for`)
+    fresh: bool = False  # its sims are simulated even when a sim alike already succeeded (no result cache)
 
 
 class SimSpec(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
@@ -174,6 +175,7 @@ class SimSpec(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     # config simulated whole and in sequence, which the fast sim's results are measured
     # against (`cascade_core/reference.py`). None for every other sim.
     reference_for: str | None = None
+    fresh: bool = False  # simulated even when a sim alike already succeeded (`ConfigCount.fresh`)
 
 
 class RunCreated(Event, frozen=True, tag="run.created.v1"):
@@ -308,6 +310,9 @@ class SimQueued(SimEvent, frozen=True, tag="sim.queued.v1"):
     attempt: int = 0
     reuse: bool = False
     by_config: bool = False
+    # Simulated even when a sim alike already succeeded: the runner asks no result cache
+    # (`cascade_sim/result_cache.py`).
+    fresh: bool = False
 
 
 class Resume(msgspec.Struct, frozen=True, gc=False):
@@ -341,6 +346,9 @@ class SimLaunched(SimEvent, frozen=True, tag="sim.launched.v1"):
     accel_sim_build: str | None = None
     gpgpu_sim_build: str | None = None
     runner_id: str | None = None
+    # The sim whose result this attempt took instead of simulating (`cascade_sim/result_cache.py`):
+    # its events follow, re-addressed, and its build and config digests are the source's.
+    cached_from: str | None = None
 
 
 class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):

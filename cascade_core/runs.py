@@ -74,6 +74,13 @@ class RunEntry(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
         ),
     ] = False
     options: Annotated[dict[str, str] | None, msgspec.Meta(description=ENTRY_OPTIONS)] = None
+    fresh: Annotated[
+        bool,
+        msgspec.Meta(
+            description="Simulate its sims even when a sim of the same trace contents, config files, simulator build "
+            "and settings already succeeded; without it such a sim takes that result (its `cached_from` names the source)."
+        ),
+    ] = False
 
     @property
     def sim_config(self) -> str:
@@ -239,13 +246,13 @@ def _fanned_out(
         first = replicas.get(config, 0)
         split = _split(entry.split, kernels_total, free_slots.get(entry.gpu_config, 1))
         fast = [
-            ev.SimSpec(sim_id=next(ids), gpu_config=config, replica=first + i, split=split, reuse=entry.reuse)
+            ev.SimSpec(sim_id=next(ids), gpu_config=config, replica=first + i, split=split, reuse=entry.reuse, fresh=entry.fresh)
             for i in range(entry.count)
         ]
         references = [next(ids) for _ in fast] if entry.reference else []
         if split is not None or entry.reuse:  # else the sims are sequential already
             fast += [
-                _reference(spec.sim_id, config, sim_id, first + entry.count + i)
+                _reference(spec.sim_id, config, sim_id, first + entry.count + i, fresh=entry.fresh)
                 for i, (spec, sim_id) in enumerate(zip(fast, references))
             ]
         sims += fast
@@ -253,9 +260,9 @@ def _fanned_out(
     return sims
 
 
-def _reference(fast_id: str, gpu_config: str, sim_id: str, replica: int) -> ev.SimSpec:
+def _reference(fast_id: str, gpu_config: str, sim_id: str, replica: int, *, fresh: bool = False) -> ev.SimSpec:
     """The reference of sim `fast_id`: the same config, run whole and in sequence."""
-    return ev.SimSpec(sim_id=sim_id, gpu_config=gpu_config, replica=replica, reference_for=fast_id)
+    return ev.SimSpec(sim_id=sim_id, gpu_config=gpu_config, replica=replica, reference_for=fast_id, fresh=fresh)
 
 
 def _split(asked: SplitSpec | str | None, kernels_total: int, free_slots: int) -> ev.Split | None:

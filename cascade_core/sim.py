@@ -127,6 +127,9 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # take them for the whole trace's. A split sim's is its first chunk's cut short.
     cut_short: ev.CutShort | None = None
     sample: bool = False  # of a sample run (`cascade_sim/samples.py`), which ships with Cascade
+    # The sim whose result its attempt took instead of simulating (`events.SimLaunched.cached_from`);
+    # a split sim's is its first chunk launched's.
+    cached_from: str | None = None
 
     @property
     def chunk(self) -> None:
@@ -199,6 +202,7 @@ _NO_PROGRESS: dict[str, Any] = {
     "log_seq": 0,
     "kernels_recorded": 0,
     "cut_short": None,
+    "cached_from": None,
 }
 
 
@@ -383,6 +387,7 @@ def _launch(e: ev.SimLaunched) -> dict[str, Any]:
         "config_digests": e.config_digests,
         "accel_sim_build": e.accel_sim_build,
         "gpgpu_sim_build": e.gpgpu_sim_build,
+        "cached_from": e.cached_from,
     }
 
 

@@ -54,7 +54,7 @@ def launch_requests(run: ev.RunCreated | ev.RunEntriesAdded | ev.RunRetryRequest
     return [
         _request(
             run, f"{spec.sim_id}.queued" if chunk is None else f"{spec.sim_id}.c{chunk}.queued", spec.sim_id, spec.gpu_config,
-            reuse=spec.reuse, chunk=chunk, split=spec.split,
+            reuse=spec.reuse, chunk=chunk, split=spec.split, fresh=spec.fresh,
         )
         for spec in run.sims
         for chunk in _chunks(spec, run.kernels_total)
@@ -71,6 +71,7 @@ def _request(
     attempt: int = 0,
     chunk: int | None = None,
     split: ev.Split | None = None,
+    fresh: bool = False,
 ) -> ev.SimQueued:
     """One launch request of the run's, on its config's subject."""
     return ev.SimQueued(
@@ -88,6 +89,7 @@ def _request(
         attempt=attempt,
         reuse=reuse,
         by_config=True,
+        fresh=fresh,
     )
 
 

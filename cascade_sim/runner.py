@@ -10,7 +10,8 @@ delivers only what the runner has the config for.
 
 A request's path reads top-down in `Runner._handle`: claim the sim's next attempt, plan what
 it simulates (a chunk of a split sim, where it resumes a lost runner's, what it reuses),
-launch it while watching its run and its sim, and report how it ended.
+launch it while watching its run and its sim, and report how it ended; or, when a sim alike
+already succeeded, take its result instead of launching (`result_cache.py`).
 
 What to append is decided by `cascade_core/sims.py`, given commands with the time in them;
 the runner does the I/O around it. Claiming: the runner reads the sim's last lifecycle
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -65,13 +67,14 @@ from cascade_nats import subjects
 from cascade_nats.objects import Objects
 from cascade_nats.store import ConcurrencyError, EventStore
 from cascade_nats.supervise import Supervision, supervise
-from cascade_sim import registry
+from cascade_sim import registry, result_cache
 from cascade_sim.attempt import HEARTBEAT_S, Attempt, Stop
 from cascade_sim.dispatcher import ensure_launch_consumer
 from cascade_sim.event_sender import EventSender
 from cascade_sim.launch_digests import LaunchDigests
 from cascade_sim.launch_requests import Delivery, Handled, Source, settle
 from cascade_sim.legacy_launches import legacy_launches
+from cascade_sim.result_cache import CachedResult, ResultCache
 from cascade_sim.sim_report import Job, Kept, SimReport, kept_by
 from cascade_sim.sim_life import as_requested, last_life
 from cascade_sim.simulator import Simulator, Versions
@@ -208,6 +211,7 @@ class Runner:
         self.running: dict[str, Slot] = {}
         self._slot_freed = asyncio.Event()
         self._kv: KeyValue | None = None
+        self._results: ResultCache | None = None
 
     # --- the loop -----------------------------------------------------------------------
 
@@ -216,6 +220,7 @@ class Runner:
         await self.store.ensure_stream()
         await self.objects.ensure()
         kv = self._kv = await registry.bucket(self.store.js)
+        self._results = await ResultCache.open(self.store.js)
         self.build = await anyio.to_thread.run_sync(self.simulator.build)
         settle_heap()
         log.info("runner %s: %d slots, configs %s", self.id, self.slots, ", ".join(self.configs) or "none")
@@ -398,7 +403,7 @@ class Runner:
 
     async def _handle(self, request: ev.SimQueued, slot: Slot) -> Handled:
         """Run the request if it is ours to run: claim the sim's next attempt, plan what it
-        simulates, launch it watched, and report how it ended."""
+        simulates, launch it watched (or take a sim alike's result), and report how it ended."""
         config = self._config(request.gpu_config)
         if config is None:
             log.warning("sim %s: GPU config %s is no longer here; handed back", held_name(request), request.gpu_config)
@@ -422,8 +427,12 @@ class Runner:
         report = SimReport(
             job=slot.job, emit=sender.emit, next_id=sender.next_id, now=sender.now, reader=self.simulator.reader(), sim=claimed.sim
         )
-        outcome = trace if isinstance(trace, sims.Outcome) else await self._launch(request, report, sender, trace, slot)
-        return await self._report(report, sender, outcome, slot.stop)
+        if isinstance(trace, sims.Outcome):
+            return await self._report(report, sender, trace, slot.stop)
+        key = await self._key(request, claimed, slot.job, trace)
+        if key is None or request.fresh:
+            return await self._report(report, sender, await self._launch(request, report, sender, trace, slot), slot.stop, key)
+        return await self._cached_or_launched(request, report, sender, trace, slot, key)
 
     # claim
 
@@ -504,6 +513,61 @@ class Runner:
         digests = await asyncio.to_thread(self.launch_digests.of, trace_dir, paths)
         return msgspec.structs.replace(job, reuse=reuse.plan(kernelslist, digests, job.chunk))
 
+    # the result cache (`result_cache.py`): take a sim alike's result, or simulate as the one of them that does
+
+    async def _key(self, request: ev.SimQueued, claimed: Claimed, job: Job, trace_dir: Path) -> str | None:
+        """The key of the job's result, its config's files prepared in its working directory
+        to know what the simulator is given; None when it has none: the build is unknown, or
+        the attempt resumes a lost runner's (its result is partly the attempts' before)."""
+        if self.build is None or claimed.resume is not None:
+            return None
+        workdir = self._workdir(job)
+        shutil.rmtree(workdir, ignore_errors=True)
+        workdir.mkdir(parents=True)
+        files = await asyncio.to_thread(functools.partial(self.simulator.prepare, job.gpu_config, workdir, source=job.config_files))
+        # The trace cache names a trace's directory by the digest of its files' digests.
+        return result_cache.key(request, trace=trace_dir.name, config=job.gpu_config, config_files=files, build=self.build)
+
+    async def _cached_or_launched(
+        self, request: ev.SimQueued, report: SimReport, sender: EventSender, trace_dir: Path, slot: Slot, key: str
+    ) -> Handled:
+        """Take the result of a sim alike that succeeded, waiting while one simulates; or,
+        when none has, simulate it, sims alike waiting meanwhile."""
+        results = self._results
+        assert results is not None
+        holder = f"{report.job.name}.{report.job.attempt}"
+        turn = await results.turn(key, holder, slot.stop.requested)
+        if isinstance(turn, CachedResult):
+            taken = await self._take_cached(report, sender, turn)
+            # Its events hold no success (a cache written by hand): simulated, and the key's result anew.
+            return taken or await self._report(report, sender, await self._launch(request, report, sender, trace_dir, slot), slot.stop, key)
+        if not turn:
+            return "done"  # stopped while waiting: its run was cancelled
+        holding = asyncio.create_task(self._supervised(f"holding {key}", lambda: results.hold(key, holder)))
+        try:
+            return await self._report(report, sender, await self._launch(request, report, sender, trace_dir, slot), slot.stop, key)
+        finally:
+            holding.cancel()
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):  # NATS away: the entry expires by itself
+                await results.release(key)
+
+    async def _take_cached(self, report: SimReport, sender: EventSender, source: CachedResult) -> Handled | None:
+        """Say the source attempt's result again of the report's: None when its events hold no success."""
+        started = time.monotonic()
+        job = report.job
+        events = await result_cache.source_events(self.store, source)
+        commands = result_cache.replayed(
+            events, report.sim, cached_from=source, runner_id=self.id, host=self.host, next_id=sender.next_id
+        )
+        if commands is None:
+            return None
+        for command in commands:
+            report.decide(command)
+        await sender.flush()
+        shutil.rmtree(self._workdir(job), ignore_errors=True)
+        log.info("sim %s attempt %d: took sim %s's result from the cache in %.3f s", job.name, job.attempt, source.sim_id, time.monotonic() - started)
+        return "done"
+
     # launch and watch
 
     def _workdir(self, job: Job) -> Path:
@@ -567,9 +631,10 @@ class Runner:
 
     # report
 
-    async def _report(self, report: SimReport, sender: EventSender, outcome: sims.Outcome | None, stop: Stop) -> Handled:
+    async def _report(self, report: SimReport, sender: EventSender, outcome: sims.Outcome | None, stop: Stop, key: str | None = None) -> Handled:
         """Say how the attempt ended, unless another attempt replaced it (whose runner now has
-        the request), and clear its working directory, but for a failure when those are kept."""
+        the request), and clear its working directory, but for a failure when those are kept.
+        A success that simulated every launch is the result of its `key` from then on."""
         job = report.job
         if outcome is None:  # another attempt owns the sim now, and its runner the request
             await sender.flush()
@@ -577,6 +642,10 @@ class Runner:
             return "leave"
         finished = report.finished(outcome, wall_time_limit_s=self.sim_timeout_s if stop.timed_out else None)
         await sender.flush()
+        if key is not None and finished is not None and finished.outcome == "succeeded" and finished.cut_short is None:
+            assert self._results is not None
+            chunk = None if job.chunk is None else job.chunk.index
+            await self._results.record(key, CachedResult(run_id=job.run_id, sim_id=job.sim_id, attempt=job.attempt, chunk=chunk))
         if (finished is not None and finished.outcome == "succeeded") or not self.keep_failed:
             shutil.rmtree(self._workdir(job), ignore_errors=True)
         log.info("sim %s attempt %d: %s", job.name, job.attempt, ending(finished, report.sim))

@@ -237,7 +237,8 @@ class SimReport:
         """An event of the sim or its run, read from the log."""
         self.sim = sims.evolve(self.sim, event)
 
-    def _decide(self, command: sims.Command) -> list[sims.Decided]:
+    def decide(self, command: sims.Command) -> list[sims.Decided]:
+        """What the sim's decider makes of `command`, sent."""
         decided = sims.decide(command, self.sim)
         for event in decided:
             self.sim = sims.evolve(self.sim, event)
@@ -245,7 +246,7 @@ class SimReport:
         return decided
 
     def _record(self, fact: sims.Fact) -> None:
-        self._decide(sims.Record(fact))
+        self.decide(sims.Record(fact))
 
     def _common(self) -> _Common:
         j = self.job
@@ -454,4 +455,4 @@ class SimReport:
             event_id=self.next_id(), at=self.now(), attempt=self.job.attempt, outcome=outcome, wall_time_limit_s=wall_time_limit_s,
             cut_short=self.cut_short() if outcome.succeeded else None,
         )
-        return next((e for e in self._decide(command) if isinstance(e, ev.SimFinished)), None)
+        return next((e for e in self.decide(command) if isinstance(e, ev.SimFinished)), None)

@@ -118,6 +118,7 @@ class EntryRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     split_auto: bool  # split "auto": as `split.auto` chose, in the sims' `split`
     reuse: bool
     reference: bool
+    fresh: bool = False
 
     @property
     def entry(self) -> ConfigCount:

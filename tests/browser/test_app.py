@@ -21,7 +21,7 @@ import pytest
 from cascade_core import events as ev
 from cascade_formats.kernel_names import short_name
 from cascade_http.run_events import last_event_id
-from tests.browser.conftest import TOKEN, data_json, environment, missing, seed, shoot, sign_in, wait_for_rows
+from tests.browser.conftest import DESKTOP, PHONE, TOKEN, data_json, environment, missing, seed, shoot, sign_in, wait_for_rows
 from tests.browser.proxy import proxy_to
 from tests.cascade_formats.test_kernel_names import GRAMMAR_SYMBOLS, REAL_SYMBOLS
 from cascade_core.sims import FINISHED, RETRIABLE, SIM_STATES, UNDER_WAY
@@ -34,8 +34,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.skipif(missing() is not None, rea
 FINAL = ("succeeded", "failed", "cancelled")
 
 
-def create_run(api: httpx.Client, trace_id: str, config: str = "SM61_TITANX", count: int = 1) -> dict[str, Any]:
-    response = api.post("/api/runs", json={"trace_id": trace_id, "entries": [{"gpu_config": config, "count": count}]})
+def create_run(api: httpx.Client, trace_id: str, config: str = "SM61_TITANX", count: int = 1, *, fresh: bool = False) -> dict[str, Any]:
+    """A run of `count` sims; `fresh` ones all simulate, which a test watching sims run needs
+    (else the first simulates and the others take its result, or all take an earlier run's)."""
+    entry = {"gpu_config": config, "count": count, **({"fresh": True} if fresh else {})}
+    response = api.post("/api/runs", json={"trace_id": trace_id, "entries": [entry]})
     assert response.status_code == 201, response.text
     return response.json()  # type: ignore[no-any-return]
 
@@ -282,7 +285,7 @@ def running_run(page: Any, cascade: LiveServer, api: httpx.Client, pace: str) ->
     both have started: a sim the runner started after it would finish at once."""
     ensure_trace(api, "combo-vec-mm-xz")
     with environment(CASCADE_FAKE_ACCELSIM_PACE=pace):
-        run = create_run(api, "combo-vec-mm-xz", count=2)
+        run = create_run(api, "combo-vec-mm-xz", count=2, fresh=True)
         sign_in(page, cascade.url, f"#/runs/{run['id']}")
         page.wait_for_function(
             "() => { const rows = [...document.querySelectorAll('#sims-table tbody[data-sim] > tr:first-child')];"
@@ -339,7 +342,7 @@ def test_retry_a_cancelled_run_then_add_sims_to_it(page: Any, cascade: LiveServe
     page.wait_for_function("() => document.querySelectorAll('#sims-table tbody[data-sim]').length === 4")
     page.wait_for_selector(".title-badges [data-state=succeeded]", timeout=60_000)
     assert sim_states(page) == ["succeeded"] * 4
-    assert api.get(f"/api/runs/{run['id']}").json()["entries"] == [{"gpu_config": "SM61_TITANX", "count": 2}] * 2
+    assert api.get(f"/api/runs/{run['id']}").json()["entries"] == [{"gpu_config": "SM61_TITANX", "count": 2, "fresh": True}, {"gpu_config": "SM61_TITANX", "count": 2}]
 
 
 def test_a_dropped_stream_resumes_from_the_last_event(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
@@ -347,7 +350,7 @@ def test_a_dropped_stream_resumes_from_the_last_event(page: Any, cascade: LiveSe
     streams: list[dict[str, str]] = []
     page.on("request", lambda r: r.url.endswith("/events") and streams.append(r.headers))
     with proxy_to(cascade.url) as proxy, environment(CASCADE_FAKE_ACCELSIM_PACE="1"):
-        run = create_run(api, "combo-vec-mm-xz", count=2)
+        run = create_run(api, "combo-vec-mm-xz", count=2, fresh=True)
         sign_in(page, f"http://127.0.0.1:{proxy.port}", f"#/runs/{run['id']}/timeline")
         page.wait_for_selector("#timeline-canvas[data-kernels]:not([data-kernels='0'])", timeout=30_000)
         page.evaluate("window.__sameDocument = true")
@@ -416,7 +419,7 @@ def test_the_counts_follow_the_sims_live(page: Any, cascade: LiveServer, api: ht
     some wait while others finish)."""
     ensure_trace(api, "combo-vec-mm-xz")
     with environment(CASCADE_FAKE_ACCELSIM_PACE="0.5"):
-        run = create_run(api, "combo-vec-mm-xz", count=6)
+        run = create_run(api, "combo-vec-mm-xz", count=6, fresh=True)
         sign_in(page, cascade.url, f"#/runs/{run['id']}")
         page.wait_for_selector("#sims-table tbody[data-sim]")
         page.evaluate(WATCH_COUNTS, 6)
@@ -728,3 +731,37 @@ def test_a_sim_cut_short_says_so_on_the_run_and_in_its_row(page: Any, cascade: L
     page.goto(f"{cascade.url}/#/runs")
     page.wait_for_selector(f'tr:has-text("{run_id}") .badge.cut-short')
     assert page.inner_text(f'tr:has-text("{run_id}") .badge.cut-short') == "1 cut short"
+
+
+def test_a_cached_sim_is_marked_in_its_row_and_links_its_source(page: Any, cascade: LiveServer) -> None:
+    """A sim that took another run's result (`cached_from`) says "cached" in the sims table;
+    the marker opens the source sim's run, at 1280 wide and on a phone."""
+    source_run, cached_run = "run-cachesrc0001", "run-cachehit0001"
+    source, cached = ("sim-cachesrc0", "SM61_TITANX", 0), ("sim-cachehit0", "SM61_TITANX", 0)
+    at = datetime.now(UTC)
+    common: dict[str, Any] = {"run_id": cached_run, "sim_id": cached[0], "attempt": 1}
+    seed(
+        cascade,
+        [
+            *w.trace_events("cached", arch="sm_61", kernel_count=1, step_timeline=False),
+            w.run_created(source_run, [source], trace_id="cached", kernels_total=1, sample=False),
+            *w.finished_sim(source_run, source[0], [("_Z6vecAddIfEvPT_S1_S1_i", 5533)], 1417.0, at),
+            w.run_created(cached_run, [cached], trace_id="cached", kernels_total=1, sample=False),
+            ev.SimClaimed(id=w.event_id(), at=at, runner_id="runner-seeded", host="h", **common),
+            ev.SimLaunched(id=w.event_id(), at=at, launcher_ref="cache", host="h", config_digests={}, cached_from=source[0], **common),
+            ev.SimFinished(id=w.event_id(), at=at, outcome="succeeded", exit_code=0, **common),
+        ],
+    )
+    sign_in(page, cascade.url, "#/runs")
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        page.goto(f"{cascade.url}/#/runs/{cached_run}")
+        marker = f'#sims-table tbody[data-sim="{cached[0]}"] a.badge.cached'
+        page.wait_for_selector(marker)
+        assert page.inner_text(marker) == "cached" and source[0] in (page.get_attribute(marker, "title") or "")
+        assert not page.query_selector(f'#sims-table tbody[data-sim="{source[0]}"] .badge.cached')
+        shoot(page, f"run-cached-{size['width']}", "#sims-table")
+        page.click(marker)
+        page.wait_for_url(f"**/#/runs/{source_run}")
+        page.wait_for_selector(f'#sims-table tbody[data-sim="{source[0]}"]')
+    page.set_viewport_size(DESKTOP)

@@ -28,8 +28,11 @@ def post(live: LiveServer, path: str, body: object = None, headers: dict[str, st
     return httpx.post(live.url + path, content=content, headers={**AUTH, "Content-Type": "application/json", **(headers or {})}, timeout=60)
 
 
-def create(live: LiveServer, *entries: tuple[str, int]) -> str:
-    body = {"trace_id": "combo", "entries": [{"gpu_config": c, "count": n} for c, n in entries]}
+def create(live: LiveServer, *entries: tuple[str, int], fresh: bool = False) -> str:
+    """A run of the entries; with `fresh`, its sims all simulate rather than the first alone
+    (the others taking its result)."""
+    asked = {"fresh": True} if fresh else {}
+    body = {"trace_id": "combo", "entries": [{"gpu_config": c, "count": n, **asked} for c, n in entries]}
     response = post(live, "/api/runs", body)
     assert response.status_code == 201, response.text
     return str(response.json()["id"])
@@ -143,7 +146,7 @@ def test_a_cancel_ends_the_attempts_it_cancelled_whatever_retries_follow(combo: 
     the attempt the retry asked for, and each running one twice (its cancelled attempt
     stopped, then the retry's)."""
     monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_PACE", "60")
-    run_id = create(combo, ("SM61_TITANX", 6))
+    run_id = create(combo, ("SM61_TITANX", 6), fresh=True)
     wait_until(lambda: api(combo, f"/api/runs/{run_id}").json()["sim_counts"].get("running") == 2, 30, "two sims run")
     running = {s["id"] for s in api(combo, f"/api/runs/{run_id}").json()["sims"] if s["state"] == "running"}
     assert post(combo, f"/api/runs/{run_id}/cancel").json()["state"] == "cancelled"

@@ -80,8 +80,11 @@ def relabel(source: Path, target: Path, binary_version: int) -> Path:
     return target
 
 
-def create_run(client: TestClient, trace_id: str, config: str, count: int = 1) -> dict:  # type: ignore[type-arg]
-    response = client.post("/api/runs", json={"trace_id": trace_id, "entries": [{"gpu_config": config, "count": count}]})
+def create_run(client: TestClient, trace_id: str, config: str, count: int = 1, *, fresh: bool = False) -> dict:  # type: ignore[type-arg]
+    """A run of `count` sims of the trace on `config`; `fresh` ones all simulate (else sims alike
+    simulate once, the others taking the result: cascade_sim/result_cache.py)."""
+    entry = {"gpu_config": config, "count": count, **({"fresh": True} if fresh else {})}
+    response = client.post("/api/runs", json={"trace_id": trace_id, "entries": [entry]})
     assert response.status_code == 201, response.text
     return response.json()  # type: ignore[no-any-return]
 

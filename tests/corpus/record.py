@@ -126,10 +126,11 @@ def live(tmp: Path, nats_url: str) -> None:
             del os.environ["CASCADE_FAKE_ACCELSIM_CUT"]
 
         # Reuse: the combo trace three times over, each kernel's third and later launches
-        # reused; with a reference, asked for at creation.
+        # reused; with a reference, asked for at creation; fresh, simulated whatever the result
+        # cache holds (the top-up's SM61_TITANX sim above took its run's first sim's result: `cached_from`).
         combo = files_of("combo-vec-mm-xz")
         _ready(client, tar_of({**combo, "kernelslist.g": combo["kernelslist.g"] * 3}), "repeat")
-        entry = {"gpu_config": "SM61_TITANX", "count": 1, "reuse": True, "reference": True}
+        entry = {"gpu_config": "SM61_TITANX", "count": 1, "reuse": True, "reference": True, "fresh": True}
         response = client.post("/api/runs", json={"trace_id": "repeat", "entries": [entry]})
         assert response.status_code == 201, response.text
         assert wait_run(client, response.json()["id"])["state"] == "succeeded"

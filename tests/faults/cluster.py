@@ -150,7 +150,10 @@ class Cluster:
             assert json.loads(response.read())["state"] == "ready"
 
     def create_run(self, count: int, trace_id: str = "combo", config: str = "SM61_TITANX") -> str:
-        run = self.api("POST", "/api/runs", {"trace_id": trace_id, "entries": [{"gpu_config": config, "count": count}]})
+        """A run of `count` fresh sims: each simulates (the faults are a simulator's), none
+        taking another's result from the cache."""
+        entry = {"gpu_config": config, "count": count, "fresh": True}
+        run = self.api("POST", "/api/runs", {"trace_id": trace_id, "entries": [entry]})
         return str(run["id"])
 
     def run(self, run_id: str) -> dict[str, Any]:

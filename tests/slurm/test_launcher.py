@@ -83,8 +83,9 @@ def test_sims_run_in_slurm_jobs_that_end_at_their_limit_or_with_their_run(client
     store_trace(service(client), client, "v", TRACES / "vectoradd-100-32", "sm_61")
     store_trace(service(client), client, "mm", TRACES / "matrixmul-x40", "sm_61")
 
-    # Two sims, two jobs: each sim's launcher_ref is the id of a job the launcher submitted.
-    quick = wait_run(client, create_run(client, "v", "SM61_TITANX", count=2)["id"], timeout=90)
+    # Two sims, two jobs: each sim's launcher_ref is the id of a job the launcher submitted
+    # (fresh: else the second would take the first's result, and need no job).
+    quick = wait_run(client, create_run(client, "v", "SM61_TITANX", count=2, fresh=True)["id"], timeout=90)
     assert quick["state"] == "succeeded", quick
     jobs = submitted(launcher)
     refs = {sim["launcher_ref"] for sim in quick["sims"]}
@@ -93,8 +94,8 @@ def test_sims_run_in_slurm_jobs_that_end_at_their_limit_or_with_their_run(client
         assert cluster.job(ref)["JobName"] == "cascade-worker"
 
     # Two slow sims on the two idle workers: one's run is cancelled, the other outlives its job.
-    slow = create_run(client, "mm", "SM61_TITANX")["id"]
-    doomed = create_run(client, "mm", "SM61_TITANX")["id"]
+    slow = create_run(client, "mm", "SM61_TITANX", fresh=True)["id"]
+    doomed = create_run(client, "mm", "SM61_TITANX", fresh=True)["id"]
     wait_run(client, slow, timeout=60, until="running")
     cancelled_job = wait_run(client, doomed, timeout=60, until="running")["sims"][0]["launcher_ref"]
     assert client.post(f"/api/runs/{doomed}/cancel").status_code == 200

@@ -11,6 +11,7 @@ import { mountRunners } from "./views/runners.js";
 import { mountConfigs } from "./views/configs.js";
 import { mountCampaign, mountCampaigns } from "./views/campaigns.js";
 import { mountSignIn } from "./views/signin.js";
+import { mountSimLink } from "./views/simlink.js";
 
 // A view is mount(element, params, query) -> { update?(params, query), destroy?() }.
 // Routes with the same key (the tabs of one run) update the mounted view instead of
@@ -25,6 +26,7 @@ const ROUTES = [
     params: (m) => ({ id: decodeURIComponent(m[1]), tab: m[2] ?? "sims" }),
     key: (p) => `run:${p.id}`,
   },
+  { re: /^\/sims\/([^/]+)$/, nav: "runs", mount: mountSimLink, params: (m) => ({ id: decodeURIComponent(m[1]) }) },
   { re: /^\/traces$/, nav: "traces", mount: mountTraces },
   { re: /^\/runners$/, nav: "runners", mount: mountRunners },
   { re: /^\/configs$/, nav: "configs", mount: mountConfigs },

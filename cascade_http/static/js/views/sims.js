@@ -3,7 +3,8 @@
 // time (ticking while it runs); which attempt it is on, and how the ones before it ended; on
 // demand its last log lines, its files and its downloads. A split or reusing sim has a
 // "Reference" button: it asks for the sim's reference (POST /api/sims/{id}/reference) and
-// opens Compare, where the two are compared; a reference says whose it is.
+// opens Compare, where the two are compared; a reference says whose it is, and a sim that took
+// a result simulated before says "cached", linking the sim it took it from.
 
 import { api, enc } from "../api.js";
 import { bytes, dateTime, elapsed, integer, ipc, NONE, rate } from "../format.js";
@@ -12,6 +13,12 @@ import { FINISHED, UNDER_WAY } from "../simstates.js";
 import { isFast } from "./reference.js";
 
 const COLUMNS = ["Sim", "State", "Progress", "Current kernel", "IPC", "Sim rate", "Elapsed", ""];
+
+/** A sim that took the result of `source` (its `cached_from`), simulating nothing: a link to the source. */
+function cachedMarker(source) {
+  const title = `The result of ${source}, simulated before with the same trace, config files, simulator build and settings: this sim cost no simulator time`;
+  return h("a", { class: "badge cached", href: `#/sims/${enc(source)}`, title }, "cached");
+}
 
 function elapsedMs(sim, now) {
   if (!sim.started_at) return null;
@@ -117,6 +124,7 @@ export function mountSims(el, model) {
         h("span", { class: "muted" }, ` · r${sim.replica}`),
         h("div", { class: "mono muted small" }, sim.id),
         sim.reference_for ? h("div", { class: "badge reference", title: "The trace run whole and in sequence, to measure the fast sim against" }, `reference of r${model.sims.get(sim.reference_for)?.replica ?? "?"}`) : null,
+        sim.cached_from ? cachedMarker(sim.cached_from) : null,
       ),
       h(
         "td",
