@@ -163,6 +163,9 @@ class ConfigCount(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, kw_
     reuse: bool = False
     reference: bool = False  # each sim has a reference sim too (`SimSpec.reference_for`)
     fresh: bool = False  # its sims are simulated even when a sim alike already succeeded (no result cache)
+    # Simulator options of the entry's own: its sims run the unnamed variant of `gpu_config`
+    # they make (`variants.unnamed_name`), whose event holds the files.
+    options: dict[str, str] | None = None
 
 
 class SimSpec(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):

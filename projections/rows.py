@@ -119,6 +119,7 @@ class EntryRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     reuse: bool
     reference: bool
     fresh: bool = False
+    options: dict[str, str] | None = None
 
     @property
     def entry(self) -> ConfigCount:

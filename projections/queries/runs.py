@@ -150,8 +150,7 @@ def run_from_row(row: RunRow) -> RunSummary:
 
 
 def _summary(run: RunRow | Run, entries: Sequence[ev.ConfigCount]) -> RunSummary:
-    # An entry's own options are its sims' config's, an unnamed variant (`variants.unnamed_name`).
-    return from_row(RunSummary, run, entries=[from_row(RunEntry, entry, options=None) for entry in entries], sim_counts=dict(run.sim_counts))
+    return from_row(RunSummary, run, entries=[from_row(RunEntry, entry) for entry in entries], sim_counts=dict(run.sim_counts))
 
 
 def kernel_from_row(row: KernelRow) -> KernelStat:

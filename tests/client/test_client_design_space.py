@@ -89,13 +89,16 @@ def test_create_run_sends_name_tags_options_and_fresh_when_given(world: World) -
     assert run.id in {r.id for r in world.client.runs(tag="capped")}
     assert run.id not in {r.id for r in world.client.runs(tag="no-such-tag")}
 
-    again: Any = world.client.create_run("vec", "SM61_TITANX", options=MAX_CYCLE).wait(progress=False)
+    # A sim cut short is never a source: the same options simulate again.
+    capped: Any = world.client.create_run("vec", "SM61_TITANX", options=MAX_CYCLE).wait(progress=False)
+    assert capped.state == "succeeded" and getattr(capped.sims[0], "cached_from", None) is None
+
+    whole: Any = world.client.create_run("vec", "SM61_TITANX", fresh=True).wait(progress=False)
+    assert whole.state == "succeeded" and getattr(whole.sims[0], "cached_from", None) is None
+    again: Any = world.client.create_run("vec", "SM61_TITANX").wait(progress=False)
     source = again.sims[0].cached_from  # a sim whose result is known is not simulated again
     assert again.state == "succeeded" and source is not None
     assert world.client.sql(f"SELECT state FROM sims WHERE id = '{source}'", to="polars")["state"].to_list() == ["succeeded"]
-
-    fresh: Any = world.client.create_run("vec", "SM61_TITANX", options=MAX_CYCLE, fresh=True).wait(progress=False)
-    assert fresh.state == "succeeded" and getattr(fresh.sims[0], "cached_from", None) is None
 
 
 def test_a_campaign_of_configs_answers_its_table_as_pandas_and_polars(world: World) -> None:

@@ -18,7 +18,8 @@ replica, with an idempotency key), one that fails in the simulator and is retrie
 again), one cut short at the simulator's cycle limit, one cancelled mid-kernel, split sims (one
 stitched from its chunks and given a reference after it finished, one failed in a chunk and
 retried, one split "auto" that runs whole), a sim reusing repeated kernels with a reference asked for at
-creation, an upload that fails, a deleted trace, a Slurm job's end as
+creation, a config variant, a run entry's own options, a named and tagged run, a campaign
+over a grid (one of its sims taking a known result from the cache), an upload that fails, a deleted trace, a Slurm job's end as
 `cascade slurm` records it, and a sim a killed worker left, resumed by another.
 """
 
@@ -134,6 +135,23 @@ def live(tmp: Path, nats_url: str) -> None:
         response = client.post("/api/runs", json={"trace_id": "repeat", "entries": [entry]})
         assert response.status_code == 201, response.text
         assert wait_run(client, response.json()["id"])["state"] == "succeeded"
+
+        # Design-space exploration: a config variant, a run entry's own options (an unnamed
+        # variant), a named and tagged run, and a campaign over a grid of one option with a
+        # baseline, whose SM61_TITANX sim of vectoradd takes the first run's result.
+        limit = {"-gpgpu_max_cycle": "1000"}
+        variant = client.post("/api/gpu-configs", json={"name": "SM61_TITANX_CAPPED", "base": "SM61_TITANX", "options": limit})
+        assert variant.status_code == 201, variant.text
+        entry = {"gpu_config": "SM61_TITANX", "count": 1, "options": limit}
+        response = client.post("/api/runs", json={"trace_id": "vectoradd", "entries": [entry], "name": "capped", "tags": ["corpus"]})
+        assert response.status_code == 201, response.text
+        assert wait_run(client, response.json()["id"])["state"] == "succeeded"
+        body = {"name": "corpus-study", "tags": ["corpus"], "traces": ["vectoradd"], "configs": ["SM61_TITANX"],
+                "base": "SM61_TITANX", "grid": {"-gpgpu_max_cycle": ["1000"]}, "baseline": "SM61_TITANX"}
+        campaign = client.post("/api/campaigns", json=body)
+        assert campaign.status_code == 201, campaign.text
+        for run in campaign.json()["runs"]:
+            assert wait_run(client, run)["state"] == "succeeded"
 
         assert upload(client, tar_of({"README": b"no kernelslist.g here\n"}), "broken").status_code == 202
         _state(client, "broken", "failed")
