@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
 
 import msgspec
 import nats.js.api as api
@@ -72,15 +73,19 @@ def replayed(
     runner_id: str,
     host: str,
     next_id: Callable[[], str],
+    at: datetime,
 ) -> list[sims.Command] | None:
     """What a runner says of the claimed attempt `sim` taking the source attempt's result,
     given the source sim's (or chunk's) life and data events, in order: its launch (saying
-    `cached_from`), its facts re-addressed, and its finish, each at the source's time, so its
-    wall time is the simulation's (a reference's speed-up compares those). A chunk's log lines
-    are numbered in its attempt's range (`sim_report.first_line_seq`). None when the source
-    holds no success."""
+    `cached_from`), its facts re-addressed, and its finish, at the time `at` the result was
+    taken, a microsecond apart so that each heartbeat is the latest heard (`sim.evolve`):
+    a sim's times are its own (a reference's speed-up reads a cached sim's wall time off its
+    source, `projections/queries/runs.py`). A chunk's log lines are numbered in
+    its attempt's range (`sim_report.first_line_seq`). None when the source holds no success."""
     shift = 0 if sim.chunk is None else (sim.attempt - cached_from.attempt) << 32
-    readdress = {"run_id": sim.run_id, "sim_id": sim.sim_id, "attempt": sim.attempt, "causation_id": None, "correlation_id": None}
+    readdress = {
+        "run_id": sim.run_id, "sim_id": sim.sim_id, "attempt": sim.attempt, "causation_id": None, "correlation_id": None,
+    }
     commands: list[sims.Command] = []
     finished: ev.SimFinished | None = None
     for event in source:
@@ -91,13 +96,15 @@ def replayed(
         match event:
             case ev.SimLaunched():
                 fact: sims.Fact = msgspec.structs.replace(
-                    event, id=next_id(), **readdress, launcher_ref=LAUNCHER_REF, host=host, runner_id=runner_id,
-                    cached_from=cached_from.sim_id,
+                    event, id=next_id(), at=_nth(at, commands), **readdress, launcher_ref=LAUNCHER_REF, host=host,
+                    runner_id=runner_id, cached_from=cached_from.sim_id,
                 )
             case ev.SimHeartbeat():
-                fact = msgspec.structs.replace(event, id=next_id(), **readdress, first_line_seq=event.first_line_seq + shift)
+                fact = msgspec.structs.replace(
+                    event, id=next_id(), at=_nth(at, commands), **readdress, first_line_seq=event.first_line_seq + shift
+                )
             case ev.KernelFinished() | ev.SimFileStored():
-                fact = msgspec.structs.replace(event, id=next_id(), **readdress)
+                fact = msgspec.structs.replace(event, id=next_id(), at=_nth(at, commands), **readdress)
             case ev.SimFinished():
                 finished = event
                 continue
@@ -105,8 +112,13 @@ def replayed(
     if finished is None or finished.outcome != "succeeded":
         return None
     outcome = sims.Outcome(succeeded=True, exit_code=finished.exit_code, error=None)
-    commands.append(sims.Finish(event_id=next_id(), at=finished.at, attempt=sim.attempt, outcome=outcome))
+    commands.append(sims.Finish(event_id=next_id(), at=_nth(at, commands), attempt=sim.attempt, outcome=outcome))
     return commands
+
+
+def _nth(at: datetime, said: list[sims.Command]) -> datetime:
+    """The time of the next of the events said after `said`."""
+    return at + timedelta(microseconds=len(said))
 
 
 async def source_events(store: EventStore, source: CachedResult) -> list[ev.AnyEvent]:

@@ -557,7 +557,7 @@ class Runner:
         job = report.job
         events = await result_cache.source_events(self.store, source)
         commands = result_cache.replayed(
-            events, report.sim, cached_from=source, runner_id=self.id, host=self.host, next_id=sender.next_id
+            events, report.sim, cached_from=source, runner_id=self.id, host=self.host, next_id=sender.next_id, at=sender.now()
         )
         if commands is None:
             return None

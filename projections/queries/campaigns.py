@@ -17,6 +17,7 @@ from statistics import fmean
 from cascade_api.campaigns import CampaignDetail, CampaignSim, CampaignSummary, CampaignTable, CampaignTableRow
 from cascade_core import events as ev
 from cascade_core.campaigns import BadCampaign, CampaignFacts
+from cascade_core.gpu_configs import config_labels
 from cascade_core.run import RunState, run_state
 from cascade_core.sims import SIM_STATES
 from cascade_formats import stat_kinds
@@ -131,6 +132,18 @@ def _trace_names(con: Con, trace_ids: list[str]) -> dict[str, str]:
     return {t.id: t.model or t.id for t in _select(con, TraceRow, "id IN (SELECT unnest(?))", [trace_ids])}
 
 
+def _labelled(campaign: _Campaign) -> tuple[list[str], dict[str, str]]:
+    """The table's configs, in the campaign's order, and each sim's config as the table shows
+    it, by sim id: its name, or `NAME@<6 hex>` where the campaign's sims of that name ran
+    files of more than one digest (`gpu_configs.config_labels`), so that they are never
+    pooled in one cell."""
+    labels = config_labels((s.id, s.gpu_config, s.config_digests) for s in campaign.sims)
+    shown: list[str] = []
+    for name in campaign.configs:
+        shown += list(dict.fromkeys(labels[s.id] for s in campaign.sims if s.gpu_config == name)) or [name]
+    return shown, labels
+
+
 def campaign_table(con: Con, key: str, stat: str, baseline: str | None) -> CampaignTable | None:
     """`stat` per trace and config, normalised to `baseline` (else the campaign's own)."""
     with snapshot(con):
@@ -139,20 +152,21 @@ def campaign_table(con: Con, key: str, stat: str, baseline: str | None) -> Campa
             return None
         campaign = _load(con, row)
         baseline = baseline or row.baseline
-        if baseline is not None and baseline not in campaign.configs:
-            raise BadCampaign(f"baseline {baseline} is not one of campaign {row.name}'s configs ({', '.join(campaign.configs)})")
+        shown, labels = _labelled(campaign)
+        if baseline is not None and baseline not in campaign.configs and baseline not in shown:
+            raise BadCampaign(f"baseline {baseline} is not one of campaign {row.name}'s configs ({', '.join(shown)})")
         counted = [s for s in campaign.sims if s.state == "succeeded" and s.cut_short is None]
         values = sim_values(con, counted, stat)
         cells: dict[tuple[str, str], list[float]] = {}
         for s in counted:
             if s.id in values:
-                cells.setdefault((s.run_id, s.gpu_config), []).append(values[s.id])
+                cells.setdefault((s.run_id, labels[s.id]), []).append(values[s.id])
         names = _trace_names(con, [link.trace_id for link, _ in campaign.runs])
         rows = []
         for link, _ in campaign.runs:
             base_cell = cells.get((link.run_id, baseline)) if baseline is not None else None
             base_value = fmean(base_cell) if base_cell else None
-            for config in campaign.configs:
+            for config in shown:
                 cell = cells.get((link.run_id, config), [])
                 value = fmean(cell) if cell else None
                 rows.append(

@@ -587,10 +587,14 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
         return result
 
 
-def _reference_side(sim: SimRow) -> ReferenceSim:
+def _reference_side(con: Con, sim: SimRow) -> ReferenceSim:
+    """The sim's side, its wall time the simulation's: a cached sim's is its source's."""
+    timed = sim
+    if sim.cached_from is not None:
+        timed = next(iter(_select(con, SimRow, "id = ?", [sim.cached_from])), sim)
     wall = None
-    if sim.state == "succeeded" and sim.started_at is not None and sim.finished_at is not None:
-        wall = (sim.finished_at - sim.started_at).total_seconds()
+    if sim.state == "succeeded" and timed.started_at is not None and timed.finished_at is not None:
+        wall = (timed.finished_at - timed.started_at).total_seconds()
     return from_row(ReferenceSim, sim, sim_id=sim.id, wall_s=wall)
 
 
@@ -603,7 +607,7 @@ def reference_comparison(con: Con, fast: SimRow, ref: SimRow) -> ReferenceCompar
     """The split or reusing sim `fast` against its reference `ref`, kernel by kernel and in total."""
     with snapshot(con):
         kernels = reference.kernels(_kernel_results(con, fast), _kernel_results(con, ref), short_name)
-    fast_side, ref_side = _reference_side(fast), _reference_side(ref)
+    fast_side, ref_side = _reference_side(con, fast), _reference_side(con, ref)
     known = fast_side.config_digests is not None and ref_side.config_digests is not None
     return ReferenceComparison(
         sim_id=fast.id,
