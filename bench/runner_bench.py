@@ -90,6 +90,21 @@ def grep_seconds(path: Path) -> float:
     return best
 
 
+def served(data: Path, timeout: float = 60) -> datadir.Service:
+    """The service `cascade serve` on data dir `data` runs, once it answers."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        service = datadir.live_service(data)  # where the server listens, once it does
+        try:
+            if service is not None:
+                request(service.api_url, "/api/health")
+                return service
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit("the server did not start")
+
+
 def request(url: str, path: str, body: object | None = None) -> object:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url + path, data=data, method="POST" if data else "GET",
@@ -192,16 +207,7 @@ def main(size_mb: int, paced_kernels: int, simulator_mb_per_s: float | None) -> 
         server = subprocess.Popen([PYTHON, "-m", "cascade_cli", "serve", "--port", "0", "--data-dir", str(tmp / "data"),
                                    "--accelsim-dir", str(tree), "--no-runner"], env=env, stdout=subprocess.DEVNULL, stderr=LOG)
         try:
-            for _ in range(300):
-                service = datadir.live_service(tmp / "data")  # where the server listens, once it does
-                try:
-                    if service is not None:
-                        request(service.api_url, "/api/health")
-                        break
-                except OSError:
-                    pass
-                time.sleep(0.1)
-            assert service is not None, "the server did not start"
+            service = served(tmp / "data")
             # The worker logs in to the server's NATS with the data dir's password, given in its environment.
             nats_url = {"CASCADE_NATS_URL": event_log.live_nats_url(tmp / "data", service)}
             url, env = service.api_url, {**env, **nats_url}

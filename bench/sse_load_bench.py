@@ -31,8 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.campaign_bench import sim_log  # noqa: E402
-from bench.runner_bench import CONFIG, PYTHON, TOKEN, cpu_seconds, request, upload  # noqa: E402
-from cascade_process import datadir  # noqa: E402
+from bench.runner_bench import CONFIG, PYTHON, TOKEN, cpu_seconds, request, served, upload  # noqa: E402
 from tests.cascade_sim.world import accelsim_tree  # noqa: E402
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -134,18 +133,7 @@ def main(sims: int, clients: int, seconds: float, sim_seconds: float, kernels: i
             env=env, stdout=subprocess.DEVNULL, stderr=open(tmp / "serve.log", "w"),
         )
         try:
-            service = None
-            for _ in range(600):
-                service = datadir.live_service(tmp / "data")
-                if service is not None:
-                    try:
-                        request(service.api_url, "/api/health")
-                        break
-                    except OSError:
-                        pass
-                time.sleep(0.1)
-            assert service is not None, "the server did not start"
-            base = service.api_url
+            base = served(tmp / "data").api_url
             upload(base, "combo-vec-mm-xz")
             run = request(base, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": CONFIG, "count": sims}]})
             run_id = run["id"]  # type: ignore[index]

@@ -41,6 +41,9 @@ class CampaignSim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     gpu_tot_sim_cycle: float | None
     error: str | None = None
     cut_short: Annotated[bool, msgspec.Meta(description="It succeeded without simulating every launch: it counts in no table.")] = False
+    cached_from: Annotated[
+        str | None, msgspec.Meta(description="The sim whose result it took instead of simulating (the result cache); absent when it simulated.")
+    ] = None
 
 
 class CampaignDetail(CampaignSummary, frozen=True, kw_only=True):

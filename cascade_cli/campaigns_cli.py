@@ -106,7 +106,7 @@ def campaign_text(c: CampaignDetail) -> list[str]:
         "",
     ]
     rows = [
-        [s.trace_id, s.gpu_config, str(s.replica), s.run_id, s.sim_id, s.state + (" (cut short)" if s.cut_short else ""),
+        [s.trace_id, s.gpu_config, str(s.replica), s.run_id, s.sim_id, s.state + (" (cut short)" if s.cut_short else "") + (" (cached)" if s.cached_from else ""),
          f"{s.kernels_done}/{s.kernels_total}", integer(s.gpu_tot_sim_cycle), rate(s.sim_rate_ips)]
         for s in c.sims
     ]

@@ -153,3 +153,20 @@ def test_a_split_sims_chunks_are_taken_chunk_by_chunk(world: World) -> None:
     assert b["cached_from"] == a["id"] and [c["state"] for c in b["split"]["chunks"]] == ["succeeded"] * 3
     assert _unnamed(run_kernels(world.client, second["id"])) == _unnamed(run_kernels(world.client, first["id"]))
     assert world.get(f"/api/sims/{b['id']}/log") == world.get(f"/api/sims/{a['id']}/log")
+
+
+def test_the_same_campaign_again_simulates_nothing_and_answers_the_same_table(world: World) -> None:
+    upload_ready(world.client, files_of("vectoradd-100-32"), "vec")
+    tables = []
+    for name in ("study", "study-again"):
+        body = {"name": name, "traces": ["combo", "vec"], "configs": [CONFIG], "replicas": 2}
+        created = world.client.post("/api/campaigns", json=body)
+        assert created.status_code == 201, created.text
+        for run_id in created.json()["runs"]:
+            assert wait_run(world.client, run_id)["state"] == "succeeded"
+        tables.append(world.get(f"/api/campaigns/{name}/table?stat=gpu_tot_sim_cycle"))
+        assert world.simulated == 2, "one sim of each trace simulated, in the first campaign only"
+    first, again = ({k: v for k, v in table.items() if k != "campaign"} for table in tables)
+    assert again == first and [row["sims"] for row in first["rows"]] == [2, 2]
+    cached = world.get("/api/campaigns/study-again")["sims"]
+    assert len(cached) == 4 and all(s.get("cached_from") for s in cached)

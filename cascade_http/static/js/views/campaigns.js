@@ -11,6 +11,7 @@ import { age, compact, counted, dateTime, fixed, integer, NONE, rate } from "../
 import { clear, failure, h, loading, simCounts, state, stateBadge, syncRows } from "../dom.js";
 import { colorMap } from "../palette.js";
 import { poller } from "../poll.js";
+import { cachedMarker } from "./sims.js";
 
 const STATS = ["gpu_tot_sim_cycle", "gpu_tot_ipc", "gpu_tot_sim_insn"]; // offered; any stat's name can be typed
 const every = (active) => (active ? 2000 : 10_000);
@@ -241,7 +242,7 @@ export function mountCampaign(el, params, query) {
       h("td", { "data-label": "Trace", class: "mono" }, s.trace_id),
       h("td", { "data-label": "Config", class: "mono" }, s.gpu_config),
       h("td", { "data-label": "Replica", class: "num" }, s.replica),
-      h("td", { "data-label": "State" }, stateBadge(s.state), s.cut_short ? h("span", { class: "badge cut-short" }, "cut short") : null, s.error ? h("div", { class: "muted" }, s.error) : null),
+      h("td", { "data-label": "State" }, stateBadge(s.state), s.cut_short ? h("span", { class: "badge cut-short" }, "cut short") : null, s.cached_from ? cachedMarker(s.cached_from) : null, s.error ? h("div", { class: "muted" }, s.error) : null),
       h("td", { "data-label": "Kernels", class: "num" }, `${s.kernels_done}/${s.kernels_total}`),
       h("td", { "data-label": "Cycles", class: "num" }, integer(s.gpu_tot_sim_cycle)),
       h("td", { "data-label": "Rate", class: "num" }, rate(s.sim_rate_ips)),

@@ -15,7 +15,7 @@ import { isFast } from "./reference.js";
 const COLUMNS = ["Sim", "State", "Progress", "Current kernel", "IPC", "Sim rate", "Elapsed", ""];
 
 /** A sim that took the result of `source` (its `cached_from`), simulating nothing: a link to the source. */
-function cachedMarker(source) {
+export function cachedMarker(source) {
   const title = `The result of ${source}, simulated before with the same trace, config files, simulator build and settings: this sim cost no simulator time`;
   return h("a", { class: "badge cached", href: `#/sims/${enc(source)}`, title }, "cached");
 }
