@@ -16,6 +16,7 @@ from cascade_cli.locate import api_client
 from cascade_cli.runs_cli import _answer, _print, print_json, quoted_id
 from cascade_cli.runs_text import NONE, compact, counts, integer, local_time, rate, table
 from cascade_core.campaigns import CampaignCreate
+from cascade_formats import gpgpusim_options
 
 DEFAULT_STAT = "gpu_tot_sim_cycle"
 
@@ -54,11 +55,13 @@ def add_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def grid_arg(value: str) -> tuple[str, list[str]]:
-    """`--grid`: `OPTION=V1,V2`, or `OPTION=V1|V2` when the values hold commas (an L2's geometry)."""
+    """`--grid`: `OPTION=V1,V2`, or `OPTION=V1|V2` for an option whose values may hold commas
+    (an L2's geometry, a list), which a comma never splits: one such value is one point."""
     option, equals, values = value.partition("=")
     if not equals or not option.strip("-") or not values:
         raise argparse.ArgumentTypeError(f"expected OPTION=V1,V2 (or OPTION=V1|V2 when values hold commas), not {value!r}")
-    return "-" + option.lstrip("-"), values.split("|" if "|" in values else ",")
+    option = "-" + option.lstrip("-")
+    return option, values.split("|" if "|" in values or gpgpusim_options.holds_commas(option) else ",")
 
 
 def sweep(args: argparse.Namespace) -> int:

@@ -101,6 +101,14 @@ def catalogue() -> Catalogue:
     return msgspec.json.decode(CATALOGUE.read_bytes(), type=Catalogue)
 
 
+LISTS: frozenset[Kind] = frozenset({"cache", "int_list", "float_list", "text"})  # kinds whose values may hold commas
+
+
+def holds_commas(option: str) -> bool:
+    """Whether a value of `option` may hold commas (a cache config, a list), in any build."""
+    return any(option in specs and specs[option].kind in LISTS for specs in catalogue().values())
+
+
 def check(options: Mapping[str, str], builds: Catalogue | None = None) -> None:
     """Raise `InvalidOption` for the first option (by name) that some catalogued build does
     not know, or whose value is not of its type or breaks a rule GPGPU-Sim aborts on."""

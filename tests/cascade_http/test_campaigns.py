@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from cascade_cli.campaigns_cli import grid_arg
 from tests.cascade_http.live import LiveServer
 from tests.cascade_http.test_retry import post
 from tests.cascade_http.test_runs_cli import AUTH, api, cascade, live
@@ -254,3 +255,17 @@ def test_a_grid_over_a_base_makes_a_variant_per_point(traces: LiveServer) -> Non
     assert [(r["config"], r["value"], r["normalised"], r["sims"]) for r in cycles.values()] == [
         ("SM61_TITANX", 5534.0, 1.0, 1), ("SM61_TITANX-cycles-1", 5534.0, 1.0, 1), ("SM61_TITANX-cycles-2", None, None, 0)
     ]
+
+
+@pytest.mark.parametrize(
+    ("given", "values"),
+    [
+        ("gpgpu_n_clusters=14,28", ["14", "28"]),
+        ("-gpgpu_n_clusters=14|28", ["14", "28"]),
+        # A cache config holds commas: a comma never splits one, so a single value is one point.
+        ("gpgpu_cache:dl2=S:32:128:16,L:B:m:L:P,A:256:64,16:0,32", ["S:32:128:16,L:B:m:L:P,A:256:64,16:0,32"]),
+        ("gpgpu_cache:dl2=S:32:128:16,L:B:m:L:P|S:64:128:16,L:B:m:L:P", ["S:32:128:16,L:B:m:L:P", "S:64:128:16,L:B:m:L:P"]),
+    ],
+)
+def test_a_grid_argument_splits_at_commas_only_where_values_cannot_hold_them(given: str, values: list[str]) -> None:
+    assert grid_arg(given) == ("-" + given.lstrip("-").partition("=")[0], values)

@@ -142,7 +142,7 @@ export function mountCampaign(el, params, query) {
       const r = cells.get(`${trace}\n${config}`);
       return h(
         "td",
-        { class: "num", "data-label": config, dataset: { config, value: r.value ?? "" }, title: `${r.sims} succeeded sim${r.sims === 1 ? "" : "s"}` },
+        { class: "num label-above", "data-label": config, dataset: { config, value: r.value ?? "" }, title: `${r.sims} succeeded sim${r.sims === 1 ? "" : "s"}` },
         r.value == null ? NONE : compact(r.value),
         r.normalised == null ? null : h("div", { class: "muted", dataset: { normalised: r.normalised } }, `×${fixed(r.normalised, 3)}`),
       );
