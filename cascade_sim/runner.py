@@ -254,6 +254,7 @@ class Runner:
             for config in sorted(runnable - taking.keys()):
                 name = await ensure_launch_consumer(self.store.js, config, ack_wait_s=self.ack_wait_s)
                 source = Source(name, await self.store.js.pull_subscribe_bind(name, subjects.STREAM))
+                source.rung = True  # requests published before it was listened to (a new variant's) may wait
                 taking[config] = (source, await self.nc.subscribe(subjects.launch_requests(config), cb=_ringing(source, bell)))
                 sources.append(source)
             for config in sorted(taking.keys() - runnable):
