@@ -16,6 +16,7 @@ import pytest
 
 from cascade_core import events as ev
 from cascade_core.runs import RunEntry
+from cascade_core.variants import unnamed_name
 from cascade_core.packed_stats import PackedStats
 from cascade_nats import deflated, subjects
 from projections.fold import Rows, fold
@@ -261,13 +262,16 @@ def test_a_run_past_todays_api_limit_is_read_and_shown_as_stored() -> None:
 
 
 def test_every_recorded_event_decodes_beside_config_variants_and_a_variant_as_first_written() -> None:
-    """Config variants (issue 25) add an event type and nothing to the recorded ones: every
-    corpus event decodes as before; a variant's event without its defaults decodes with them,
-    on its own subject, and a run's recorded entries run the configs they named."""
+    """Config variants (issue 25) add an event type and nothing to the ones recorded before
+    them: every corpus event decodes as before; a variant's event without its defaults decodes
+    with them, on its own subject, and a run's recorded entries run the configs they named
+    (an entry with options of its own, its unnamed variant)."""
+    before = [ev.decode(corpus.data(line)) for version in corpus.VERSIONS if version < 10 for line in corpus.recorded(version)]
+    assert before and not any(isinstance(e, ev.GpuConfigDerived) for e in before)
     decoded = [ev.decode(corpus.data(line)) for line in corpus.every_line()]
-    assert decoded and not any(isinstance(e, ev.GpuConfigDerived) for e in decoded)
     for created in (e for e in decoded if isinstance(e, ev.RunCreated)):
-        assert {s.gpu_config for s in created.sims} <= {e.gpu_config for e in created.entries}
+        named = {unnamed_name(e.gpu_config, e.options) if e.options else e.gpu_config for e in created.entries}
+        assert {s.gpu_config for s in created.sims} <= named
     written = (
         b'{"type":"gpu_config.derived.v1","id":"e1","at":"2026-12-04T17:00:00Z","name":"SM61_TITANX_L2x2","base":"SM61_TITANX",'
         b'"options":{"-gpgpu_cache:dl2":"S:64:128:32,L:B:m:L:P,A:192:4,32:0,32"},"files":{"gpgpusim.config":"ab"},'
