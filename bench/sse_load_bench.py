@@ -1,7 +1,7 @@
 """Reads while many sims run and many clients watch: GET latency under load.
 
 Starts `cascade serve` as the README does (embedded nats-server, its own runner, here with
---sims slots), the fake simulator replaying the combo trace's real SM61_TITANX log with its
+--sims slots), the real simulator of --accelsim-dir on matrixmul-x40 or the fake simulator replaying the combo trace's real SM61_TITANX log with its
 kernels repeated to --kernels (campaign_bench's log), paced so each sim runs about
 --sim-seconds: one kernel result of 3,814 stat values per sim every --sim-seconds/--kernels. It creates one run of --sims sims, waits until all run,
 then measures GET /api/runs and GET /api/runs/{id} one at a time for --seconds: first with
@@ -120,13 +120,14 @@ async def phase(base: str, run_id: str, seconds: float, clients: int, server: in
     print(f"  cores busy: {shares}, simulators {(simulators_cpu() - sims_before) / wall:.2f}")
 
 
-def main(sims: int, clients: int, seconds: float, sim_seconds: float, kernels: int) -> None:
+def main(sims: int, clients: int, seconds: float, sim_seconds: float, kernels: int, accelsim_dir: Path | None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="cascade-sse-load-"))
-    logs, kernels = sim_log(tmp, kernels)
-    pace = sim_seconds / kernels
-    env = {**os.environ, "CASCADE_TOKEN": TOKEN, "CASCADE_FAKE_ACCELSIM_PACE": repr(pace), "CASCADE_FAKE_ACCELSIM_LOGS": str(logs)}
+    env = {**os.environ, "CASCADE_TOKEN": TOKEN}
     try:
-        tree = accelsim_tree(tmp / "accel-sim")
+        if accelsim_dir is None:
+            logs, kernels = sim_log(tmp, kernels)
+            env |= {"CASCADE_FAKE_ACCELSIM_PACE": repr(sim_seconds / kernels), "CASCADE_FAKE_ACCELSIM_LOGS": str(logs)}
+        tree = accelsim_tree(tmp / "accel-sim") if accelsim_dir is None else accelsim_dir
         server = subprocess.Popen(
             [PYTHON, "-m", "cascade_cli", "serve", "--port", "0", "--data-dir", str(tmp / "data"), "--accelsim-dir", str(tree),
              "--runner-slots", str(sims), "--no-samples"],
@@ -134,14 +135,15 @@ def main(sims: int, clients: int, seconds: float, sim_seconds: float, kernels: i
         )
         try:
             base = served(tmp / "data").api_url
-            upload(base, "combo-vec-mm-xz")
-            run = request(base, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": CONFIG, "count": sims}]})
+            upload(base, "combo-vec-mm-xz" if accelsim_dir is None else "matrixmul-x40")
+            # Fresh: replicas alike would otherwise simulate once and take that result.
+            run = request(base, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": CONFIG, "count": sims, "fresh": True}]})
             run_id = run["id"]  # type: ignore[index]
             deadline = time.monotonic() + 300
             while request(base, f"/api/runs/{run_id}")["sim_counts"].get("running", 0) < sims:  # type: ignore[index]
                 assert time.monotonic() < deadline, "the sims did not all start"
                 time.sleep(0.5)
-            print(f"{sims} sims running, each a kernel result every {pace:.2f} s ({kernels} kernels)")
+            print(f"{sims} sims running" + (f", each a kernel result every {sim_seconds / kernels:.2f} s ({kernels} kernels)" if accelsim_dir is None else f" on {accelsim_dir}"))
             asyncio.run(phase(base, run_id, seconds, 0, server.pid))
             asyncio.run(phase(base, run_id, seconds, clients, server.pid))
         finally:
@@ -158,5 +160,6 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--sim-seconds", type=float, default=240.0, help="how long each sim runs")
     parser.add_argument("--kernels", type=int, default=3, help="kernels per sim (a multiple of 3)")
+    parser.add_argument("--accelsim-dir", type=Path, help="a built Accel-Sim: its sims of matrixmul-x40 instead of the fake's")
     args = parser.parse_args()
-    main(args.sims, args.clients, args.seconds, args.sim_seconds, args.kernels)
+    main(args.sims, args.clients, args.seconds, args.sim_seconds, args.kernels, args.accelsim_dir)
