@@ -141,7 +141,7 @@ def main(sims: int, clients: int, seconds: float, sim_seconds: float, kernels: i
             run_id = run["id"]  # type: ignore[index]
             deadline = time.monotonic() + 300
             while request(base, f"/api/runs/{run_id}")["sim_counts"].get("running", 0) < sims:  # type: ignore[index]
-                assert time.monotonic() < deadline, "the sims did not all start"
+                assert time.monotonic() < deadline, f"the sims did not all start: {request(base, f'/api/runs/{run_id}')['sim_counts']}"  # type: ignore[index]
                 time.sleep(0.5)
             print(f"{sims} sims running" + (f", each a kernel result every {sim_seconds / kernels:.2f} s ({kernels} kernels)" if accelsim_dir is None else f" on {accelsim_dir}"))
             asyncio.run(phase(base, run_id, seconds, 0, server.pid))

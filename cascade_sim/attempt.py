@@ -50,6 +50,10 @@ LAUNCH_WAIT_S = 2.0  # how long the launch event waits for the simulator's build
 PIPE_SIZE = 1 << 20
 READ_SIZE = 256 * 1024
 STDERR_TAIL = 50
+# How much the simulator yields the CPU: a sim is batch work that takes every core it is
+# given, while the service's answers and the runner's parsing of its output wait on a person.
+# It costs the simulators nothing on cores nothing else wants.
+SIMULATOR_NICENESS = 10
 # Cascade's secrets that may be in the runner's environment (`cascade_app.config.ENV`): the
 # API token, and the NATS URL with its credentials. The simulator needs neither.
 WITHHELD = ("CASCADE_TOKEN", "CASCADE_NATS_URL")
@@ -82,9 +86,15 @@ def log_compressor() -> isal_zlib.Compress:
 
 
 def _child_setup() -> None:
-    """In the simulator's process before it starts: it dies with the runner, and its stdout
-    pipe holds `PIPE_SIZE`."""
+    """In the simulator's process before it starts: it dies with the runner, it is a process
+    group of its own (so a stop reaches all it started) but not a session of its own (with the
+    kernel's autogroups on, a session is a scheduling group of its own that its niceness does
+    not lower, and 32 of them left serve a 33rd of the CPU), it yields the CPU to the service
+    (`SIMULATOR_NICENESS`), and its stdout pipe holds `PIPE_SIZE`. (The process group is made
+    here because uvloop, which serve runs on, takes no `process_group`.)"""
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    os.setpgid(0, 0)
+    os.nice(SIMULATOR_NICENESS)
     with contextlib.suppress(OSError):  # past /proc/sys/fs/pipe-max-size: the default stays
         fcntl.fcntl(1, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
 
@@ -140,7 +150,6 @@ class Attempt:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,  # its own process group, so a stop reaches all it started
             preexec_fn=_child_setup,
             limit=1 << 20,
         )

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 from cascade_app.config import Settings
 from cascade_app.service import Cascade
 from cascade_process.service import starlette_app
+from cascade_sim.attempt import SIMULATOR_NICENESS
 from tests.cascade_sim.world import (
     TITANX,
     accelsim_tree,
@@ -262,3 +263,21 @@ async def _claims(service: Cascade, sim_id: str) -> list:  # type: ignore[type-a
     from cascade_nats import subjects
 
     return [item.event async for item in service.store.read(subjects.sim_history(sim_id)) if isinstance(item.event, ev.SimClaimed)]
+
+
+def test_the_simulator_yields_the_cpu_in_a_process_group_of_its_own_within_the_runners_session(
+    tmp_path: Path, nats_url: str, tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A session of its own would be a scheduling group of its own (autogroups), where its
+    # niceness does not make it yield to the service.
+    monkeypatch.setenv("CASCADE_FAKE_ACCELSIM_PACE", "30")
+    with serve(tmp_path, nats_url, tree) as client:
+        store_trace(service(client), client, "combo", TRACES / "combo-vec-mm-xz", "sm_61")
+        run_id = create_run(client, "combo", "SM61_TITANX")["id"]
+        pid = int(wait_run(client, run_id, until="running")["sims"][0]["launcher_ref"])
+        niceness = os.getpriority(os.PRIO_PROCESS, pid)
+        group, session = os.getpgid(pid), os.getsid(pid)
+        client.post(f"/api/runs/{run_id}/cancel")
+        assert niceness == min(19, os.getpriority(os.PRIO_PROCESS, 0) + SIMULATOR_NICENESS)
+        assert (group, session) == (pid, os.getsid(0))
+        wait_run(client, run_id)
