@@ -23,12 +23,13 @@ PIECE_BYTES = 256 * 1024  # about what goes out per write: heartbeats are from a
 NATS_RETRY_AFTER_S = 5
 
 
-async def log_text(c: Cascade, sim: SimRow) -> AsyncIterator[bytes]:
-    """Every log line of the sim's current attempt, in line order, each ending in a newline.
+async def log_text(c: Cascade, sim: SimRow, after_line: int = 0) -> AsyncIterator[bytes]:
+    """Every log line of the sim's current attempt past line `after_line` (lines a follower
+    has), in line order, each ending in a newline.
 
     The first piece is read before this returns, so that what cannot be read now is refused
     before a response starts: a read model being rebuilt (`read`), or NATS not answering."""
-    pieces = _pieces(c, sim)
+    pieces = _pieces(c, sim, after_line)
     try:
         first = await anext(pieces, b"")
     except (OSError, StoreError) as err:  # a Wire that cannot connect, an answer that does not come
@@ -46,8 +47,11 @@ async def _chained(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGene
             yield piece
 
 
-async def _pieces(c: Cascade, sim: SimRow) -> AsyncGenerator[bytes, None]:
-    after = 0  # line numbers start at 1
+async def _pieces(c: Cascade, sim: SimRow, after_line: int) -> AsyncGenerator[bytes, None]:
+    # From the heartbeat that holds line `after_line` + 1 (line numbers start at 1), less
+    # the lines of it before that one.
+    after = await read(c, q.log_start, sim, after_line + 1) - 1
+    skip = after_line - after
     pending: list[bytes] = []
     size = 0
     while places := await read(c, q.log_places, sim, after, PLACES_PER_READ):
@@ -55,7 +59,13 @@ async def _pieces(c: Cascade, sim: SimRow) -> AsyncGenerator[bytes, None]:
             async for _, subject, payload in messages:
                 beat = subjects.decode(subject, payload)
                 assert isinstance(beat, ev.SimHeartbeat), f"sim_log names a {ev.event_type(beat)}"
-                pending.append(deflated.log_utf8(beat) + b"\n")
+                text = deflated.log_utf8(beat)
+                if skip:
+                    text = b"\n".join(text.split(b"\n")[skip:])
+                    skip = 0
+                    if not text:
+                        continue
+                pending.append(text + b"\n")
                 size += len(pending[-1])
                 if size >= PIECE_BYTES:
                     yield b"".join(pending)

@@ -96,7 +96,7 @@ class ApiClient:
         self, method: str, path: str, body: bytes | Iterable[bytes] | None = None, headers: dict[str, str] | None = None
     ) -> bytes:
         with self.open(method, path, body, headers) as response:
-            return _guarded(f"{method} {path}", response.read)
+            return guarded(f"{method} {path}", response.read)
 
     def post(self, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> bytes:
         return self.request("POST", path, body, headers)
@@ -112,7 +112,7 @@ class ApiClient:
         try:
             with self.open("GET", path) as response, partial.open("wb") as out:
                 size = 0
-                while piece := _guarded(f"GET {path}", lambda: response.read(READ_SIZE)):
+                while piece := guarded(f"GET {path}", lambda: response.read(READ_SIZE)):
                     out.write(piece)
                     size += len(piece)
                 if response.length:  # http.client ends a body cut short quietly
@@ -133,7 +133,7 @@ class ApiClient:
         with self.open("GET", path, headers=headers, timeout=STREAM_IDLE_S) as response:
             if response.status == 204:
                 return
-            lines = iter(lambda: _guarded(f"GET {path}", response.readline), b"")
+            lines = iter(lambda: guarded(f"GET {path}", response.readline), b"")
             yield from server_events((line.decode().rstrip("\r\n") for line in lines), last_event_id, comments)
 
     def send_stream(self, method: str, path: str, pieces: Iterable[bytes], length: int, headers: dict[str, str]) -> bytes:
@@ -191,7 +191,7 @@ def _continue(conn: http.client.HTTPConnection, wait_s: float = 5.0) -> bool:
     return True
 
 
-def _guarded(request: str, read: Callable[[], bytes]) -> bytes:
+def guarded(request: str, read: Callable[[], bytes]) -> bytes:
     """What `read` reads of a response body, a broken connection turned into Disconnected."""
     try:
         return read()

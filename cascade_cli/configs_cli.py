@@ -1,5 +1,7 @@
-"""`cascade config derive|show|diff`: config variants from a terminal, through the public API.
+"""`cascade configs` and `cascade config derive|show|diff`: the GPU configs a run may name, and
+config variants, from a terminal, through the public API.
 
+    cascade configs
     cascade config derive SM61_TITANX_L2x2 --base SM61_TITANX --option -gpgpu_cache:dl2=S:64:128:32,L:B:m:L:P,A:192:4,32:0,32
     cascade config show SM61_TITANX_L2x2
     cascade config diff SM61_TITANX SM61_TITANX_L2x2
@@ -14,7 +16,8 @@ import msgspec
 from cascade_app.config import ConfigError
 from cascade_cli.locate import api_client
 from cascade_cli.runs_cli import _answer, quoted_id
-from cascade_core.gpu_configs import GpuConfig
+from cascade_cli import runs_text
+from cascade_core.gpu_configs import GpuConfig, OfferedConfig
 from cascade_core.variants import ConfigDerive, OptionDifference
 
 
@@ -68,6 +71,24 @@ def config(args: argparse.Namespace) -> int:
         return _answer(args, client.get(f"/api/gpu-configs/{quoted_id(args.name)}"), GpuConfig, config_text)
     path = f"/api/gpu-configs/{quoted_id(args.a)}/diff/{quoted_id(args.b)}"
     return _answer(args, client.get(path), list[OptionDifference], lambda found: diff_text(args.a, args.b, found))
+
+
+def list_configs(args: argparse.Namespace) -> int:
+    return _answer(args, api_client(args).get("/api/gpu-configs"), list[OfferedConfig], configs_table)
+
+
+def configs_table(configs: list[OfferedConfig]) -> list[str]:
+    """Each config a run may name: arch, core clock, the first 12 hex of its digest (two
+    configs of one name with other files are two rows), the base of a variant, and where it
+    runs: this server's install and the live runners that have it."""
+    if not configs:
+        return ["no configs: this server has no Accel-Sim install and no runner is live"]
+    rows = [
+        [c.name, c.arch, f"{c.core_clock_mhz:g}", (c.digest or runs_text.NONE)[:12], c.base or runs_text.NONE,
+         ", ".join((["this server"] if c.local else []) + c.runners) or runs_text.NONE]
+        for c in configs
+    ]
+    return runs_text.table(["config", "arch", "clock MHz", "digest", "base", "runs on"], rows, right=frozenset({2}))
 
 
 def config_text(config: GpuConfig) -> list[str]:

@@ -21,6 +21,8 @@ def _short(value: object) -> str:
         return f"{{{len(value)} keys}}"
     if isinstance(value, PackedStats):  # a kernel's stats map
         return f"{{{len(packed_stats.names_of(value))} keys}}"
+    if isinstance(value, bytes):
+        return f"[{len(value):,} bytes]"
     if isinstance(value, msgspec.Struct):
         return "{" + ", ".join(f"{k}={_short(v)}" for k, v in msgspec.structs.asdict(value).items() if v is not None) + "}"
     text = str(value)
@@ -30,10 +32,14 @@ def _short(value: object) -> str:
 
 
 def describe(seq: int, event: ev.Event) -> str:
+    shown = msgspec.structs.asdict(event)
+    if isinstance(event, ev.SimHeartbeat):  # its log lines as lines, however they travelled
+        shown.pop("log_deflated")
+        shown["log"] = ev.log_text(event)
     fields = " ".join(
         f"{name}={_short(value)}"
-        for name, value in msgspec.structs.asdict(event).items()
-        if name not in _ENVELOPE and value is not None and value != [] and value != {}
+        for name, value in shown.items()
+        if name not in _ENVELOPE and value is not None and value not in ([], {}, "")
     )
     at = event.at.isoformat().replace("+00:00", "Z")
     return f"{at}  #{seq:<8} {ev.event_type(event):<28} {fields}"

@@ -6,23 +6,29 @@
     cascade replay     rebuild a read model from the log, or verify the live one
     cascade events     print an aggregate's history
     cascade timeline   a serving step timeline from files, offline (`timeline_cli`)
-    cascade trace upload DIR   stream a trace directory to a running server
+    cascade trace list, trace delete TRACE, trace upload DIR|FILE.tar[.gz|.xz]
+                       traces through the API (`traces_cli`)
     cascade trace timing TRACE FILE   attach real kernel timing to a ready trace
-    cascade run TRACE CONFIG[xN]... [--watch], run show|cancel|retry RUN, run add RUN CONFIG[xN]...,
+    cascade run TRACE CONFIG[xN]... [--watch], run show|watch|cancel|retry RUN, run add RUN CONFIG[xN]...,
                        runs, results RUN
                        runs through the API (`runs_cli`)
+    cascade sim log SIM [--follow]   a sim's simulator log (`sim_log_cli`)
+    cascade configs    the GPU configs a run may name, and where they run (`configs_cli`)
     cascade sql SELECT, export RUN   the read model's rows through the API (`data_cli`)
     cascade config derive NAME --base B --option=-OPT=V..., config show NAME, config diff A B
                        GPU config variants through the API (`configs_cli`)
 
-An unusable setting ends the command with one line `cascade: error: ...` and exit status 2;
-a reader that stops reading (`| head`) ends it quietly with status 141, as SIGPIPE would.
+Exit status: 0 done; 1 what was asked ended badly (a sim or run that did not succeed, a
+failed upload, a verify that found differences, no events); 2 an unusable setting or a
+request the server refused, in one line `cascade: error: ...`; 130 Ctrl-C; a reader that
+stops reading (`| head`) ends it quietly with status 141, as SIGPIPE would.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import os
 import signal
 import sys
@@ -33,7 +39,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cascade_app.config import NATS_FILES, ConfigError, Settings, absolute, check_accelsim_dir, resolve
-from cascade_cli import campaigns_cli, configs_cli, data_cli, locate, runs_cli
+from cascade_cli import campaigns_cli, configs_cli, data_cli, locate, runs_cli, sim_log_cli, traces_cli
 from cascade_process import datadir, event_log, logs
 
 if TYPE_CHECKING:
@@ -106,18 +112,19 @@ def _fast_sim_arguments(parser: argparse.ArgumentParser) -> None:
 
 # `cascade run show|cancel|retry|add RUN` are commands of their own; any other word after
 # `run` is a trace. `cascade run -- show CONFIG` runs a trace named `show`.
-RUN_ACTIONS = ("show", "cancel", "retry", "add")
+RUN_ACTIONS = ("show", "watch", "cancel", "retry", "add")
 RUN_EPILOG = """\
 CONFIG is a GPU config's name (cascade runs it once) or a name with a trailing xN for N
 replicas: SM61_TITANXx3 is SM61_TITANX three times. A name that is itself a config is that
 config, once. Configs given twice stay two entries.
 
   cascade run show RUN      a run's summary (--json: its RunDetail)
+  cascade run watch RUN     follow a run's sims until it ends, as --watch does (again after Ctrl-C)
   cascade run cancel RUN    cancel a run's unfinished sims
   cascade run retry RUN     a new attempt of every failed or cancelled sim [--watch]
   cascade run add RUN CONFIG[xN]...   more sims for a run: replicas or configs [--watch]
 
-`show`, `cancel`, `retry` and `add` right after `run` are those commands; to run a trace
+`show`, `watch`, `cancel`, `retry` and `add` right after `run` are those commands; to run a trace
 of one of those names, put -- before it: cascade run -- show SM61_TITANX.
 
 --split K cuts each sim's kernel launches into chunks of K, simulated at once on any runners
@@ -152,6 +159,7 @@ def _route(argv: list[str]) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cascade", description="Run Accel-Sim at scale.")
+    parser.add_argument("--version", action="version", version=f"cascade {importlib.metadata.version('cascade')}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="start the service")
@@ -227,10 +235,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     trace = sub.add_parser("trace", help="work with traces on a running server")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True)
-    trace_upload = trace_sub.add_parser("upload", help="upload an Accel-Sim trace directory, with a progress bar")
-    trace_upload.add_argument("directory", help="the trace directory (kernelslist.g and its kernel files)")
+    trace_upload = trace_sub.add_parser("upload", help="upload an Accel-Sim trace directory or an archive of one, with a progress bar")
+    trace_upload.add_argument(
+        "source", metavar="DIR|FILE", help="the trace directory (kernelslist.g and its kernel files), or a .tar, .tar.gz or .tar.xz of one"
+    )
     trace_upload.add_argument("--id", help="the trace's id (default: a new trace-<hex> id)")
     locate.add_arguments(trace_upload)
+    trace_list = trace_sub.add_parser("list", help="every trace, newest first: state, kernels, arch, size")
+    _json(trace_list, "the list")
+    locate.add_arguments(trace_list)
+    trace_delete = trace_sub.add_parser("delete", help="delete a trace: one whose upload failed, or one no run needs")
+    trace_delete.add_argument("trace_id", metavar="TRACE", help="a trace's id")
+    locate.add_arguments(trace_delete)
     trace_timing = trace_sub.add_parser(
         "timing", help="attach real kernel timing to a ready trace: Cascade's CSV, ncu --csv, or nsys stats --report cuda_gpu_trace"
     )
@@ -252,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     locate.add_arguments(run)
 
     _on_a_run(sub, "run show", "a run's summary: trace, entries, each sim, what failed sims said last", "the RunDetail")
+    _on_a_run(sub, "run watch", "follow a run's sims until it ends (exit 0 if all succeeded), again after Ctrl-C", "the RunDetail as it ended")
     _on_a_run(sub, "run cancel", "cancel a run's unfinished sims", "the RunDetail after cancelling")
     retry = _on_a_run(sub, "run retry", "start a new attempt of every failed or cancelled sim of a run", "the RunDetail after retrying")
     _watch(retry)
@@ -274,6 +291,16 @@ def build_parser() -> argparse.ArgumentParser:
     _watch(sim_reference)
     _json(sim_reference, "the ReferenceComparison")
     locate.add_arguments(sim_reference)
+    sim_log = sim_sub.add_parser("log", help="a sim's simulator log, on stdout")
+    sim_log.add_argument("sim_id", metavar="SIM", help="a sim's id")
+    sim_log.add_argument(
+        "-f", "--follow", action="store_true", help="print lines as the simulator sends them until the sim ends (exit 0 if it succeeded)"
+    )
+    locate.add_arguments(sim_log)
+
+    configs = sub.add_parser("configs", help="the GPU configs a run may name: arch, clock, digest, and where they run")
+    _json(configs, "the list")
+    locate.add_arguments(configs)
 
     runs = sub.add_parser("runs", help="list runs, newest first")
     runs.add_argument("--tag", help="only runs that have this tag")
@@ -522,9 +549,11 @@ def trace(args: argparse.Namespace) -> int:
         from cascade_cli.timing_cli import attach
 
         return attach(args)
-    from cascade_cli.uploads_cli import upload
+    return {"upload": traces_cli.upload, "list": traces_cli.list_traces, "delete": traces_cli.delete}[args.trace_command](args)
 
-    return upload(locate.api_client(args), Path(args.directory), args.id)
+
+def sim(args: argparse.Namespace) -> int:
+    return sim_log_cli.log(args) if args.sim_command == "log" else runs_cli.reference(args)
 
 
 COMMANDS = {
@@ -537,11 +566,13 @@ COMMANDS = {
     "trace": trace,
     "run": runs_cli.create,
     "run show": runs_cli.show,
+    "run watch": runs_cli.watch,
     "run cancel": runs_cli.cancel,
     "run retry": runs_cli.retry,
     "run add": runs_cli.add,
     "runs": runs_cli.list_runs,
-    "sim": runs_cli.reference,
+    "sim": sim,
+    "configs": configs_cli.list_configs,
     "compare": runs_cli.compare,
     "results": runs_cli.results,
     "sweep": campaigns_cli.sweep,

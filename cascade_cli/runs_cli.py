@@ -118,7 +118,11 @@ def _follow(args: argparse.Namespace, client: ApiClient, raw: bytes, said: Calla
     try:
         ended = run_watch.watch(client, created, run_watch.Screen(out))
     except KeyboardInterrupt:
-        print(f"cascade: stopped watching; run {created.id} goes on (cancel it with: cascade run cancel {created.id})", file=sys.stderr)
+        print(
+            f"cascade: stopped watching; run {created.id} goes on (watch it again with: cascade run watch {created.id}; "
+            f"cancel it with: cascade run cancel {created.id})",
+            file=sys.stderr,
+        )
         return 130
     _print(runs_text.outcome(ended), out)
     if args.json:
@@ -152,6 +156,14 @@ def show(args: argparse.Namespace) -> int:
         return _answer(args, raw, RunDetail, runs_text.run_text)
     comparison = msgspec.json.decode(client.get(f"/api/runs/{quoted_id(args.run_id)}/comparison"), type=Comparison)
     return _answer(args, raw, RunDetail, lambda detail: runs_text.run_text(detail, comparison.config_labels or {}))
+
+
+def watch(args: argparse.Namespace) -> int:
+    """Follow a run until it ends (`cascade run watch RUN`), as `cascade run ... --watch` does:
+    to watch again after Ctrl-C, or a run made elsewhere."""
+    client = api_client(args)
+    args.watch = True
+    return _follow(args, client, client.get(f"/api/runs/{quoted_id(args.run_id)}"))
 
 
 def _state(run: RunDetail) -> str:

@@ -1,5 +1,5 @@
-"""`cascade trace upload DIR`: a local trace directory streamed to the server as a tar (and,
-for the Python client, an archive of one streamed as it is).
+"""`cascade trace upload DIR|FILE`: a local trace directory streamed to the server as a tar, or
+an archive of one (`.tar`, `.tar.gz`, `.tar.xz`) streamed as it is.
 
 The tar is made on the fly, file by file in 1 MiB reads, with the files at the archive's
 root; its exact size is known before the first byte goes out, so it is sent with a
@@ -144,14 +144,3 @@ def send(client: ApiClient, source: Path, trace_id: str | None, out: TextIO = sy
         trace = msgspec.json.decode(client.get(f"/api/traces/{quote(trace.id)}"), type=Trace)
     return trace
 
-
-def upload(client: ApiClient, directory: Path, trace_id: str | None) -> int:
-    """Upload `directory`, wait for the trace's final state, and print it; 0 if ready."""
-    if not directory.is_dir():
-        raise ConfigError(f"{directory}: not a directory")
-    trace = send(client, directory, trace_id)
-    if trace.state == "failed":
-        print(f"trace {trace.id}: failed: {trace.error}", file=sys.stderr)
-        return 1
-    print(f"trace {trace.id}: ready: {trace.kernel_count} kernels, {trace.trace_gpu_arch}, {trace.bytes} bytes")
-    return 0

@@ -112,13 +112,19 @@ def config_labels(sims: Iterable[tuple[str, str, Mapping[str, str] | None]]) -> 
     }
 
 
-def unknown_config(name: str, offered_names: Iterable[str]) -> str:
-    """Why a run may not name config `name`: it is not offered, what is, and the closest."""
-    names = sorted(set(offered_names))
-    closest = difflib.get_close_matches(name, names, n=1)
-    listing = ", ".join(names) if names else "none"
+def unknown_config(name: str, offered: Iterable[GpuConfig], arch: str | None) -> str:
+    """Why a run of a trace of `arch` may not name config `name`: it is not offered, the
+    offered configs that could run the trace, and the closest of those."""
+    configs = list(offered)
+    fitting = sorted({c.name for c in configs if c.arch == arch})
+    others = len({c.name for c in configs} - set(fitting))
+    closest = difflib.get_close_matches(name, fitting, n=1)
+    listing = ", ".join(fitting) if fitting else "none"
     return (
-        f"unknown GPU config {name}: no live runner has it, nor this server's Accel-Sim install (configs offered: {listing})"
+        f"unknown GPU config {name}: no live runner has it, nor this server's Accel-Sim install "
+        f"(configs offered for {arch or 'this'} traces: {listing}"
+        + (f"; {others} more of other archs" if others else "")
+        + ")"
         + (f"; did you mean {closest[0]}?" if closest else "")
     )
 

@@ -203,7 +203,7 @@ def _check_trace(trace_id: str, trace: Trace | None, configs: Sequence[GpuConfig
             )
         config = by_name.get(entry.gpu_config)
         if config is None:
-            raise BadEntry(unknown_config(entry.gpu_config, by_name))
+            raise BadEntry(unknown_config(entry.gpu_config, configs, trace.trace_gpu_arch))
         if config.arch != trace.trace_gpu_arch:
             raise BadEntry(f"{config.name} is {config.arch} but trace {trace_id} is {trace.trace_gpu_arch}")
     return trace

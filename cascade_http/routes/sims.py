@@ -12,9 +12,9 @@ from cascade_app.service import Cascade
 from cascade_app.sim_logs import log_text
 from cascade_core.ids import is_file_name
 from cascade_api.models import ReferenceComparison, SimFile, SimResults
-from cascade_http.openapi import operation
+from cascade_http.openapi import Query, operation
 from cascade_http.readmodel import attachment, streamed
-from cascade_http.responses import ClosingStreamingResponse, MsgspecResponse, not_found
+from cascade_http.responses import ApiError, ClosingStreamingResponse, MsgspecResponse, not_found
 from cascade_http.state import cascade
 from projections.queries import runs as q
 from projections.rows import SimRow
@@ -40,14 +40,27 @@ async def sim_results(request: Request) -> Response:
 
 @operation(
     summary="Download a sim's log",
+    description="With `after_line=N`, only the lines past the first N of the sim's current attempt: what a "
+    "follower that has N lines asks for next (`cascade sim log SIM --follow`). The headers `X-Sim-State` and "
+    "`X-Sim-Attempt` say the sim's state and attempt as the answer started: once a sim has finished, its log is whole.",
     media_type="text/plain",
+    query={"after_line": Query(description="Lines to leave out from the start.", schema={"type": "integer", "minimum": 0})},
     response=str,
-    errors={**NO_SIM, 503: "NATS, whose event log holds the log's lines, does not answer now."},
+    errors={
+        **NO_SIM,
+        422: "after_line is not a whole number of 0 or more.",
+        503: "NATS, whose event log holds the log's lines, does not answer now.",
+    },
 )
 async def sim_log(request: Request) -> Response:
     c = cascade(request)
     sim = await _sim(c, request.path_params["sim_id"])
-    return ClosingStreamingResponse(await log_text(c, sim), media_type="text/plain", headers=attachment(f"{sim.id}.log"))
+    given = request.query_params.get("after_line", "0")
+    if not given.isascii() or not given.isdigit() or len(given) > 18:
+        raise ApiError(422, f"after_line {given!r}: expected a whole number of 0 or more, the log lines you have")
+    body = await log_text(c, sim, int(given))
+    headers = {**attachment(f"{sim.id}.log"), "X-Sim-State": sim.state, "X-Sim-Attempt": str(sim.attempt)}
+    return ClosingStreamingResponse(body, media_type="text/plain", headers=headers)
 
 
 @operation(summary="List a sim's output files", response=list[SimFile], errors=NO_SIM)

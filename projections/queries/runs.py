@@ -688,6 +688,15 @@ def run_results_pieces(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuC
 # --- log and files -------------------------------------------------------------------------
 
 
+def log_start(con: Con, sim: SimRow, line: int) -> int:
+    """The first line of the heartbeat of the sim's current attempt that holds line `line`
+    (1 when none does: the log starts there)."""
+    record = con.execute(
+        "SELECT max(first_line_seq) FROM sim_log WHERE sim_id = ? AND attempt = ? AND first_line_seq <= ?", [sim.id, sim.attempt, line]
+    ).fetchone()
+    return 1 if record is None or record[0] is None else int(record[0])
+
+
 def log_places(con: Con, sim: SimRow, after_line: int, limit: int) -> list[tuple[int, int]]:
     """Where the log lines of the sim's current attempt are, in line order, from the first
     line past `after_line` on: (first_line_seq, stream sequence) of up to `limit` heartbeats."""

@@ -112,11 +112,11 @@ def test_create_needs_a_ready_trace_that_is_not_a_sample(trace: Trace | None, er
     ("config", "detail"),
     [
         ("SM90_H100", "SM90_H100 is sm_90 but trace demo is sm_86"),
-        ("SM99_NOPE", "unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install (configs offered: SM7_QV100, SM86_RTX3070, SM86_RTX3080, SM90_H100)"),
+        ("SM99_NOPE", "unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install (configs offered for sm_86 traces: SM86_RTX3070, SM86_RTX3080; 2 more of other archs)"),
         (
             "SM86_RTX307",
-            "unknown GPU config SM86_RTX307: no live runner has it, nor this server's Accel-Sim install (configs offered: SM7_QV100, SM86_RTX3070, SM86_RTX3080, "
-            "SM90_H100); did you mean SM86_RTX3070?",
+            "unknown GPU config SM86_RTX307: no live runner has it, nor this server's Accel-Sim install (configs offered for sm_86 traces: SM86_RTX3070, "
+            "SM86_RTX3080; 2 more of other archs); did you mean SM86_RTX3070?",
         ),
     ],
 )

@@ -202,7 +202,7 @@ def test_retry_and_entries_refuse_as_create_does(combo: LiveServer) -> None:
         missing = post(combo, path, {"entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})
         assert (missing.status_code, missing.json()) == (404, {"detail": "run run-nope not found"})
     unknown = post(combo, f"/api/runs/{run_id}/entries", {"entries": [{"gpu_config": "SM99_NOPE", "count": 1}]})
-    assert (unknown.status_code, unknown.json()) == (422, {"detail": "unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install (configs offered: SM61_BROKEN, SM61_TITANX, SM7_QV100, SM86_RTX3070)"})
+    assert (unknown.status_code, unknown.json()) == (422, {"detail": "unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install (configs offered for sm_61 traces: SM61_BROKEN, SM61_TITANX; 2 more of other archs)"})
     invalid = post(combo, f"/api/runs/{run_id}/entries", {"entries": [{"gpu_config": "SM61_TITANX", "count": 0}]})
     assert invalid.status_code == 422 and invalid.json()["detail"][0]["loc"] == ["body", "entries", 0, "count"]
     empty = post(combo, f"/api/runs/{run_id}/entries", {"entries": []})
@@ -210,5 +210,5 @@ def test_retry_and_entries_refuse_as_create_does(combo: LiveServer) -> None:
     assert len(api(combo, f"/api/runs/{run_id}").json()["sims"]) == 1, "a refused top-up adds nothing"
 
     failed = cascade(combo, "run", "add", run_id, "SM99_NOPE")
-    detail = f"POST /api/runs/{run_id}/entries: 422 unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install (configs offered: SM61_BROKEN, SM61_TITANX, SM7_QV100, SM86_RTX3070)"
+    detail = f"POST /api/runs/{run_id}/entries: 422 unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install (configs offered for sm_61 traces: SM61_BROKEN, SM61_TITANX; 2 more of other archs)"
     assert (failed.returncode, failed.stdout, failed.stderr) == (2, "", f"cascade: error: {detail}\n")

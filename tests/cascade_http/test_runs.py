@@ -168,7 +168,7 @@ def test_create_rejects_configs_the_trace_cannot_run_on(client: TestClient) -> N
     assert (response.status_code, response.json()) == (422, example("Create a run", "422 response, arch mismatch"))
     entries[1] = {"gpu_config": "SM99_NOPE", "count": 1}
     response = client.post("/api/runs", json={"trace_id": "demo", "entries": entries})
-    assert (response.status_code, response.json()) == (422, {"detail": "unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install (configs offered: SM61_TITANX, SM7_QV100, SM80_A100, SM86_RTX3070, SM90_H100, SM90_H200)"})
+    assert (response.status_code, response.json()) == (422, {"detail": "unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install (configs offered for sm_86 traces: SM86_RTX3070; 5 more of other archs)"})
     assert client.get("/api/runs").json() == []
 
 

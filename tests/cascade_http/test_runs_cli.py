@@ -410,7 +410,7 @@ def test_ctrl_c_leaves_the_run_running_and_run_cancel_cancels_it(live: LiveServe
         err = process.stderr.read()  # type: ignore[union-attr]
     run_id = seen[0].strip()
     assert process.returncode == 130
-    assert err == f"cascade: stopped watching; run {run_id} goes on (cancel it with: cascade run cancel {run_id})\n"
+    assert err == f"cascade: stopped watching; run {run_id} goes on (watch it again with: cascade run watch {run_id}; cancel it with: cascade run cancel {run_id})\n"
     assert api(live, f"/api/runs/{run_id}").json()["state"] == "active"
 
     cancelled = cascade(live, "run", "cancel", run_id)
@@ -520,7 +520,7 @@ def test_errors_are_one_line_with_the_apis_detail(live: LiveServer) -> None:
         ("run", "show", "run-000000000000"): "GET /api/runs/run-000000000000: 404 run run-000000000000 not found",
         ("run", "cancel", "run-000000000000"): "POST /api/runs/run-000000000000/cancel: 404 run run-000000000000 not found",
         ("results", "run-000000000000"): "GET /api/runs/run-000000000000: 404 run run-000000000000 not found",
-        ("run", "combo", "SM99_NOPE"): "POST /api/runs: 422 unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install (configs offered: SM61_BROKEN, SM61_TITANX, SM7_QV100, SM86_RTX3070)",
+        ("run", "combo", "SM99_NOPE"): "POST /api/runs: 422 unknown GPU config SM99_NOPE: no live runner has it, nor this server's Accel-Sim install (configs offered for sm_61 traces: SM61_BROKEN, SM61_TITANX; 2 more of other archs)",
         ("run", "combo", "SM61_TITANXx0"): "POST /api/runs: 422 body.entries.0.count: Input should be greater than or equal to 1",
         ("run", "nope", "SM61_TITANX"): "POST /api/runs: 404 trace nope not found",
         # `show` right after `run` is the command; after -- it is a trace.

@@ -99,7 +99,7 @@ def test_a_config_folder_added_while_serving_takes_a_run_at_once(tmp_path: Path,
             422,
             {
                 "detail": "unknown GPU config SM61_TITANX_COP: no live runner has it, nor this server's Accel-Sim install (configs "
-                "offered: SM61_TITANX, SM61_TITANX_COPY, SM7_QV100, SM86_RTX3070); did you mean SM61_TITANX_COPY?"
+                "offered for sm_61 traces: SM61_TITANX, SM61_TITANX_COPY; 2 more of other archs); did you mean SM61_TITANX_COPY?"
             },
         )
         run: dict[str, Any] = wait_run(client, create_run(client, "v", "SM61_TITANX_COPY")["id"])

@@ -78,7 +78,7 @@ def test_a_serve_without_accelsim_runs_on_the_worker_that_has_the_config_and_onl
         assert client.get("/api/gpu-configs").json() == [], "no install here, no runner yet"
         refused = client.post("/api/runs", json={"trace_id": "v", "entries": [{"gpu_config": "SM61_TITANX", "count": 1}]})
         assert (refused.status_code, refused.json()) == (
-            422, {"detail": "unknown GPU config SM61_TITANX: no live runner has it, nor this server's Accel-Sim install (configs offered: none)"}
+            422, {"detail": "unknown GPU config SM61_TITANX: no live runner has it, nor this server's Accel-Sim install (configs offered for sm_61 traces: none)"}
         )
         with worker(nats_url, titanx_only, tmp_path / "a", slots=2), worker(nats_url, volta_only, tmp_path / "b", slots=2) as b:
             wait_until(lambda: offered(client, "SM61_TITANX") and offered(client, "SM7_QV100"), 30, "the workers did not announce their configs")

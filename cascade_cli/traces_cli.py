@@ -1,0 +1,51 @@
+"""`cascade trace list|delete|upload`: traces from a terminal, through the public API.
+
+    cascade trace list                  every trace, newest first: state, kernels, arch, size
+    cascade trace delete TRACE          delete a trace (an upload that failed, a trace not needed)
+    cascade trace upload DIR|FILE.tar[.gz|.xz]   stream a trace to the server (`uploads_cli`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from cascade_api.models import Trace
+from cascade_cli import runs_text
+from cascade_cli.locate import api_client
+from cascade_cli.runs_cli import _answer, quoted_id
+from cascade_cli.uploads_cli import _size, send
+
+
+def list_traces(args: argparse.Namespace) -> int:
+    return _answer(args, api_client(args).get("/api/traces"), list[Trace], traces_table)
+
+
+def traces_table(traces: Sequence[Trace]) -> list[str]:
+    if not traces:
+        return ["no traces"]
+    rows = [
+        [t.id, t.state + (" (sample)" if t.sample else ""), str(t.kernel_count), t.trace_gpu_arch or runs_text.NONE,
+         t.suggested_sim_config or runs_text.NONE, _size(t.bytes), runs_text.local_time(t.created_at)]
+        for t in traces
+    ]
+    return runs_text.table(["trace", "state", "kernels", "arch", "suggested config", "size", "created"], rows, right=frozenset({2, 5}))
+
+
+def delete(args: argparse.Namespace) -> int:
+    api_client(args).request("DELETE", f"/api/traces/{quoted_id(args.trace_id)}")
+    print(f"trace {args.trace_id}: deleted")
+    return 0
+
+
+def upload(args: argparse.Namespace) -> int:
+    """Upload a trace directory or an archive of one, wait for the trace's final state, and
+    print it; 0 if ready."""
+    trace = send(api_client(args), Path(args.source), args.id)
+    if trace.state == "failed":
+        print(f"trace {trace.id}: failed: {trace.error} (delete it with: cascade trace delete {trace.id})", file=sys.stderr)
+        return 1
+    print(f"trace {trace.id}: ready: {trace.kernel_count} kernels, {trace.trace_gpu_arch}, {trace.bytes} bytes")
+    return 0
