@@ -19,6 +19,12 @@ from cascade_process.service import starlette_app
 
 log = logging.getLogger("cascade")
 
+# How long an idle connection is kept: longer than clients keep theirs (httpx 5 s, Python's
+# aiohttp 15 s), so that the server is never the side that closes one first. A client that
+# sends a request on a connection just as the server closes it gets a reset, and httpx does
+# not send it again (uvicorn's default is 5 s, the same as httpx's: a race under load).
+KEEP_ALIVE_S = 75
+
 
 def serve(settings: Settings) -> int:
     check_accelsim_dir(settings.accelsim_dir)
@@ -38,7 +44,9 @@ def serve(settings: Settings) -> int:
             )
             # No logging config of uvicorn's own: its lines go through the redacting root handler.
             app = starlette_app(settings, nats.server)
-            config = uvicorn.Config(app, lifespan="on", log_config=None, log_level="info", timeout_graceful_shutdown=5)
+            config = uvicorn.Config(
+                app, lifespan="on", log_config=None, log_level="info", timeout_graceful_shutdown=5, timeout_keep_alive=KEEP_ALIVE_S
+            )
             server = uvicorn.Server(config)
             # uvicorn shuts down on SIGINT/SIGTERM and then raises the signal again; let that end
             # this function normally, so the embedded nats-server is stopped after the app.

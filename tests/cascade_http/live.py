@@ -27,6 +27,7 @@ from cascade_http.run_events import Position, last_event_id
 from cascade_nats import server
 from cascade_nats.objects import Objects
 from cascade_nats.store import EventStore
+from cascade_process.serve import KEEP_ALIVE_S
 from cascade_process.service import starlette_app
 from tests.cascade_sim.world import TITANX, accelsim_tree
 
@@ -74,7 +75,9 @@ async def _once(data: bytes) -> AsyncIterator[bytes]:
 @contextlib.contextmanager
 def live_server(settings: Settings) -> Iterator[LiveServer]:
     app = starlette_app(settings)
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning", timeout_graceful_shutdown=2)
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, lifespan="on", log_level="warning", timeout_graceful_shutdown=2, timeout_keep_alive=KEEP_ALIVE_S
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
     thread.start()

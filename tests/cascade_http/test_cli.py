@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import duckdb
+import httpx
 import msgspec
 import nats
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from cascade_core import events as ev
 from cascade_nats.store import EventStore
 from cascade_process import datadir
+from cascade_process.serve import KEEP_ALIVE_S
 from tests.cascade_http.served import CASCADE, children, clean_env, cli, health, nats_servers_under, serving
 from tests.projections.histories import lifecycle
 from tests.projections.test_fold import dump
@@ -302,3 +304,10 @@ def test_every_command_finds_the_server_and_its_token_the_same_way_and_says_wher
         url = f"http://127.0.0.1:{bound.getsockname()[1]}"
         gone = one_error_line(cli("replay", "--verify", "--url", url, env=env()))
     assert gone == f"{url}: unreachable (Connection refused) (URL from --url)"
+
+
+def test_serve_keeps_an_idle_connection_longer_than_clients_do() -> None:
+    # Else a client's request on a connection the server is just closing gets a reset, which
+    # httpx does not send again (a browser test failed so under load).
+    assert KEEP_ALIVE_S > (httpx.Limits().keepalive_expiry or 0)  # httpx's default, 5 s
+    assert KEEP_ALIVE_S > 15  # aiohttp's
