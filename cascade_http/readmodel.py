@@ -1,20 +1,35 @@
 """Streamed answers from the DuckDB read model: sync generators over a cursor of their own,
-which Starlette's StreamingResponse advances in worker threads piece by piece (single reads
-are `cascade_app.reads.read`)."""
+advanced in worker threads piece by piece as the response is sent (single reads are
+`cascade_app.reads.read`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from typing import Any
 
-from starlette.responses import StreamingResponse
+import anyio
+from starlette.concurrency import iterate_in_threadpool
 
 from cascade_app.service import Cascade
+from cascade_http.responses import ClosingStreamingResponse
 
 
-def _pieces(c: Cascade, pieces: Callable[..., Iterator[bytes]], args: tuple[Any, ...]) -> Iterator[bytes]:
+def _pieces(c: Cascade, pieces: Callable[..., Iterator[bytes]], args: tuple[Any, ...]) -> Generator[bytes, None, None]:
     with c.reader() as con:
         yield from pieces(con, *args)
+
+
+async def _closed_at_the_end(pieces: Generator[bytes, None, None]) -> AsyncIterator[bytes]:
+    """`pieces` advanced in worker threads, and closed in one however the response ends.
+    Starlette leaves a sync generator suspended when its client goes: its cursor, and the
+    read transaction that cursor holds open, would last until the garbage collector came,
+    by then perhaps after the read model had closed under it."""
+    try:
+        async for piece in iterate_in_threadpool(pieces):
+            yield piece
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(pieces.close)
 
 
 def attachment(filename: str) -> dict[str, str]:
@@ -23,7 +38,7 @@ def attachment(filename: str) -> dict[str, str]:
 
 def streamed(
     c: Cascade, pieces: Callable[..., Iterator[bytes]], *args: Any, media_type: str, filename: str | None = None
-) -> StreamingResponse:
+) -> ClosingStreamingResponse:
     """A response whose body is what `pieces(cursor, *args)` yields, read as it is sent."""
     headers = attachment(filename) if filename is not None else None
-    return StreamingResponse(_pieces(c, pieces, args), media_type=media_type, headers=headers)
+    return ClosingStreamingResponse(_closed_at_the_end(_pieces(c, pieces, args)), media_type=media_type, headers=headers)
