@@ -170,6 +170,9 @@ def test_upload_run_watch_timeline_compare_and_perfetto(page: Any, cascade: Live
     page.wait_for_selector("#link-status:has-text('Final')")
     run = api.get(f"/api/runs/{run_id}").json()
     assert run["state"] == "succeeded" and run["sim_counts"] == {"succeeded": 3}
+    # Each sim's total cycles, the number an architect wants first, as the log's last gpu_tot_sim_cycle.
+    cycles = page.eval_on_selector_all("#sims-table .sim-cycles", "els => els.map(e => e.textContent)")
+    assert cycles == [f"{s['latest']['gpu_tot_sim_cycle']:,.0f}" for s in run["sims"]] == ["18,448"] * 3
 
     # On demand: a sim's last log lines, and its files as downloads.
     first = page.locator("#sims-table tbody[data-sim]").first

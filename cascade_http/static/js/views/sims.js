@@ -12,7 +12,7 @@ import { downloadButton, h, progressBar, state, stateBadge, syncRows } from "../
 import { FINISHED, UNDER_WAY } from "../simstates.js";
 import { isFast } from "./reference.js";
 
-const COLUMNS = ["Sim", "State", "Progress", "Current kernel", "IPC", "Sim rate", "Elapsed", ""];
+const COLUMNS = ["Sim", "State", "Progress", "Current kernel", "Cycles", "IPC", "Sim rate", "Elapsed", ""];
 
 /** A sim that took the result of `source` (its `cached_from`), simulating nothing: a link to the source. */
 export function cachedMarker(source) {
@@ -145,6 +145,7 @@ export function mountSims(el, model) {
         h("span", { class: "progress-text", dataset: { done: sim.kernels_done, total: sim.kernels_total } }, `${integer(sim.kernels_done)} / ${integer(sim.kernels_total)}`),
       ),
       h("td", { "data-label": "Current kernel", class: "kernel-cell" }, kernel ? h("span", { class: "mono", title: kernel }, sim.current_kernel_short_name) : NONE),
+      h("td", { "data-label": "Cycles", class: "num sim-cycles", title: "gpu_tot_sim_cycle: the simulated cycles of every kernel so far" }, integer(sim.latest.gpu_tot_sim_cycle)),
       h("td", { "data-label": "IPC", class: "num" }, ipc(sim.latest.gpu_tot_ipc)),
       h("td", { "data-label": "Sim rate", class: "num" }, rate(sim.latest.sim_rate_ips)),
       h("td", { "data-label": "Elapsed", class: "num" }, h("span", { class: "elapsed", title: sim.started_at ? `started ${dateTime(sim.started_at)}` : "not started" }, elapsed(elapsedMs(sim, Date.now())))),
