@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -169,9 +169,18 @@ async def web_app(request: Request) -> Response:
     return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
 
+async def api_docs(request: Request) -> Response:
+    return RedirectResponse("/#/api")
+
+
 def web_routes() -> list[BaseRoute]:
-    """The web app (`cascade_http/static`): its page at `/` and its files under `/static`."""
-    return [Route("/", web_app, methods=["GET"]), Mount("/static", WebAssets(directory=WEB_DIR), name="static")]
+    """The web app (`cascade_http/static`): its page at `/`, its files under `/static`, and
+    `/docs`, where an API's rendered reference is looked for, leading to its API page."""
+    return [
+        Route("/", web_app, methods=["GET"]),
+        Route("/docs", api_docs, methods=["GET"]),
+        Mount("/static", WebAssets(directory=WEB_DIR), name="static"),
+    ]
 
 
 def create_app(token: str | None, service: Callable[[], contextlib.AbstractAsyncContextManager[Cascade]]) -> Starlette:

@@ -40,3 +40,30 @@ def test_the_configs_view_shows_a_variant_its_options_and_how_it_differs_from_it
     shown = page.eval_on_selector_all("#diff-table tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
     assert shown == [[d["option"], d["a"] or "(not set)", d["b"] or "(not set)"] for d in api.get("/api/gpu-configs/SM61_TITANX/diff/SM61_TITANX_L2x2").json()]
     shoot(page, "configs", "#diff-table")
+
+
+def test_the_api_page_renders_every_operation_and_tries_one_with_the_tabs_token(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    document = api.get("/api/openapi.json").json()
+    operations = [op for methods in document["paths"].values() for op in methods.values()]
+    sign_in(page, cascade.url, "#/runs")
+    page.goto(f"{cascade.url}/docs")  # where a rendered reference is looked for
+    page.wait_for_url("**/#/api")
+    page.wait_for_function("count => document.querySelectorAll('details.api-op').length === count", arg=len(operations))
+    assert page.get_attribute('nav a[data-nav="api"]', "aria-current") == "page"
+    assert page.locator("details.api-schema").count() == len(document["components"]["schemas"])
+
+    kernels = 'details.api-op[data-operation="list_kernels"]'
+    page.click(f"{kernels} > summary")
+    params = page.eval_on_selector_all(f"{kernels} .api-params tbody tr td:first-child", "cells => cells.map(c => c.textContent)")
+    assert params[0] == "run_id *"
+    assert "KernelStat" in page.inner_text(f"{kernels} .api-answers")
+    page.click(f"{kernels} .api-ref")  # a schema named in an answer opens where it is described
+    page.wait_for_selector("details#schema-KernelStat[open]")
+
+    runs = 'details.api-op[data-operation="list_runs"]'
+    page.click(f"{runs} > summary")
+    page.click(f"{runs} .api-try button[type=submit]")
+    page.wait_for_selector(f'{runs} .api-answer[data-status="200"]')
+    answered = page.inner_text(f"{runs} .api-answer")
+    assert answered.startswith("200 OK") and answered.split("\n", 2)[2].strip().startswith("[")
+    shoot(page, "api", "details.api-op")

@@ -9,6 +9,7 @@ import { mountRun } from "./views/run.js";
 import { mountTraces } from "./views/traces.js";
 import { mountRunners } from "./views/runners.js";
 import { mountConfigs } from "./views/configs.js";
+import { mountApiDocs } from "./views/apidocs.js";
 import { mountCampaign, mountCampaigns } from "./views/campaigns.js";
 import { mountSignIn } from "./views/signin.js";
 import { mountSimLink } from "./views/simlink.js";
@@ -30,6 +31,7 @@ const ROUTES = [
   { re: /^\/traces$/, nav: "traces", mount: mountTraces },
   { re: /^\/runners$/, nav: "runners", mount: mountRunners },
   { re: /^\/configs$/, nav: "configs", mount: mountConfigs },
+  { re: /^\/api$/, nav: "api", mount: mountApiDocs },
   { re: /^\/campaigns$/, nav: "campaigns", mount: mountCampaigns },
   {
     re: /^\/campaigns\/([^/]+)$/,
