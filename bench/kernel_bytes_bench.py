@@ -1,0 +1,202 @@
+"""Where a kernel's bytes go, and what its stats values are: the combo trace's big log
+(runner_bench's `big_log`, --rounds of 3 kernels) through the runner's own report into one
+sim's events, as `projector_bench.py` makes them, then through the projector's live path into
+a fresh DuckDB file.
+
+    .venv/bin/python bench/kernel_bytes_bench.py [--rounds 3384] [--batch 16]
+
+Reports, per kernel result: its event's bytes as stored in JetStream (the payload, its subject
+and its `Nats-Msg-Id` header; nats-server's own record framing not counted) and each field's
+share of them; the read model's bytes (the file after a checkpoint, and each table's share of
+its blocks); the projector's CPU per kernel; and what the values of the maps are: zeros, the
+same as the previous kernel of the sim, whole numbers that fit in 8, 16 or 32 bits, and which
+are neither. The other code is measured by running this from its checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from array import array
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import msgspec
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from cascade_core import events as ev  # noqa: E402
+from cascade_core import packed_stats  # noqa: E402
+from cascade_nats import deflated, subjects  # noqa: E402
+from cascade_sim import samples  # noqa: E402
+from cascade_sim.sim_report import Job  # noqa: E402
+from projections.projector import RowCache, apply_frames, connect  # noqa: E402
+
+sys.path.insert(1, str(REPO / "bench"))
+from runner_bench import LOG_NAME, big_log  # noqa: E402
+
+
+def sim_events(rounds: int, tmp: Path) -> list[ev.Event]:
+    """The sample combo run's first events and one sim's for the big log of `rounds`."""
+    sample = samples.recorded("combo-titanx", "combo-vec-mm-xz", LOG_NAME)
+    first_claim = next(i for i, e in enumerate(sample.events) if isinstance(e, ev.SimClaimed))
+    head, created = sample.events[:first_claim], sample.events[first_claim - 1]
+    assert isinstance(created, ev.RunCreated)
+    path = tmp / LOG_NAME
+    big_log(path, rounds=rounds)
+    clock = samples._Clock("bench", samples.SAMPLE_AT)  # noqa: SLF001 - the samples' own ids and times
+    job = Job(
+        run_id=created.run_id, sim_id=created.sims[0].sim_id, attempt=1, trace_id=created.trace_id, gpu_config=samples.TITANX,
+        kernels_total=created.kernels_total,
+    )
+    return head + samples._replayed_sim(clock, job, path.read_text(), {})  # noqa: SLF001 - as the samples replay a log
+
+
+def stored_bytes(event: ev.Event) -> int:
+    """The event as JetStream keeps it: subject, `Nats-Msg-Id` header and payload."""
+    header = len(f"NATS/1.0\r\nNats-Msg-Id: {event.id}\r\n\r\n")
+    return len(subjects.of(event)) + header + len(ev.encode(event))
+
+
+def field_bytes(results: list[ev.KernelFinished]) -> dict[str, float]:
+    """Bytes per result of the stats map's parts as they travel (the names' text, the
+    zlib'd values, the texts, the zlib'd differences), and the rest of the event."""
+    n = len(results)
+    names = sum(len(r.stats.names) for r in results if r.stats is not None)
+    values = sum(len(r.stats.values) for r in results if r.stats is not None)
+    texts = sum(len(msgspec.json.encode(r.stats.texts)) for r in results if r.stats is not None)
+    per_kernel = sum(len(r.per_kernel or b"") for r in results)
+    total = sum(stored_bytes(r) for r in results)
+    # bytes fields travel as base64 in the JSON payload
+    return {
+        "stored": total / n,
+        "names": names / n,
+        "values (base64)": values * 4 / 3 / n,
+        "per_kernel (base64)": per_kernel * 4 / 3 / n,
+        "texts": texts / n,
+    }
+
+
+def value_kinds(results: list[ev.KernelFinished]) -> Counter[str]:
+    """How many values, over every map, are of each kind, in this order of precedence:
+    text or null, zero, the same as the previous map's value of that name, a whole number in
+    8/16/32 bits, other."""
+    kinds: Counter[str] = Counter()
+    before: dict[str, float] = {}
+    for r in results:
+        if r.stats is None:
+            continue
+        floats = array("d", deflated.floats_of(r.stats))
+        names = packed_stats.names_of(r.stats)
+        now: dict[str, float] = {}
+        for i, (name, v) in enumerate(zip(names, floats)):
+            now[name] = v
+            if i in r.stats.texts:
+                kinds["text or null"] += 1
+            elif v == 0:
+                kinds["zero"] += 1
+            elif before.get(name) == v:
+                kinds["same as the kernel before"] += 1
+            elif math.isfinite(v) and v == int(v) and abs(v) < 2**7:
+                kinds["whole, 8 bits"] += 1
+            elif math.isfinite(v) and v == int(v) and abs(v) < 2**15:
+                kinds["whole, 16 bits"] += 1
+            elif math.isfinite(v) and v == int(v) and abs(v) < 2**31:
+                kinds["whole, 32 bits"] += 1
+            else:
+                kinds["other"] += 1
+        before = now
+    return kinds
+
+
+def per_kernel_kinds(results: list[ev.KernelFinished]) -> Counter[str]:
+    """The same for the differences the events carry (`per_kernel`)."""
+    kinds: Counter[str] = Counter()
+    for r in results:
+        if r.per_kernel is None:
+            continue
+        for v in array("d", deflated.inflated(r.per_kernel)):
+            if v == 0:
+                kinds["zero"] += 1
+            elif math.isnan(v):
+                kinds["nan (a text)"] += 1
+            elif v == int(v) and abs(v) < 2**31:
+                kinds["whole, 32 bits"] += 1
+            else:
+                kinds["other"] += 1
+    return kinds
+
+
+def column_bytes(con: duckdb.DuckDBPyConnection, table: str, block_size: int) -> dict[str, int]:
+    """Each column's bytes in the table's blocks, from where its segments start in them: a
+    segment runs to the next one's start in its block, or to the block's end."""
+    segments = con.execute(
+        f"SELECT column_name, block_id, block_offset FROM pragma_storage_info('{table}') WHERE block_id >= 0 ORDER BY block_id, block_offset"  # noqa: S608 - a table of the catalog
+    ).fetchall()
+    sizes: Counter[str] = Counter()
+    for (column, block, offset), after in zip(segments, [*segments[1:], None]):
+        end = after[2] if after is not None and after[1] == block else block_size
+        sizes[column] += end - offset
+    return dict(sizes)
+
+
+def project(events: list[ev.Event], batch: int, db: Path) -> tuple[float, int, list[tuple[str, int]], dict[str, int]]:
+    """CPU seconds of the projector's live path over the events, the file's size after a
+    checkpoint, and each table's blocks' bytes."""
+    frames = [(seq, subjects.of(e).encode(), ev.encode(e)) for seq, e in enumerate(events, 1)]
+    con = connect(db)
+    try:
+        cache = RowCache()
+        started = time.process_time()
+        for i in range(0, len(frames), batch):
+            _, rest = apply_frames(con, frames[i : i + batch], None, cache)
+            assert rest is None
+        cpu = time.process_time() - started
+        con.execute("CHECKPOINT")
+        block = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()
+        tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()]
+        blocks: list[tuple[str, int]] = []
+        for table in tables:
+            (count,) = con.execute(
+                f"SELECT count(DISTINCT block_id) FROM pragma_storage_info('{table}') WHERE block_id >= 0"  # noqa: S608 - names from the catalog
+            ).fetchone() or (0,)
+            blocks.append((table, count * (block[0] if block else 0)))
+        columns = column_bytes(con, "kernel_stats", block[0] if block else 0)
+        return cpu, db.stat().st_size, sorted(blocks, key=lambda b: -b[1]), columns
+    finally:
+        con.close()
+
+
+def main(rounds: int, batch: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="cascade-kernel-bytes-") as tmp:
+        events = sim_events(rounds, Path(tmp))
+        results = [e for e in events if isinstance(e, ev.KernelFinished)]
+        n = len(results)
+        print(f"{n} kernel results, {len(events)} events")
+        fields = field_bytes(results)
+        print(f"stream: {fields['stored']:.0f} B per kernel result as stored; of it " + ", ".join(f"{k} {v:.0f} B" for k, v in fields.items() if k != "stored"))
+        everything = sum(stored_bytes(e) for e in events)
+        print(f"stream, every event of the sim: {everything / n:.0f} B per kernel")
+        kinds = value_kinds(results)
+        total = sum(kinds.values())
+        print(f"map values: {total / n:.0f} per kernel; " + ", ".join(f"{k} {v / total:.1%}" for k, v in kinds.most_common()))
+        own = per_kernel_kinds(results)
+        total_own = sum(own.values())
+        if total_own:
+            print("per-kernel differences: " + ", ".join(f"{k} {v / total_own:.1%}" for k, v in own.most_common()))
+        cpu, size, blocks, columns = project(events, batch, Path(tmp) / "readmodel.duckdb")
+        print(f"read model: {size / n:.0f} B per kernel ({size / 1e6:.1f} MB); projector {cpu * 1e3 / n:.3f} ms CPU per kernel ({batch} events a batch)")
+        print("  " + ", ".join(f"{t} {b / n:.0f} B" for t, b in blocks if b))
+        print("  kernel_stats by column: " + ", ".join(f"{c} {b / n:.0f} B" for c, b in sorted(columns.items(), key=lambda c: -c[1])))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3384)
+    parser.add_argument("--batch", type=int, default=16)
+    main(**vars(parser.parse_args()))
