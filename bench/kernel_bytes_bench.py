@@ -19,7 +19,6 @@ import argparse
 import math
 import sys
 import tempfile
-import time
 from array import array
 from collections import Counter
 from pathlib import Path
@@ -33,28 +32,9 @@ sys.path.insert(0, str(REPO))
 from cascade_core import events as ev  # noqa: E402
 from cascade_core import packed_stats  # noqa: E402
 from cascade_nats import deflated, subjects  # noqa: E402
-from cascade_sim import samples  # noqa: E402
-from cascade_sim.sim_report import Job  # noqa: E402
-from projections.projector import RowCache, apply_frames, connect  # noqa: E402
 
 sys.path.insert(1, str(REPO / "bench"))
-from runner_bench import LOG_NAME, big_log  # noqa: E402
-
-
-def sim_events(rounds: int, tmp: Path) -> list[ev.Event]:
-    """The sample combo run's first events and one sim's for the big log of `rounds`."""
-    sample = samples.recorded("combo-titanx", "combo-vec-mm-xz", LOG_NAME)
-    first_claim = next(i for i, e in enumerate(sample.events) if isinstance(e, ev.SimClaimed))
-    head, created = sample.events[:first_claim], sample.events[first_claim - 1]
-    assert isinstance(created, ev.RunCreated)
-    path = tmp / LOG_NAME
-    big_log(path, rounds=rounds)
-    clock = samples._Clock("bench", samples.SAMPLE_AT)  # noqa: SLF001 - the samples' own ids and times
-    job = Job(
-        run_id=created.run_id, sim_id=created.sims[0].sim_id, attempt=1, trace_id=created.trace_id, gpu_config=samples.TITANX,
-        kernels_total=created.kernels_total,
-    )
-    return head + samples._replayed_sim(clock, job, path.read_text(), {})  # noqa: SLF001 - as the samples replay a log
+from projector_bench import project, sim_events  # noqa: E402
 
 
 def stored_bytes(event: ev.Event) -> int:
@@ -145,36 +125,26 @@ def column_bytes(con: duckdb.DuckDBPyConnection, table: str, block_size: int) ->
     return dict(sizes)
 
 
-def project(events: list[ev.Event], batch: int, db: Path) -> tuple[float, int, list[tuple[str, int]], dict[str, int]]:
-    """CPU seconds of the projector's live path over the events, the file's size after a
-    checkpoint, and each table's blocks' bytes."""
-    frames = [(seq, subjects.of(e).encode(), ev.encode(e)) for seq, e in enumerate(events, 1)]
-    con = connect(db)
-    try:
-        cache = RowCache()
-        started = time.process_time()
-        for i in range(0, len(frames), batch):
-            _, rest = apply_frames(con, frames[i : i + batch], None, cache)
-            assert rest is None
-        cpu = time.process_time() - started
-        con.execute("CHECKPOINT")
+def read_model(events: list[ev.Event], batch: int, db: Path) -> tuple[float, int, list[tuple[str, int]], dict[str, int]]:
+    """The projector's CPU seconds over the events (`projector_bench.project`), the file's
+    size after a checkpoint, each table's blocks' bytes, and kernel_stats' by column."""
+    cpu, size = project([(seq, subjects.of(e).encode(), ev.encode(e)) for seq, e in enumerate(events, 1)], batch, db)
+    with duckdb.connect(str(db), read_only=True) as con:
         block = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()
+        block_size = block[0] if block else 0
         tables = [t for (t,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()]
         blocks: list[tuple[str, int]] = []
         for table in tables:
             (count,) = con.execute(
                 f"SELECT count(DISTINCT block_id) FROM pragma_storage_info('{table}') WHERE block_id >= 0"  # noqa: S608 - names from the catalog
             ).fetchone() or (0,)
-            blocks.append((table, count * (block[0] if block else 0)))
-        columns = column_bytes(con, "kernel_stats", block[0] if block else 0)
-        return cpu, db.stat().st_size, sorted(blocks, key=lambda b: -b[1]), columns
-    finally:
-        con.close()
+            blocks.append((table, count * block_size))
+        return cpu, size, sorted(blocks, key=lambda b: -b[1]), column_bytes(con, "kernel_stats", block_size)
 
 
 def main(rounds: int, batch: int) -> None:
     with tempfile.TemporaryDirectory(prefix="cascade-kernel-bytes-") as tmp:
-        events = sim_events(rounds, Path(tmp))
+        events, _ = sim_events(0, Path(tmp), rounds=rounds)
         results = [e for e in events if isinstance(e, ev.KernelFinished)]
         n = len(results)
         print(f"{n} kernel results, {len(events)} events")
@@ -189,7 +159,7 @@ def main(rounds: int, batch: int) -> None:
         total_own = sum(own.values())
         if total_own:
             print("per-kernel differences: " + ", ".join(f"{k} {v / total_own:.1%}" for k, v in own.most_common()))
-        cpu, size, blocks, columns = project(events, batch, Path(tmp) / "readmodel.duckdb")
+        cpu, size, blocks, columns = read_model(events, batch, Path(tmp) / "readmodel.duckdb")
         print(f"read model: {size / n:.0f} B per kernel ({size / 1e6:.1f} MB); projector {cpu * 1e3 / n:.3f} ms CPU per kernel ({batch} events a batch)")
         print("  " + ", ".join(f"{t} {b / n:.0f} B" for t, b in blocks if b))
         print("  kernel_stats by column: " + ", ".join(f"{c} {b / n:.0f} B" for c, b in sorted(columns.items(), key=lambda c: -c[1])))
