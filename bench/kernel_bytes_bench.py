@@ -3,7 +3,7 @@
 sim's events, as `projector_bench.py` makes them, then through the projector's live path into
 a fresh DuckDB file.
 
-    .venv/bin/python bench/kernel_bytes_bench.py [--rounds 3384] [--batch 16]
+    .venv/bin/python bench/kernel_bytes_bench.py [--rounds 3384] [--batch 16] [--no-values]
 
 Reports, per kernel result: its event's bytes as stored in JetStream (the payload, its subject
 and its `Nats-Msg-Id` header; nats-server's own record framing not counted) and each field's
@@ -142,7 +142,7 @@ def read_model(events: list[ev.Event], batch: int, db: Path) -> tuple[float, int
         return cpu, size, sorted(blocks, key=lambda b: -b[1]), column_bytes(con, "kernel_stats", block_size)
 
 
-def main(rounds: int, batch: int) -> None:
+def main(rounds: int, batch: int, values: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="cascade-kernel-bytes-") as tmp:
         events, _ = sim_events(0, Path(tmp), rounds=rounds)
         results = [e for e in events if isinstance(e, ev.KernelFinished)]
@@ -152,6 +152,8 @@ def main(rounds: int, batch: int) -> None:
         print(f"stream: {fields['stored']:.0f} B per kernel result as stored; of it " + ", ".join(f"{k} {v:.0f} B" for k, v in fields.items() if k != "stored"))
         everything = sum(stored_bytes(e) for e in events)
         print(f"stream, every event of the sim: {everything / n:.0f} B per kernel")
+        if not values:
+            return read_model_lines(events, batch, Path(tmp), n)
         kinds = value_kinds(results)
         total = sum(kinds.values())
         print(f"map values: {total / n:.0f} per kernel; " + ", ".join(f"{k} {v / total:.1%}" for k, v in kinds.most_common()))
@@ -159,14 +161,19 @@ def main(rounds: int, batch: int) -> None:
         total_own = sum(own.values())
         if total_own:
             print("per-kernel differences: " + ", ".join(f"{k} {v / total_own:.1%}" for k, v in own.most_common()))
-        cpu, size, blocks, columns = read_model(events, batch, Path(tmp) / "readmodel.duckdb")
-        print(f"read model: {size / n:.0f} B per kernel ({size / 1e6:.1f} MB); projector {cpu * 1e3 / n:.3f} ms CPU per kernel ({batch} events a batch)")
-        print("  " + ", ".join(f"{t} {b / n:.0f} B" for t, b in blocks if b))
-        print("  kernel_stats by column: " + ", ".join(f"{c} {b / n:.0f} B" for c, b in sorted(columns.items(), key=lambda c: -c[1])))
+        read_model_lines(events, batch, Path(tmp), n)
+
+
+def read_model_lines(events: list[ev.Event], batch: int, tmp: Path, kernels: int) -> None:
+    cpu, size, blocks, columns = read_model(events, batch, tmp / "readmodel.duckdb")
+    print(f"read model: {size / kernels:.0f} B per kernel ({size / 1e6:.1f} MB); projector {cpu * 1e3 / kernels:.3f} ms CPU per kernel ({batch} events a batch)")
+    print("  " + ", ".join(f"{t} {b / kernels:.0f} B" for t, b in blocks if b))
+    print("  kernel_stats by column: " + ", ".join(f"{c} {b / kernels:.0f} B" for c, b in sorted(columns.items(), key=lambda c: -c[1])))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3384)
     parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--values", action=argparse.BooleanOptionalAction, default=True, help="what the values are (a minute or two)")
     main(**vars(parser.parse_args()))
