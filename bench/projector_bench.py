@@ -33,14 +33,15 @@ sys.path.insert(1, str(REPO / "bench"))
 from runner_bench import LOG_NAME, big_log  # noqa: E402
 
 
-def sim_events(size_mb: int, tmp: Path) -> tuple[list[ev.Event], int]:
-    """The sample combo trace and run, and one sim's events for a log of `size_mb`."""
+def sim_events(size_mb: int, tmp: Path, rounds: int = 1) -> tuple[list[ev.Event], int]:
+    """The sample combo trace and run, and one sim's events for a log of `size_mb` and at
+    least `rounds` of the kernel section (`big_log`)."""
     sample = samples.recorded("combo-titanx", "combo-vec-mm-xz", LOG_NAME)
     first_claim = next(i for i, e in enumerate(sample.events) if isinstance(e, ev.SimClaimed))
     head, created = sample.events[:first_claim], sample.events[first_claim - 1]
     assert isinstance(created, ev.RunCreated)
     path = tmp / LOG_NAME
-    big_log(path, size=size_mb * 1024 * 1024)
+    big_log(path, size=size_mb * 1024 * 1024, rounds=rounds)
     text = path.read_text()
     clock = samples._Clock("bench", samples.SAMPLE_AT)  # noqa: SLF001 - the samples' own ids and times
     job = Job(

@@ -4,10 +4,11 @@ JSON text.
 
 A map is its names and its values. The names of maps of one config and kernel are the same
 and most of a map's bytes (an SM7_QV100 map has 9,235 names, 363 KB as text), so they travel
-as one text per set of names: base64 of the zlib of the names joined by newlines (36 KB),
-made once per set by the runner and read once per set by the projector, which knows a set
-again by that text. The values are float64s, compressed with zlib (74 KB, 3 KB compressed:
-most are small whole numbers). A value that is text (`kernel_name`, `none`) or null is a nan
+as one text per set of names: base64 of the xz (LZMA) of the names joined by newlines, made
+once per set by the runner and read once per set by the projector, which knows a set again by
+that text. Older events hold the names' zlib there instead (36 KB for those names): the first
+bytes tell which (an xz stream starts with its magic). The values are float64s, compressed
+with zlib (74 KB, 3 KB compressed: most are small whole numbers). A value that is text (`kernel_name`, `none`) or null is a nan
 there, and its text, or None, is in `texts` by position. bench/README.md has the numbers: an
 SM7_QV100 kernel result is 56 KB instead of 426 KB of JSON.
 """
@@ -15,6 +16,7 @@ SM7_QV100 kernel result is 56 KB instead of 426 KB of JSON.
 from __future__ import annotations
 
 import base64
+import lzma
 import math
 import sys
 import zlib
@@ -32,10 +34,12 @@ Key = TypeVar("Key")
 Kept = TypeVar("Kept")
 
 # The values are packed once per map, so the fastest level: higher ones cost far more time for
-# little. The names are packed once per set of names and then travel in every result, so their
-# best level (bench/README.md, "The runner's wire").
+# little. The names are packed once per set of names and then travel in every result, so
+# tighter than zlib can: xz at its default preset (its higher ones take longer for little more),
+# with no check (the store keeps an event's bytes whole): under half of zlib's best
+# (bench/README.md, "Bytes per kernel").
 _LEVEL = 1
-_NAMES_LEVEL = 9
+_XZ_MAGIC = b"\xfd7zXZ\x00"
 MAX_SETS = 64  # what a cache by set of names keeps (`kept`): a few MB for SM7_QV100 maps
 
 
@@ -67,13 +71,14 @@ def kept(cache: dict[Key, Kept], key: Key, value: Kept) -> Kept:
 
 
 def names_text(names: tuple[str, ...]) -> str:
-    """The names as `PackedStats.names` holds them."""
+    """The names as `PackedStats.names` holds them: base64 of their xz."""
     same = _texts_of_tuples.get(id(names))
     if same is not None and same[0] is names:
         return same[1]
     known = _texts_of_names.get(names)
     if known is None:
-        packed = base64.b64encode(zlib.compress("\n".join(names).encode(), _NAMES_LEVEL)).decode("ascii")
+        xz = lzma.compress("\n".join(names).encode(), format=lzma.FORMAT_XZ, check=lzma.CHECK_NONE)
+        packed = base64.b64encode(xz).decode("ascii")
         known = kept(_texts_of_names, names, packed)
     kept(_texts_of_tuples, id(names), (names, known))
     return known
@@ -83,7 +88,8 @@ def names_of(stats: PackedStats) -> tuple[str, ...]:
     """The map's names, in its order."""
     known = _names_of_texts.get(stats.names)
     if known is None:
-        text = zlib.decompress(base64.b64decode(stats.names)).decode()
+        packed = base64.b64decode(stats.names)
+        text = (lzma.decompress(packed) if packed.startswith(_XZ_MAGIC) else zlib.decompress(packed)).decode()
         known = kept(_names_of_texts, stats.names, tuple(text.split("\n")) if text else ())
     return known
 
