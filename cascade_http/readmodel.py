@@ -4,7 +4,7 @@ are `cascade_app.reads.read`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from starlette.responses import StreamingResponse
@@ -22,8 +22,13 @@ def attachment(filename: str) -> dict[str, str]:
 
 
 def streamed(
-    c: Cascade, pieces: Callable[..., Iterator[bytes]], *args: Any, media_type: str, filename: str | None = None
+    c: Cascade,
+    pieces: Callable[..., Iterator[bytes]],
+    *args: Any,
+    media_type: str,
+    filename: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> StreamingResponse:
     """A response whose body is what `pieces(cursor, *args)` yields, read as it is sent."""
-    headers = attachment(filename) if filename is not None else None
-    return StreamingResponse(_pieces(c, pieces, args), media_type=media_type, headers=headers)
+    every = {**(attachment(filename) if filename is not None else {}), **(headers or {})}
+    return StreamingResponse(_pieces(c, pieces, args), media_type=media_type, headers=every or None)
