@@ -61,13 +61,19 @@ def peak_rss_during(pid: int, work: Callable[[], tuple[int, int]]) -> tuple[int,
     return status, size, time.perf_counter() - started, peak
 
 
-def fetch(base: str, path: str) -> Callable[[], tuple[int, int]]:
+def fetch(base: str, path: str, cap_s: float) -> Callable[[], tuple[int, int]]:
+    """Reads the answer to GET `path`, for at most `cap_s` seconds (then it says so)."""
+
     def work() -> tuple[int, int]:
         size = 0
+        started = time.perf_counter()
         try:
             with httpx.stream("GET", base + path, headers=AUTH, timeout=600) as response:
                 for piece in response.iter_bytes(1 << 20):
                     size += len(piece)
+                    if time.perf_counter() - started > cap_s:
+                        print(f"  {path}: stopped reading at {cap_s:.0f} s, {size / 1e6:,.1f} MB", flush=True)
+                        break
                 return response.status_code, size
         except httpx.HTTPError as err:
             print(f"  {path}: {type(err).__name__} after {size:,} bytes", flush=True)
@@ -76,7 +82,7 @@ def fetch(base: str, path: str) -> Callable[[], tuple[int, int]]:
     return work
 
 
-def main(sims: int, kernels: int, keep: Path | None, db_memory_bytes: int | None) -> None:
+def main(sims: int, kernels: int, keep: Path | None, db_memory_bytes: int | None, cap_s: float, only: str | None) -> None:
     home = keep or Path(tempfile.mkdtemp(prefix="cascade-pages-bench-"))
     env = {**os.environ, "CASCADE_TOKEN": TOKEN}
     reuse = (home / "data").exists()
@@ -120,8 +126,8 @@ def main(sims: int, kernels: int, keep: Path | None, db_memory_bytes: int | None
         ]
         print(f"serve's RSS before: {rss_mib(server.pid):.0f} MiB", flush=True)
         print("| route | status | s | MB | serve peak RSS MiB |\n|---|---|---|---|---|")
-        for path in paths:
-            status, size, seconds, peak = peak_rss_during(server.pid, fetch(base, path))
+        for path in (p for p in paths if only is None or only in p):
+            status, size, seconds, peak = peak_rss_during(server.pid, fetch(base, path, cap_s))
             shown = path.replace(run_id, "{run}").replace(sim_id, "{sim}")
             print(f"| `{shown}` | {status} | {seconds:.1f} | {size / 1e6:,.1f} | {peak:.0f} |", flush=True)
     finally:
@@ -137,5 +143,7 @@ if __name__ == "__main__":
     parser.add_argument("--kernels", type=int, default=10152)
     parser.add_argument("--keep", type=Path, help="keep the data dir here, or reuse the one it holds")
     parser.add_argument("--db-memory-bytes", type=int, help="serve's DuckDB budget (default: serve's, 64 MiB)")
+    parser.add_argument("--cap-seconds", type=float, default=3600.0, help="stop reading an answer after this long (its MB/s tell the rest)")
+    parser.add_argument("--only", help="only the routes whose path holds this text")
     args = parser.parse_args()
-    main(args.sims, args.kernels, args.keep, args.db_memory_bytes)
+    main(args.sims, args.kernels, args.keep, args.db_memory_bytes, args.cap_seconds, args.only)

@@ -339,13 +339,18 @@ def kernel_pieces(
     yield b"[]" if separator == b"[" else b"]"
 
 
+# Kernels whose full maps one piece of an answer holds: a piece is held several times over (as
+# maps, encoded, joined), so it is what an answer with maps costs in memory.
+MAPS_AT_ONCE = 64
+
+
 def _kernel_parts(con: Con, run: RunSummary, sim_ids: Sequence[str], page: Page) -> Iterator[list[tuple[Any, ...]]]:
     """The `page` of the sims' kernels' records of `_kernels` with totals, as lists of at most
-    `stats_maps.KERNELS_AT_ONCE`: each read whole, since the maps' query cannot share the
-    connection with a result still being read, and none more, so memory stays that of one part."""
+    `MAPS_AT_ONCE`: each read whole, since the maps' query cannot share the connection with a
+    result still being read, and none more, so memory stays that of one part."""
     start, end = page.offset, None if page.limit is None else page.offset + page.limit
     while end is None or start < end:
-        size = stats_maps.KERNELS_AT_ONCE if end is None else min(stats_maps.KERNELS_AT_ONCE, end - start)
+        size = MAPS_AT_ONCE if end is None else min(MAPS_AT_ONCE, end - start)
         part = _kernels(con, run, sim_ids, totals=True, page=Page(start, size)).fetchall()
         if part:
             yield part
