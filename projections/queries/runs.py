@@ -331,7 +331,9 @@ def kernel_pieces(
             separator = b","
     else:
         only = HEADLINE_STATS if stats == "headline" else None
-        for part in _kernel_parts(con, run, sim_ids, page):
+        # Headline maps are small: a part can be as many kernels as one query of rows reads.
+        at_once = MAPS_AT_ONCE if only is None else stats_maps.KERNELS_AT_ONCE
+        for part in _kernel_parts(con, run, sim_ids, page, at_once):
             totals = {r[_SEQ]: _totals(r) for r in part if r[_SEQ + 1] is not None}
             by_seq = stats_maps.kernel_maps(con, [r[_SEQ] for r in part], maps, totals, only)
             yield separator + _encoder.encode([_kernel_stat(r, msgspec.Raw(by_seq.get(r[_SEQ], b"{}"))) for r in part])[1:-1]
@@ -344,13 +346,13 @@ def kernel_pieces(
 MAPS_AT_ONCE = 64
 
 
-def _kernel_parts(con: Con, run: RunSummary, sim_ids: Sequence[str], page: Page) -> Iterator[list[tuple[Any, ...]]]:
+def _kernel_parts(con: Con, run: RunSummary, sim_ids: Sequence[str], page: Page, at_once: int) -> Iterator[list[tuple[Any, ...]]]:
     """The `page` of the sims' kernels' records of `_kernels` with totals, as lists of at most
-    `MAPS_AT_ONCE`: each read whole, since the maps' query cannot share the connection with a
+    `at_once`: each read whole, since the maps' query cannot share the connection with a
     result still being read, and none more, so memory stays that of one part."""
     start, end = page.offset, None if page.limit is None else page.offset + page.limit
     while end is None or start < end:
-        size = MAPS_AT_ONCE if end is None else min(MAPS_AT_ONCE, end - start)
+        size = at_once if end is None else min(at_once, end - start)
         part = _kernels(con, run, sim_ids, totals=True, page=Page(start, size)).fetchall()
         if part:
             yield part
