@@ -15,7 +15,9 @@ from cascade_http.responses import ApiError
 from projections.queries.runs import Page, StatsChoice
 
 LIMIT_MAX = 10000
-_WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
+_WHOLE_NUMBER = re.compile(r"[0-9]+")
+# Past any run's kernels, and within SQL's integers: a longer number counts as this.
+_BEYOND = 10**18
 STATS_CHOICES: tuple[str, ...] = get_args(StatsChoice)
 
 PAGE_QUERY = {
@@ -40,10 +42,11 @@ def _whole(request: Request, name: str, least: int, most: int | None) -> int | N
     text = _once(request, name)
     if text is None:
         return None
-    if not _WHOLE_NUMBER.fullmatch(text) or int(text) < least or (most is not None and int(text) > most):
+    value = (int(text) if len(text) < len(str(_BEYOND)) else _BEYOND) if _WHOLE_NUMBER.fullmatch(text) else None
+    if value is None or value < least or (most is not None and value > most):
         upto = f" to {most}" if most is not None else " or more"
         raise ApiError(400, f"{name} must be a whole number from {least}{upto}, not {text!r}")
-    return int(text)
+    return value
 
 
 def page_asked(request: Request) -> Page | None:
