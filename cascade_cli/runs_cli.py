@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import sys
+import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, TextIO, TypeVar
@@ -19,7 +21,7 @@ import msgspec
 
 from cascade_app.config import ConfigError
 from cascade_cli import run_watch, runs_text
-from cascade_cli.client import ApiClient
+from cascade_cli.client import READ_SIZE, ApiClient
 from cascade_cli.locate import api_client
 from cascade_core.ids import is_file_name
 from cascade_api.models import Comparison, ReferenceComparison, RunDetail, RunFile, RunSummary
@@ -222,10 +224,14 @@ def reference(args: argparse.Namespace) -> int:
 def results(args: argparse.Namespace) -> int:
     """Download the run's results, and each sim's results, log and output files:
 
-        DIR/results.json
+        DIR/run.json               the run's results, each sim's kernels left out
+        DIR/results.json           the run's results whole, when it has at most WHOLE_JSON_KERNELS kernels
         DIR/<sim>/results.json
         DIR/<sim>/simulator.log
         DIR/<sim>/files/<name>
+
+    The sims' results come in one zip (GET /api/runs/{id}/results?format=zip), each file as
+    GET /api/sims/{id}/results answers it.
     """
     client = api_client(args)
     run = quoted_id(args.run_id)
@@ -234,15 +240,54 @@ def results(args: argparse.Namespace) -> int:
     if detail.state == "active":
         print(f"cascade: run {detail.id} is still active: these are its results so far", file=sys.stderr)
     out = Path(args.output or detail.id)
-    saved = [_save(client, f"/api/runs/{run}/results", out, "results.json")]
+    saved = _unzipped(client, f"/api/runs/{run}/results?format=zip", out)
+    if sum(sim.kernels_done for sim in detail.sims) <= WHOLE_JSON_KERNELS:
+        saved.append(_save(client, f"/api/runs/{run}/results", out, "results.json"))
     for sim in detail.sims:
         sim_dir = out / _safe(sim.id)
-        saved.append(_save(client, f"/api/sims/{quoted_id(sim.id)}/results", sim_dir, "results.json"))
         saved.append(_save(client, f"/api/sims/{quoted_id(sim.id)}/log", sim_dir, "simulator.log"))
         for file in (f for f in files if f.sim_id == sim.id):
             saved.append(_save(client, f"/api/sims/{quoted_id(sim.id)}/files/{quoted_id(file.name)}", sim_dir / "files", _safe(file.name)))
     print(f"{len(saved)} files, {sum(saved):,} bytes, in {out}")
     return 0
+
+
+# Past this many kernels the run's results as one JSON file (every sim's again) cost more than
+# they are worth: run.json and the sims' files hold the same.
+WHOLE_JSON_KERNELS = 1000
+_SIM_FILE = re.compile(r"[^/]+/r[0-9]+/(?P<sim>[^/]+)-results\.json")
+
+
+def _unzipped(client: ApiClient, path: str, out: Path) -> list[int]:
+    """The zip of a run's results, downloaded beside `out` and unpacked into it: run.json, and
+    each sim's file as <sim>/results.json; the sizes of the files written."""
+    archive_path = out / ".results.zip"
+    _download(client, path, archive_path)
+    sizes = []
+    try:
+        with zipfile.ZipFile(archive_path) as archive:
+            for member in archive.infolist():
+                sim = _SIM_FILE.fullmatch(member.filename)
+                if member.filename != "run.json" and sim is None:
+                    continue  # a file this CLI does not know yet
+                target = out / "run.json" if sim is None else out / _safe(sim["sim"]) / "results.json"
+                sizes.append(_written(archive, member, target))
+    except zipfile.BadZipFile as err:
+        raise ConfigError(f"GET {path}: the zip is broken ({err})") from err
+    finally:
+        archive_path.unlink(missing_ok=True)
+    return sizes
+
+
+def _written(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path) -> int:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with archive.open(member) as source, target.open("wb") as written:
+            shutil.copyfileobj(source, written, READ_SIZE)
+    except OSError as err:
+        raise ConfigError(f"{target}: {err.strerror or err}") from err
+    print(f"{target}  {member.file_size:,} bytes", flush=True)
+    return member.file_size
 
 
 def _safe(name: str) -> str:
@@ -253,10 +298,14 @@ def _safe(name: str) -> str:
 
 
 def _save(client: ApiClient, path: str, directory: Path, name: str) -> int:
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        size = client.download(path, directory / name)
-    except OSError as err:
-        raise ConfigError(f"{directory / name}: {err.strerror or err}") from err
+    size = _download(client, path, directory / name)
     print(f"{directory / name}  {size:,} bytes", flush=True)
     return size
+
+
+def _download(client: ApiClient, path: str, target: Path) -> int:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return client.download(path, target)
+    except OSError as err:
+        raise ConfigError(f"{target}: {err.strerror or err}") from err

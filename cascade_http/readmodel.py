@@ -4,7 +4,7 @@ advanced in worker threads piece by piece as the response is sent (single reads 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -37,8 +37,13 @@ def attachment(filename: str) -> dict[str, str]:
 
 
 def streamed(
-    c: Cascade, pieces: Callable[..., Iterator[bytes]], *args: Any, media_type: str, filename: str | None = None
+    c: Cascade,
+    pieces: Callable[..., Iterator[bytes]],
+    *args: Any,
+    media_type: str,
+    filename: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> ClosingStreamingResponse:
     """A response whose body is what `pieces(cursor, *args)` yields, read as it is sent."""
-    headers = attachment(filename) if filename is not None else None
-    return ClosingStreamingResponse(_closed_at_the_end(_pieces(c, pieces, args)), media_type=media_type, headers=headers)
+    every = {**(attachment(filename) if filename is not None else {}), **(headers or {})}
+    return ClosingStreamingResponse(_closed_at_the_end(_pieces(c, pieces, args)), media_type=media_type, headers=every or None)

@@ -22,13 +22,14 @@ from cascade_core.gpu_configs import OfferedConfig
 from cascade_core.runs import RunCreate, RunEntries
 from cascade_formats.perfetto import PerfettoTrace, perfetto_trace
 from cascade_formats.timeline import SimStepTimeline
-from cascade_http import run_events
+from cascade_http import paging, run_events
 from cascade_http.bodies import json_body
 from cascade_http.openapi import Query, operation
 from cascade_http.readmodel import streamed
 from cascade_http.responses import ApiError, MsgspecResponse, download, not_found
 from cascade_http.state import cascade
 from projections import export
+from projections.queries import results_files
 from projections.queries import runs as q
 from projections.queries import stats
 
@@ -223,11 +224,21 @@ async def get_stat_values(request: Request) -> Response:
     return MsgspecResponse(await read(c, stats.stat_values, await _run(c, request.path_params["run_id"]), name))
 
 
-@operation(summary="List a run's kernel timings", description="Stats maps are empty.", response=list[KernelStat], errors=NO_RUN)
+@operation(
+    summary="List a run's kernel timings",
+    description="Stats maps are empty. With `offset` or `limit`, one page of the kernels, in the same order.",
+    response=list[KernelStat],
+    query=paging.PAGE_QUERY,
+    errors={400: paging.PAGE_ERROR, **NO_RUN},
+)
 async def list_kernels(request: Request) -> Response:
     c = cascade(request)
+    page = paging.page_asked(request)
     run = await _run(c, request.path_params["run_id"])
-    return streamed(c, q.run_kernel_pieces, run, media_type="application/json")
+    if page is None:
+        return streamed(c, q.run_kernel_pieces, run, media_type="application/json")
+    headers = paging.page_headers(request, page, await read(c, q.run_kernel_count, run))
+    return streamed(c, q.run_kernel_pieces, run, page, media_type="application/json", headers=headers)
 
 
 @operation(summary="List a run's step timing", response=list[SimStepTimeline], errors=NO_RUN)
@@ -238,12 +249,31 @@ async def list_step_timelines(request: Request) -> Response:
     return Response(await c.step_timelines.encoded(detail, times), media_type="application/json")
 
 
-@operation(summary="Download run results", response=RunResults, errors=NO_RUN)
+# Each form of the run's results: how it is made, its media type and its file's extension.
+RESULTS_FORMATS = {
+    "json": (q.run_results_pieces, "application/json", "json"),
+    "zip": (results_files.zip_pieces, "application/zip", "zip"),
+    "ndjson": (results_files.ndjson_pieces, "application/x-ndjson", "ndjson"),
+}
+
+
+@operation(
+    summary="Download run results",
+    description="With `format=zip` or `format=ndjson`, for runs too large for one JSON document, the same results as "
+    "one file per sim, streamed as they are made: a zip (deflated) of `run.json` (the RunResults with each sim's "
+    "`kernels` empty) and `<gpu_config>/r<replica>/<sim_id>-results.json` per sim (each as Download sim results "
+    "answers it), named `<run_id>-results.zip`; or NDJSON, one sim's SimResults a line, named `<run_id>-results.ndjson`.",
+    response=RunResults,
+    other_media_types=("application/zip", "application/x-ndjson"),
+    query={"format": Query(description="`json` (the default), `zip` or `ndjson`.", schema={"type": "string", "enum": list(RESULTS_FORMATS)})},
+    errors={400: "format is not json, zip or ndjson, or is given twice.", **NO_RUN},
+)
 async def run_results(request: Request) -> Response:
     c = cascade(request)
+    pieces, media_type, extension = RESULTS_FORMATS[paging.choice(request, "format", tuple(RESULTS_FORMATS), "json")]
     run = await _run(c, request.path_params["run_id"])
     configs = await c.configs_by_name()
-    return streamed(c, q.run_results_pieces, run, configs, c.stat_names, media_type="application/json", filename=f"{run.id}-results.json")
+    return streamed(c, pieces, run, configs, c.stat_names, media_type=media_type, filename=f"{run.id}-results.{extension}")
 
 
 @operation(

@@ -12,6 +12,7 @@ from cascade_app.service import Cascade
 from cascade_app.sim_logs import log_text
 from cascade_core.ids import is_file_name
 from cascade_api.models import ReferenceComparison, SimFile, SimResults
+from cascade_http import paging
 from cascade_http.openapi import Query, operation
 from cascade_http.readmodel import attachment, streamed
 from cascade_http.responses import ApiError, ClosingStreamingResponse, MsgspecResponse, not_found
@@ -29,13 +30,26 @@ async def _sim(c: Cascade, sim_id: str) -> SimRow:
     return sim
 
 
-@operation(summary="Download sim results", description="Kernels carry their full stats maps.", response=SimResults, errors=NO_SIM)
+@operation(
+    summary="Download sim results",
+    description="Kernels carry their full stats maps, or with `stats` the headline ones or none. With `offset` or "
+    "`limit`, one page of the kernels, by kernel_index; `totals` stay the sim's.",
+    response=SimResults,
+    query={**paging.PAGE_QUERY, "stats": paging.STATS_QUERY},
+    errors={400: f"stats is not none, headline or all, or {paging.PAGE_ERROR}", **NO_SIM},
+)
 async def sim_results(request: Request) -> Response:
     c = cascade(request)
+    page, stats = paging.page_asked(request), paging.stats_asked(request)
     sim = await _sim(c, request.path_params["sim_id"])
     run = await read(c, q.run_summary, sim.run_id)
     configs = await c.configs_by_name()
-    return streamed(c, q.sim_results_pieces, run, sim, configs, c.stat_names, media_type="application/json", filename=f"{sim.id}-results.json")
+    args = (run, sim, configs, c.stat_names, stats, page or q.WHOLE)
+    filename = f"{sim.id}-results.json"
+    if page is None:
+        return streamed(c, q.sim_results_pieces, *args, media_type="application/json", filename=filename)
+    headers = paging.page_headers(request, page, await read(c, q.kernel_count, [sim.id]))
+    return streamed(c, q.sim_results_pieces, *args, media_type="application/json", filename=filename, headers=headers)
 
 
 @operation(

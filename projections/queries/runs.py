@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import duckdb
 import msgspec
@@ -265,15 +265,44 @@ RECOMPUTED_TOTALS = {name: f"CASE WHEN s.split IS NOT NULL OR s.reuse THEN ({tot
 _TOTALS_COLUMNS = "".join(f", {column}" for column in RECOMPUTED_TOTALS.values())
 _SEQ = len(_KERNEL_FIELDS)  # where a record of `_kernels` has its kernel's seq
 
+StatsChoice = Literal["none", "headline", "all"]
+# The stats the runs and compare views show: a kernel's own cycles, instructions and IPC, and
+# the sim's running totals of them.
+HEADLINE_STATS = ("gpu_sim_cycle", "gpu_sim_insn", "gpu_ipc", *_RUNNING_TOTALS)
 
-def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, totals: bool = False) -> duckdb.DuckDBPyConnection:
+
+class Page(msgspec.Struct, frozen=True):
+    """Which of an answer's kernels it holds, in the answer's order: from the `offset`th
+    (counting from 0), at most `limit` of them (every one left: None)."""
+
+    offset: int = 0
+    limit: int | None = None
+
+
+WHOLE = Page()
+
+
+def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, totals: bool = False, page: Page = WHOLE) -> duckdb.DuckDBPyConnection:
     """The given sims' kernels' columns of `_KERNEL_COLUMNS`, then each one's seq, then if
-    `totals` its `_RUNNING_TOTALS` (null but in a split or reusing sim)."""
+    `totals` its `_RUNNING_TOTALS` (null but in a split or reusing sim), the `page` of them.
+    The totals run over every kernel of a sim, whatever the page (SQL windows come before LIMIT)."""
+    paged = "" if page.limit is None else f" LIMIT {page.limit:d}"
     return con.execute(
         f"SELECT {_KERNEL_COLUMNS}, k.seq{_TOTALS_COLUMNS if totals else ''} FROM {CURRENT_KERNELS} "
-        "WHERE k.sim_id IN (SELECT unnest(?)) ORDER BY list_position(?, s.gpu_config), s.replica, k.kernel_index",
+        f"WHERE k.sim_id IN (SELECT unnest(?)) ORDER BY list_position(?, s.gpu_config), s.replica, k.kernel_index{paged} OFFSET {page.offset:d}",
         [list(sim_ids), configs(run)],
     )
+
+
+def kernel_count(con: Con, sim_ids: Sequence[str]) -> int:
+    """How many kernels the given sims have finished (their current attempts')."""
+    ((count,),) = con.execute(f"SELECT count(*) FROM {CURRENT_KERNELS} WHERE k.sim_id IN (SELECT unnest(?))", [list(sim_ids)]).fetchall()
+    return int(count)
+
+
+def run_kernel_count(con: Con, run: RunSummary) -> int:
+    with snapshot(con):
+        return kernel_count(con, [s.id for s in sim_rows(con, run)])
 
 
 def _kernel_stat(record: tuple[Any, ...], stats: dict[str, StatValue] | msgspec.Raw) -> KernelStat:
@@ -288,27 +317,48 @@ def kernel_stats(con: Con, run: RunSummary) -> list[KernelStat]:
         return [_kernel_stat(r, {}) for r in _kernels(con, run, [s.id for s in sim_rows(con, run)]).fetchall()]
 
 
-def kernel_pieces(con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats_maps.Names | None = None) -> Iterator[bytes]:
-    """The JSON list of the given sims' KernelStats, in pieces, by config, replica and
-    kernel_index; each with its full stats map given the read model's stat names (`maps`),
-    or with `{}`."""
-    result = _kernels(con, run, sim_ids, totals=maps is not None)
+def kernel_pieces(
+    con: Con, run: RunSummary, sim_ids: Sequence[str], maps: stats_maps.Names | None = None, stats: StatsChoice = "all", page: Page = WHOLE
+) -> Iterator[bytes]:
+    """The JSON list of the `page` of the given sims' KernelStats, in pieces, by config,
+    replica and kernel_index; each with its stats map (`stats`: all of it, its
+    `HEADLINE_STATS` or none) given the read model's stat names (`maps`), or with `{}`."""
     separator = b"["
-    if maps is None:
+    if maps is None or stats == "none":
+        result = _kernels(con, run, sim_ids, page=page)
         while records := result.fetchmany(BATCH):
             yield separator + _encoder.encode([_kernel_stat(r, _EMPTY_STATS) for r in records])[1:-1]
             separator = b","
     else:
-        # Every kernel first (a sim's are few): the maps' query cannot share the connection
-        # with a result still being read.
-        records = result.fetchall()
-        for i in range(0, len(records), stats_maps.KERNELS_AT_ONCE):
-            part = records[i : i + stats_maps.KERNELS_AT_ONCE]
+        only = HEADLINE_STATS if stats == "headline" else None
+        # Headline maps are small: a part can be as many kernels as one query of rows reads.
+        at_once = MAPS_AT_ONCE if only is None else stats_maps.KERNELS_AT_ONCE
+        for part in _kernel_parts(con, run, sim_ids, page, at_once):
             totals = {r[_SEQ]: _totals(r) for r in part if r[_SEQ + 1] is not None}
-            by_seq = stats_maps.kernel_maps(con, [r[_SEQ] for r in part], maps, totals)
+            by_seq = stats_maps.kernel_maps(con, [r[_SEQ] for r in part], maps, totals, only)
             yield separator + _encoder.encode([_kernel_stat(r, msgspec.Raw(by_seq.get(r[_SEQ], b"{}"))) for r in part])[1:-1]
             separator = b","
     yield b"[]" if separator == b"[" else b"]"
+
+
+# Kernels whose full maps one piece of an answer holds: a piece is held several times over (as
+# maps, encoded, joined), so it is what an answer with maps costs in memory.
+MAPS_AT_ONCE = 64
+
+
+def _kernel_parts(con: Con, run: RunSummary, sim_ids: Sequence[str], page: Page, at_once: int) -> Iterator[list[tuple[Any, ...]]]:
+    """The `page` of the sims' kernels' records of `_kernels` with totals, as lists of at most
+    `at_once`: each read whole, since the maps' query cannot share the connection with a
+    result still being read, and none more, so memory stays that of one part."""
+    start, end = page.offset, None if page.limit is None else page.offset + page.limit
+    while end is None or start < end:
+        size = at_once if end is None else min(at_once, end - start)
+        part = _kernels(con, run, sim_ids, totals=True, page=Page(start, size)).fetchall()
+        if part:
+            yield part
+        if len(part) < size:
+            return
+        start += size
 
 
 def _totals(record: tuple[Any, ...]) -> dict[str, float]:
@@ -316,9 +366,9 @@ def _totals(record: tuple[Any, ...]) -> dict[str, float]:
     return {name: total for name, total in zip(_RUNNING_TOTALS, record[_SEQ + 1 :]) if total is not None}
 
 
-def run_kernel_pieces(con: Con, run: RunSummary) -> Iterator[bytes]:
+def run_kernel_pieces(con: Con, run: RunSummary, page: Page = WHOLE) -> Iterator[bytes]:
     with snapshot(con):
-        yield from kernel_pieces(con, run, [s.id for s in sim_rows(con, run)])
+        yield from kernel_pieces(con, run, [s.id for s in sim_rows(con, run)], page=page)
 
 
 class _Real(msgspec.Struct, frozen=True, kw_only=True):
@@ -663,26 +713,44 @@ def _json_list(items: Iterable[Iterator[bytes]]) -> Iterator[bytes]:
     yield b"]"
 
 
-def _sim_results(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
+def _sim_outline(run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig]) -> SimResults:
+    """A sim's results without its kernels."""
     view = sim_from_row(sim)
-    results = SimResults(sim=view, trace_id=run.trace_id, gpu_config=gpu_configs.get(sim.gpu_config), kernels=[], totals=view.latest)
-    return _around(results, "kernels", kernel_pieces(con, run, [sim.id], maps))
+    return SimResults(sim=view, trace_id=run.trace_id, gpu_config=gpu_configs.get(sim.gpu_config), kernels=[], totals=view.latest)
 
 
-def sim_results_pieces(con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
-    """A SimResults as JSON pieces, its kernels with their full stats maps."""
+def sim_results_json(
+    con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names, stats: StatsChoice = "all", page: Page = WHOLE
+) -> Iterator[bytes]:
+    """A SimResults as JSON pieces, the `page` of its kernels with their `stats`, read in the
+    caller's transaction."""
+    return _around(_sim_outline(run, sim, gpu_configs), "kernels", kernel_pieces(con, run, [sim.id], maps, stats, page))
+
+
+def sim_results_pieces(
+    con: Con, run: RunSummary, sim: SimRow, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names, stats: StatsChoice = "all", page: Page = WHOLE
+) -> Iterator[bytes]:
+    """A SimResults as JSON pieces, the `page` of its kernels with their `stats` (full maps by default)."""
     with snapshot(con):
-        yield from _sim_results(con, run, sim, gpu_configs, maps)
+        yield from sim_results_json(con, run, sim, gpu_configs, maps, stats, page)
+
+
+def run_outline(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig]) -> tuple[RunResults, list[SimRow]]:
+    """The run's RunResults with each sim's results but none of their kernels, and its sims'
+    rows, read in the caller's transaction."""
+    trace = _trace_detail(con, run)
+    sims = sim_rows(con, run)
+    outlines = [_sim_outline(run, s, gpu_configs) for s in sims]
+    return RunResults(run=run, trace=trace, sims=outlines, comparison=comparison(con, run, trace.has_real_timing)), sims
 
 
 def run_results_pieces(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
     """A RunResults as JSON pieces: the run, its trace in detail, each sim's results with
     full stats maps, and the comparison."""
     with snapshot(con):
-        trace = _trace_detail(con, run)
-        sims = sim_rows(con, run)
-        results = RunResults(run=run, trace=trace, sims=[], comparison=comparison(con, run, trace.has_real_timing))
-        yield from _around(results, "sims", _json_list(_sim_results(con, run, s, gpu_configs, maps) for s in sims))
+        outline, sims = run_outline(con, run, gpu_configs)
+        sims_json = _json_list(sim_results_json(con, run, s, gpu_configs, maps) for s in sims)
+        yield from _around(msgspec.structs.replace(outline, sims=[]), "sims", sims_json)
 
 
 # --- log and files -------------------------------------------------------------------------

@@ -12,7 +12,7 @@ ids past those known turn up.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import cast
 
 import duckdb
@@ -78,17 +78,25 @@ def kernel_map(con: duckdb.DuckDBPyConnection, seq: int, names: Names) -> bytes:
 
 
 def kernel_maps(
-    con: duckdb.DuckDBPyConnection, seqs: Iterable[int], names: Names, replaced: Mapping[int, Mapping[str, float]] | None = None
+    con: duckdb.DuckDBPyConnection,
+    seqs: Iterable[int],
+    names: Names,
+    replaced: Mapping[int, Mapping[str, float]] | None = None,
+    only: Sequence[str] | None = None,
 ) -> dict[int, bytes]:
     """The maps of the kernels whose kernels rows have these seqs, by seq; a kernel without
     one has none here. A value `replaced` gives a kernel's seq stands in for the one of its
-    name in its map, in the same place."""
+    name in its map, in the same place. With `only`, each map holds just those of its names."""
     found: dict[int, bytes] = {}
     wanted = list(seqs)
+    among = "" if only is None else " AND stat IN (SELECT id FROM stat_names WHERE name IN (SELECT unnest($only)))"
     for i in range(0, len(wanted), KERNELS_AT_ONCE):
+        params: dict[str, object] = {"seqs": wanted[i : i + KERNELS_AT_ONCE]}
+        if only is not None:
+            params["only"] = list(only)
         rows = con.sql(
-            "SELECT seq, stat, coalesce(printed_total, value), text FROM kernel_stats WHERE seq IN (SELECT unnest($seqs)) ORDER BY seq, rowid",
-            params={"seqs": wanted[i : i + KERNELS_AT_ONCE]},
+            f"SELECT seq, stat, coalesce(printed_total, value), text FROM kernel_stats WHERE seq IN (SELECT unnest($seqs)){among} ORDER BY seq, rowid",
+            params=params,
         ).to_arrow_table()
         found.update(_maps(con, rows, names, replaced or {}))
     return found

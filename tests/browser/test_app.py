@@ -239,6 +239,11 @@ def test_upload_run_watch_timeline_compare_and_perfetto(page: Any, cascade: Live
     perfetto = json.loads(download.value.path().read_text())
     assert download.value.suggested_filename == f"{run_id}-perfetto.json"
     assert len([e for e in perfetto["traceEvents"] if e["ph"] == "X"]) == 9
+    # A run this small downloads its results as one JSON document.
+    with page.expect_download() as download:
+        page.click(f"button[data-download='/api/runs/{run_id}/results']:has-text('Results JSON')")
+    assert download.value.suggested_filename == f"{run_id}-results.json"
+    assert len(json.loads(download.value.path().read_text())["sims"]) == 3
 
     # The runs list shows it, filtered by trace.
     page.goto(f"{cascade.url}/#/runs?trace=combo-vec-mm-xz")
@@ -618,6 +623,12 @@ def test_ten_thousand_kernels_stay_smooth(page: Any, cascade: LiveServer) -> Non
     assert page.locator("#compare-table .vt-row").count() < 60
     page.click("a[data-tab=sims]")
     page.wait_for_selector("#sims-table tbody[data-sim] .progress-text:has-text('10,000 / 10,000')")
+    # Too large for one JSON document: the Results button downloads the zip of a file per sim.
+    results = page.locator(f"button[data-download='/api/runs/{run_id}/results?format=zip']")
+    assert results.inner_text() == "Results zip"
+    with page.expect_download() as downloaded:
+        results.click()
+    assert downloaded.value.suggested_filename == f"{run_id}-results.zip"
 
 
 def test_the_web_apps_sim_states_are_the_cores(page: Any, cascade: LiveServer) -> None:

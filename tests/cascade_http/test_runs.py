@@ -8,8 +8,10 @@ Read-only routes share one world built once (`world`); commands get a fresh serv
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import time
+import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -428,6 +430,112 @@ def test_sim_results(world: TestClient) -> None:
     assert_shows(response.json(), example("Download sim results"))
     response = world.get("/api/sims/sim-000000000000/results")
     assert (response.status_code, response.json()) == (404, {"detail": "sim sim-000000000000 not found"})
+
+
+def _pages(client: TestClient, path: str, limit: int, field: str | None = None) -> tuple[list[Any], set[str]]:
+    """Every page of `path` of `limit` kernels, by the Link headers from the first: their
+    kernels end to end (those of `field` when a page is an object), and the totals they told."""
+    url: str | None = f"{path}{'&' if '?' in path else '?'}limit={limit}"
+    kernels: list[Any] = []
+    totals = set()
+    while url is not None:
+        response = client.get(url)
+        assert response.status_code == 200
+        page = response.json() if field is None else response.json()[field]
+        assert 0 < len(page) <= limit
+        kernels += page
+        totals.add(response.headers["x-total-count"])
+        link = response.headers.get("link")
+        url = None if link is None else link.removeprefix("<").removesuffix('>; rel="next"')
+    return kernels, totals
+
+
+def test_kernel_pages_add_up_to_the_whole_list(world: TestClient) -> None:
+    whole = world.get(f"{RUN}/kernels")
+    assert "x-total-count" not in whole.headers and "link" not in whole.headers  # no page asked: as ever
+    assert len(whole.json()) == 12
+    for limit in (1, 5, 12, 10000):
+        assert _pages(world, f"{RUN}/kernels", limit) == (whole.json(), {"12"})
+    tail = world.get(f"{RUN}/kernels?offset=10")  # from the offset on: the rest, and no next page
+    assert (tail.json(), tail.headers["x-total-count"], tail.headers.get("link")) == (whole.json()[10:], "12", None)
+    for offset in ("12", "9" * 5000):  # past the end, however far: an empty page
+        past = world.get(f"{RUN}/kernels?offset={offset}&limit=3")
+        assert (past.status_code, past.json(), past.headers["x-total-count"], past.headers.get("link")) == (200, [], "12", None)
+
+
+def test_sim_result_pages_add_up_to_the_whole_and_keep_the_sims_totals(world: TestClient) -> None:
+    whole = world.get(f"{SIM}/results").json()
+    kernels, totals = _pages(world, f"{SIM}/results", 4, "kernels")
+    assert (kernels, totals) == (whole["kernels"], {"6"})
+    page = world.get(f"{SIM}/results?offset=2&limit=3")
+    assert page.headers["content-disposition"] == f'attachment; filename="{w.SIMS[0]}-results.json"'
+    assert page.headers["link"] == f'<http://testserver{SIM}/results?offset=5&limit=3>; rel="next"'
+    assert page.json() == {**whole, "kernels": whole["kernels"][2:5]}
+
+
+def test_sim_results_with_headline_stats_or_none(world: TestClient) -> None:
+    whole = world.get(f"{SIM}/results").json()
+    assert world.get(f"{SIM}/results?stats=all").json() == whole
+    assert world.get(f"{SIM}/results?stats=none").json() == {**whole, "kernels": [{**k, "stats": {}} for k in whole["kernels"]]}
+    headline = world.get(f"{SIM}/results?stats=headline&limit=2").json()
+    kept = [{**k, "stats": {n: v for n, v in k["stats"].items() if n in q.HEADLINE_STATS}} for k in whole["kernels"][:2]]
+    assert headline == {**whole, "kernels": kept}
+    assert all({"gpu_sim_cycle", "gpu_sim_insn"} <= set(k["stats"]) for k in kept)  # those the reference's maps have
+
+
+@pytest.mark.parametrize(
+    ("query", "detail"),
+    [
+        ("kernels?offset=-1", "offset must be a whole number from 0 or more, not '-1'"),
+        ("kernels?offset=two", "offset must be a whole number from 0 or more, not 'two'"),
+        ("kernels?limit=0", "limit must be a whole number from 1 to 10000, not '0'"),
+        ("kernels?limit=10001", "limit must be a whole number from 1 to 10000, not '10001'"),
+        ("kernels?limit=2.5", "limit must be a whole number from 1 to 10000, not '2.5'"),
+        ("kernels?limit=", "limit must be a whole number from 1 to 10000, not ''"),
+        ("kernels?offset=1&offset=2", "offset is given 2 times: give it once"),
+        ("results?format=tar", "format must be one of json, zip, ndjson, not 'tar'"),
+        ("results?format=ZIP", "format must be one of json, zip, ndjson, not 'ZIP'"),
+    ],
+)
+def test_bad_page_and_format_parameters_are_refused(world: TestClient, query: str, detail: str) -> None:
+    response = world.get(f"{RUN}/{query}")
+    assert (response.status_code, response.json()) == (400, {"detail": detail})
+
+
+def test_bad_sim_result_parameters_are_refused(world: TestClient) -> None:
+    for query, detail in [
+        ("stats=some", "stats must be one of none, headline, all, not 'some'"),
+        ("limit=-3", "limit must be a whole number from 1 to 10000, not '-3'"),
+        ("offset=%2B1", "offset must be a whole number from 0 or more, not '+1'"),
+    ]:
+        response = world.get(f"{SIM}/results?{query}")
+        assert (response.status_code, response.json()) == (400, {"detail": detail})
+
+
+def test_run_results_as_a_zip_hold_each_sims_results_as_its_route_answers(world: TestClient) -> None:
+    response = world.get(f"{RUN}/results?format=zip")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/zip"
+    assert response.headers["content-disposition"] == f'attachment; filename="{w.RUN_ID}-results.zip"'
+    whole = world.get(f"{RUN}/results").json()
+    with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
+        assert archive.testzip() is None
+        sims = world.get(RUN).json()["sims"]
+        files = {f"{s['gpu_config']}/r{s['replica']}/{s['id']}-results.json": s["id"] for s in sims}
+        assert archive.namelist() == ["run.json", *files]
+        for name, sim_id in files.items():
+            assert archive.read(name) == world.get(f"/api/sims/{sim_id}/results").content
+        outline = json.loads(archive.read("run.json"))
+    assert outline == {**whole, "sims": [{**s, "kernels": []} for s in whole["sims"]]}
+
+
+def test_run_results_as_ndjson_are_a_line_per_sim(world: TestClient) -> None:
+    response = world.get(f"{RUN}/results?format=ndjson")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/x-ndjson"
+    assert response.headers["content-disposition"] == f'attachment; filename="{w.RUN_ID}-results.ndjson"'
+    assert response.content.split(b"\n") == [*(world.get(f"/api/sims/{s}/results").content for s in w.SIMS), b""]
+    assert world.get(f"{RUN}/results?format=json").content == world.get(f"{RUN}/results").content
 
 
 def test_sim_log(world: TestClient) -> None:

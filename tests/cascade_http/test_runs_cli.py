@@ -25,6 +25,8 @@ import pytest
 from cascade_app.config import Settings
 from cascade_cli.client import COMMENT, ApiClient, ServerEvent, server_events
 from cascade_cli.run_watch import Screen, get_run, watch
+from cascade_cli import runs_cli
+from cascade_cli.main import main as cli_main
 from cascade_cli.runs_cli import parse_entries
 from cascade_cli.runs_text import bar, comparison_table, compact, ipc
 from cascade_core import events as ev
@@ -220,17 +222,21 @@ def test_run_watch_shows_each_sims_progress_and_the_outcome(live: LiveServer, tm
     fetched = cascade(live, "results", run_id, "-o", str(out))
     assert fetched.returncode == 0, fetched.stderr
     expected = {out / "results.json": f"/api/runs/{run_id}/results"}
+    whole = api(live, f"/api/runs/{run_id}/results").json()
+    assert json.loads((out / "run.json").read_bytes()) == {**whole, "sims": [{**s, "kernels": []} for s in whole["sims"]]}
     for sim in detail["sims"]:
         expected[out / sim["id"] / "results.json"] = f"/api/sims/{sim['id']}/results"
         expected[out / sim["id"] / "simulator.log"] = f"/api/sims/{sim['id']}/log"
         for file in api(live, f"/api/sims/{sim['id']}/files").json():
             expected[out / sim["id"] / "files" / file["name"]] = f"/api/sims/{sim['id']}/files/{file['name']}"
     assert len(expected) == 1 + 2 * (2 + 4)
-    assert {p for p in out.rglob("*") if p.is_file()} == set(expected)
+    assert {p for p in out.rglob("*") if p.is_file()} == {*expected, out / "run.json"}
     for path, route in expected.items():
         assert path.read_bytes() == api(live, route).content, path
         assert f"{path}  {path.stat().st_size:,} bytes" in fetched.stdout.splitlines()
-    assert fetched.stdout.splitlines()[-1] == f"13 files, {sum(p.stat().st_size for p in expected):,} bytes, in {out}"
+    written = [*expected, out / "run.json"]
+    assert f"{out / 'run.json'}  {(out / 'run.json').stat().st_size:,} bytes" in fetched.stdout.splitlines()
+    assert fetched.stdout.splitlines()[-1] == f"14 files, {sum(p.stat().st_size for p in written):,} bytes, in {out}"
 
 
 def watch_on_a_terminal(live: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
@@ -463,6 +469,24 @@ def test_results_refuses_a_file_name_that_would_leave_its_directory(live: LiveSe
     assert fetched.returncode == 2
     assert fetched.stderr == "cascade: error: the server named a file '../../escaped', which is not a safe file name\n"
     assert not (tmp_path / "escaped").exists() and not (out.parent / "escaped").exists()
+
+
+def test_results_of_a_large_run_leave_out_the_whole_json(live: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Past WHOLE_JSON_KERNELS (here 2, the combo's sim has 3) the sims' files and run.json are all there is."""
+    upload_combo(live)
+    run = httpx.post(f"{live.url}/api/runs", headers=AUTH, json={"trace_id": "combo", "entries": [{"gpu_config": "SM61_TITANX", "count": 2}]})
+    run_id = run.json()["id"]
+    wait_until(lambda: api(live, f"/api/runs/{run_id}").json()["state"] != "active", 60)
+    monkeypatch.setattr(runs_cli, "WHOLE_JSON_KERNELS", 2)
+    for name, value in cli_env(CASCADE_URL=live.url).items():
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "big"
+    assert cli_main(["results", run_id, "-o", str(out)]) == 0
+    sims = [s["id"] for s in api(live, f"/api/runs/{run_id}").json()["sims"]]
+    assert {p.relative_to(out).as_posix() for p in out.glob("**/*.json")} == {"run.json", *(f"{s}/results.json" for s in sims)}
+    for sim in sims:
+        assert (out / sim / "results.json").read_bytes() == api(live, f"/api/sims/{sim}/results").content
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"{sum(1 for p in out.rglob('*') if p.is_file())} files, ")
 
 
 def test_json_into_a_closed_pipe_ends_quietly(live: LiveServer, nats_url: str) -> None:

@@ -88,6 +88,11 @@ def test_a_split_sim_answers_every_route_as_the_sim_run_whole(client: TestClient
         {t: k["stats"][t] for t in totals} for k in whole_results["kernels"]
     ]
     assert [list(k["stats"]) for k in results["kernels"]] == [list(k["stats"]) for k in whole_results["kernels"]]
+    # A page's running totals are still the sim's, over the kernels before the page too.
+    for query in ("offset=1&limit=1", "offset=2", "stats=headline&offset=1&limit=2"):
+        page = client.get(f"/api/sims/{s['id']}/results?{query}").json()["kernels"]
+        first = int(query.split("offset=")[1].split("&")[0])
+        assert [{t: k["stats"][t] for t in totals} for k in page] == [{t: k["stats"][t] for t in totals} for k in results["kernels"][first : first + len(page)]]
     assert results["totals"]["gpu_tot_sim_cycle"] == 18448
     # So are the stats routes' (kernel_stats rows hold each chunk's own sums).
     for total in totals:

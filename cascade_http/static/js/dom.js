@@ -191,7 +191,7 @@ export function downloadButton(label, path, fallbackName, { small = true, title 
     button.disabled = true;
     button.setAttribute("aria-busy", "true");
     try {
-      await download(path, fallbackName);
+      await download(button.dataset.download, button.dataset.filename ?? fallbackName); // a view may change them
     } catch (err) {
       announce(`Download failed: ${err.message}`);
       button.title = `Download failed: ${err.message}`;

@@ -15,6 +15,9 @@ import { mountCompare } from "./compare.js";
 import { mountStats } from "./stats.js";
 import { addSimsDialog } from "./topup.js";
 
+// Past this many kernels the Results button downloads the zip of a file per sim (`cascade results` takes the zip always).
+const RESULTS_ZIP_KERNELS = 1000;
+
 const TABS = [
   { id: "sims", title: "Sims", mount: mountSims, path: "" },
   { id: "timeline", title: "Timeline", mount: mountTimeline, path: "/timeline" },
@@ -49,10 +52,11 @@ export function mountRun(el, params, query) {
   const cancel = h("button", { class: "btn btn-danger", type: "button", id: "cancel-run", hidden: true }, "Cancel run");
   const retry = h("button", { class: "btn", type: "button", id: "retry-run", hidden: true, title: "A new attempt of every failed or cancelled sim" }, "Retry failed");
   const addSims = h("button", { class: "btn", type: "button", id: "add-sims", hidden: true, title: "More replicas, or another config" }, "Add sims");
+  const results = downloadButton("Results JSON", `/api/runs/${enc(params.id)}/results`, `${params.id}-results.json`, { small: false });
   const actions = h(
     "div",
     { class: "run-actions" },
-    downloadButton("Results JSON", `/api/runs/${enc(params.id)}/results`, `${params.id}-results.json`, { small: false, title: "Everything about the run: sims, kernels with full stats, comparison" }),
+    results,
     downloadButton("Perfetto", `/api/runs/${enc(params.id)}/perfetto`, `${params.id}-perfetto.json`, { small: false, title: "A Chrome trace JSON for ui.perfetto.dev" }),
     retry,
     addSims,
@@ -108,12 +112,24 @@ export function mountRun(el, params, query) {
     }
     setProgress(overall, done, total);
     overallText.textContent = `${integer(done)} / ${integer(total)} kernels`;
+    showResults(done > RESULTS_ZIP_KERNELS);
     cancel.hidden = run.state !== "active";
     retry.hidden = run.sample || !model.orderedSims().some((s) => RETRIABLE.has(s.state) && !s.split);
     addSims.hidden = run.sample;
     summary.dataset.state = run.state; // colours the progress bar
     if (lastState && lastState !== run.state) announce(`Run ${run.id} is ${run.state}`);
     lastState = run.state;
+  }
+
+  /** The Results button: one JSON document, or past RESULTS_ZIP_KERNELS a zip of a file per sim (a JSON document of every kernel's full stats would be gigabytes). */
+  function showResults(zipped) {
+    const path = `/api/runs/${enc(params.id)}/results`;
+    results.textContent = zipped ? "Results zip" : "Results JSON";
+    results.dataset.download = zipped ? `${path}?format=zip` : path;
+    results.dataset.filename = `${params.id}-results.${zipped ? "zip" : "json"}`;
+    results.title = zipped
+      ? "Everything about the run: run.json (sims, comparison) and a file per sim of its kernels with full stats"
+      : "Everything about the run: sims, kernels with full stats, comparison";
   }
 
   function renderAttention() {
