@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 from urllib.parse import quote
 
 import duckdb
@@ -199,11 +199,11 @@ def read_model(data: Path) -> tuple[int, list[tuple[str, int, int, int]]]:
     storage (its distinct blocks times the block size). Opened once serve has closed it."""
     files = sum(f.stat().st_size for f in data.glob("readmodel.duckdb*"))
     with duckdb.connect(str(data / "readmodel.duckdb"), read_only=True) as db:
-        block = db.execute("SELECT block_size FROM pragma_database_size()").fetchone()[0]  # type: ignore[index]
+        block = db.execute("SELECT block_size FROM pragma_database_size()").fetchall()[0][0]
         tables = db.execute("SELECT table_name, estimated_size, column_count FROM duckdb_tables() ORDER BY table_name").fetchall()
         sized = []
         for name, rows, columns in tables:
-            blocks = db.execute(f"SELECT count(DISTINCT block_id) FROM pragma_storage_info('{name}') WHERE persistent").fetchone()[0]  # type: ignore[index]
+            blocks = db.execute(f"SELECT count(DISTINCT block_id) FROM pragma_storage_info('{name}') WHERE persistent").fetchall()[0][0]
             sized.append((name, rows, columns, blocks * block))
     return files, sorted(sized, key=lambda t: -t[3])
 
@@ -212,10 +212,10 @@ def finished(url: str, run_id: str, sims: int, timeout: float) -> dict[str, Any]
     """The run once it is final and the read model holds the stream's last event."""
     deadline = time.monotonic() + timeout
     while True:
-        run: Any = request(url, f"/api/runs/{run_id}")
+        run = cast(dict[str, Any], request(url, f"/api/runs/{run_id}"))
         health: Any = request(url, "/api/health")
         if run["state"] != "active" and health["projected_seq"] >= health["stream_seq"]:
-            return run  # type: ignore[no-any-return]
+            return run
         assert time.monotonic() < deadline, f"the run did not finish in {timeout:.0f} s"
         time.sleep(2)  # each poll is a run detail query in serve, counted in its CPU
 
