@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,26 +119,32 @@ def fetch(http: httpx.Client, server: int, what: str, method: str, path: str, ti
     return outcome
 
 
+# Every read of a run, in the order the bench makes them: what it is, its method and path
+# ({run} and {sim}, the run's first sim, filled in), columns two spaces or more apart.
+READS = """
+run                  GET   /api/runs/{run}
+kernels              GET   /api/runs/{run}/kernels
+comparison           GET   /api/runs/{run}/comparison
+stats (catalogue)    GET   /api/runs/{run}/stats
+stats/values plain   GET   /api/runs/{run}/stats/values?name={plain}
+stats/values [*]     GET   /api/runs/{run}/stats/values?name={units}
+step-timelines       GET   /api/runs/{run}/step-timelines
+files (run)          GET   /api/runs/{run}/files
+files (sim)          GET   /api/sims/{sim}/files
+perfetto             GET   /api/runs/{run}/perfetto
+results (sim)        GET   /api/sims/{sim}/results
+results (run)        GET   /api/runs/{run}/results
+export               GET   /api/runs/{run}/export
+log (sim)            GET   /api/sims/{sim}/log
+replay --verify      POST  /api/replay/verify
+"""
+
+
 def routes(run: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """Every read of a run, as (what, method, path)."""
-    r, s = f"/api/runs/{run['id']}", f"/api/sims/{run['sims'][0]['id']}"
-    return [
-        ("run", "GET", r),
-        ("kernels", "GET", f"{r}/kernels"),
-        ("comparison", "GET", f"{r}/comparison"),
-        ("stats (catalogue)", "GET", f"{r}/stats"),
-        ("stats/values plain", "GET", f"{r}/stats/values?name={quote(PLAIN_STAT)}"),
-        ("stats/values [*]", "GET", f"{r}/stats/values?name={quote(UNIT_STAT)}"),
-        ("step-timelines", "GET", f"{r}/step-timelines"),
-        ("files (run)", "GET", f"{r}/files"),
-        ("files (sim)", "GET", f"{s}/files"),
-        ("perfetto", "GET", f"{r}/perfetto"),
-        ("results (sim)", "GET", f"{s}/results"),
-        ("results (run)", "GET", f"{r}/results"),
-        ("export", "GET", f"{r}/export"),
-        ("log (sim)", "GET", f"{s}/log"),
-        ("replay --verify", "POST", "/api/replay/verify"),
-    ]
+    """READS of this run, as (what, method, path)."""
+    names = {"run": run["id"], "sim": run["sims"][0]["id"], "plain": quote(PLAIN_STAT), "units": quote(UNIT_STAT)}
+    rows = [re.split(r"\s{2,}", line) for line in READS.strip().splitlines()]
+    return [(what, method, path.format(**names)) for what, method, path in rows]
 
 
 def tabs(url: str, run: dict[str, Any], kernels: int, server: int, timeout: float) -> list[Outcome]:
