@@ -10,7 +10,8 @@ simulator replays the combo log with its kernel section repeated to --kernels (c
 `sim_log`, runner_bench's `big_log`). One run of --sims fresh sims (replicas alike would
 otherwise simulate once). Reported, as markdown tables on stdout (progress on stderr):
 
-- ingest: wall time from the run's creation until it is final and projected; CPU per kernel of
+- ingest: wall time from the run's creation until it is final and projected (polled every 10 s; serve's CPU
+  for those polls is measured after and shown taken out too); CPU per kernel of
   serve, nats-server and the runner over that time; serve's peak RSS meanwhile.
 - bytes per kernel: the event stream's bytes from JetStream's stream info; the read model's
   DuckDB file (after serve has stopped and checkpointed) and each table's estimated_size and
@@ -215,16 +216,30 @@ def read_model(data: Path) -> tuple[int, list[tuple[str, int, int, int]]]:
     return files, sorted(sized, key=lambda t: -t[3])
 
 
-def finished(url: str, run_id: str, sims: int, timeout: float) -> dict[str, Any]:
-    """The run once it is final and the read model holds the stream's last event."""
-    deadline = time.monotonic() + timeout
-    while True:
-        run = cast(dict[str, Any], request(url, f"/api/runs/{run_id}"))
-        health: Any = request(url, "/api/health")
-        if run["state"] != "active" and health["projected_seq"] >= health["stream_seq"]:
-            return run
+def poll(url: str, run_id: str) -> tuple[dict[str, Any], bool]:
+    """The run, and whether it is final with the read model holding the stream's last event."""
+    run = cast(dict[str, Any], request(url, f"/api/runs/{run_id}"))
+    health: Any = request(url, "/api/health")
+    return run, run["state"] != "active" and health["projected_seq"] >= health["stream_seq"]
+
+
+def finished(url: str, run_id: str, timeout: float) -> tuple[dict[str, Any], int]:
+    """The run once it is final and projected, and how many polls that took."""
+    deadline, polls = time.monotonic() + timeout, 1
+    while not (done := poll(url, run_id))[1]:
         assert time.monotonic() < deadline, f"the run did not finish in {timeout:.0f} s"
-        time.sleep(2)  # each poll is a run detail query in serve, counted in its CPU
+        # Each poll is a run detail query in serve, counted in its ingest CPU (then taken out: `polls_cpu`).
+        time.sleep(10)
+        polls += 1
+    return done[0], polls
+
+
+def polls_cpu(url: str, run_id: str, server: int, polls: int) -> float:
+    """serve's CPU seconds for `polls` polls of the finished run, from 3 of them."""
+    before = cpu_seconds(server)
+    for _ in range(3):
+        poll(url, run_id)
+    return (cpu_seconds(server) - before) / 3 * polls
 
 
 def case(name: str, sims: int, kernels: int, budget: int | None, timeout: float, tab_timeout: float, browser: bool) -> str:
@@ -254,7 +269,7 @@ def case(name: str, sims: int, kernels: int, budget: int | None, timeout: float,
                 load, started = os.getloadavg(), time.perf_counter()
                 with rss_peak(server.pid) as ingest_rss:
                     created: Any = request(url, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": CONFIG, "count": sims, "fresh": True}]})
-                    run = finished(url, created["id"], sims, timeout=4 * 3600)
+                    run, polls = finished(url, created["id"], timeout=4 * 3600)
                 wall = time.perf_counter() - started
                 cpu = {p: cpu_seconds(pid) - before[p] for p, pid in pids.items()}
             finally:
@@ -262,6 +277,7 @@ def case(name: str, sims: int, kernels: int, budget: int | None, timeout: float,
                 worker.wait()
             total = sum(s["kernels_done"] for s in run["sims"])
             log(f"  ingest: {run['state']}, {total} kernels in {wall:.0f} s; CPU s {cpu}")
+            cpu["serve less the bench's polls"] = cpu["serve"] - polls_cpu(url, run["id"], server.pid, polls)
             stream, messages = asyncio.run(stream_bytes(nats_url))
             with httpx.Client(base_url=url, headers=AUTH) as http:
                 reads = [fetch(http, server.pid, what, method, path, timeout) for what, method, path in routes(run)]
