@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--db-memory-bytes", type=int,
-        help="what the read model's DuckDB may hold in memory, at least 64 MiB (CASCADE_DB_MEMORY_BYTES; default: 128 MiB)",
+        help="what the read model's DuckDB may hold in memory, at least 64 MiB (CASCADE_DB_MEMORY_BYTES; default: 64 MiB)",
     )
 
     replay = sub.add_parser("replay", help="rebuild a read model from the event log, or verify the live one")
