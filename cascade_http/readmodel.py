@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from starlette.responses import StreamingResponse
-
 from cascade_app.service import Cascade
+from cascade_http.responses import UnbrokenStreamingResponse
 
 
 def _pieces(c: Cascade, pieces: Callable[..., Iterator[bytes]], args: tuple[Any, ...]) -> Iterator[bytes]:
@@ -23,7 +22,8 @@ def attachment(filename: str) -> dict[str, str]:
 
 def streamed(
     c: Cascade, pieces: Callable[..., Iterator[bytes]], *args: Any, media_type: str, filename: str | None = None
-) -> StreamingResponse:
-    """A response whose body is what `pieces(cursor, *args)` yields, read as it is sent."""
+) -> UnbrokenStreamingResponse:
+    """A response whose body is what `pieces(cursor, *args)` yields, read as it is sent; one
+    that fails midway is never taken for a whole one (`UnbrokenStreamingResponse`)."""
     headers = attachment(filename) if filename is not None else None
-    return StreamingResponse(_pieces(c, pieces, args), media_type=media_type, headers=headers)
+    return UnbrokenStreamingResponse(_pieces(c, pieces, args), media_type=media_type, headers=headers)
