@@ -20,14 +20,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.runner_bench import CONFIG, LOG_NAME, PYTHON, TOKEN, TRACE, Sampler, big_log, request, served, upload  # noqa: E402
+from bench.runner_bench import CONFIG, LOG_NAME, PYTHON, TOKEN, TRACE, Sampler, big_log, served, upload  # noqa: E402
 from tests.cascade_sim.world import accelsim_tree  # noqa: E402
 
 STAT = "L2_cache_bank[*].Miss_rate"
@@ -55,18 +57,24 @@ def stop(server: subprocess.Popen[bytes]) -> None:
     server.wait(timeout=120)
 
 
+def api(url: str, path: str, body: object | None = None) -> Any:  # noqa: ANN401
+    answer = httpx.request("POST" if body else "GET", url + path, json=body, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
+    answer.raise_for_status()
+    return answer.json()
+
+
 def ingest(keep: Path, tree: Path, logs: Path, sims: int, kernels: int) -> str:
     server, url = serve(keep, tree, logs, runner=True)
     try:
         upload(url, TRACE)
-        run = request(url, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": CONFIG, "count": sims, "fresh": True}]})
-        run_id = str(run["id"])  # type: ignore[index]
+        run = api(url, "/api/runs", {"trace_id": "combo", "entries": [{"gpu_config": CONFIG, "count": sims, "fresh": True}]})
+        run_id = str(run["id"])
         started = time.perf_counter()
         while True:
-            detail = request(url, f"/api/runs/{run_id}")
-            if detail["state"] != "active" and all(s["kernels_done"] >= kernels for s in detail["sims"]):  # type: ignore[index]
+            detail = api(url, f"/api/runs/{run_id}")
+            if detail["state"] != "active" and all(s["kernels_done"] >= kernels for s in detail["sims"]):
                 break
-            assert detail["state"] in ("active", "succeeded"), detail  # type: ignore[index]
+            assert detail["state"] in ("active", "succeeded"), detail
             time.sleep(2)
         print(f"ingested {sims} x {kernels} kernels in {time.perf_counter() - started:.0f} s")
         (keep / "run_id").write_text(run_id)
@@ -75,11 +83,11 @@ def ingest(keep: Path, tree: Path, logs: Path, sims: int, kernels: int) -> str:
         stop(server)
 
 
-def measured(sampler: Sampler, ask: object) -> tuple[str, float, int]:
+def measured(sampler: Sampler, ask: Callable[[], str]) -> tuple[str, float, int]:
     """What `ask()` answered, its seconds and serve's peak RSS in MiB meanwhile."""
     sampler.samples.clear()
     started = time.perf_counter()
-    answer = ask()  # type: ignore[operator]
+    answer = ask()
     elapsed = time.perf_counter() - started
     time.sleep(0.1)
     return str(answer), elapsed, sampler.peak_kb // 1024
