@@ -440,14 +440,17 @@ async def _verify_offline(settings: Settings) -> Verification:
     import duckdb
 
     from projections.database import open_database
+    from projections.projector import DEFAULT_MEMORY, Memory
     from projections.replay import verify
     from projections.version import Outdated
 
     if not settings.db_path.exists():
         raise ConfigError(f"no read model at {settings.db_path}")
+    # Within serve's budget, as serve's own verify is: DuckDB's default is most of the machine's memory.
+    memory = DEFAULT_MEMORY if settings.db_memory_bytes is None else Memory(settings.db_memory_bytes)
     with datadir.lock(settings.data_dir):
         try:
-            con = open_database(settings.db_path)
+            con = open_database(settings.db_path, settings=memory.settings())
         except duckdb.IOException as err:
             raise ConfigError(f"read model {settings.db_path}: in use by another process ({err})") from err
         try:
