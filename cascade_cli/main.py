@@ -189,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--db-memory-bytes", type=int,
-        help="what the read model's DuckDB may hold in memory, at least 64 MiB (CASCADE_DB_MEMORY_BYTES; default: 128 MiB)",
+        help="what the read model's DuckDB may hold in memory, at least 64 MiB (CASCADE_DB_MEMORY_BYTES; default: 64 MiB)",
     )
 
     replay = sub.add_parser("replay", help="rebuild a read model from the event log, or verify the live one")
@@ -467,14 +467,17 @@ async def _verify_offline(settings: Settings) -> Verification:
     import duckdb
 
     from projections.database import open_database
+    from projections.projector import DEFAULT_MEMORY, Memory
     from projections.replay import verify
     from projections.version import Outdated
 
     if not settings.db_path.exists():
         raise ConfigError(f"no read model at {settings.db_path}")
+    # Within serve's budget, as serve's own verify is: DuckDB's default is most of the machine's memory.
+    memory = DEFAULT_MEMORY if settings.db_memory_bytes is None else Memory(settings.db_memory_bytes)
     with datadir.lock(settings.data_dir):
         try:
-            con = open_database(settings.db_path)
+            con = open_database(settings.db_path, settings=memory.settings())
         except duckdb.IOException as err:
             raise ConfigError(f"read model {settings.db_path}: in use by another process ({err})") from err
         try:

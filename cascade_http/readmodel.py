@@ -11,7 +11,7 @@ import anyio
 from starlette.concurrency import iterate_in_threadpool
 
 from cascade_app.service import Cascade
-from cascade_http.responses import ClosingStreamingResponse
+from cascade_http.responses import UnbrokenStreamingResponse
 
 
 def _pieces(c: Cascade, pieces: Callable[..., Iterator[bytes]], args: tuple[Any, ...]) -> Generator[bytes, None, None]:
@@ -43,7 +43,8 @@ def streamed(
     media_type: str,
     filename: str | None = None,
     headers: Mapping[str, str] | None = None,
-) -> ClosingStreamingResponse:
-    """A response whose body is what `pieces(cursor, *args)` yields, read as it is sent."""
+) -> UnbrokenStreamingResponse:
+    """A response whose body is what `pieces(cursor, *args)` yields, read as it is sent; one
+    that fails midway is never taken for a whole one (`UnbrokenStreamingResponse`)."""
     every = {**(attachment(filename) if filename is not None else {}), **(headers or {})}
-    return ClosingStreamingResponse(_closed_at_the_end(_pieces(c, pieces, args)), media_type=media_type, headers=every or None)
+    return UnbrokenStreamingResponse(_closed_at_the_end(_pieces(c, pieces, args)), media_type=media_type, headers=every or None)

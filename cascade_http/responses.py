@@ -31,12 +31,36 @@ class ClosingStreamingResponse(StreamingResponse):
 
     async def stream_response(self, send: Send) -> None:
         try:
-            await super().stream_response(send)
+            await self.send_body(send)
         finally:
             aclose = getattr(self.body_iterator, "aclose", None)
             if aclose is not None:
                 with anyio.CancelScope(shield=True):
                     await aclose()
+
+    async def send_body(self, send: Send) -> None:
+        await super().stream_response(send)
+
+
+class UnbrokenStreamingResponse(ClosingStreamingResponse):
+    """A streamed body whose failure is never taken for its end. Its status is sent with its
+    first piece, so a failure before that is answered with an error status as any route's is;
+    one after it raises on, and the server closes the connection without the body's end (the
+    last, empty chunk), which every HTTP/1.1 client reports as a body cut short: a download
+    that looks whole is whole. Starlette's own sends the status before reading the body."""
+
+    async def send_body(self, send: Send) -> None:
+        pieces = aiter(self.body_iterator)
+        first = await anext(pieces, b"")
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        await send({"type": "http.response.body", "body": _bytes(first, self.charset), "more_body": True})
+        async for piece in pieces:
+            await send({"type": "http.response.body", "body": _bytes(piece, self.charset), "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _bytes(piece: str | bytes | memoryview, charset: str) -> bytes | memoryview:
+    return piece.encode(charset) if isinstance(piece, str) else piece
 
 
 def download(content: Any, filename: str) -> MsgspecResponse:

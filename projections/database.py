@@ -41,6 +41,16 @@ def open_database(path: Path | str, *, read_only: bool = False, settings: Mappin
     return con
 
 
+_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def memory_limit(con: duckdb.DuckDBPyConnection) -> int:
+    """The bytes the database may hold in memory, as its `memory_limit` setting reads ("64.0 MiB")."""
+    ((setting,),) = con.execute("SELECT current_setting('memory_limit')").fetchall()
+    number, unit = str(setting).split()
+    return int(float(number) * _UNITS[unit])
+
+
 @contextlib.contextmanager
 def registered(con: duckdb.DuckDBPyConnection, name: str, rows: pa.Table | pa.RecordBatchReader) -> Iterator[None]:
     """`rows` readable as the table `name` in what `con` runs inside."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -13,7 +14,7 @@ import msgspec
 
 from cascade_nats.store import EventStore
 from projections import parking, tables, version
-from projections.database import open_database, registered
+from projections.database import memory_limit, open_database, registered
 from projections.projector import Memory, Projector, connect
 
 
@@ -83,32 +84,67 @@ def wal(db: Path) -> Path:
     return db.with_name(db.name + ".wal")
 
 
+# What a row of a table takes in memory, with room to spare, when compared: a part of a table
+# whose rows the live read model and the replay do not hold alike is compared row for row, a
+# set operation that holds all of it in memory; so a part is as many rows as that holds.
+ROW_BYTES = 512
+
+
 def compare(live: duckdb.DuckDBPyConnection, fresh_path: Path, seq: int) -> Verification:
     """Compare every table of `live` (in a transaction that sees sequence `seq`) with the
     read model at `fresh_path`, row for row. Read models reach no file but their own
-    (`database.py`), so the rows of one go to the other as Arrow streams."""
-    with open_database(fresh_path, read_only=True) as fresh:
+    (`database.py`), so the rows of one go to the other as Arrow streams; the replay's
+    within the memory `live` has."""
+    with open_database(fresh_path, read_only=True, settings={"memory_limit": f"{memory_limit(live)}B"}) as fresh:
         checks = []
         for table in [*tables.ROW_TYPES, "checkpoint"]:
             count, fresh_count = (_count(con, f"SELECT count(*) FROM {table}") for con in (live, fresh))
+            only_in_live = only_in_replay = 0
+            for part in _parts(live, fresh, table, memory_limit(live) // ROW_BYTES):
+                if _digest(live, part) != _digest(fresh, part):
+                    only_in_live += _only_in(live, fresh, part)
+                    only_in_replay += _only_in(fresh, live, part)
             checks.append(
-                TableCheck(
-                    table=table,
-                    rows=count,
-                    replayed_rows=fresh_count,
-                    only_in_live=_only_in(live, fresh, table),
-                    only_in_replay=_only_in(fresh, live, table),
-                )
+                TableCheck(table=table, rows=count, replayed_rows=fresh_count, only_in_live=only_in_live, only_in_replay=only_in_replay)
             )
         lost = [s for (s,) in fresh.execute("SELECT seq FROM parked WHERE starts_with(error, ?) ORDER BY seq", [parking.LOST]).fetchall()]
     return Verification(seq=seq, equal=all(c.equal for c in checks), tables=checks, lost=lost)
 
 
-def _only_in(one: duckdb.DuckDBPyConnection, other: duckdb.DuckDBPyConnection, table: str) -> int:
-    """How many rows of `table` in `one` are not in `other`, counting repeats."""
+def _parts(live: duckdb.DuckDBPyConnection, fresh: duckdb.DuckDBPyConnection, table: str, most: int) -> Iterator[str]:
+    """The rows of `table` compared, as queries over parts of at most `most` rows (the
+    whole table for one without a `seq`): ranges of `seq`, which rows equal in both read
+    models share, and whose rows' scans skip the rest of the table by its zone maps."""
     columns = tables.compared_columns(table)
-    with registered(one, "other_rows", other.sql(f"SELECT {columns} FROM {table}").to_arrow_reader()):
-        return _count(one, f"SELECT count(*) FROM (SELECT {columns} FROM {table} EXCEPT ALL SELECT * FROM other_rows)")
+    rows = f"SELECT {columns} FROM {table}"
+    if "seq" not in live.sql(rows).columns:
+        yield rows
+        return
+    per_seq: dict[int, int] = {}
+    for con in (live, fresh):
+        for seq, count in con.execute(f"SELECT seq, count(*) FROM {table} GROUP BY seq").fetchall():
+            per_seq[seq] = max(count, per_seq.get(seq, 0))
+    first, last, held = None, 0, 0
+    for seq in sorted(per_seq):
+        if first is not None and held + per_seq[seq] > most:
+            yield f"{rows} WHERE seq BETWEEN {first} AND {last}"
+            first, held = None, 0
+        first, last, held = seq if first is None else first, seq, held + per_seq[seq]
+    if first is not None:
+        yield f"{rows} WHERE seq BETWEEN {first} AND {last}"
+
+
+def _digest(con: duckdb.DuckDBPyConnection, rows: str) -> tuple[int, int]:
+    """How many rows `rows` are, and the sum of their hashes: what two equal parts agree on
+    in any order, and two parts that differ almost never."""
+    ((count, hashes),) = con.execute(f"SELECT count(*), coalesce(sum(hash(r)), 0) FROM ({rows}) r").fetchall()
+    return int(count), int(hashes)
+
+
+def _only_in(one: duckdb.DuckDBPyConnection, other: duckdb.DuckDBPyConnection, rows: str) -> int:
+    """How many of the rows `rows` of `one` are not in `other`'s, counting repeats."""
+    with registered(one, "other_rows", other.sql(rows).to_arrow_reader()):
+        return _count(one, f"SELECT count(*) FROM ({rows} EXCEPT ALL SELECT * FROM other_rows)")
 
 
 def _count(con: duckdb.DuckDBPyConnection, query: str) -> int:

@@ -19,6 +19,7 @@ import re
 from cascade_formats import stat_kinds
 from cascade_formats.kernel_names import short_name
 from cascade_api.models import RunSummary, StatCatalogue, StatName, StatTable, StatValues, StatValuesRow
+from projections.queries.convert import one_row
 from projections.queries.runs import CURRENT_KERNELS, RECOMPUTED_TOTALS, Con, labels_of, snapshot
 from projections.stats_rows import ratio_part_ids
 
@@ -92,6 +93,8 @@ def _labels(con: Con, run: RunSummary) -> tuple[dict[str, object], list[str]]:
 
 _RUN_KERNELS = _run_kernels()
 _SEQS = f"SELECT min(k.seq), max(k.seq) FROM {CURRENT_KERNELS} WHERE s.run_id = ?"
+_LAST_INDEX = f"SELECT coalesce(max(k.kernel_index), -1) FROM {CURRENT_KERNELS} WHERE s.run_id = ?"
+_NO_INDEX = 1 << 62  # past every kernel index
 
 # Per name that holds $q, each config's kernel indices with a kernel that has it. A kernel's
 # names are its rows' stat ids, and kernels of one name and config mostly have the same ones:
@@ -150,7 +153,8 @@ def stat_catalogue(con: Con, run: RunSummary, q: str) -> StatCatalogue:
     )
 
 
-# The run's rows of the stats $stats (ids), a kernel index, config and stat a row: how many
+# The run's rows of the stats $stats (ids) of kernel indices below $below, a kernel index,
+# config and stat a row: how many
 # of the config's replicas have a value (a number or a text), and the median, least and
 # greatest of their finite numbers, each kernel's own (`value`). A snapshot among the
 # `gpu_tot_*` of a split or reusing sim's kernel is the sim's, as the maps answer it
@@ -165,9 +169,9 @@ _STITCHED = ", k.sim_id, (s.split IS NOT NULL OR s.reuse OR len(s.resumed) > 0) 
 # A running total's ($running: ids) over the sim's launches up to the kernel: as printed, or
 # stitched; a ratio of them ($ratios) as printed, in a sim whose printed totals are its own,
 # else its stitched parts' ratio (`stitched_ratios`).
-_RUNNING = """CASE WHEN v.stat = ANY($running) AND r.stitched THEN sum(v.value) OVER (PARTITION BY r.sim_id, v.stat ORDER BY r.kernel_index)
-       WHEN v.stat = ANY($running) OR (v.stat = ANY($ratios) AND NOT r.stitched) THEN v.printed_total
-       WHEN v.stat = ANY($ratios) THEN p.running END"""
+_RUNNING = """CASE WHEN list_contains($running, v.stat) AND r.stitched THEN sum(v.value) OVER (PARTITION BY r.sim_id, v.stat ORDER BY r.kernel_index)
+       WHEN list_contains($running, v.stat) OR (list_contains($ratios, v.stat) AND NOT r.stitched) THEN v.printed_total
+       WHEN list_contains($ratios, v.stat) THEN p.running END"""
 _HAS_ONE = "(v.value IS NOT NULL OR v.text IS NOT NULL OR v.printed_total IS NOT NULL)"
 # A stitched sim's ratio of running totals ($ratio_ids, each with its $numerators' and
 # $denominators' ids) over its launches up to each kernel: the ratio of its parts' own values
@@ -180,7 +184,7 @@ FROM run_kernels r
 CROSS JOIN (SELECT unnest($ratio_ids::INTEGER[]) AS stat, unnest($numerators::INTEGER[]) AS numerator, unnest($denominators::INTEGER[]) AS denominator) q
 JOIN kernel_stats n ON n.seq = r.seq AND n.stat = q.numerator
 JOIN kernel_stats d ON d.seq = r.seq AND d.stat = q.denominator
-WHERE r.stitched AND r.seq BETWEEN $first AND $last"""
+WHERE r.stitched AND r.seq BETWEEN $first AND $last AND r.kernel_index < $below"""
 _VALUES = f"""
 WITH run_kernels AS ({_run_kernels(_TOTALS + _STITCHED)}),
 stitched_ratios AS ({_STITCHED_RATIOS}),
@@ -188,7 +192,7 @@ shown AS (
   SELECT r.kernel_index, r.name, r.replica, r.gpu_config, v.stat, {_VALUE} AS value, {_RUNNING} AS running_total
   FROM kernel_stats v JOIN run_kernels r USING (seq)
   LEFT JOIN stitched_ratios p ON p.seq = v.seq AND p.stat = v.stat
-  WHERE v.seq BETWEEN $first AND $last AND v.stat = ANY($stats) AND {_HAS_ONE})
+  WHERE v.seq BETWEEN $first AND $last AND list_contains($stats, v.stat) AND {_HAS_ONE} AND r.kernel_index < $below)
 SELECT kernel_index, arg_min(name, replica), gpu_config, stat, count(*),
        median(value) FILTER (WHERE isfinite(value)), min(value) FILTER (WHERE isfinite(value)), max(value) FILTER (WHERE isfinite(value)),
        median(running_total) FILTER (WHERE isfinite(running_total))
@@ -198,7 +202,7 @@ ORDER BY kernel_index, list_position($configs, gpu_config), list_position($stats
 LIMIT $limit"""
 _HELD = f"""
 SELECT DISTINCT v.stat FROM kernel_stats v JOIN ({_RUN_KERNELS}) r USING (seq)
-WHERE v.seq BETWEEN $first AND $last AND v.stat = ANY($stats) AND {_HAS_ONE}"""
+WHERE v.seq BETWEEN $first AND $last AND list_contains($stats, v.stat) AND {_HAS_ONE}"""
 
 
 def _units(pattern: re.Pattern[str], stat: str) -> list[int]:
@@ -243,7 +247,15 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
                 "ratios": [i for i, kind in kinds.items() if kind == "ratio_of_totals"],
             }
             by_kind |= _ratio_parts(con, {i: stat for i, stat in found if kinds[i] == "ratio_of_totals"})
-            records = con.execute(_VALUES, {**params, **recomputed, **by_kind, "configs": order, "limit": VALUES_LIMIT + 1}).fetchall()
+            values = {**params, **recomputed, **by_kind, "configs": order, "limit": VALUES_LIMIT + 1}
+            # The kernel indices that hold the answer's rows if each has every stat of every
+            # config (a row's running total needs only the kernels before it): a stat of many
+            # units over many kernels is read as far as its answer goes, not the whole run; the
+            # rest only when these fall short.
+            below = (VALUES_LIMIT + 1) // max(1, len(order) * len(ids)) + 1
+            records = con.execute(_VALUES, {**values, "below": below}).fetchall()
+            if len(records) <= VALUES_LIMIT and below <= one_row(con, _LAST_INDEX, [run.id])[0]:
+                records = con.execute(_VALUES, {**values, "below": _NO_INDEX}).fetchall()
         truncated = len(records) > VALUES_LIMIT
         # The stats the rows show, unless some were cut off: then the ones the run has.
         held = {r[3] for r in records} if not truncated else {i for (i,) in con.execute(_HELD, params).fetchall()}
