@@ -48,7 +48,7 @@ TABLES = {
 _KERNEL_SEQS = f"SELECT k.seq FROM {_CURRENT} WHERE s.run_id = $run ORDER BY k.sim_id, k.kernel_index"
 
 
-class _Pipe:
+class Pipe:
     """What the zip writes, kept until taken: the zip streams, it never seeks back."""
 
     def __init__(self) -> None:
@@ -72,7 +72,7 @@ class _Pipe:
 
 def zip_pieces(con: Con, run_id: str, made_at: datetime) -> Iterator[bytes]:
     """The zip of the run's Parquet files, in pieces of about a row group each."""
-    pipe = _Pipe()
+    pipe = Pipe()
     with snapshot(con), zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_STORED) as archive:
         for table in TABLES:
             member = zipfile.ZipInfo(f"{table}.parquet", date_time=made_at.timetuple()[:6])
@@ -94,7 +94,7 @@ def _readers(con: Con, table: str, run_id: str) -> Iterator[duckdb.DuckDBPyRelat
         yield con.sql(TABLES[table], params={"seqs": part, "first": min(part, default=0), "last": max(part, default=-1)})
 
 
-def _parquet(relations: Iterator[duckdb.DuckDBPyRelation], file: object, pipe: _Pipe) -> Iterator[bytes]:
+def _parquet(relations: Iterator[duckdb.DuckDBPyRelation], file: object, pipe: Pipe) -> Iterator[bytes]:
     """The answers of `relations` (one at least, their columns alike) as one Parquet file."""
     writer: pyarrow.parquet.ParquetWriter | None = None
     try:

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 
 from cascade_core.gpu_configs import GpuConfig
 from cascade_api.models import RunSummary
-from projections.export import _Pipe
+from projections.export import Pipe
 from projections.queries import stats_maps
 from projections.queries.runs import Con, run_outline, sim_results_json, sim_rows, snapshot
 from projections.rows import SimRow
@@ -33,7 +33,7 @@ def sim_file(sim: SimRow) -> str:
 
 def zip_pieces(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
     """The zip of the run's results, in pieces of about a batch of kernels each."""
-    pipe = _Pipe()
+    pipe = Pipe()
     # Deflated at its fastest level: stats maps shrink most of the way at little cost.
     with snapshot(con), zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         outline, sims = run_outline(con, run, gpu_configs)
