@@ -1,5 +1,6 @@
 """The query parameters of answers that page (`offset`, `limit`) or choose a form (`stats`,
-`format`), read strictly: a value out of range or misspelt is a 400 with a detail, never a
+`format`), read strictly: a value out of range or misspelt is a 422 with a detail, as any
+query parameter's is here (400 is for a body that does not parse), never a
 default answer that looks like the one asked for. A page tells its total in `X-Total-Count`
 and the next page's URL in `Link`."""
 
@@ -34,25 +35,25 @@ PAGE_ERROR = f"offset is not a whole number, limit is not one from 1 to {LIMIT_M
 def _once(request: Request, name: str) -> str | None:
     values = request.query_params.getlist(name)
     if len(values) > 1:
-        raise ApiError(400, f"{name} is given {len(values)} times: give it once")
+        raise ApiError(422, f"{name} is given {len(values)} times: give it once")
     return values[0] if values else None
 
 
-def _whole(request: Request, name: str, least: int, most: int | None) -> int | None:
+def whole_number(request: Request, name: str, least: int, most: int | None) -> int | None:
     text = _once(request, name)
     if text is None:
         return None
     value = (int(text) if len(text) < len(str(_BEYOND)) else _BEYOND) if _WHOLE_NUMBER.fullmatch(text) else None
     if value is None or value < least or (most is not None and value > most):
         upto = f" to {most}" if most is not None else " or more"
-        raise ApiError(400, f"{name} must be a whole number from {least}{upto}, not {text!r}")
+        raise ApiError(422, f"{name} must be a whole number from {least}{upto}, not {text!r}")
     return value
 
 
 def page_asked(request: Request) -> Page | None:
     """The page the query asks for, or None when it asks for no page (the whole answer, as ever)."""
-    offset = _whole(request, "offset", 0, None)
-    limit = _whole(request, "limit", 1, LIMIT_MAX)
+    offset = whole_number(request, "offset", 0, None)
+    limit = whole_number(request, "limit", 1, LIMIT_MAX)
     if offset is None and limit is None:
         return None
     return Page(offset=offset or 0, limit=limit)
@@ -73,7 +74,7 @@ def choice(request: Request, name: str, choices: tuple[str, ...], default: str) 
     if text is None:
         return default
     if text not in choices:
-        raise ApiError(400, f"{name} must be one of {', '.join(choices)}, not {text!r}")
+        raise ApiError(422, f"{name} must be one of {', '.join(choices)}, not {text!r}")
     return text
 
 

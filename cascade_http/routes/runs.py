@@ -229,7 +229,7 @@ async def get_stat_values(request: Request) -> Response:
     description="Stats maps are empty. With `offset` or `limit`, one page of the kernels, in the same order.",
     response=list[KernelStat],
     query=paging.PAGE_QUERY,
-    errors={400: paging.PAGE_ERROR, **NO_RUN},
+    errors={422: paging.PAGE_ERROR, **NO_RUN},
 )
 async def list_kernels(request: Request) -> Response:
     c = cascade(request)
@@ -266,7 +266,7 @@ RESULTS_FORMATS = {
     response=RunResults,
     other_media_types=("application/zip", "application/x-ndjson"),
     query={"format": Query(description="`json` (the default), `zip` or `ndjson`.", schema={"type": "string", "enum": list(RESULTS_FORMATS)})},
-    errors={400: "format is not json, zip or ndjson, or is given twice.", **NO_RUN},
+    errors={422: "format is not json, zip or ndjson, or is given twice.", **NO_RUN},
 )
 async def run_results(request: Request) -> Response:
     c = cascade(request)

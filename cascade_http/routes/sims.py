@@ -36,7 +36,7 @@ async def _sim(c: Cascade, sim_id: str) -> SimRow:
     "`limit`, one page of the kernels, by kernel_index; `totals` stay the sim's.",
     response=SimResults,
     query={**paging.PAGE_QUERY, "stats": paging.STATS_QUERY},
-    errors={400: f"stats is not none, headline or all, or {paging.PAGE_ERROR}", **NO_SIM},
+    errors={422: f"stats is not none, headline or all, or {paging.PAGE_ERROR}", **NO_SIM},
 )
 async def sim_results(request: Request) -> Response:
     c = cascade(request)
@@ -62,17 +62,14 @@ async def sim_results(request: Request) -> Response:
     response=str,
     errors={
         **NO_SIM,
-        422: "after_line is not a whole number of 0 or more.",
+        422: "after_line is not a whole number of 0 or more, or is given twice.",
         503: "NATS, whose event log holds the log's lines, does not answer now.",
     },
 )
 async def sim_log(request: Request) -> Response:
     c = cascade(request)
     sim = await _sim(c, request.path_params["sim_id"])
-    given = request.query_params.get("after_line", "0")
-    if not given.isascii() or not given.isdigit() or len(given) > 18:
-        raise ApiError(422, f"after_line {given!r}: expected a whole number of 0 or more, the log lines you have")
-    body = await log_text(c, sim, int(given))
+    body = await log_text(c, sim, paging.whole_number(request, "after_line", 0, None) or 0)
     headers = {**attachment(f"{sim.id}.log"), "X-Sim-State": sim.state, "X-Sim-Attempt": str(sim.attempt)}
     return ClosingStreamingResponse(body, media_type="text/plain", headers=headers)
 

@@ -116,7 +116,7 @@ def test_sim_log_prints_the_log_and_follows_a_running_sim_to_its_end(live: LiveS
         part = api(live, f"/api/sims/{sim_id}/log?after_line={after}")
         assert part.content == b"".join(lines[after:]), after
         assert (part.headers["X-Sim-State"], part.headers["X-Sim-Attempt"]) == ("succeeded", "1")
-    for bad in ("-1", "x", "1.5", "１"):
+    for bad in ("-1", "x", "1.5", "１", ["1", "2"]):
         refused = httpx.get(f"{live.url}/api/sims/{sim_id}/log", params={"after_line": bad}, headers=AUTH)
         assert refused.status_code == 422 and "after_line" in refused.json()["detail"], bad
 

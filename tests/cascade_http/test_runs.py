@@ -499,7 +499,7 @@ def test_sim_results_with_headline_stats_or_none(world: TestClient) -> None:
 )
 def test_bad_page_and_format_parameters_are_refused(world: TestClient, query: str, detail: str) -> None:
     response = world.get(f"{RUN}/{query}")
-    assert (response.status_code, response.json()) == (400, {"detail": detail})
+    assert (response.status_code, response.json()) == (422, {"detail": detail})
 
 
 def test_bad_sim_result_parameters_are_refused(world: TestClient) -> None:
@@ -509,7 +509,7 @@ def test_bad_sim_result_parameters_are_refused(world: TestClient) -> None:
         ("offset=%2B1", "offset must be a whole number from 0 or more, not '+1'"),
     ]:
         response = world.get(f"{SIM}/results?{query}")
-        assert (response.status_code, response.json()) == (400, {"detail": detail})
+        assert (response.status_code, response.json()) == (422, {"detail": detail})
 
 
 def test_run_results_as_a_zip_hold_each_sims_results_as_its_route_answers(world: TestClient) -> None:
