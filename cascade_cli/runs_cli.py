@@ -12,7 +12,7 @@ import re
 import shutil
 import sys
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal, TextIO, TypeVar
 from urllib.parse import quote, urlencode
@@ -226,12 +226,13 @@ def results(args: argparse.Namespace) -> int:
 
         DIR/run.json               the run's results, each sim's kernels left out
         DIR/results.json           the run's results whole, when it has at most WHOLE_JSON_KERNELS kernels
-        DIR/<sim>/results.json
-        DIR/<sim>/simulator.log
-        DIR/<sim>/files/<name>
+        DIR/<config>/r<replica>/results.json
+        DIR/<config>/r<replica>/simulator.log
+        DIR/<config>/r<replica>/files/<name>
 
-    The sims' results come in one zip (GET /api/runs/{id}/results?format=zip), each file as
-    GET /api/sims/{id}/results answers it.
+    a folder per sim by what a person looks for (a config's replicas are numbered apart, so
+    each sim has its own). The sims' results come in one zip (GET
+    /api/runs/{id}/results?format=zip), each file as GET /api/sims/{id}/results answers it.
     """
     client = api_client(args)
     run = quoted_id(args.run_id)
@@ -240,11 +241,12 @@ def results(args: argparse.Namespace) -> int:
     if detail.state == "active":
         print(f"cascade: run {detail.id} is still active: these are its results so far", file=sys.stderr)
     out = Path(args.output or detail.id)
-    saved = _unzipped(client, f"/api/runs/{run}/results?format=zip", out)
+    folders = {sim.id: out / _folder(sim.gpu_config) / f"r{sim.replica}" for sim in detail.sims}
+    saved = _unzipped(client, f"/api/runs/{run}/results?format=zip", out, folders)
     if sum(sim.kernels_done for sim in detail.sims) <= WHOLE_JSON_KERNELS:
         saved.append(_save(client, f"/api/runs/{run}/results", out, "results.json"))
     for sim in detail.sims:
-        sim_dir = out / _safe(sim.id)
+        sim_dir = folders[sim.id]
         saved.append(_save(client, f"/api/sims/{quoted_id(sim.id)}/log", sim_dir, "simulator.log"))
         for file in (f for f in files if f.sim_id == sim.id):
             saved.append(_save(client, f"/api/sims/{quoted_id(sim.id)}/files/{quoted_id(file.name)}", sim_dir / "files", _safe(file.name)))
@@ -258,9 +260,10 @@ WHOLE_JSON_KERNELS = 1000
 _SIM_FILE = re.compile(r"[^/]+/r[0-9]+/(?P<sim>[^/]+)-results\.json")
 
 
-def _unzipped(client: ApiClient, path: str, out: Path) -> list[int]:
+def _unzipped(client: ApiClient, path: str, out: Path, folders: Mapping[str, Path]) -> list[int]:
     """The zip of a run's results, downloaded beside `out` and unpacked into it: run.json, and
-    each sim's file as <sim>/results.json; the sizes of the files written."""
+    each sim's file as results.json in its folder of `folders` (by sim id); the sizes of the
+    files written."""
     archive_path = out / ".results.zip"
     _download(client, path, archive_path)
     sizes = []
@@ -268,9 +271,9 @@ def _unzipped(client: ApiClient, path: str, out: Path) -> list[int]:
         with zipfile.ZipFile(archive_path) as archive:
             for member in archive.infolist():
                 sim = _SIM_FILE.fullmatch(member.filename)
-                if member.filename != "run.json" and sim is None:
-                    continue  # a file this CLI does not know yet
-                target = out / "run.json" if sim is None else out / _safe(sim["sim"]) / "results.json"
+                if member.filename != "run.json" and (sim is None or sim["sim"] not in folders):
+                    continue  # a file this CLI does not know yet, or of a sim added since it read the run
+                target = out / "run.json" if sim is None else folders[sim["sim"]] / "results.json"
                 sizes.append(_written(archive, member, target))
     except zipfile.BadZipFile as err:
         raise ConfigError(f"GET {path}: the zip is broken ({err})") from err
@@ -295,6 +298,13 @@ def _safe(name: str) -> str:
     if not is_file_name(name):
         raise ConfigError(f"the server named a file {name!r}, which is not a safe file name")
     return name
+
+
+def _folder(config: str) -> str:
+    """A config's name as a folder, as it is (an unnamed variant's `+` too), checked as a file
+    name the server gave is."""
+    _safe(config.replace("+", "_"))
+    return config
 
 
 def _save(client: ApiClient, path: str, directory: Path, name: str) -> int:

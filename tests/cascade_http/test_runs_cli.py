@@ -224,11 +224,12 @@ def test_run_watch_shows_each_sims_progress_and_the_outcome(live: LiveServer, tm
     expected = {out / "results.json": f"/api/runs/{run_id}/results"}
     whole = api(live, f"/api/runs/{run_id}/results").json()
     assert json.loads((out / "run.json").read_bytes()) == {**whole, "sims": [{**s, "kernels": []} for s in whole["sims"]]}
-    for sim in detail["sims"]:
-        expected[out / sim["id"] / "results.json"] = f"/api/sims/{sim['id']}/results"
-        expected[out / sim["id"] / "simulator.log"] = f"/api/sims/{sim['id']}/log"
+    for sim in detail["sims"]:  # a folder per sim by config and replica
+        folder = out / sim["gpu_config"] / f"r{sim['replica']}"
+        expected[folder / "results.json"] = f"/api/sims/{sim['id']}/results"
+        expected[folder / "simulator.log"] = f"/api/sims/{sim['id']}/log"
         for file in api(live, f"/api/sims/{sim['id']}/files").json():
-            expected[out / sim["id"] / "files" / file["name"]] = f"/api/sims/{sim['id']}/files/{file['name']}"
+            expected[folder / "files" / file["name"]] = f"/api/sims/{sim['id']}/files/{file['name']}"
     assert len(expected) == 1 + 2 * (2 + 4)
     assert {p for p in out.rglob("*") if p.is_file()} == {*expected, out / "run.json"}
     for path, route in expected.items():
@@ -483,9 +484,9 @@ def test_results_of_a_large_run_leave_out_the_whole_json(live: LiveServer, tmp_p
     out = tmp_path / "big"
     assert cli_main(["results", run_id, "-o", str(out)]) == 0
     sims = [s["id"] for s in api(live, f"/api/runs/{run_id}").json()["sims"]]
-    assert {p.relative_to(out).as_posix() for p in out.glob("**/*.json")} == {"run.json", *(f"{s}/results.json" for s in sims)}
-    for sim in sims:
-        assert (out / sim / "results.json").read_bytes() == api(live, f"/api/sims/{sim}/results").content
+    assert {p.relative_to(out).as_posix() for p in out.glob("**/*.json")} == {"run.json", "SM61_TITANX/r0/results.json", "SM61_TITANX/r1/results.json"}
+    for replica, sim in enumerate(sims):
+        assert (out / "SM61_TITANX" / f"r{replica}" / "results.json").read_bytes() == api(live, f"/api/sims/{sim}/results").content
     assert capsys.readouterr().out.splitlines()[-1].startswith(f"{sum(1 for p in out.rglob('*') if p.is_file())} files, ")
 
 
