@@ -779,3 +779,30 @@ def test_a_cached_sim_is_marked_in_its_row_and_links_its_source(page: Any, casca
         page.wait_for_url(f"**/#/runs/{source_run}")
         page.wait_for_selector(f'#sims-table tbody[data-sim="{source[0]}"]')
     page.set_viewport_size(DESKTOP)
+
+
+def test_a_split_run_from_the_form(page: Any, cascade: LiveServer, api: httpx.Client) -> None:
+    """The new-run form's split: a size the API refuses is said beside the split, in the API's
+    words; chunks of one launch without warm-up make a sim of three chunks that succeeds."""
+    ensure_trace(api, "combo-vec-mm-xz")
+    sign_in(page, cascade.url, "#/runs/new?trace=combo-vec-mm-xz")
+    page.wait_for_selector("#new-run")
+    assert page.is_disabled("#run-split-k") and page.is_disabled("#run-split-warmup")
+    page.select_option("#run-split", "chunks")
+    page.fill("#run-split-k", "0")
+    page.click("#new-run button[type=submit]")
+    page.wait_for_selector("#run-split-error:not(:empty)")
+    refused = api.post("/api/runs", json={"trace_id": "combo-vec-mm-xz", "entries": [{"gpu_config": "SM61_TITANX", "count": 1, "split": {"kernels_per_chunk": 0}}]})
+    assert refused.status_code == 422 and page.inner_text("#run-split-error") == refused.json()["detail"][0]["msg"]
+
+    page.fill("#run-split-k", "1")
+    page.fill("#run-split-warmup", "0")
+    shoot(page, "new-run-split", "#new-run")
+    page.click("#new-run button[type=submit]")
+    page.wait_for_url("**/#/runs/run-*")
+    run_id = page.url.rsplit("/", 1)[1]
+    run = api.get(f"/api/runs/{run_id}").json()
+    assert run["entries"] == [{"gpu_config": "SM61_TITANX", "count": 1, "split": {"kernels_per_chunk": 1, "warmup": 0}}]
+    page.wait_for_selector("#sims-table tbody[data-sim] > tr[data-state=succeeded]", timeout=60_000)
+    (sim,) = api.get(f"/api/runs/{run_id}").json()["sims"]
+    assert sim["state"] == "succeeded" and len(sim["split"]["chunks"]) == 3

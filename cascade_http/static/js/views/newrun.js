@@ -1,6 +1,7 @@
 // The create-run form: a trace the API can run (ready, not a sample), the GPU configs of its
 // arch (the suggested one first), a sim count per config, whether the sims reuse repeated
-// kernels' results (an entry's `reuse`, for every config), and whether each also gets a
+// kernels' results (an entry's `reuse`, for every config), whether they are split (`split`:
+// auto, or chunks of K launches after W warm-up ones), and whether each also gets a
 // reference run whole and in sequence to measure it against (`reference`). What the API refuses is shown next
 // to the field it concerns, in the API's own words (so the form does no validation of its own).
 
@@ -58,8 +59,23 @@ function form(body, traces, configs, wanted) {
   const configList = h("div", { class: "cfg-list", id: "run-configs" });
   const configsError = h("p", { id: "run-configs-error", class: "field-error", role: "alert" });
   const formError = h("p", { class: "field-error", role: "alert" });
+  const splitError = h("p", { id: "run-split-error", class: "field-error", role: "alert" });
   const reuse = h("input", { type: "checkbox", id: "run-reuse", name: "reuse", "aria-describedby": "run-reuse-info" });
   const reference = h("input", { type: "checkbox", id: "run-reference", name: "reference", "aria-describedby": "run-reference-info" });
+  // Split: whole (in sequence), auto (chunks chosen from the launches and the free slots), or
+  // chunks of K launches, each after W warm-up launches (the API's default 2).
+  const split = h(
+    "select",
+    { id: "run-split", name: "split", "aria-describedby": "run-split-info" },
+    h("option", { value: "" }, "Whole, in sequence"),
+    h("option", { value: "auto" }, "Split: chosen from the launches and free slots"),
+    h("option", { value: "chunks" }, "Split: chunks of K launches"),
+  );
+  const chunk = h("input", { type: "number", id: "run-split-k", min: "1", step: "1", value: "10", inputmode: "numeric", disabled: true });
+  const warmup = h("input", { type: "number", id: "run-split-warmup", min: "0", max: "64", step: "1", value: "2", inputmode: "numeric", disabled: true });
+  split.addEventListener("change", () => {
+    chunk.disabled = warmup.disabled = split.value !== "chunks";
+  });
   const submit = h("button", { class: "btn btn-primary", type: "submit" }, "Create run");
   let rows = []; // { config, check, count, error }
 
@@ -113,9 +129,11 @@ function form(body, traces, configs, wanted) {
     if (err.status === 422 && err.issues.length) {
       for (const issue of err.issues) {
         const [, field, index, leaf] = issue.loc ?? [];
-        const target = field === "entries" && leaf === "count" ? chosen[index]?.error : field === "trace_id" ? traceError : configsError;
+        const target =
+          field === "entries" && leaf === "count" ? chosen[index]?.error : field === "entries" && leaf === "split" ? splitError : field === "trace_id" ? traceError : configsError;
         target.textContent = target.textContent ? `${target.textContent}; ${issue.msg}` : issue.msg;
       }
+      if (splitError.textContent) return (chunk.disabled ? split : chunk).focus();
       return (chosen.find((r) => r.error.textContent)?.count ?? configList.querySelector("input"))?.focus();
     }
     if (err.status === 422) {
@@ -125,15 +143,22 @@ function form(body, traces, configs, wanted) {
     formError.textContent = err.message;
   }
 
+  function splitAsked() {
+    if (split.value === "auto") return { split: "auto" };
+    if (split.value !== "chunks") return {};
+    return { split: { kernels_per_chunk: countValue(chunk), warmup: countValue(warmup) } };
+  }
+
   async function create(e) {
     e.preventDefault();
-    for (const p of [traceError, configsError, formError, ...rows.map((r) => r.error)]) p.textContent = "";
+    for (const p of [traceError, configsError, splitError, formError, ...rows.map((r) => r.error)]) p.textContent = "";
     const chosen = rows.filter((r) => r.check.checked);
     const entry = (r) => ({
       gpu_config: r.config.name,
       count: countValue(r.count),
       ...(reuse.checked ? { reuse: true } : {}),
       ...(reference.checked ? { reference: true } : {}),
+      ...splitAsked(),
     });
     const body = { trace_id: traceSelect.value, entries: chosen.map(entry) };
     submit.disabled = true;
@@ -172,8 +197,22 @@ function form(body, traces, configs, wanted) {
       h(
         "div",
         { class: "field" },
+        h("label", { for: "run-split" }, "Split"),
+        split,
+        h(
+          "div",
+          { class: "split-sizes" },
+          h("label", { for: "run-split-k" }, h("span", { class: "muted" }, "launches a chunk (K)"), chunk),
+          h("label", { for: "run-split-warmup" }, h("span", { class: "muted" }, "warm-up launches (W)"), warmup),
+        ),
+        h("p", { id: "run-split-info", class: "hint" }, "Cut each sim into chunks of kernel launches, simulated at once on any runners and stitched into one sim; each chunk first simulates the W launches before it and discards them, to warm its caches."),
+        splitError,
+      ),
+      h(
+        "div",
+        { class: "field" },
         h("label", { for: "run-reference", class: "check" }, reference, " Measure against a reference"),
-        h("p", { id: "run-reference-info", class: "hint" }, "With reuse: each sim also gets a reference, the trace run whole and in sequence on the same config; Compare then shows the fast sim's error per kernel, the wall times and the speed-up."),
+        h("p", { id: "run-reference-info", class: "hint" }, "With reuse or a split: each sim also gets a reference, the trace run whole and in sequence on the same config; Compare then shows the fast sim's error per kernel, the wall times and the speed-up."),
       ),
       h("div", { class: "form-actions" }, submit, h("a", { class: "btn btn-ghost", href: "#/runs" }, "Cancel"), formError),
     ),
