@@ -85,14 +85,15 @@ WATCH_COUNTS = """(n) => {
 }"""
 
 
-def lanes_apart(page: Any, size: str) -> None:
-    """Every timeline lane tells its replica: on the canvas, each label ends in the sim's
-    replica and no two are alike; in the kernel table, the replica is never cut."""
+def lanes_apart(page: Any, size: str, whole: bool = True) -> None:
+    """Every timeline lane tells its config and replica: on the canvas, each label ends in the
+    sim's replica and no two are alike (and, if `whole`, none is cut); in the kernel table,
+    the replica is never cut."""
     labels = data_json(page, "#timeline-canvas", "labels")
     lanes = sorted({(b["lane"], b["gpu_config"], b["replica"]) for b in data_json(page, "#timeline-canvas", "bars")})
     assert len(labels) == len(lanes) and len(set(labels)) == len(labels), (size, labels)
     for label, (_, config, replica) in zip(labels, lanes, strict=True):
-        assert label.endswith(f"r{replica}") and "…" not in label, (size, label, config)
+        assert label.endswith(f"r{replica}") and (not whole or "…" not in label), (size, label, config)
     cut = page.eval_on_selector_all(
         "#timeline-kernels .vt-row .lane-name",
         """names => names.filter((name) => {
@@ -442,7 +443,7 @@ def test_the_counts_follow_the_sims_live(page: Any, cascade: LiveServer, api: ht
 
 
 COMBO_KERNELS = [("_Z6vecAddIfEvPT_S1_S1_i", 5533), ("_Z8mult_gpuIfEvPT_S1_S1_ii", 7506), ("_Z6vecAddIfEvPT_S1_S1_i", 5409)]
-CLOCKS = {"SM61_TITANX": 1417.0, "SM7_QV100": 1132.0}
+CLOCKS = {"SM61_TITANX": 1417.0, "SM7_QV100": 1132.0, "SM61_TITANX_L2x2_assoc16": 1417.0, "SM61_TITANX_L2x2_assoc32": 1417.0}
 
 
 def seed_combo_run(cascade: LiveServer, run_id: str, trace_id: str, sims: list[tuple[str, str, int]], lives: Iterable[ev.Event]) -> None:
@@ -468,6 +469,24 @@ def test_compare_and_timeline_of_two_configs(page: Any, cascade: LiveServer) -> 
     page.click("a[data-tab=timeline]")
     page.wait_for_selector("#timeline-canvas[data-kernels='12'][data-labels]")
     shoot(page, "timeline-configs", "#timeline-canvas", check=lanes_apart)
+
+
+def test_timeline_lanes_of_long_configs_alike_but_for_their_end_stay_apart_on_a_phone(page: Any, cascade: LiveServer) -> None:
+    """Two variants whose names differ only at their end: on a phone their lane labels are
+    cut in the middle, never at the end that tells them apart."""
+    run_id = "run-longconfigs01"
+    configs = ("SM61_TITANX_L2x2_assoc16", "SM61_TITANX_L2x2_assoc32")
+    sims = [(f"sim-longconfigs{c}{r}", config, r) for c, config in enumerate(configs) for r in range(2)]
+    at = datetime(2026, 11, 8, 9, tzinfo=UTC)
+    lives = (e for sim_id, config, r in sims for e in w.finished_sim(run_id, sim_id, [(n, c + 97 * r) for n, c in COMBO_KERNELS], CLOCKS[config], at))
+    seed_combo_run(cascade, run_id, "long-configs", sims, lives)
+    sign_in(page, cascade.url, f"#/runs/{run_id}/timeline")
+    page.wait_for_selector("#timeline-canvas[data-kernels='12'][data-labels]")
+    shoot(page, "timeline-long-configs", "#timeline-canvas", check=lambda p, size: lanes_apart(p, size, whole=False))
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_function("() => JSON.parse(document.querySelector('#timeline-canvas').dataset.labels).some((l) => l.includes('…'))")
+    labels = data_json(page, "#timeline-canvas", "labels")
+    assert [label.split("…")[-1].split(" ")[0][-2:] for label in labels] == ["16", "16", "32", "32"], labels
 
 
 def test_a_sample_trace_is_deleted_from_the_traces_page_with_its_runs(page: Any, cascade: LiveServer, api: httpx.Client) -> None:

@@ -192,6 +192,20 @@ export function legend(series, id) {
 }
 
 /** `text` cut to `width` px with an ellipsis (empty when not even a letter fits). */
+/**
+ * `text` in `width` pixels, cut in the middle if it must be ("TITANX_L2…assoc16"): names that
+ * differ at their end (a config and its variants) stay apart where a cut end would not.
+ */
+export function fitMiddle(ctx, text, width) {
+  if (ctx.measureText(text).width <= width) return text;
+  for (let n = text.length - 1; n > 1; n--) {
+    const head = Math.ceil(n / 3);
+    const cut = `${text.slice(0, head)}…${text.slice(text.length - (n - head))}`;
+    if (ctx.measureText(cut).width <= width) return cut;
+  }
+  return "";
+}
+
 export function fitText(ctx, text, width) {
   if (ctx.measureText(text).width <= width) return text;
   let n = text.length;

@@ -10,7 +10,7 @@
 import { counted, duration, integer, ipc, ticks, timeUnit } from "../format.js";
 import { clear, facts, h, hideTip, perFrame, showTip, state, throttle } from "../dom.js";
 import { colorMap, cssVar, fitCanvas, textOn } from "../palette.js";
-import { fitText } from "../plot.js";
+import { fitMiddle, fitText } from "../plot.js";
 import { virtualTable } from "../vtable.js";
 
 const AXIS = 28;
@@ -354,7 +354,7 @@ function shortConfigs(configs) {
 /**
  * A lane's label in `width` pixels. The replica is always shown whole, so the lanes of one
  * config stay apart on a phone: the full config if it fits, else the short one, else the
- * short one cut.
+ * short one cut in the middle, so that configs that differ at their end stay apart too.
  */
 function laneText(ctx, lane, width) {
   for (const config of [lane.config, lane.short]) {
@@ -362,7 +362,7 @@ function laneText(ctx, lane, width) {
     if (ctx.measureText(text).width <= width) return text;
   }
   const tail = ` ${lane.replica}`;
-  const head = fitText(ctx, lane.short, width - ctx.measureText(tail).width);
+  const head = fitMiddle(ctx, lane.short, width - ctx.measureText(tail).width);
   return head ? `${head}${tail}` : lane.replica;
 }
 
