@@ -200,6 +200,7 @@ def test_upload_run_watch_timeline_compare_and_perfetto(page: Any, cascade: Live
     assert [d[:4] for d in drawn] == [e[:4] for e in expected]
     assert [x for d in drawn for x in d[4:]] == pytest.approx([x for e in expected for x in e[4:]], rel=1e-12)
     wait_for_rows(page, "#timeline-kernels", 9)
+    assert page.inner_text(".vt-foot[data-rows='9']") == "9 rows"
     box = page.locator("#timeline-canvas").bounding_box()
     assert box is not None
     page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 28 + 12)  # the first lane, past its middle
@@ -637,6 +638,13 @@ def test_ten_thousand_kernels_stay_smooth(page: Any, cascade: LiveServer) -> Non
     )
     assert frame_ms < 50, f"{frame_ms:.1f} ms a frame"
     assert page.locator("#timeline-kernels .vt-row").count() < 60  # virtualised: only what is in view
+    # The box says how many rows it holds and which are in view, until its end is.
+    page.wait_for_function("() => document.querySelector('.vt-foot[data-rows=\"10000\"]')")
+    said = page.inner_text(".vt-foot[data-rows='10000']")
+    assert re.fullmatch(r"rows 1–\d+ of 10,000 · scroll for more", said), said
+    page.eval_on_selector("[aria-label='Kernels on the timeline, scrollable']", "body => body.scrollTop = body.scrollHeight")
+    page.wait_for_function("() => /of 10,000$/.test(document.querySelector('.vt-foot[data-rows=\"10000\"]').textContent)")
+    assert re.fullmatch(r"rows [\d,]+–10,000 of 10,000", page.inner_text(".vt-foot[data-rows='10000']"))
     page.click("a[data-tab=compare]")
     page.wait_for_selector("#compare-table .vt-row")
     assert page.locator("#compare-table .vt-row").count() < 60

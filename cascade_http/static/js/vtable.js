@@ -14,6 +14,13 @@ function track(width, need) {
   return { track: min === max ? wide : `minmax(${wide}, ${max})`, min: wide };
 }
 
+/** "3 rows", or where the view is among many: "rows 1–14 of 10,000 · scroll for more". */
+function footText(total, first, shown) {
+  if (total <= shown || shown <= 0) return `${total.toLocaleString("en-US")} ${total === 1 ? "row" : "rows"}`;
+  const last = Math.min(total, first + shown);
+  return `rows ${(first + 1).toLocaleString("en-US")}–${last.toLocaleString("en-US")} of ${total.toLocaleString("en-US")}${last < total ? " · scroll for more" : ""}`;
+}
+
 /**
  * columns: [{ title, cell(row, i) -> string | Node, width: CSS grid track, num?: bool, data?(row) -> attrs }]
  * Returns { el, setRows(rows), setColumns(columns) }.
@@ -25,7 +32,10 @@ export function virtualTable({ label, columns, rowHeight = 30, maxHeight = 420, 
   const spacer = h("div", { class: "vt-spacer" });
   const body = h("div", { class: "vt-body", tabindex: "0", role: "rowgroup", "aria-label": `${label}, scrollable` }, spacer);
   const table = h("div", { class: "vt", role: "table", "aria-label": label, id }, head, body);
-  const el = h("div", { class: "vt-wrap" }, table);
+  // How many rows it holds, and which are in view when it scrolls: a box of fixed height
+  // shows no more than its first rows otherwise.
+  const foot = h("div", { class: "vt-foot", "aria-live": "polite" });
+  const el = h("div", {}, h("div", { class: "vt-wrap" }, table), foot);
 
   let headWidths = null; // px each header needs, measured once the table is laid out
 
@@ -76,6 +86,8 @@ export function virtualTable({ label, columns, rowHeight = 30, maxHeight = 420, 
       );
     }
     spacer.replaceChildren(...out);
+    foot.textContent = footText(total, Math.floor(body.scrollTop / rowHeight), Math.floor(body.clientHeight / rowHeight));
+    foot.dataset.rows = String(total);
   });
 
   body.addEventListener("scroll", render, { passive: true });
