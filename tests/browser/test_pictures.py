@@ -110,6 +110,10 @@ def test_compare_draws_the_comparison_kernel_by_kernel(page: Any, cascade: LiveS
         for (cfg, i), t in sorted(times.items(), key=lambda item: item[0][1]) if len(t) > 1
     ]
     assert data_json(page, "#spread-chart", "spread") == spread
+    # Every chart says what its axes are.
+    assert data_json(page, "#scatter-chart", "axes") == {"x": "real", "y": "simulated"}
+    assert data_json(page, "#ratio-chart", "axes") == {"x": "kernel (index)", "y": "simulated time ÷ first config's"}
+    assert data_json(page, "#spread-chart", "axes") == {"x": "kernel (index)", "y": "replica ÷ median − 1"}
     assert [s["median_ns"] for s in spread] == [pytest.approx(r["sim_ns"][base]) for r in comparison["rows"]]
     assert "SM7_QV100: one replica, no spread." in page.inner_text("#pic-spread")
 
@@ -228,6 +232,7 @@ def test_the_stat_explorer_finds_a_stat_and_draws_it_per_kernel_and_config(page:
     assert page.url.endswith("/stats?name=gpu_sim_cycle")
     values = api.get(f"/api/runs/{run}/stats/values", params={"name": "gpu_sim_cycle"}).json()
     assert data_json(page, "#stat-bars", "bars") == [{k: r[k] for k in ("kernel_index", "gpu_config", "median", "min", "max")} for r in values["rows"]]
+    assert data_json(page, "#stat-bars", "axes") == {"x": "kernel (index)", "y": "gpu_sim_cycle (median of replicas)"}
     table_lists(page, values["rows"])
     shown = page.eval_on_selector_all("#stat-table .vt-row", "rows => rows.map(r => [Number(r.dataset.kernelIndex), r.dataset.config, Number(r.querySelector('[data-median]').dataset.median)])")
     assert shown == [[r["kernel_index"], r["gpu_config"], r["median"]] for r in values["rows"]]

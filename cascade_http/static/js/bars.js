@@ -5,19 +5,19 @@
 // neighbouring kernels then share columns.
 
 import { cssVar } from "./palette.js";
-import { axis as drawAxis, canvasPlot, legend, linearDomain, ratioDomain, scale } from "./plot.js";
+import { axis as drawAxis, axisTitles, canvasPlot, legend, linearDomain, ratioDomain, scale } from "./plot.js";
 import { h } from "./dom.js";
 
-const PAD = { left: 64, right: 12, top: 12, bottom: 26 };
+const PAD = { left: 72, right: 12, top: 12, bottom: 40 };
 const MAX_BAR = 28;
 
 /**
  * { id, label, height, kind: "log" (as far below the baseline as above) | "linear", baseline,
- *   mark: "bar" | "dot", axis(v) -> text,
+ *   mark: "bar" | "dot", axis(v) -> text, yTitle: text | () -> text (what the values are),
  *   rowTitle(row) -> text, valueText(value) -> text }
  * setData({ rows: [{ kernel_index, kernel_name }], series: [{ name, color, values: [{ v, lo?, hi? } | null] }] })
  */
-export function kernelBars({ id, label, height = 240, kind = "linear", baseline = 0, mark = "bar", axis, rowTitle, valueText }) {
+export function kernelBars({ id, label, height = 240, kind = "linear", baseline = 0, mark = "bar", axis, yTitle, rowTitle, valueText }) {
   let data = { rows: [], series: [] };
   const keyBox = h("div", {});
   const plot = canvasPlot({ id, label, height, draw });
@@ -44,6 +44,7 @@ export function kernelBars({ id, label, height = 240, kind = "linear", baseline 
       ctx.fillRect(left(focus), PAD.top, Math.max(1, g.slot), tall - PAD.top - PAD.bottom);
     }
     drawAxis(ctx, y, "y", PAD.left, width - PAD.right, axis);
+    axisTitles(ctx, { x: "kernel (index)", y: typeof yTitle === "function" ? yTitle() : yTitle }, { left: PAD.left, right: width - PAD.right, top: PAD.top, bottom: tall - PAD.bottom });
     ctx.strokeStyle = cssVar("--muted");
     ctx.beginPath();
     ctx.moveTo(PAD.left, Math.round(y(baseline)) + 0.5);

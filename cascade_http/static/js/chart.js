@@ -5,10 +5,12 @@
 import { duration } from "./format.js";
 import { facts, h, hideTip, perFrame, showTip } from "./dom.js";
 import { cssVar, fitCanvas } from "./palette.js";
+import { axisTitles } from "./plot.js";
 
-const PAD = { left: 64, right: 12, top: 12, bottom: 26 };
+const PAD = { left: 72, right: 12, top: 12, bottom: 40 };
 
-export function lineChart({ id, label, height = 240, rowTitle }) {
+/** { id, label, height, rowTitle(i) -> text, xTitle, yTitle: what the rows and values are } */
+export function lineChart({ id, label, height = 240, rowTitle, xTitle, yTitle }) {
   let data = { rows: 0, series: [] };
   let focus = null;
   const canvas = h("canvas", { class: "chart", id, tabindex: "0", role: "img", "aria-label": label });
@@ -54,7 +56,8 @@ export function lineChart({ id, label, height = 240, rowTitle }) {
     }
     ctx.textAlign = "center";
     const step = Math.max(1, Math.ceil(data.rows / Math.max(2, s.plotW / 60)));
-    for (let i = 0; i < data.rows; i += step) ctx.fillText(String(i), s.x(i), height - PAD.bottom / 2);
+    for (let i = 0; i < data.rows; i += step) ctx.fillText(String(i), s.x(i), height - PAD.bottom + 10);
+    axisTitles(ctx, { x: xTitle, y: yTitle }, { left: PAD.left, right: width - PAD.right, top: PAD.top, bottom: height - PAD.bottom });
     for (const series of data.series) {
       ctx.strokeStyle = series.color;
       ctx.fillStyle = series.color;

@@ -193,6 +193,24 @@ export function legend(series, id) {
 
 /** `text` cut to `width` px with an ellipsis (empty when not even a letter fits). */
 /**
+ * The titles of a plot's axes: x's centred under the tick labels below `box.bottom`, y's
+ * turned up at `box.yTitleAt` (the canvas's left edge unless given); the canvas's
+ * `data-axes` holds them, for tests and tools.
+ */
+export function axisTitles(ctx, { x, y }, box) {
+  ctx.save();
+  ctx.fillStyle = cssVar("--muted");
+  ctx.textAlign = "center";
+  ctx.textBaseline = "top";
+  ctx.fillText(x, (box.left + box.right) / 2, box.bottom + 20);
+  ctx.translate(box.yTitleAt ?? 4, (box.top + box.bottom) / 2);
+  ctx.rotate(-Math.PI / 2);
+  ctx.fillText(y, 0, 0);
+  ctx.restore();
+  ctx.canvas.dataset.axes = JSON.stringify({ x, y });
+}
+
+/**
  * `text` in `width` pixels, cut in the middle if it must be ("TITANX_L2…assoc16"): names that
  * differ at their end (a config and its variants) stay apart where a cut end would not.
  */

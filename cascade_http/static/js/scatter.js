@@ -4,7 +4,7 @@
 // and numbers; ←/→ steps through the points.
 
 import { cssVar } from "./palette.js";
-import { axis as drawAxis, canvasPlot, legend, logDomain, nearest, scale } from "./plot.js";
+import { axis as drawAxis, axisTitles, canvasPlot, legend, logDomain, nearest, scale } from "./plot.js";
 import { h } from "./dom.js";
 
 const PAD = { left: 64, right: 14, top: 14, bottom: 40 };
@@ -30,15 +30,7 @@ export function scatterPlot({ id, label, axis, xTitle, yTitle, tip }) {
     const [lo, hi] = dom;
     drawAxis(ctx, x, "x", PAD.top, PAD.top + side, axis);
     drawAxis(ctx, y, "y", left, left + side, axis);
-    ctx.fillStyle = cssVar("--muted");
-    ctx.textAlign = "center";
-    ctx.fillText(xTitle, left + side / 2, PAD.top + side + 22);
-    ctx.save();
-    ctx.translate(left - PAD.left + 12, PAD.top + side / 2);
-    ctx.rotate(-Math.PI / 2);
-    ctx.textBaseline = "middle";
-    ctx.fillText(yTitle, 0, 0);
-    ctx.restore();
+    axisTitles(ctx, { x: xTitle, y: yTitle }, { left, right: left + side, top: PAD.top, bottom: PAD.top + side, yTitleAt: left - PAD.left + 4 });
 
     ctx.save();
     ctx.beginPath();

@@ -303,7 +303,10 @@ export function mountCompare(el, model) {
     ];
     const stepTable = virtualTable({ id: "steps-table", label: "Per-step wall and GPU time", columns: stepCols, maxHeight: 360 });
     stepTable.setRows(steps);
-    const stepChart = lineChart({ id: "steps-chart", label: "Wall time per step, real and simulated", height: 200, rowTitle: (i) => `Step ${steps[i].step} (${steps[i].kind})` });
+    const stepChart = lineChart({
+      id: "steps-chart", label: "Wall time per step, real and simulated", height: 200, rowTitle: (i) => `Step ${steps[i].step} (${steps[i].kind})`,
+      xTitle: "step (index)", yTitle: "wall time",
+    });
     const colors = colorMap();
     stepChart.setData({
       rows: steps.length,

@@ -141,6 +141,7 @@ export function comparePictures(model, colors) {
     kind: "log",
     baseline: 1,
     axis: (v) => `×${v}`,
+    yTitle: "simulated time ÷ first config's",
     rowTitle: kernelTitle,
     valueText: (p) => p?.text ?? NONE,
   });
@@ -151,6 +152,7 @@ export function comparePictures(model, colors) {
     label: "How far each config's replicas are from their median, per kernel",
     mark: "dot",
     axis: (v) => percent(v),
+    yTitle: "replica ÷ median − 1",
     rowTitle: kernelTitle,
     valueText: (p) => p?.text ?? NONE,
   });

@@ -86,7 +86,10 @@ export function mountStats(el, model, query) {
 
   // --- one stat ---
 
-  const bars = kernelBars({ id: "stat-bars", label: "The stat per kernel and config", rowTitle: kernelTitle, axis: number, valueText: (p) => p?.text ?? NONE });
+  const bars = kernelBars({
+    id: "stat-bars", label: "The stat per kernel and config", yTitle: () => `${name} (median of replicas)`, rowTitle: kernelTitle, axis: number,
+    valueText: (p) => p?.text ?? NONE,
+  });
   const valuesTable = virtualTable({ id: "stat-table", label: "The stat's values", columns: [], rowData: (r) => ({ kernelIndex: r.kernel_index, config: r.gpu_config }) });
 
   function columns(withUnits, withTotals) {
