@@ -6,8 +6,12 @@ heatmaps of per-unit tables). The run's kernels carry real Accel-Sim stats maps
 
 from __future__ import annotations
 
+import csv
+import io
 import statistics
+import zipfile
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -114,6 +118,21 @@ def test_compare_draws_the_comparison_kernel_by_kernel(page: Any, cascade: LiveS
     assert data_json(page, "#scatter-chart", "axes") == {"x": "real", "y": "simulated"}
     assert data_json(page, "#ratio-chart", "axes") == {"x": "kernel (index)", "y": "simulated time ÷ first config's"}
     assert data_json(page, "#spread-chart", "axes") == {"x": "kernel (index)", "y": "replica ÷ median − 1"}
+
+    # Downloads: the Compare table as CSV, every row at the API's numbers; the run as Parquet.
+    with page.expect_download() as downloaded:
+        page.click("#compare-csv")
+    assert downloaded.value.suggested_filename == f"{run}-compare.csv"
+    rows = list(csv.DictReader(io.StringIO(Path(downloaded.value.path()).read_text())))
+    assert [(int(r["kernel_index"]), r["kernel_name"], float(r["real_ns"])) for r in rows] == [
+        (c["kernel_index"], c["kernel_name"], pytest.approx(c["real_ns"], rel=1e-15)) for c in comparison["rows"]
+    ]
+    for cfg in comparison["configs"]:
+        assert [float(r[f"{cfg}_sim_ns"]) for r in rows] == [pytest.approx(c["sim_ns"][cfg], rel=1e-15) for c in comparison["rows"]]
+    with page.expect_download() as downloaded:
+        page.click(f"button[data-download='/api/runs/{run}/export']")
+    assert downloaded.value.suggested_filename == f"{run}-parquet.zip"
+    assert "kernels.parquet" in zipfile.ZipFile(downloaded.value.path()).namelist()
     assert [s["median_ns"] for s in spread] == [pytest.approx(r["sim_ns"][base]) for r in comparison["rows"]]
     assert "SM7_QV100: one replica, no spread." in page.inner_text("#pic-spread")
 

@@ -83,11 +83,15 @@ function filenameOf(response, fallback) {
 /** Downloads what `path` answers as a file, under the name the server gives it. */
 export async function download(path, fallbackName) {
   const response = await request(path);
-  const blob = await response.blob();
+  saveBlob(await response.blob(), filenameOf(response, fallbackName));
+}
+
+/** `blob` saved by the browser as a download named `name`. */
+export function saveBlob(blob, name) {
   const url = URL.createObjectURL(blob);
   const link = document.createElement("a");
   link.href = url;
-  link.download = filenameOf(response, fallbackName);
+  link.download = name;
   document.body.append(link);
   link.click();
   link.remove();

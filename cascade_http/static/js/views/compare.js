@@ -7,7 +7,7 @@
 // e2e, real vs simulated per config (the median over its replicas). Fast sims with a reference
 // first, against it (reference.js); a reference is no replica of its config here. Refetched as kernels finish.
 
-import { api, enc } from "../api.js";
+import { api, enc, saveBlob } from "../api.js";
 import { counted, duration, fixed, integer, ms, NONE, percent, precise } from "../format.js";
 import { clear, failure, h, loading, state, throttle } from "../dom.js";
 import { lineChart } from "../chart.js";
@@ -116,9 +116,14 @@ export function mountCompare(el, model) {
   const pictures = comparePictures(model, colors);
   const table = virtualTable({ id: "compare-table", label: "Time per kernel row", columns: [], rowData: (r) => ({ kernelIndex: r.kernel_index }) });
   const references = referencePanel(model);
+  const csv = h(
+    "button",
+    { class: "btn btn-small", type: "button", id: "compare-csv", disabled: true, title: "The table below, every row, as CSV", onclick: () => saveBlob(new Blob([comparisonCsv(comparison)], { type: "text/csv" }), `${model.id}-compare.csv`) },
+    "CSV",
+  );
   el.append(
     references.el,
-    h("section", { class: "panel", "aria-labelledby": "cmp-kernels" }, h("div", { class: "toolbar" }, h("h2", { id: "cmp-kernels" }, "Kernels")), kernelsBody),
+    h("section", { class: "panel", "aria-labelledby": "cmp-kernels" }, h("div", { class: "toolbar" }, h("h2", { id: "cmp-kernels" }, "Kernels"), csv), kernelsBody),
     stepsBody,
   );
 
@@ -218,6 +223,7 @@ export function mountCompare(el, model) {
     pictures.render(c);
     table.setColumns(columns(c));
     table.setRows(c.rows);
+    csv.disabled = false;
   }
 
   async function loadComparison() {
@@ -387,4 +393,17 @@ export function mountCompare(el, model) {
       refreshReferences.cancel();
     },
   };
+}
+
+/**
+ * The comparison's rows as CSV, every value as the API gives it (nanoseconds, unrounded):
+ * kernel_index, kernel_name, real_ns, then each config's simulated ns; a kernel name is
+ * quoted, for template arguments hold commas.
+ */
+export function comparisonCsv(c) {
+  const quoted = (text) => `"${String(text).replaceAll('"', '""')}"`;
+  const value = (v) => (v === null || v === undefined ? "" : String(v));
+  const header = ["kernel_index", "kernel_name", "real_ns", ...c.configs.map((cfg) => `${cfg}_sim_ns`)].map(quoted);
+  const rows = c.rows.map((r) => [String(r.kernel_index), quoted(r.kernel_name), value(r.real_ns), ...c.configs.map((cfg) => value(r.sim_ns[cfg]))]);
+  return [header, ...rows].map((cells) => cells.join(",")).join("\n") + "\n";
 }

@@ -58,6 +58,9 @@ export function mountRun(el, params, query) {
     { class: "run-actions" },
     results,
     downloadButton("Perfetto", `/api/runs/${enc(params.id)}/perfetto`, `${params.id}-perfetto.json`, { small: false, title: "A Chrome trace JSON for ui.perfetto.dev" }),
+    downloadButton("Parquet", `/api/runs/${enc(params.id)}/export`, `${params.id}-parquet.zip`, {
+      small: false, title: "A zip of Parquet files (runs, sims, kernels, kernel_stats, timing) that pandas, polars and DuckDB read",
+    }),
     retry,
     addSims,
     cancel,
