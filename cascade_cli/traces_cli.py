@@ -16,7 +16,7 @@ from cascade_api.models import Trace
 from cascade_cli import runs_text
 from cascade_cli.locate import api_client
 from cascade_cli.runs_cli import _answer, quoted_id
-from cascade_cli.uploads_cli import _size, send
+from cascade_cli.uploads_cli import send, size_text
 
 
 def list_traces(args: argparse.Namespace) -> int:
@@ -28,7 +28,7 @@ def traces_table(traces: Sequence[Trace]) -> list[str]:
         return ["no traces"]
     rows = [
         [t.id, t.state + (" (sample)" if t.sample else ""), str(t.kernel_count), t.trace_gpu_arch or runs_text.NONE,
-         t.suggested_sim_config or runs_text.NONE, _size(t.bytes), runs_text.local_time(t.created_at)]
+         t.suggested_sim_config or runs_text.NONE, size_text(t.bytes), runs_text.local_time(t.created_at)]
         for t in traces
     ]
     return runs_text.table(["trace", "state", "kernels", "arch", "suggested config", "size", "created"], rows, right=frozenset({2, 5}))

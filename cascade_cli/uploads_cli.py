@@ -103,10 +103,10 @@ class Progress:
             return
         rate = self.sent / max(self.drawn - self.started, 1e-6)
         percent = 100 * self.sent / self.total if self.total else 100.0
-        print(f"\r{_size(self.sent)} / {_size(self.total)}  {percent:5.1f}%  {_size(rate)}/s   ", end=end, file=self.out, flush=True)
+        print(f"\r{size_text(self.sent)} / {size_text(self.total)}  {percent:5.1f}%  {size_text(rate)}/s   ", end=end, file=self.out, flush=True)
 
 
-def _size(n: float) -> str:
+def size_text(n: float) -> str:
     return f"{n / (1 << 20):,.1f} MiB" if n >= 1 << 20 else f"{n / 1024:,.1f} KiB"
 
 

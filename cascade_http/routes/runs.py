@@ -235,10 +235,8 @@ async def list_kernels(request: Request) -> Response:
     c = cascade(request)
     page = paging.page_asked(request)
     run = await _run(c, request.path_params["run_id"])
-    if page is None:
-        return streamed(c, q.run_kernel_pieces, run, media_type="application/json")
-    headers = paging.page_headers(request, page, await read(c, q.run_kernel_count, run))
-    return streamed(c, q.run_kernel_pieces, run, page, media_type="application/json", headers=headers)
+    headers = None if page is None else paging.page_headers(request, page, await read(c, q.run_kernel_count, run))
+    return streamed(c, q.run_kernel_pieces, run, page or q.WHOLE, media_type="application/json", headers=headers)
 
 
 @operation(summary="List a run's step timing", response=list[SimStepTimeline], errors=NO_RUN)

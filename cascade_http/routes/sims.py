@@ -15,7 +15,7 @@ from cascade_api.models import ReferenceComparison, SimFile, SimResults
 from cascade_http import paging
 from cascade_http.openapi import Query, operation
 from cascade_http.readmodel import attachment, streamed
-from cascade_http.responses import ApiError, ClosingStreamingResponse, MsgspecResponse, not_found
+from cascade_http.responses import ClosingStreamingResponse, MsgspecResponse, not_found
 from cascade_http.state import cascade
 from projections.queries import runs as q
 from projections.rows import SimRow
@@ -46,9 +46,7 @@ async def sim_results(request: Request) -> Response:
     configs = await c.configs_by_name()
     args = (run, sim, configs, c.stat_names, stats, page or q.WHOLE)
     filename = f"{sim.id}-results.json"
-    if page is None:
-        return streamed(c, q.sim_results_pieces, *args, media_type="application/json", filename=filename)
-    headers = paging.page_headers(request, page, await read(c, q.kernel_count, [sim.id]))
+    headers = None if page is None else paging.page_headers(request, page, await read(c, q.kernel_count, [sim.id]))
     return streamed(c, q.sim_results_pieces, *args, media_type="application/json", filename=filename, headers=headers)
 
 

@@ -11,9 +11,9 @@ its parts agree.
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Iterator, Mapping
 
 import msgspec
-from collections.abc import Iterator, Mapping
 
 from cascade_core.gpu_configs import GpuConfig
 from cascade_api.models import RunSummary

@@ -3,7 +3,7 @@
 // form that sends it with this tab's token and shows the answer. Served from the package,
 // like the rest of the app (no CDN); `/docs` leads here.
 
-import { authHeaders } from "../api.js";
+import { api, authHeaders } from "../api.js";
 import { clear, failure, h, loading } from "../dom.js";
 
 const SHOWN_BYTES = 64 * 1024; // of an answer tried here: the rest is for a download
@@ -31,8 +31,7 @@ export function mountApiDocs(el) {
   );
   const load = async () => {
     try {
-      const response = await fetch("/api/openapi.json");
-      clear(body, render(await response.json()));
+      clear(body, render(await api("/api/openapi.json")));
     } catch (err) {
       clear(body, failure(err, load));
     }
@@ -84,7 +83,7 @@ function operation({ path, method, op }, schemas) {
       "table",
       { class: "table api-answers" },
       h("thead", {}, h("tr", {}, ["Status", "When", "Body"].map((t) => h("th", { scope: "col" }, t)))),
-      h("tbody", {}, ...Object.entries(op.responses ?? {}).map(([status, r]) => h("tr", {}, h("td", { class: "mono" }, status), h("td", {}, r.description ?? ""), h("td", {}, answerSchema(r, schemas))))),
+      h("tbody", {}, ...Object.entries(op.responses ?? {}).map(([status, r]) => h("tr", {}, h("td", { class: "mono" }, status), h("td", {}, r.description ?? ""), h("td", {}, answerSchema(r))))),
     ),
     tryIt(path, method, params, content),
   );
@@ -109,7 +108,7 @@ function parameters(params) {
   );
 }
 
-function answerSchema(response, schemas) {
+function answerSchema(response) {
   const [type, c] = Object.entries(response.content ?? {})[0] ?? [];
   if (!type) return h("span", { class: "muted" }, "none");
   return h("div", {}, h("div", { class: "mono muted small" }, type), c.schema ? typeLink(c.schema) : null);
