@@ -168,6 +168,16 @@ class Sim(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ] = None
 
 
+class ConfigCycles(msgspec.Struct, frozen=True, kw_only=True):
+    """A config's total simulated cycles in a run, over its replicas that count."""
+
+    gpu_config: Annotated[str, msgspec.Meta(description="The config as the run's comparison labels it: `NAME@<6 hex>` when its replicas ran files of several digests.")]
+    sims: Annotated[int, msgspec.Meta(description="Its succeeded replicas that simulated every launch, whose `gpu_tot_sim_cycle` these are.")]
+    median: float
+    min: float
+    max: float
+
+
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     id: str
     trace_id: str
@@ -181,6 +191,13 @@ class RunSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ] = 0
     name: Annotated[str | None, msgspec.Meta(description="The name it was created with; absent when none.")] = None
     tags: Annotated[list[str], msgspec.Meta(description="The tags it was created with; absent when none.")] = []
+    cycles: Annotated[
+        list[ConfigCycles],
+        msgspec.Meta(
+            description="Total simulated cycles per config, in the order of its entries, over its replicas (not references) that "
+            "succeeded and simulated every launch: in the runs list when asked (`cycles=true`); absent when none has."
+        ),
+    ] = []
 
 
 class RunDetail(RunSummary, frozen=True, kw_only=True):

@@ -145,8 +145,8 @@ def _answer(args: argparse.Namespace, raw: bytes, type_: type[T], text: Callable
 
 
 def list_runs(args: argparse.Namespace) -> int:
-    query = urlencode({k: v for k, v in (("tag", args.tag), ("name", args.name)) if v})
-    return _answer(args, api_client(args).get("/api/runs" + (f"?{query}" if query else "")), list[RunSummary], runs_text.runs_table)
+    query = urlencode({k: v for k, v in (("tag", args.tag), ("name", args.name), ("cycles", "true")) if v})
+    return _answer(args, api_client(args).get(f"/api/runs?{query}"), list[RunSummary], runs_text.runs_table)
 
 
 def show(args: argparse.Namespace) -> int:

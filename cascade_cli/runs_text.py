@@ -129,8 +129,18 @@ def cut_short(run: RunSummary) -> str:
 def runs_table(runs: Sequence[RunSummary]) -> list[str]:
     if not runs:
         return ["no runs"]
-    rows = [[r.id, r.trace_id, r.state, counts(r.sim_counts) + cut_short(r), local_time(r.created_at)] for r in runs]
-    return table(["run", "trace", "state", "sims", "created"], rows)
+    rows = [[r.id, r.trace_id, r.state, counts(r.sim_counts) + cut_short(r), cycles_text(r), local_time(r.created_at)] for r in runs]
+    return table(["run", "trace", "state", "sims", "cycles", "created"], rows)
+
+
+def cycles_text(run: RunSummary) -> str:
+    """Each config's total cycles (`RunSummary.cycles`): the median of its whole replicas, with
+    their range when they differ; the config named when the run has several."""
+    named = len(run.entries) > 1 or len(run.cycles) > 1
+    return ", ".join(
+        (f"{c.gpu_config} " if named else "") + integer(c.median) + (f" ({integer(c.min)}-{integer(c.max)})" if c.min != c.max else "")
+        for c in run.cycles
+    ) or NONE
 
 
 def run_text(detail: RunDetail, config_labels: Mapping[str, str] = {}) -> list[str]:

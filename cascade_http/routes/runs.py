@@ -85,24 +85,34 @@ async def create_run(request: Request) -> Response:
     return MsgspecResponse(await read(c, q.run_as_created, created), status_code=201)
 
 
+_CYCLES = {"true": True, "false": False}
+
+
 @operation(
     summary="List runs",
-    description="Every run, newest first, with per-state sim counts.",
+    description="Every run, newest first, with per-state sim counts; with `cycles=true`, each with its total cycles per config.",
     query={
         "tag": Query(description="Only runs that have this tag.", schema={"type": "string", "minLength": 1}),
         "name": Query(description="Only runs of this name.", schema={"type": "string", "minLength": 1}),
+        "cycles": Query(
+            description="`true`: each run's `cycles`, its total simulated cycles per config (`false`, the default, leaves them out).",
+            schema={"type": "string", "enum": list(_CYCLES)},
+        ),
     },
     response=list[RunSummary],
-    errors={422: "A query parameter other than tag and name, or one of them empty."},
+    errors={422: "A query parameter other than tag, name and cycles; tag or name empty; cycles neither true nor false."},
 )
 async def list_runs(request: Request) -> Response:
     params = request.query_params
     # A misspelt or empty filter must not answer every run as if it had filtered them.
-    if unknown := sorted(set(params) - {"tag", "name"}):
-        raise ApiError(422, f"unknown query parameters {', '.join(map(repr, unknown))}: GET /api/runs filters by tag and name")
+    if unknown := sorted(set(params) - {"tag", "name", "cycles"}):
+        raise ApiError(422, f"unknown query parameters {', '.join(map(repr, unknown))}: GET /api/runs filters by tag and name, and takes cycles")
     if empty := [key for key in ("tag", "name") if params.get(key) == ""]:
         raise ApiError(422, f"empty {' and '.join(empty)}: give a tag or name to filter by, or leave it out")
-    return MsgspecResponse(await read(cascade(request), q.runs, params.get("tag"), params.get("name")))
+    cycles = params.get("cycles", "false")
+    if cycles not in _CYCLES:
+        raise ApiError(422, f"cycles must be true or false, not {cycles!r}")
+    return MsgspecResponse(await read(cascade(request), q.runs, params.get("tag"), params.get("name"), _CYCLES[cycles]))
 
 
 @operation(

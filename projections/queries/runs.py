@@ -14,8 +14,9 @@ pieces built from `fetchmany` batches; stats maps are made again from their rows
 from __future__ import annotations
 
 import contextlib
+import statistics
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 import duckdb
 import msgspec
@@ -34,6 +35,7 @@ from cascade_api.models import (
     ChunkView,
     Comparison,
     ComparisonRow,
+    ConfigCycles,
     CounterComparison,
     CounterRow,
     CutShortView,
@@ -150,7 +152,9 @@ def run_from_row(row: RunRow) -> RunSummary:
 
 
 def _summary(run: RunRow | Run, entries: Sequence[ev.ConfigCount]) -> RunSummary:
-    return from_row(RunSummary, run, entries=[from_row(RunEntry, entry) for entry in entries], sim_counts=dict(run.sim_counts))
+    # Its cycles are its sims', which neither a run's row nor its state holds: `_with_cycles`
+    # adds them where asked.
+    return from_row(RunSummary, run, entries=[from_row(RunEntry, entry) for entry in entries], sim_counts=dict(run.sim_counts), cycles=[])
 
 
 def kernel_from_row(row: KernelRow) -> KernelStat:
@@ -175,13 +179,22 @@ def run_summary(con: Con, run_id: str) -> RunSummary | None:
     return None if row is None else run_from_row(row)
 
 
-def runs(con: Con, tag: str | None = None, name: str | None = None) -> list[RunSummary]:
-    """Every run, newest first; with `tag`, those that have it; with `name`, those of that name."""
-    rows = _select(
-        con, RunRow, "(?::VARCHAR IS NULL OR list_contains(tags, ?)) AND (?::VARCHAR IS NULL OR name = ?) ORDER BY created_at DESC, id DESC",
-        [tag, tag, name, name],
-    )
-    return [run_from_row(r) for r in rows]
+def runs(con: Con, tag: str | None = None, name: str | None = None, cycles: bool = False) -> list[RunSummary]:
+    """Every run, newest first; with `tag`, those that have it; with `name`, those of that name;
+    with `cycles`, each with its total cycles per config."""
+    with snapshot(con):
+        rows = _select(
+            con, RunRow, "(?::VARCHAR IS NULL OR list_contains(tags, ?)) AND (?::VARCHAR IS NULL OR name = ?) ORDER BY created_at DESC, id DESC",
+            [tag, tag, name, name],
+        )
+        summaries = [run_from_row(r) for r in rows]
+        return _with_cycles(con, summaries) if cycles else summaries
+
+
+def _with_cycles(con: Con, runs: list[RunSummary]) -> list[RunSummary]:
+    """The runs with their total cycles per config (`cycles_by_config`), their replicas read at once."""
+    replicas = _replicas(con, [run.id for run in runs])
+    return [msgspec.structs.replace(run, cycles=cycles_by_config(run, replicas.get(run.id, []))) for run in runs]
 
 
 def configs(run: RunSummary | Run) -> list[str]:
@@ -392,24 +405,68 @@ class Labelled(msgspec.Struct, frozen=True):
     apart: dict[str, str]  # by sim id, the labels that are not the sim's config's name
 
 
-def _replicas(con: Con, run_id: str) -> list[tuple[str, str, dict[str, str] | None]]:
-    """The run's replicas (its sims but references) by replica: id, config, its launch's file digests."""
-    return con.execute(
-        "SELECT id, gpu_config, config_digests FROM sims WHERE run_id = ? AND reference_for IS NULL ORDER BY replica", [run_id]
+class Replica(NamedTuple):
+    """A run's sim but a reference, as its configs' labels and totals take it."""
+
+    sim_id: str
+    gpu_config: str
+    config_digests: dict[str, str] | None  # its launch's config files: file -> sha256
+    cycles: float | None  # its total cycles when it succeeded and simulated every launch
+
+
+# The sims column of each Replica field, selected in the Replica's own order.
+_REPLICA_COLUMN = {
+    "sim_id": "id",
+    "gpu_config": "gpu_config",
+    "config_digests": "config_digests",
+    "cycles": "CASE WHEN state = 'succeeded' AND cut_short IS NULL THEN gpu_tot_sim_cycle END",
+}
+_REPLICA_COLUMNS = ", ".join(_REPLICA_COLUMN[field] for field in Replica._fields)
+
+
+def _replicas(con: Con, run_ids: Sequence[str]) -> dict[str, list[Replica]]:
+    """The runs' replicas (their sims but references) by run, each run's by replica."""
+    records = con.execute(
+        f"""SELECT run_id, {_REPLICA_COLUMNS} FROM sims
+            WHERE run_id IN (SELECT unnest(?::VARCHAR[])) AND reference_for IS NULL ORDER BY run_id, replica""",
+        [list(run_ids)],
     ).fetchall()
+    by_run: dict[str, list[Replica]] = {}
+    for run_id, *replica in records:
+        by_run.setdefault(run_id, []).append(Replica(*replica))
+    return by_run
 
 
-def labels_of(con: Con, run: RunSummary) -> Labelled:
+def labels_from(run: RunSummary, replicas: Sequence[Replica]) -> Labelled:
     """Each replica's config as the comparison shows it (`gpu_configs.config_labels`), by sim
     id; and the comparison's configs: the run's in the order of its entries, a config of
     several digests as its labels, in the order its replicas took them."""
-    replicas = _replicas(con, run.id)
-    labels = config_labels(replicas)
-    apart = {sim_id: labels[sim_id] for sim_id, config, _ in replicas if labels[sim_id] != config}
+    labels = config_labels((r.sim_id, r.gpu_config, r.config_digests) for r in replicas)
+    apart = {r.sim_id: labels[r.sim_id] for r in replicas if labels[r.sim_id] != r.gpu_config}
     shown = []
     for name in configs(run):
-        shown += list(dict.fromkeys(apart[sim_id] for sim_id, config, _ in replicas if config == name and sim_id in apart)) or [name]
+        shown += list(dict.fromkeys(apart[r.sim_id] for r in replicas if r.gpu_config == name and r.sim_id in apart)) or [name]
     return Labelled(shown, apart)
+
+
+def labels_of(con: Con, run: RunSummary) -> Labelled:
+    return labels_from(run, _replicas(con, [run.id]).get(run.id, []))
+
+
+def cycles_by_config(run: RunSummary, replicas: Sequence[Replica]) -> list[ConfigCycles]:
+    """The run's total cycles per config as its comparison labels them: the median, least and
+    most of the replicas that succeeded and simulated every launch (a cut-short success's
+    total is of fewer launches, so it would pass for a faster config)."""
+    labels = labels_from(run, replicas)
+    counted: dict[str, list[float]] = {}
+    for r in replicas:
+        if r.cycles is not None:
+            counted.setdefault(labels.apart.get(r.sim_id, r.gpu_config), []).append(r.cycles)
+    return [
+        ConfigCycles(gpu_config=label, sims=len(cycles), median=statistics.median(cycles), min=min(cycles), max=max(cycles))
+        for label in labels.configs
+        if (cycles := counted.get(label))
+    ]
 
 
 # Kernels with their sim's config as the comparison labels it (`l.label`, else `s.gpu_config`),

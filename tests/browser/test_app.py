@@ -250,6 +250,10 @@ def test_upload_run_watch_timeline_compare_and_perfetto(page: Any, cascade: Live
     # The runs list shows it, filtered by trace.
     page.goto(f"{cascade.url}/#/runs?trace=combo-vec-mm-xz")
     page.wait_for_selector(f"#runs-table tr[data-run='{run_id}'][data-state=succeeded]")
+    # Its total cycles without opening it: one config, so the number alone, its three replicas alike.
+    shown = page.locator(f"#runs-table tr[data-run='{run_id}'] .run-cycles [data-config=SM61_TITANX]")
+    assert shown.inner_text() == "18,448"
+    assert shown.get_attribute("title") == "gpu_tot_sim_cycle, median of 3 succeeded replicas that simulated every launch"
     shoot(page, "runs", "#runs-table")
 
 

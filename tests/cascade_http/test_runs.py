@@ -209,6 +209,20 @@ def test_runs_are_listed_newest_first(client: TestClient) -> None:
     assert_shows(response.json(), example("List runs"))
 
 
+def test_runs_listed_with_their_cycles_when_asked_and_a_wrong_ask_refused(world: TestClient) -> None:
+    plain = world.get("/api/runs").json()
+    assert [run["id"] for run in plain] == [w.RUN_ID] and "cycles" not in plain[0]
+    (run,) = world.get("/api/runs?cycles=true").json()
+    # The reference run's two sims of SM86_RTX3070 each finished at the same total.
+    detail = world.get(RUN).json()
+    totals = [s["latest"]["gpu_tot_sim_cycle"] for s in detail["sims"]]
+    assert run == {**plain[0], "cycles": [{"gpu_config": "SM86_RTX3070", "sims": 2, "median": totals[0], "min": totals[0], "max": totals[0]}]}
+    assert world.get("/api/runs?cycles=false").json() == plain
+    for query, said in (("cycles=yes", "cycles must be true or false, not 'yes'"), ("cycle=true", "unknown query parameters 'cycle'")):
+        response = world.get(f"/api/runs?{query}")
+        assert response.status_code == 422 and said in response.json()["detail"], response.text
+
+
 def test_get_a_run(world: TestClient) -> None:
     response = world.get(RUN)
     assert response.status_code == 200

@@ -200,11 +200,12 @@ def test_run_watch_shows_each_sims_progress_and_the_outcome(live: LiveServer, tm
     listed = cascade(live, "runs")
     assert listed.returncode == 0, listed.stderr
     header, *rows = listed.stdout.splitlines()
-    assert header.split() == ["run", "trace", "state", "sims", "created"]
-    newest = api(live, "/api/runs").json()
+    assert header.split() == ["run", "trace", "state", "sims", "cycles", "created"]
+    newest = api(live, "/api/runs?cycles=true").json()
     assert [row.split()[0] for row in rows] == [r["id"] for r in newest] and newest[2]["id"] == run_id
     created = datetime.fromisoformat(newest[2]["created_at"]).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    assert rows[2].split("  ")[0] == run_id and rows[2].endswith(f"succeeded  2 succeeded  {created}")
+    # 18,448: the combo log's last gpu_tot_sim_cycle, both replicas alike.
+    assert rows[2].split("  ")[0] == run_id and rows[2].endswith(f"succeeded  2 succeeded  18,448  {created}")
     as_json = cascade(live, "runs", "--json")
     assert json.loads(as_json.stdout) == newest
 

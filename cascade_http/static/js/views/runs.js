@@ -3,7 +3,7 @@
 // runs; each run's page is live over its own event stream).
 
 import { api } from "../api.js";
-import { age, dateTime } from "../format.js";
+import { age, dateTime, integer } from "../format.js";
 import { announce, clear, entriesText, failure, h, loading, sampleBadge, simCounts, state, stateBadge, syncRows } from "../dom.js";
 import { poller } from "../poll.js";
 import { tagChips } from "./campaigns.js";
@@ -32,7 +32,7 @@ export function mountRuns(el, _params, query) {
     "table",
     { class: "table responsive", id: "runs-table" },
     h("caption", { class: "sr-only" }, "Runs, newest first"),
-    h("thead", {}, h("tr", {}, ["Run", "State", "Sims", "Trace", "Configs", "Created"].map((t) => h("th", { scope: "col" }, t)))),
+    h("thead", {}, h("tr", {}, ["Run", "State", "Sims", "Trace", "Configs", "Cycles", "Created"].map((t) => h("th", { scope: "col" }, t)))),
     tbody,
   );
 
@@ -87,7 +87,23 @@ export function mountRuns(el, _params, query) {
       h("td", { "data-label": "Sims" }, simCounts(run.sim_counts), run.cut_short ? h("span", { class: "badge cut-short", title: "Succeeded without simulating every launch" }, `${run.cut_short} cut short`) : null),
       h("td", { "data-label": "Trace", class: "mono" }, run.trace_id),
       h("td", { "data-label": "Configs" }, entriesText(run.entries)),
+      h("td", { "data-label": "Cycles", class: "run-cycles" }, cyclesText(run)),
       h("td", { "data-label": "Created", title: dateTime(run.created_at) }, age(run.created_at)),
+    );
+  }
+
+  // Each config's total cycles (the median of its whole replicas, with their range when they
+  // differ): the one number an architect compares first, without opening the run.
+  function cyclesText(run) {
+    const shown = run.entries.length > 1 || run.cycles?.length > 1;
+    return (run.cycles ?? []).map((c) =>
+      h(
+        "div",
+        { class: "num", dataset: { config: c.gpu_config }, title: `gpu_tot_sim_cycle, median of ${c.sims} succeeded replica${c.sims === 1 ? "" : "s"} that simulated every launch` },
+        shown ? h("span", { class: "muted" }, `${c.gpu_config} `) : null,
+        integer(c.median),
+        c.min !== c.max ? h("span", { class: "muted" }, ` (${integer(c.min)}–${integer(c.max)})`) : null,
+      ),
     );
   }
 
@@ -131,7 +147,7 @@ export function mountRuns(el, _params, query) {
 
   async function refresh() {
     try {
-      runs = await api("/api/runs");
+      runs = await api("/api/runs?cycles=true");
     } catch (err) {
       if (!runs) clear(body, failure(err, () => list.now()));
       throw err;
