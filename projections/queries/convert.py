@@ -21,7 +21,8 @@ def from_row(api_type: type[S], row: object, **given: object) -> S:
 
 def one_row(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] | None = None) -> tuple[Any, ...]:
     """The row of a query that always answers one, such as `SELECT count(*) ...` with no
-    GROUP BY."""
-    row = con.execute(sql, params).fetchone()
-    assert row is not None, f"no row from {sql}"
-    return row
+    GROUP BY. Read to its end: a result left unfinished on a connection makes the next
+    relation query on it (`con.sql`) fail."""
+    rows = con.execute(sql, params).fetchall()
+    assert len(rows) == 1, f"{len(rows)} rows from {sql}"
+    return rows[0]

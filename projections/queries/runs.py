@@ -295,16 +295,21 @@ class Page(msgspec.Struct, frozen=True):
 WHOLE = Page()
 
 
-def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, totals: bool = False, page: Page = WHOLE) -> duckdb.DuckDBPyConnection:
-    """The given sims' kernels' columns of `_KERNEL_COLUMNS`, then each one's seq, then if
-    `totals` its `_RUNNING_TOTALS` (null but in a split or reusing sim), the `page` of them.
-    The totals run over every kernel of a sim, whatever the page (SQL windows come before LIMIT)."""
+def _kernels_query(run: RunSummary, sim_ids: Sequence[str], *, totals: bool = False, page: Page = WHOLE) -> tuple[str, list[object]]:
+    """The query of the given sims' kernels' columns of `_KERNEL_COLUMNS`, then each one's
+    seq, then if `totals` its `_RUNNING_TOTALS` (null but in a split or reusing sim), the
+    `page` of them; and its parameters. The totals run over every kernel of a sim, whatever
+    the page (SQL windows come before LIMIT)."""
     paged = "" if page.limit is None else f" LIMIT {page.limit:d}"
-    return con.execute(
+    return (
         f"SELECT {_KERNEL_COLUMNS}, k.seq{_TOTALS_COLUMNS if totals else ''} FROM {CURRENT_KERNELS} "
         f"WHERE k.sim_id IN (SELECT unnest(?)) ORDER BY list_position(?, s.gpu_config), s.replica, k.kernel_index{paged} OFFSET {page.offset:d}",
         [list(sim_ids), configs(run)],
     )
+
+
+def _kernels(con: Con, run: RunSummary, sim_ids: Sequence[str], *, page: Page = WHOLE) -> duckdb.DuckDBPyConnection:
+    return con.execute(*_kernels_query(run, sim_ids, page=page))
 
 
 def kernel_count(con: Con, sim_ids: Sequence[str]) -> int:
@@ -361,17 +366,15 @@ MAPS_AT_ONCE = 64
 
 def _kernel_parts(con: Con, run: RunSummary, sim_ids: Sequence[str], page: Page, at_once: int) -> Iterator[list[tuple[Any, ...]]]:
     """The `page` of the sims' kernels' records of `_kernels` with totals, as lists of at most
-    `at_once`: each read whole, since the maps' query cannot share the connection with a
-    result still being read, and none more, so memory stays that of one part."""
-    start, end = page.offset, None if page.limit is None else page.offset + page.limit
-    while end is None or start < end:
-        size = at_once if end is None else min(at_once, end - start)
-        part = _kernels(con, run, sim_ids, totals=True, page=Page(start, size)).fetchall()
-        if part:
-            yield part
-        if len(part) < size:
-            return
-        start += size
+    `at_once`. The records are read at once, as Arrow columns (a few hundred bytes a kernel,
+    where its map is tens of KB), since the maps' query cannot share the connection with a
+    result still being read; one query, where a query per part would sort and total every
+    kernel again for each part."""
+    query, params = _kernels_query(run, sim_ids, totals=True, page=page)
+    records = con.sql(query, params=params).to_arrow_table()
+    for start in range(0, records.num_rows, at_once):
+        part = records.slice(start, at_once)
+        yield list(zip(*(column.to_pylist() for column in part.columns)))
 
 
 def _totals(record: tuple[Any, ...]) -> dict[str, float]:
@@ -665,7 +668,7 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
         last_seq, kernels = one_row(con, "SELECT coalesce((SELECT max(seq) FROM kernels), 0), (SELECT count(*) FROM kernels)")
         # The rows of a timing id are all listed before it is attached, and never change after;
         # a run that ends with no new kernel row makes its comparison no longer partial.
-        key = (run.id, run.state, trace.created_at, con.execute("SELECT real_timing FROM traces WHERE id = ?", [run.trace_id]).fetchone())
+        key = (run.id, run.state, trace.created_at, one_row(con, "SELECT (SELECT real_timing FROM traces WHERE id = ?)", [run.trace_id]))
         known: _Computed | None = cache.get(key)
         if known is not None and known.labelled != labelled:
             known = None
@@ -816,10 +819,8 @@ def run_results_pieces(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuC
 def log_start(con: Con, sim: SimRow, line: int) -> int:
     """The first line of the heartbeat of the sim's current attempt that holds line `line`
     (1 when none does: the log starts there)."""
-    record = con.execute(
-        "SELECT max(first_line_seq) FROM sim_log WHERE sim_id = ? AND attempt = ? AND first_line_seq <= ?", [sim.id, sim.attempt, line]
-    ).fetchone()
-    return 1 if record is None or record[0] is None else int(record[0])
+    (first,) = one_row(con, "SELECT max(first_line_seq) FROM sim_log WHERE sim_id = ? AND attempt = ? AND first_line_seq <= ?", [sim.id, sim.attempt, line])
+    return 1 if first is None else int(first)
 
 
 def log_places(con: Con, sim: SimRow, after_line: int, limit: int) -> list[tuple[int, int]]:

@@ -125,7 +125,7 @@ FROM counts GROUP BY name"""
 
 def _seqs(con: Con, run: RunSummary) -> tuple[int, int] | None:
     """The first and last seq of the run's current kernels, None if it has none."""
-    first, last = con.execute(_SEQS, [run.id]).fetchone() or (None, None)
+    first, last = one_row(con, _SEQS, [run.id])
     return None if first is None else (first, last)
 
 

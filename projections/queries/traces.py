@@ -75,10 +75,8 @@ def _kernels(con: Con, trace_id: str) -> list[TraceKernel]:
 
 def active_run_using(con: Con, trace_id: str) -> str | None:
     """An active run of the trace, the oldest if there are several."""
-    found = con.execute(
-        "SELECT id FROM runs WHERE trace_id = ? AND state = 'active' ORDER BY created_at, id LIMIT 1", [trace_id]
-    ).fetchone()
-    return None if found is None else str(found[0])
+    found = con.execute("SELECT id FROM runs WHERE trace_id = ? AND state = 'active' ORDER BY created_at, id LIMIT 1", [trace_id]).fetchall()
+    return str(found[0][0]) if found else None
 
 
 def _row(con: Con, trace_id: str) -> TraceRow | None:
