@@ -56,11 +56,17 @@ class Firehose:
             while True:
                 try:
                     await self._wire.read(timeout=_HEARTBEAT_S * 3)
+                    batch, pending, gap = self._received()
                 except TimeoutError:
                     # No heartbeat for three periods: the consumer is gone; start it again.
                     pending = await self._subscribe()
                     continue
-                batch, pending, gap = self._received()
+                except ConnectionError:
+                    # The server dropped this connection: as a slow consumer when the reader
+                    # paused to let the writes of what it had catch up, or a connection
+                    # reset. What arrived whole was yielded; take it up again from there.
+                    pending = await self._reconnected()
+                    continue
                 if gap:
                     pending = await self._subscribe()
                 if batch:
@@ -77,7 +83,16 @@ class Firehose:
         are cut by `_frames.take` in C (this is replay's hot path); the rest, one at a time, by
         the wire and `_take`."""
         assert self._wire is not None
-        wire = self._wire
+        start = self.next_seq
+        try:
+            return self._taken(self._wire)
+        except ConnectionError:
+            # An error the server sent ends the connection: what this read took goes, and
+            # the next consumer delivers it again from where the last yielded batch ended.
+            self.next_seq = start
+            raise
+
+    def _taken(self, wire: Wire) -> tuple[list[Frame], int, bool]:
         batch: list[Frame] = []
         pending = -1
         while True:
@@ -129,6 +144,15 @@ class Firehose:
         if batch:
             self.next_seq = batch[-1][0] + 1
         return batch, int(pending), gap
+
+    async def _reconnected(self) -> int:
+        """A new wire, and the consumer made again on it from `next_seq`; its pending count."""
+        assert self._wire is not None
+        self._wire.close()
+        self._wire = await beside(self.nc)
+        self._sid = b""  # the old subscription went with the old wire
+        await self._delete_consumer()
+        return await self._subscribe()
 
     async def _subscribe(self) -> int:
         """(Re)create the consumer from `next_seq`; returns how many messages it has pending."""

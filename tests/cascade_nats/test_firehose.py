@@ -3,11 +3,14 @@ rules kept by its C fast path (`_frames.take`) on the bytes as they arrive."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from nats.aio.client import Client
 
 from cascade_nats.connect import beside
 from cascade_nats.firehose import Firehose
+from cascade_nats.store import EventStore
 from cascade_nats.wire import Message
 
 SID = b"7"
@@ -117,3 +120,24 @@ async def test_a_missed_message_stops_the_bytes_where_it_was_missed(nc: Client) 
 async def test_a_heartbeat_that_says_more_was_delivered_is_a_gap_in_the_bytes_too(nc: Client) -> None:
     frames, _, gap, _ = await received_in_pieces(nc, b"".join(map(wire_bytes, [stored(10, 1, 0), heartbeat(2), stored(11, 2, 0)])), 1000)
     assert ([f[0] for f in frames], gap) == ([10], True)
+
+
+@pytest.mark.anyio
+async def test_a_connection_the_server_drops_is_taken_up_again_where_the_last_batch_ended(store: EventStore, nc: Client) -> None:
+    """A reader that pauses long enough is dropped by the server as a slow consumer (replay
+    did, under load); the firehose dials again and the new consumer starts after the last
+    message yielded: every message once, in order."""
+    js = nc.jetstream()
+    payload = b"x" * 2048  # 8 MB in all: more than one read of the wire takes
+    acks = [await js.publish(f"cascade.ev.run.r{i % 7}.data", payload) for i in range(4000)]
+    seqs: list[int] = []
+    hose = Firehose(nc=nc, stream=store.stream, subject=">", start_seq=1)
+    async with contextlib.aclosing(hose.batches(until_caught_up=True)) as batches:
+        async for batch in batches:
+            if not seqs:
+                assert hose._wire is not None and batch[-1][0] < acks[-1].seq, "the first read took everything: nothing to drop"
+                hose._wire.writer.transport.abort()  # as the server's close of a slow consumer looks to the reader
+                dropped = hose._wire
+            seqs += [seq for seq, _, _ in batch]
+    assert seqs == [ack.seq for ack in acks]
+    assert hose._wire is not dropped
