@@ -19,8 +19,6 @@ channel's peak is busW * gpu_n_mem_per_ctrlr * ratio bytes per DRAM cycle. Its p
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-import math
-
 import msgspec
 
 from cascade_api.models import DerivedMetric
@@ -90,9 +88,6 @@ def config_facts(options: Mapping[str, str]) -> ConfigFacts:
     )
 
 
-# The denominator of an amount, not a ratio (bytes): over several kernels it is their sum.
-_SUMMED = math.inf
-
 Parts = Mapping[str, float]  # a kernel's own values of `STATS`, by the name they are read as
 Ratio = tuple[float | None, float | None]
 
@@ -118,7 +113,7 @@ def _hits(accesses: str, misses: str) -> Callable[[Parts, ConfigFacts], Ratio]:
 
 
 def _dram_bytes(*counts: str) -> Callable[[Parts, ConfigFacts], Ratio]:
-    return lambda p, f: (_bytes(p, f, *counts), _SUMMED)
+    return lambda p, f: (_bytes(p, f, *counts), 1.0)
 
 
 def _dram_gbps(*counts: str) -> Callable[[Parts, ConfigFacts], Ratio]:
@@ -150,6 +145,9 @@ _SECONDS = f"gpu_sim_cycle / (core clock MHz × 10⁶), the core clock the first
 _ATOM = f"({BURST_LENGTH} × {BUS_WIDTH} × {CHIPS_PER_CHANNEL}) bytes per command"
 _PEAK = f"{CHANNELS} × {CHIPS_PER_CHANNEL} × {BUS_WIDTH} × {DATA_RATE} × DRAM clock (the fourth value of {CORE_CLOCK}, MHz × 10⁶) bytes/s"
 _SUMS = "the same ratio of the kernels' sums"
+
+# Units of an amount rather than a ratio: over several kernels, summed.
+AMOUNTS = frozenset({"bytes"})
 
 Definition = tuple[DerivedMetric, Callable[[Parts, ConfigFacts], Ratio]]
 
@@ -220,9 +218,7 @@ METRICS: tuple[Definition, ...] = (
 
 def _quotient(ratio: Ratio) -> float | None:
     top, bottom = ratio
-    if top is None or bottom is None or bottom == 0:
-        return None
-    return top if bottom == _SUMMED else top / bottom
+    return None if top is None or bottom is None or bottom == 0 else top / bottom
 
 
 def kernel_metrics(parts: Parts, facts: ConfigFacts) -> dict[str, float | None]:
@@ -232,11 +228,11 @@ def kernel_metrics(parts: Parts, facts: ConfigFacts) -> dict[str, float | None]:
 
 
 def over_kernels(kernels: Sequence[Parts], facts: ConfigFacts) -> dict[str, float | None]:
-    """The metrics of several kernels together: each the ratio of its parts' sums over the
-    kernels that have both."""
+    """The metrics of several kernels together, over the kernels that have both parts: an
+    amount (bytes, each over 1) the sum, any other the ratio of its parts' sums."""
     out: dict[str, float | None] = {}
     for metric, ratio in METRICS:
         both = [(top, bottom) for top, bottom in (ratio(p, facts) for p in kernels) if top is not None and bottom is not None]
-        bottom = _SUMMED if any(b == _SUMMED for _, b in both) else sum(b for _, b in both)
+        bottom = 1.0 if metric.unit in AMOUNTS else sum(b for _, b in both)
         out[metric.name] = _quotient((sum(t for t, _ in both), bottom)) if both else None
     return out

@@ -353,11 +353,8 @@ def derived(con: Con, run: RunSummary, options: Mapping[str, Mapping[str, str] |
         sims.setdefault((config, replica), {}).setdefault(index, {})[part] = value
         kernel_names.setdefault(index, kernel)
         config_names[config] = config_name
-    facts = {
-        config: derived_metrics.config_facts(given if not isinstance(given, str) else {})
-        for config, name in config_names.items()
-        for given in [options.get(name, f"GPU config {name} not found")]
-    }
+    given = {config: options.get(name, f"GPU config {name}: its options were not read") for config, name in config_names.items()}
+    facts = {config: derived_metrics.config_facts({} if isinstance(read, str) else read) for config, read in given.items()}
     kernels = []
     for index in sorted(kernel_names):
         for config in order:
@@ -380,16 +377,15 @@ def derived(con: Con, run: RunSummary, options: Mapping[str, Mapping[str, str] |
         replicas = [s for (c, _), s in sims.items() if c == config]
         if not replicas:
             continue
-        given = options.get(config_names[config], "")
-        fact = facts[config]
+        read, fact = given[config], facts[config]
         each = [derived_metrics.over_kernels(list(s.values()), fact) for s in replicas]
         configs.append(
             DerivedConfig(
                 gpu_config=config,
-                options={} if isinstance(given, str) else {o: given[o] for o in derived_metrics.OPTIONS if o in given},
+                options={} if isinstance(read, str) else {o: read[o] for o in derived_metrics.OPTIONS if o in read},
                 dram_peak_gbps=None if fact.peak_bytes_per_s is None else fact.peak_bytes_per_s / 1e9,
                 sms=None if fact.sms is None else int(fact.sms),
-                error=given if isinstance(given, str) else None,
+                error=read if isinstance(read, str) else None,
                 replicas=len(replicas),
                 kernels=len({i for s in replicas for i in s}),
                 values={m.name: _median([e[m.name] for e in each]) for m, _ in derived_metrics.METRICS},
