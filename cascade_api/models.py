@@ -416,6 +416,50 @@ class StatValues(msgspec.Struct, frozen=True, kw_only=True):
     truncated: Annotated[bool, msgspec.Meta(description="More rows match than the answer holds.")]
 
 
+# A run's derived metrics (GET /api/runs/{run_id}/stats/derived): Cascade's own, past the
+# reference; cascade_formats/derived_metrics.py has the formulas.
+
+
+class DerivedMetric(msgspec.Struct, frozen=True, kw_only=True):
+    name: Annotated[str, msgspec.Meta(description="Its key in each row's `values`, e.g. l2_hit_rate.")]
+    label: str
+    unit: Annotated[Literal["ratio", "bytes", "GB/s", "inst/cycle"], msgspec.Meta(description="A ratio is 0 to 1.")]
+    formula: Annotated[str, msgspec.Meta(description="How a kernel's value is computed, in its stats' and its config's options' names.")]
+    over_kernels: Annotated[str, msgspec.Meta(description="How a config's value over its kernels is formed from theirs.")]
+    stats: Annotated[list[str], msgspec.Meta(description="The stats it reads, each kernel's own value; [*] summed over units.")]
+    options: Annotated[list[str], msgspec.Meta(description="The gpgpusim.config options it reads.")]
+
+
+class DerivedConfig(msgspec.Struct, frozen=True, kw_only=True):
+    gpu_config: Annotated[str, msgspec.Meta(description="As StatValues.configs names it.")]
+    options: Annotated[dict[str, str], msgspec.Meta(description="The values of the options the metrics read, as the config sets them.")]
+    dram_peak_gbps: Annotated[float | None, msgspec.Meta(description="Peak DRAM bandwidth from those options; null if one is not set.")]
+    sms: Annotated[int | None, msgspec.Meta(description="-gpgpu_n_clusters × -gpgpu_n_cores_per_cluster.")]
+    error: Annotated[str | None, msgspec.Meta(description="Why its options could not be read (their metrics are null); null when read.")]
+    replicas: Annotated[int, msgspec.Meta(description="Its replicas with kernels.")]
+    kernels: Annotated[int, msgspec.Meta(description="Its kernel indices with stats.")]
+    values: Annotated[
+        dict[str, float | None],
+        msgspec.Meta(description="By metric, over all its kernels: the median over replicas of each replica's value; null when none has one."),
+    ]
+
+
+class DerivedKernel(msgspec.Struct, frozen=True, kw_only=True):
+    kernel_index: int
+    kernel_name: str
+    kernel_short_name: str
+    gpu_config: str
+    replicas: int
+    values: Annotated[dict[str, float | None], msgspec.Meta(description="By metric: the median over the config's replicas; null when none has one.")]
+
+
+class DerivedMetrics(msgspec.Struct, frozen=True, kw_only=True):
+    metrics: Annotated[list[DerivedMetric], msgspec.Meta(description="What each value is, with its formula.")]
+    configs: Annotated[list[DerivedConfig], msgspec.Meta(description="Per config (the run's entry order), its options and its values over its kernels.")]
+    kernels: Annotated[list[DerivedKernel], msgspec.Meta(description="By kernel_index, then config; at most 50,000.")]
+    truncated: Annotated[bool, msgspec.Meta(description="More kernels have stats than `kernels` holds; configs' values count them all.")]
+
+
 class SimResults(msgspec.Struct, frozen=True, kw_only=True):
     sim: Sim
     trace_id: str

@@ -13,12 +13,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cascade_app import runs
+from cascade_app import gpu_configs, runs
 from cascade_app.clock import now
 from cascade_app.reads import read
 from cascade_app.service import Cascade
-from cascade_api.models import Comparison, KernelStat, RunDetail, RunFile, RunResults, RunSummary, StatCatalogue, StatValues
+from cascade_api.models import Comparison, DerivedMetrics, KernelStat, RunDetail, RunFile, RunResults, RunSummary, StatCatalogue, StatValues
 from cascade_core.gpu_configs import OfferedConfig
+from cascade_core.refusals import Refused
 from cascade_core.runs import RunCreate, RunEntries
 from cascade_formats.perfetto import PerfettoTrace, perfetto_trace
 from cascade_formats.timeline import SimStepTimeline
@@ -235,6 +236,27 @@ async def get_stat_values(request: Request) -> Response:
 
 
 @operation(
+    summary="Get a run's derived metrics",
+    description="L1D and L2 hit rates, DRAM read and write bytes and bandwidth (GB/s), DRAM utilisation against the "
+    "config's peak, achieved occupancy and IPC per SM: per kernel index and config (the median over the config's "
+    "replicas) and per config over all its kernels, from each kernel's own stats and its config's gpgpusim.config "
+    "options. `metrics` gives each one's formula, the stats and options it reads.",
+    response=DerivedMetrics,
+    errors=NO_RUN,
+)
+async def get_derived_metrics(request: Request) -> Response:
+    c = cascade(request)
+    run = await _run(c, request.path_params["run_id"])
+    options: dict[str, dict[str, str] | str] = {}
+    for name in {entry.gpu_config for entry in run.entries}:
+        try:
+            options[name] = await gpu_configs.config_options(c, name)
+        except Refused as err:  # a config this server has no files of: its metrics that need options are null
+            options[name] = err.detail
+    return MsgspecResponse(await read(c, stats.derived, run, options))
+
+
+@operation(
     summary="List a run's kernel timings",
     description="Stats maps are empty. With `offset` or `limit`, one page of the kernels, in the same order.",
     response=list[KernelStat],
@@ -361,6 +383,7 @@ routes = [
     Route("/api/runs/{run_id}/kernels", list_kernels, methods=["GET"]),
     Route("/api/runs/{run_id}/stats", list_stats, methods=["GET"]),
     Route("/api/runs/{run_id}/stats/values", get_stat_values, methods=["GET"]),
+    Route("/api/runs/{run_id}/stats/derived", get_derived_metrics, methods=["GET"]),
     Route("/api/runs/{run_id}/step-timelines", list_step_timelines, methods=["GET"]),
     Route("/api/runs/{run_id}/results", run_results, methods=["GET"]),
     Route("/api/runs/{run_id}/files", list_run_files, methods=["GET"]),

@@ -3,7 +3,11 @@ stat's values per kernel and config, as the API's Structs.
 
 Names are docs/stats-naming.md's. In the name asked for, `[*]` stands for any index, so
 `L2_cache_bank[*].Miss_rate` is the table of every L2 bank's miss rate and
-`maximum service time to same row.dram[*][*]` the one of every DRAM channel and bank.
+`maximum service time to same row.dram[*][*]` the one of every DRAM channel and bank. An
+index is a unit's number however the log spells it: in brackets (`dram[2]`), or ending a
+part of the name after a space or a letter (`Memory Partition 3.bw_util`, `Class 0`,
+`Memory Partition 3.bk10.a`, `single_issue_nums.WS1`): `Memory Partition [*].bw_util` is the
+table of every DRAM channel's `bw_util`.
 
 Both read `kernel_stats` (a row per value, its name an id of `stat_names`), over the rows
 between the run's first and last kernels' seqs, which DuckDB's zone maps skip to. Only the
@@ -15,10 +19,22 @@ cores.
 from __future__ import annotations
 
 import re
+import statistics
+from collections.abc import Mapping
 
-from cascade_formats import stat_kinds
+from cascade_formats import derived_metrics, stat_kinds
 from cascade_formats.kernel_names import short_name
-from cascade_api.models import RunSummary, StatCatalogue, StatName, StatTable, StatValues, StatValuesRow
+from cascade_api.models import (
+    DerivedConfig,
+    DerivedKernel,
+    DerivedMetrics,
+    RunSummary,
+    StatCatalogue,
+    StatName,
+    StatTable,
+    StatValues,
+    StatValuesRow,
+)
 from projections.queries.convert import one_row
 from projections.queries.runs import CURRENT_KERNELS, RECOMPUTED_TOTALS, Con, labels_of, snapshot
 from projections.stats_rows import ratio_part_ids
@@ -28,7 +44,8 @@ VALUES_LIMIT = 50_000  # rows in a values answer
 MAX_NAME = 500  # characters of a name or search
 
 ANY_INDEX = "[*]"
-_INDEX = re.compile(r"\[([0-9]+)\]")
+# A unit's number: bracketed, or the digits ending a part of the name after a space or a letter.
+_INDEX = re.compile(r"\[([0-9]+)\]|(?<=[A-Za-z ])([0-9]+)(?=\.|$)")
 _SPECIAL = re.compile(r"[\\.^$|?*+()\[\]{}]")
 
 
@@ -51,22 +68,34 @@ def _checked(text: str, what: str) -> str:
 
 def search_pattern(q: str) -> str:
     """The names a search `q` finds: those holding it, ignoring case, `[*]` any index."""
-    return _regex(_checked(q, "q"), r"\[[0-9]+\]")
+    return _regex(_checked(q, "q"), r"(?:\[[0-9]+\]|[0-9]+)")
 
 
 def name_pattern(name: str) -> str:
-    """The names `name` stands for, each `[*]` a group capturing its index."""
+    """The names `name` stands for, each `[*]` two groups, one of which captures its index
+    (bracketed or bare: `unit_numbers` reads them)."""
     if not name:
         raise BadName("name is required: a stat's name, with [*] for any index")
-    return _regex(_checked(name, "name"), r"\[([0-9]+)\]")
+    return _regex(_checked(name, "name"), r"(?:\[([0-9]+)\]|([0-9]+))")
+
+
+def unit_numbers(pattern: re.Pattern[str], name: str) -> list[int]:
+    """The indices of `name` that `pattern` (a `name_pattern`) has as `[*]`."""
+    match = pattern.fullmatch(name)
+    assert match is not None, name  # DuckDB found it by the same expression
+    groups = match.groups()
+    return [int(bracketed if bracketed is not None else bare) for bracketed, bare in zip(groups[0::2], groups[1::2])]
 
 
 def natural(name: str) -> list[str | int]:
-    """The order of names: by their text, indices as numbers (`[2]` before `[10]`)."""
+    """The order of names: by their text, indices as numbers (`[2]` before `[10]`,
+    `Memory Partition 2` before `Memory Partition 10`)."""
     parts: list[str | int] = []
-    for i, part in enumerate(_INDEX.split(name)):
-        parts.append(int(part) if i % 2 else part)
-    return parts
+    start = 0
+    for match in _INDEX.finditer(name):
+        parts += [name[start : match.start(match.lastindex or 0)], int(match.group(match.lastindex or 0))]
+        start = match.end(match.lastindex or 0)
+    return [*parts, name[start:]]
 
 
 def table_name(name: str) -> str:
@@ -205,12 +234,6 @@ SELECT DISTINCT v.stat FROM kernel_stats v JOIN ({_RUN_KERNELS}) r USING (seq)
 WHERE v.seq BETWEEN $first AND $last AND list_contains($stats, v.stat) AND {_HAS_ONE}"""
 
 
-def _units(pattern: re.Pattern[str], stat: str) -> list[int]:
-    match = pattern.fullmatch(stat)
-    assert match is not None, stat  # DuckDB found it by the same expression
-    return [int(i) for i in match.groups()]
-
-
 def _ratio_parts(con: Con, ratios: dict[int, str]) -> dict[str, list[int]]:
     """`_STITCHED_RATIOS`' parameters (`stats_rows.ratio_part_ids`), its parts' ids read for
     the names in question only."""
@@ -232,7 +255,7 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
             found = con.execute("SELECT id, name FROM stat_names WHERE regexp_full_match(name, ?)", [pattern.pattern]).fetchall()
         else:
             found = con.execute("SELECT id, name FROM stat_names WHERE name = ?", [name]).fetchall()
-        units = {stat: _units(pattern, stat) for _, stat in found}
+        units = {stat: unit_numbers(pattern, stat) for _, stat in found}
         found.sort(key=lambda f: units[f[1]])
         ids = [i for i, _ in found]
         seqs = _seqs(con, run)
@@ -281,4 +304,96 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
         stats=[names[i] for i in ids if i in held],
         rows=rows,
         truncated=truncated,
+    )
+
+
+# Each current kernel's own values (`value`, finite numbers only) of the stats the derived
+# metrics read ($ids), summed per part ($parts: a name with [*] is one part over its units).
+_DERIVED_PARTS = f"""
+WITH run_kernels AS ({_run_kernels(", s.gpu_config AS config_name")})
+SELECT r.kernel_index, r.name, r.gpu_config, r.config_name, r.replica, p.part, sum(v.value)
+FROM kernel_stats v JOIN run_kernels r USING (seq)
+JOIN (SELECT unnest($ids::INTEGER[]) AS stat, unnest($parts::VARCHAR[]) AS part) p ON p.stat = v.stat
+WHERE v.seq BETWEEN $first AND $last AND isfinite(v.value)
+GROUP BY ALL"""
+
+
+def _part_ids(con: Con) -> tuple[list[int], list[str]]:
+    """The ids of the names `derived_metrics.STATS` stands for, with the part each is read as."""
+    ids: list[int] = []
+    parts: list[str] = []
+    for part, name in derived_metrics.STATS.items():
+        found = con.execute("SELECT id FROM stat_names WHERE regexp_full_match(name, ?)", [name_pattern(name)]).fetchall()
+        ids += [i for (i,) in found]
+        parts += [part] * len(found)
+    return ids, parts
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def derived(con: Con, run: RunSummary, options: Mapping[str, Mapping[str, str] | str]) -> DerivedMetrics:
+    """The run's derived metrics (`derived_metrics.METRICS`) per kernel index and config, the
+    median over the config's replicas, and per config over all its kernels. `options` are
+    each config's (by name, as its sims ran it), or the text saying why they could not be read."""
+    with snapshot(con):
+        labels, order = _labels(con, run)
+        seqs = _seqs(con, run)
+        records = []
+        if seqs is not None:
+            ids, parts = _part_ids(con)
+            params = {"run": run.id, "first": seqs[0], "last": seqs[1], "ids": ids, "parts": parts, **labels}
+            records = con.execute(_DERIVED_PARTS, params).fetchall()
+    sims: dict[tuple[str, int], dict[int, dict[str, float]]] = {}  # (config, replica) -> kernel index -> parts
+    kernel_names: dict[int, str] = {}
+    config_names: dict[str, str] = {}
+    for index, kernel, config, config_name, replica, part, value in records:
+        sims.setdefault((config, replica), {}).setdefault(index, {})[part] = value
+        kernel_names.setdefault(index, kernel)
+        config_names[config] = config_name
+    given = {config: options.get(name, f"GPU config {name}: its options were not read") for config, name in config_names.items()}
+    facts = {config: derived_metrics.config_facts({} if isinstance(read, str) else read) for config, read in given.items()}
+    kernels = []
+    for index in sorted(kernel_names):
+        for config in order:
+            mine = [s[index] for (c, _), s in sims.items() if c == config and index in s]
+            if not mine:
+                continue
+            each = [derived_metrics.kernel_metrics(p, facts[config]) for p in mine]
+            kernels.append(
+                DerivedKernel(
+                    kernel_index=index,
+                    kernel_name=kernel_names[index],
+                    kernel_short_name=short_name(kernel_names[index]),
+                    gpu_config=config,
+                    replicas=len(mine),
+                    values={m.name: _median([e[m.name] for e in each]) for m, _ in derived_metrics.METRICS},
+                )
+            )
+    configs = []
+    for config in order:
+        replicas = [s for (c, _), s in sims.items() if c == config]
+        if not replicas:
+            continue
+        read, fact = given[config], facts[config]
+        each = [derived_metrics.over_kernels(list(s.values()), fact) for s in replicas]
+        configs.append(
+            DerivedConfig(
+                gpu_config=config,
+                options={} if isinstance(read, str) else {o: read[o] for o in derived_metrics.OPTIONS if o in read},
+                dram_peak_gbps=None if fact.peak_bytes_per_s is None else fact.peak_bytes_per_s / 1e9,
+                sms=None if fact.sms is None else int(fact.sms),
+                error=read if isinstance(read, str) else None,
+                replicas=len(replicas),
+                kernels=len({i for s in replicas for i in s}),
+                values={m.name: _median([e[m.name] for e in each]) for m, _ in derived_metrics.METRICS},
+            )
+        )
+    return DerivedMetrics(
+        metrics=[m for m, _ in derived_metrics.METRICS],
+        configs=configs,
+        kernels=kernels[:VALUES_LIMIT],
+        truncated=len(kernels) > VALUES_LIMIT,
     )

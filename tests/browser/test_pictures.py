@@ -348,3 +348,38 @@ CELL_AT = """({ id, row, col }) => {
   const g = JSON.parse(document.getElementById(id).dataset.geometry);
   return [g.left + (col + 0.5) * g.cell[0], g.top + (row + 0.5) * g.cell[1]];
 }"""
+
+
+def test_the_stats_tab_shows_derived_metrics_with_their_formulas_and_per_unit_names(page: Any, cascade: LiveServer, api: httpx.Client, run: str) -> None:
+    sign_in(page, cascade.url, f"#/runs/{run}/stats")
+    answer = api.get(f"/api/runs/{run}/stats/derived").json()
+    page.wait_for_function("(n) => document.querySelectorAll('#derived-configs tbody tr').length === n", arg=len(answer["metrics"]))
+    # Per config: a row per metric, its formula under its name and in its tooltip, each cell the API's value.
+    rows = page.eval_on_selector_all(
+        "#derived-configs tbody tr",
+        "rows => rows.map(r => [r.dataset.metric, r.querySelector('.derived-formula').textContent, r.querySelector('th').title,"
+        " [...r.querySelectorAll('td')].map(c => c.dataset.value === '' ? null : Number(c.dataset.value))])",
+    )
+    assert [(name, formula) for name, formula, _, _ in rows] == [(m["name"], m["formula"]) for m in answer["metrics"]]
+    assert all(formula in title for _, formula, title, _ in rows)
+    assert [values for _, _, _, values in rows] == [[c["values"][m["name"]] for c in answer["configs"]] for m in answer["metrics"]]
+    # Per kernel: the metric picked, per kernel and config.
+    page.select_option("#derived-metric", "l2_hit_rate")
+    page.wait_for_selector("#derived-kernels[data-metric=l2_hit_rate]")
+    cells = page.eval_on_selector_all("#derived-kernels tbody tr", "rows => rows.map(r => [...r.querySelectorAll('td')].map(c => Number(c.dataset.value)))")
+    assert cells == [[1.0 if i == 2 else 0.0] * 2 for i in range(3)]
+    assert "(L2_total_cache_accesses − L2_total_cache_misses)" in page.inner_text("#derived-formula")
+    shoot(page, "stats-derived", "#derived-kernels tbody tr")
+
+    # A per-unit table spelt without brackets: every DRAM channel's bw_util, units in numeric order.
+    name = "Memory Partition [*].bw_util"
+    page.goto(f"{cascade.url}/#/runs/{run}/stats?name={quote(name)}")
+    page.wait_for_selector("#stat-heat-1[data-cells]")
+    units = [c["units"][0] for c in data_json(page, "#stat-heat-0", "cells") if c["kernel_index"] == 0]
+    assert units == list(range(12))
+    page.fill("#stat-search", "Memory Partition 1.bw_util")
+    page.wait_for_selector("#stat-names li[data-name='Memory Partition 1.bw_util']")
+    page.click("#stat-names li[data-name='Memory Partition 1.bw_util'] button")
+    page.wait_for_selector("#stat-all-units")
+    assert page.inner_text("#stat-all-units").endswith(name)
+    shoot(page, "stats-per-unit-partitions", "#stat-bars[data-bars]")

@@ -52,8 +52,10 @@ def expected_names(q: str) -> list[dict[str, Any]]:
 
 
 def by_index(name: str) -> list[Any]:
-    """Names in order of their text, their indices as numbers."""
-    return [int(p) if i % 2 else p for i, p in enumerate(re.split(r"\[([0-9]+)\]", name))]
+    """Names in order of their text, their indices as numbers: bracketed, or ending a part of
+    the name after a space or a letter (`Memory Partition 10`, `bk10`)."""
+    parts = re.split(r"(?:(?<=\[)|(?<=[A-Za-z ]))([0-9]+)(?=\]|\.|$)", name)
+    return [int(p) if i % 2 else p for i, p in enumerate(parts)]
 
 
 def test_the_catalogue_lists_the_names_that_hold_q_with_their_kernels_per_config(world: TestClient) -> None:

@@ -98,6 +98,11 @@ def test_a_split_sim_answers_every_route_as_the_sim_run_whole(client: TestClient
     for total in totals:
         values = [client.get(f"/api/runs/{run_id}/stats/values", params={"name": total}).json()["rows"] for run_id in (split["id"], whole["id"])]
         assert [(r["kernel_index"], r["median"]) for r in values[0]] == [(r["kernel_index"], r["median"]) for r in values[1]], total
+    # The derived metrics read each kernel's own values: a chunk's, past its warm-up, are the whole sim's.
+    derived = [client.get(f"/api/runs/{run_id}/stats/derived").json() for run_id in (split["id"], whole["id"])]
+    assert [k["values"] for k in derived[0]["kernels"]] == [k["values"] for k in derived[1]["kernels"]]
+    assert derived[0]["configs"][0]["values"] == derived[1]["configs"][0]["values"]
+    assert derived[0]["kernels"][2]["values"]["l2_hit_rate"] == 1.0  # the second vecAdd's 39 accesses all hit
 
     # The log: every chunk's output in chunk order, each under a line marking where it begins.
     log = client.get(f"/api/sims/{s['id']}/log").text

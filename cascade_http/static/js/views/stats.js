@@ -6,6 +6,8 @@
 // in the page's address (?name=), so it can be shared. Canvases hold what they drew as JSON:
 // data-bars, data-cells. Values are each kernel's own: a stat the log prints as a running
 // total since the simulation started is shown less the launch before, its total beside it.
+// A unit's number is an index however the log spells it: dram[2], Memory Partition 2, bk2.
+// Above them, the derived metrics (statsderived.js).
 
 import { api, enc } from "../api.js";
 import { counted, integer, NONE, number } from "../format.js";
@@ -14,9 +16,13 @@ import { colorMap } from "../palette.js";
 import { kernelBars } from "../bars.js";
 import { heatmap } from "../heatmap.js";
 import { virtualTable } from "../vtable.js";
+import { derivedPanel } from "./statsderived.js";
 
 const ANY = "[*]";
-const INDEX = /\[[0-9]+\]/g;
+// As the server reads a unit's number (projections/queries/stats.py): bracketed, or ending a
+// part of the name after a space or a letter.
+const INDEX = /\[[0-9]+\]|(?<=[A-Za-z ])[0-9]+(?=\.|$)/g;
+const escaped = (text) => text.replace(/[\\^$.*+?()[\]{}|]/g, "\\$&");
 const SEARCH_MS = 250;
 
 const kernelTitle = (r) => `#${r.kernel_index} ${r.kernel_short_name}`;
@@ -34,7 +40,9 @@ export function mountStats(el, model, query) {
   const count = h("span", { class: "muted", id: "stat-count", role: "status" });
   const results = h("div", { class: "stat-results", id: "stat-results" }, loading("Loading the stats' names…"));
   const view = h("div", { id: "stat-view" });
+  const derived = derivedPanel(model);
   el.append(
+    derived.el,
     h(
       "section",
       { class: "panel", "aria-labelledby": "stats-title" },
@@ -219,10 +227,15 @@ export function mountStats(el, model, query) {
     clear(view, parts);
   }
 
-  /** A row's full name: the name with each [*] filled in by the row's units. */
+  /** A row's full name: the one of the answer's names whose indices are the row's units. */
   function statName(v, r) {
-    let u = 0;
-    return v.name.replace(/\[\*\]/g, () => `[${r.units[u++]}]`);
+    const pattern = new RegExp(`^${v.name.split(ANY).map(escaped).join("(?:\\[([0-9]+)\\]|([0-9]+))")}$`);
+    const units = (stat) => {
+      const m = pattern.exec(stat) ?? [];
+      return m.slice(1).filter((x) => x !== undefined).join(",");
+    };
+    v.byUnits ??= new Map(v.stats.map((stat) => [units(stat), stat]));
+    return v.byUnits.get(r.units.join(",")) ?? v.name;
   }
 
   async function loadValues() {
@@ -245,6 +258,7 @@ export function mountStats(el, model, query) {
   const refresh = throttle(() => {
     loadValues();
     loadCatalogue();
+    derived.refresh();
   }, 3000);
   loadCatalogue();
   loadValues();
