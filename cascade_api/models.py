@@ -430,9 +430,19 @@ class DerivedMetric(msgspec.Struct, frozen=True, kw_only=True):
     options: Annotated[list[str], msgspec.Meta(description="The gpgpusim.config options it reads.")]
 
 
+OptionsFrom = Literal["log", "config"]
+
+
 class DerivedConfig(msgspec.Struct, frozen=True, kw_only=True):
     gpu_config: Annotated[str, msgspec.Meta(description="As StatValues.configs names it.")]
-    options: Annotated[dict[str, str], msgspec.Meta(description="The values of the options the metrics read, as the config sets them.")]
+    options: Annotated[dict[str, str], msgspec.Meta(description="The values of the options the metrics read, as `options_from` gives them.")]
+    options_from: Annotated[
+        OptionsFrom | None,
+        msgspec.Meta(
+            description="`log`: the option dump of one of its sims' logs, what the simulator ran with; `config`: the config's "
+            "gpgpusim.config as this server has it now (no sim's log had a dump); null when neither could be read."
+        ),
+    ]
     dram_peak_gbps: Annotated[float | None, msgspec.Meta(description="Peak DRAM bandwidth from those options; null if one is not set.")]
     sms: Annotated[int | None, msgspec.Meta(description="-gpgpu_n_clusters × -gpgpu_n_cores_per_cluster.")]
     error: Annotated[str | None, msgspec.Meta(description="Why its options could not be read (their metrics are null); null when read.")]

@@ -12,6 +12,7 @@ from cascade_app.reads import read
 from cascade_app.service import Cascade
 from cascade_core import events as ev
 from cascade_core.refusals import Unavailable
+from cascade_formats import gpgpusim_options
 from cascade_nats import deflated
 from cascade_nats import subjects
 from cascade_nats.store import StoreError
@@ -75,3 +76,14 @@ async def _pieces(c: Cascade, sim: SimRow, after_line: int) -> AsyncGenerator[by
         after = places[-1][0]
     if pending:
         yield b"".join(pending)
+
+
+async def options_ran_with(c: Cascade, sim: SimRow) -> dict[str, str] | None:
+    """The options the sim's simulator ran with, by name (with its `-`), as its log's option
+    dump shows them; None when the log has none (yet). The dump is in the log's first few
+    tens of KB, which the first piece holds: no more is read."""
+    pieces = _pieces(c, sim, 0)
+    async with contextlib.aclosing(pieces):
+        first = await anext(pieces, b"")
+    _, options = gpgpusim_options.learn(first.decode(errors="replace").splitlines())
+    return {name: spec.default for name, spec in options.items()} or None

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cascade_app import gpu_configs, runs
+from cascade_app import gpu_configs, runs, sim_logs
 from cascade_app.clock import now
 from cascade_app.reads import read
 from cascade_app.service import Cascade
@@ -239,21 +239,38 @@ async def get_stat_values(request: Request) -> Response:
     summary="Get a run's derived metrics",
     description="L1D and L2 hit rates, DRAM read and write bytes and bandwidth (GB/s), DRAM utilisation against the "
     "config's peak, achieved occupancy and IPC per SM: per kernel index and config (the median over the config's "
-    "replicas) and per config over all its kernels, from each kernel's own stats and its config's gpgpusim.config "
-    "options. `metrics` gives each one's formula, the stats and options it reads.",
+    "replicas) and per config over all its kernels, from each kernel's own stats and the options its sims ran with "
+    "(their log's option dump; the config's gpgpusim.config when no sim's log has one). `metrics` gives each one's "
+    "formula, the stats and options it reads.",
     response=DerivedMetrics,
     errors=NO_RUN,
 )
 async def get_derived_metrics(request: Request) -> Response:
     c = cascade(request)
     run = await _run(c, request.path_params["run_id"])
-    options: dict[str, dict[str, str] | str] = {}
-    for name in {entry.gpu_config for entry in run.entries}:
-        try:
-            options[name] = await gpu_configs.config_options(c, name)
-        except Refused as err:  # a config this server has no files of: its metrics that need options are null
-            options[name] = err.detail
-    return MsgspecResponse(await read(c, stats.derived, run, options))
+    return MsgspecResponse(await read(c, stats.derived, run, await _options_ran_with(c, run)))
+
+
+async def _options_ran_with(c: Cascade, run: RunSummary) -> dict[str, stats.Options]:
+    """Each config's options, by its label (`runs.labels_of`: a config's replicas of other
+    files apart): as the log of its first sim that has one shows them, what it ran with
+    whatever its files say now; else as its gpgpusim.config sets them, or why neither could
+    be read."""
+    sims, labelled = await read(c, q.sim_rows, run), await read(c, q.labels_of, run)
+    options: dict[str, stats.Options] = {}
+    for sim in sims:
+        label = labelled.apart.get(sim.id, sim.gpu_config)
+        if label not in options and sim.log_seq:
+            ran_with = await sim_logs.options_ran_with(c, sim)
+            if ran_with is not None:
+                options[label] = stats.GivenOptions(ran_with, "log")
+    for label, name in {labelled.apart.get(s.id, s.gpu_config): s.gpu_config for s in sims}.items():
+        if label not in options:
+            try:
+                options[label] = stats.GivenOptions(await gpu_configs.config_options(c, name), "config")
+            except Refused as err:  # a config this server has no files of: its metrics that need options are null
+                options[label] = err.detail
+    return options
 
 
 @operation(

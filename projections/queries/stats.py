@@ -22,9 +22,12 @@ import re
 import statistics
 from collections.abc import Mapping
 
+import msgspec
+
 from cascade_formats import derived_metrics, stat_kinds
 from cascade_formats.kernel_names import short_name
 from cascade_api.models import (
+    OptionsFrom,
     DerivedConfig,
     DerivedKernel,
     DerivedMetrics,
@@ -334,10 +337,20 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def derived(con: Con, run: RunSummary, options: Mapping[str, Mapping[str, str] | str]) -> DerivedMetrics:
+class GivenOptions(msgspec.Struct, frozen=True):
+    """A config's options, by name (with its `-`), and where they were read."""
+
+    values: dict[str, str]
+    read_from: OptionsFrom
+
+
+Options = GivenOptions | str  # or why they could not be read
+
+
+def derived(con: Con, run: RunSummary, options: Mapping[str, Options]) -> DerivedMetrics:
     """The run's derived metrics (`derived_metrics.METRICS`) per kernel index and config, the
     median over the config's replicas, and per config over all its kernels. `options` are
-    each config's (by name, as its sims ran it), or the text saying why they could not be read."""
+    each config's, by its label (`runs.labels_of`), else by its name."""
     with snapshot(con):
         labels, order = _labels(con, run)
         seqs = _seqs(con, run)
@@ -353,8 +366,10 @@ def derived(con: Con, run: RunSummary, options: Mapping[str, Mapping[str, str] |
         sims.setdefault((config, replica), {}).setdefault(index, {})[part] = value
         kernel_names.setdefault(index, kernel)
         config_names[config] = config_name
-    given = {config: options.get(name, f"GPU config {name}: its options were not read") for config, name in config_names.items()}
-    facts = {config: derived_metrics.config_facts({} if isinstance(read, str) else read) for config, read in given.items()}
+    given = {
+        config: options.get(config, options.get(name, f"GPU config {name}: its options were not read")) for config, name in config_names.items()
+    }
+    facts = {config: derived_metrics.config_facts({} if isinstance(read, str) else read.values) for config, read in given.items()}
     kernels = []
     for index in sorted(kernel_names):
         for config in order:
@@ -382,7 +397,8 @@ def derived(con: Con, run: RunSummary, options: Mapping[str, Mapping[str, str] |
         configs.append(
             DerivedConfig(
                 gpu_config=config,
-                options={} if isinstance(read, str) else {o: read[o] for o in derived_metrics.OPTIONS if o in read},
+                options={} if isinstance(read, str) else {o: read.values[o] for o in derived_metrics.OPTIONS if o in read.values},
+                options_from=None if isinstance(read, str) else read.read_from,
                 dram_peak_gbps=None if fact.peak_bytes_per_s is None else fact.peak_bytes_per_s / 1e9,
                 sms=None if fact.sms is None else int(fact.sms),
                 error=read if isinstance(read, str) else None,

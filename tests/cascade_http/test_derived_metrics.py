@@ -106,6 +106,7 @@ def test_a_configs_metrics_are_ratios_of_its_kernels_sums(world: TestClient) -> 
     assert list(configs) == ["SM61_TITANX", "SM7_QV100"]
     qv100 = configs["SM7_QV100"]
     assert (qv100["replicas"], qv100["kernels"], qv100["sms"], qv100["error"]) == (1, 3, QV100_SMS, None)
+    assert qv100["options_from"] == "config"  # these sims have no log: the config's files, as this server has them
     assert qv100["dram_peak_gbps"] == pytest.approx(870.4)
     assert configs["SM61_TITANX"]["dram_peak_gbps"] == pytest.approx(480.0)
     assert qv100["options"]["-gpgpu_clock_domains"] == "1132.0:1132.0:1132.0:850.0"

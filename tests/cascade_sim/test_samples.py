@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from starlette.testclient import TestClient
 
 from cascade_app.config import Settings, resolve
@@ -107,3 +109,20 @@ def test_deleting_a_sample_trace_removes_it_and_its_runs_for_good(tmp_path: Path
         assert client.get("/api/health").json()["stream_seq"] == seq
         assert client.get("/api/runs").json() == [] and not any(sample_rows(client).values())
         assert client.get("/api/traces/sample__combo-vec-mm-xz").status_code == 404
+
+
+def test_a_samples_derived_metrics_are_measured_against_the_options_its_log_shows(tmp_path: Path, nats_url: str) -> None:
+    """No Accel-Sim here, so no config files: the options come from the sims' own logs (their
+    option dump), which is what the simulator ran with in any case."""
+    with start(tmp_path, nats_url) as client:
+        derived = client.get("/api/runs/run-sample-combo-titanx/stats/derived").json()
+    (titanx,) = derived["configs"]
+    # -gpgpu_n_mem 12 x -gpgpu_n_mem_per_ctrlr 1 x -gpgpu_dram_buswidth 4 x
+    # -dram_data_command_freq_ratio 4 x the DRAM clock 2500 MHz (-gpgpu_clock_domains 1417.0:1417.0:1417.0:2500.0)
+    assert (titanx["options_from"], titanx["error"], titanx["dram_peak_gbps"], titanx["sms"]) == ("log", None, 480.0, 28)
+    assert titanx["options"]["-gpgpu_clock_domains"] == "1417.0:1417.0:1417.0:2500.0"
+    first = derived["kernels"][0]
+    # vecAdd: 26 DRAM reads of 8 x 4 x 1 bytes in 5,534 cycles at 1,417 MHz; 10,516 instructions over 28 SMs.
+    assert first["values"]["dram_read_bytes"] == 26 * 32
+    assert first["values"]["dram_read_gbps"] == pytest.approx(26 * 32 / (5534 / 1417e6) / 1e9)
+    assert first["values"]["ipc_per_sm"] == pytest.approx(10516 / 5534 / 28)

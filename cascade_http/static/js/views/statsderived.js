@@ -7,6 +7,12 @@ import { api, enc } from "../api.js";
 import { bytes, integer, ipc, NONE, number, percent } from "../format.js";
 import { clear, failure, h, loading, state } from "../dom.js";
 
+// Where a config's options were read, as each column's tooltip says.
+const OPTIONS_FROM = {
+  log: "options as a sim's log shows them (what it ran with)",
+  config: "options from the config's gpgpusim.config as this server has it",
+};
+
 const shown = {
   ratio: (x) => percent(x * 100),
   bytes: (x) => bytes(x),
@@ -45,7 +51,7 @@ export function derivedPanel(model) {
         "table",
         { class: "table", id: "derived-configs" },
         h("caption", { class: "sr-only" }, "Derived metrics per config, over all its kernels"),
-        h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Metric"), a.configs.map((c) => h("th", { scope: "col", class: "num mono", title: c.error ?? `${integer(c.kernels)} kernels, ${integer(c.replicas)} replicas; peak DRAM ${c.dram_peak_gbps === null ? NONE : number(c.dram_peak_gbps) + " GB/s"}` }, c.gpu_config)))),
+        h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Metric"), a.configs.map((c) => h("th", { scope: "col", class: "num mono", title: c.error ?? `${integer(c.kernels)} kernels, ${integer(c.replicas)} replicas; peak DRAM ${c.dram_peak_gbps === null ? NONE : number(c.dram_peak_gbps) + " GB/s"}; ${OPTIONS_FROM[c.options_from]}` }, c.gpu_config)))),
         h(
           "tbody",
           {},
