@@ -164,7 +164,7 @@ def _seqs(con: Con, run: RunSummary) -> tuple[int, int] | None:
 def stat_catalogue(con: Con, run: RunSummary, q: str) -> StatCatalogue:
     """The names of the run's kernels' stats that hold `q` (in `natural` order), each with how
     many kernel indices of each config have it (configs in entry order); and the per-unit
-    tables among them."""
+    tables among them of more than one unit."""
     with snapshot(con):
         seqs = _seqs(con, run)
         records = []
@@ -180,7 +180,8 @@ def stat_catalogue(con: Con, run: RunSummary, q: str) -> StatCatalogue:
             tables[table] = tables.get(table, 0) + 1
     return StatCatalogue(
         names=[StatName(name=name, kernels=dict(zip(cfgs, counts))) for name, cfgs, counts in records[:CATALOGUE_LIMIT]],
-        tables=[StatTable(name=t, stats=n) for t, n in sorted(tables.items(), key=lambda item: natural(item[0]))],
+        # A "table" of one unit (`Class 0`, the only traffic class) is its one name, listed already.
+        tables=[StatTable(name=t, stats=n) for t, n in sorted(tables.items(), key=lambda item: natural(item[0])) if n > 1],
         truncated=len(records) > CATALOGUE_LIMIT,
     )
 

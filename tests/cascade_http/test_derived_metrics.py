@@ -148,6 +148,9 @@ def test_per_unit_names_without_brackets_are_tables_in_numeric_order(world: Test
     assert {"name": "Memory Partition [*].bw_util", "stats": 32} in catalogue["tables"]
     tables = {t["name"] for t in world.get(f"/api/runs/{RUN}/stats", params={"q": "issue_nums"}).json()["tables"]}
     assert tables == {"single_issue_nums.WS[*]", "dual_issue_nums.WS[*]"}
+    # Traffic class 0 is the only class these configs have: its names are no table.
+    classes = world.get(f"/api/runs/{RUN}/stats", params={"q": "class 0"}).json()
+    assert classes["names"] and classes["tables"] == []
     assert math.isfinite(first[0]["median"])
 
 
