@@ -171,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="names clients reach this server by besides its address, comma-separated: a proxy's, a DNS name (CASCADE_ALLOWED_HOSTS)",
     )
     serve.add_argument("--accelsim-dir", help="an Accel-Sim install (CASCADE_ACCELSIM_DIR)")
+    serve.add_argument(
+        "--shared-trace-root", dest="shared_trace_roots", metavar="DIR", action="append",
+        help="a folder traces may be added from where they lie (cascade trace add --path); repeatable "
+        f"(CASCADE_SHARED_TRACE_ROOTS, folders separated by {os.pathsep!r}); none by default",
+    )
     serve.add_argument("--no-runner", dest="runner", action="store_const", const=False, help="do not run sims here")
     serve.add_argument("--runner-slots", type=int, help="sims this process runs at once (CASCADE_RUNNER_SLOTS)")
     serve.add_argument(
@@ -357,6 +362,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _settings(args: argparse.Namespace) -> Settings:
     names = ("host", "port", "allowed_hosts", "data_dir", "accelsim_dir", "runner", "runner_slots", "samples", "replicas", "nats_url", "nats_sync_interval", "db_memory_bytes", *NATS_FILES)
     flags = {k: getattr(args, k, None) for k in names}
+    if roots := getattr(args, "shared_trace_roots", None):
+        flags["shared_trace_roots"] = os.pathsep.join(roots)
     return resolve(flags)
 
 
