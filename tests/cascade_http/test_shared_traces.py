@@ -6,7 +6,6 @@ refused with nothing appended."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import shutil
 from pathlib import Path
@@ -17,6 +16,7 @@ from starlette.testclient import TestClient
 from cascade_app.config import Settings
 from cascade_app.shared_traces import allowed_folder
 from cascade_core import events as ev
+from cascade_core.object_names import digest
 from cascade_core.refusals import Invalid
 from cascade_nats import subjects
 from tests.cascade_http.conftest import service
@@ -43,10 +43,6 @@ def add(client: TestClient, path: Path | str, trace_id: str | None = None) -> tu
     return response.status_code, response.json()
 
 
-def sha256(file: Path) -> str:
-    return "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(file.read_bytes()).digest()).decode()
-
-
 def stored_files(client: TestClient, trace_id: str) -> list[ev.StoredFile]:
     async def read() -> list[ev.StoredFile]:
         items = [s.event async for s in service(client).store.read(subjects.trace(trace_id))]
@@ -62,7 +58,7 @@ def test_a_trace_is_added_where_it_lies_with_its_digests_and_nothing_stored(clie
     assert trace["suggested_sim_config"] == "SM61_TITANX"
     assert history(client, "combo") == ["trace.path_added.v1", "trace.files_stored.v1", "trace.kernels_listed.v1", "trace.ready.v1"]
     folder = shared / "combo"
-    expected = {p.name: (p.stat().st_size, sha256(p)) for p in folder.iterdir()}
+    expected = {p.name: (p.stat().st_size, digest(hashlib.sha256(p.read_bytes()))) for p in folder.iterdir()}
     assert {f.path: (f.bytes, f.digest) for f in stored_files(client, "combo")} == expected
     assert stored(client) == {}
     assert [t["id"] for t in client.get("/api/traces").json()] == ["combo"]
