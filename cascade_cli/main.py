@@ -6,7 +6,7 @@
     cascade replay     rebuild a read model from the log, or verify the live one
     cascade events     print an aggregate's history
     cascade timeline   a serving step timeline from files, offline (`timeline_cli`)
-    cascade trace list, trace delete TRACE, trace upload DIR|FILE.tar[.gz|.xz]
+    cascade trace list, trace delete TRACE, trace upload DIR|FILE.tar[.gz|.xz], trace add --path DIR [--id ID]
                        traces through the API (`traces_cli`)
     cascade trace timing TRACE FILE   attach real kernel timing to a ready trace
     cascade run TRACE CONFIG[xN]... [--watch], run show|watch|cancel|retry RUN, run add RUN CONFIG[xN]...,
@@ -246,6 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trace_upload.add_argument("--id", help="the trace's id (default: a new trace-<hex> id)")
     locate.add_arguments(trace_upload)
+    trace_add = trace_sub.add_parser(
+        "add", help="add a trace where it lies, in a folder the server and its runners share (serve --shared-trace-root): nothing is copied"
+    )
+    trace_add.add_argument("--path", required=True, metavar="DIR", help="the trace's folder, as the server and the runners see it")
+    trace_add.add_argument("--id", help="the trace's id (default: a new trace-<hex> id)")
+    _json(trace_add, "the Trace")
+    locate.add_arguments(trace_add)
     trace_list = trace_sub.add_parser("list", help="every trace, newest first: state, kernels, arch, size")
     _json(trace_list, "the list")
     locate.add_arguments(trace_list)
@@ -559,7 +566,8 @@ def trace(args: argparse.Namespace) -> int:
         from cascade_cli.timing_cli import attach
 
         return attach(args)
-    return {"upload": traces_cli.upload, "list": traces_cli.list_traces, "delete": traces_cli.delete}[args.trace_command](args)
+    commands = {"upload": traces_cli.upload, "add": traces_cli.add, "list": traces_cli.list_traces, "delete": traces_cli.delete}
+    return commands[args.trace_command](args)
 
 
 def sim(args: argparse.Namespace) -> int:
