@@ -67,6 +67,8 @@ def allowed_folder(path: str, roots: Sequence[Path]) -> Path:
             "this server takes no trace from a shared path: its operator allows a folder with "
             "`cascade serve --shared-trace-root DIR` (or CASCADE_SHARED_TRACE_ROOTS)"
         )
+    if any(ord(ch) < 0x20 for ch in path):
+        raise Invalid("the path holds a control character; give the trace's folder as the runners see it")
     if not os.path.isabs(path):
         raise Invalid(f"{path[:500]!r} is not an absolute path: give the trace's folder from the root, as the runners see it")
     folder = Path(os.path.realpath(path))
