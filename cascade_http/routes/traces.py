@@ -10,6 +10,7 @@ from starlette.routing import Route
 
 from cascade_app import shared_traces, traces
 from cascade_app.reads import read
+from cascade_app.service import Cascade
 from cascade_app.uploads import receive
 from cascade_api.models import SharedTraceAdd, Trace, TraceDetail
 from cascade_core.traces import MEDIA_TYPES, RealTimingAttached
@@ -57,10 +58,15 @@ async def upload_trace(request: Request) -> Response:
     c = cascade(request)
     trace_id = request.query_params.get("id") or new_ids.trace_id()
     await receive.upload_trace(c, trace_id, request.headers.get("content-type", ""), content_length(request), _body(request))
+    return await _trace_answer(c, trace_id, 202)
+
+
+async def _trace_answer(c: Cascade, trace_id: str, status: int) -> Response:
+    """The trace a command made, as the read model shows it."""
     trace = await read(c, trace_summary, trace_id)
     if trace is None:
         raise not_found(f"trace {trace_id} not found")
-    return MsgspecResponse(trace, status_code=202)
+    return MsgspecResponse(trace, status_code=status)
 
 
 @operation(
@@ -76,20 +82,18 @@ async def upload_trace(request: Request) -> Response:
     response=Trace,
     status=201,
     errors={
+        400: "The body is not parsable.",
         409: "The id is taken by a trace that is not deleted.",
-        422: "The id is not valid; the server allows no shared root, or the path is not a folder under one; a link "
+        413: "The body is over CASCADE_MAX_BODY_BYTES.",
+        422: "The body fails validation, the id is not valid; the server allows no shared root, or the path is not a folder under one; a link "
         "leads out of the root; or the files are no trace (the detail says which file, and line, is wrong). Nothing is kept.",
     },
 )
 async def add_shared_trace(request: Request) -> Response:
-    c = cascade(request)
-    body = await json_body(request, SharedTraceAdd)
+    c, body = cascade(request), await json_body(request, SharedTraceAdd)
     trace_id = body.id or new_ids.trace_id()
     await shared_traces.add_shared_trace(c, trace_id, body.path)
-    trace = await read(c, trace_summary, trace_id)
-    if trace is None:
-        raise not_found(f"trace {trace_id} not found")
-    return MsgspecResponse(trace, status_code=201)
+    return await _trace_answer(c, trace_id, 201)
 
 
 @operation(summary="List traces", description="Every trace not deleted, newest first.", tag=TAG, response=list[Trace])
