@@ -132,3 +132,10 @@ def test_a_server_allows_no_shared_path_unless_its_operator_says_so() -> None:
     with pytest.raises(Invalid) as refused:
         allowed_folder("/work/shared/accelsim/traces/combo-vec-mm-xz", [])
     assert "--shared-trace-root DIR" in refused.value.detail and "CASCADE_SHARED_TRACE_ROOTS" in refused.value.detail
+
+
+def test_openapi_documents_the_shared_trace_route(client: TestClient) -> None:
+    post = client.get("/api/openapi.json").json()["paths"]["/api/traces/shared"]["post"]
+    assert set(post["requestBody"]["content"]) == {"application/json"}
+    assert {"201", "400", "401", "409", "413", "422"} <= set(post["responses"])
+    assert "--shared-trace-root" in post["description"]
