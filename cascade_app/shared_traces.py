@@ -47,6 +47,8 @@ async def add_shared_trace(c: Cascade, trace_id: str, path: str) -> None:
         received = await read_in_place(folder, _root_of(folder, c.settings.shared_roots))
     except TraceError as error:
         raise Invalid(f"{folder} is not a trace Cascade can run: {error}") from None
+    except OSError as error:  # unreadable to the server, or changed while it was read
+        raise Invalid(f"{folder} cannot be read whole by this server: {error}") from None
     found = await anyio.to_thread.run_sync(trace_contents.contents, received)
     configs = await c.gpu_configs()
     upload = Upload(trace_id, new_ids.upload_id())

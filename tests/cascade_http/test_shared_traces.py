@@ -7,6 +7,7 @@ refused with nothing appended."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -97,6 +98,10 @@ def test_paths_out_of_the_roots_are_refused_with_nothing_appended(client: TestCl
     shutil.copytree(TRACES / "vectoradd-100-32", dir_link)
     (dir_link / "more").symlink_to(shared / "combo")
     refused["link-to-folder"] = dir_link
+    with_fifo = shared / "with-fifo"
+    shutil.copytree(TRACES / "vectoradd-100-32", with_fifo)
+    os.mkfifo(with_fifo / "pipe")
+    refused["fifo"] = with_fifo
     details = {}
     for trace_id, path in refused.items():
         status, answer = add(client, path, trace_id)
@@ -112,6 +117,7 @@ def test_paths_out_of_the_roots_are_refused_with_nothing_appended(client: TestCl
         f"to {outside}/kernel-1.traceg"
     )
     assert details["link-to-folder"].endswith(f"more is a symbolic link to {shared}/combo, which is no regular file")
+    assert details["fifo"] == f"{with_fifo} is not a trace Cascade can run: pipe is neither a regular file nor a folder"
     assert stored(client) == {}
 
 
