@@ -42,9 +42,9 @@ async def add_shared_trace(c: Cascade, trace_id: str, path: str) -> None:
     Refused (`Invalid`): a bad id, a path outside the allowed roots, or files that are no
     trace; (`Conflict`): a taken id."""
     check_trace_id(trace_id)
-    folder = allowed_folder(path, c.settings.shared_roots)
+    folder, root = allowed_folder(path, c.settings.shared_roots)
     try:
-        received = await read_in_place(folder, _root_of(folder, c.settings.shared_roots))
+        received = await read_in_place(folder, root)
     except TraceError as error:
         raise Invalid(f"{folder} is not a trace Cascade can run: {error}") from None
     except OSError as error:  # unreadable to the server, or changed while it was read
@@ -62,8 +62,8 @@ async def add_shared_trace(c: Cascade, trace_id: str, path: str) -> None:
     await decided(c, add)
 
 
-def allowed_folder(path: str, roots: Sequence[Path]) -> Path:
-    """`path` with its symbolic links resolved, if it is a folder under one of `roots`."""
+def allowed_folder(path: str, roots: Sequence[Path]) -> tuple[Path, Path]:
+    """`path` with its symbolic links resolved, if it is a folder under one of `roots`, and that root."""
     if not roots:
         raise Invalid(
             "this server takes no trace from a shared path: its operator allows a folder with "
@@ -74,19 +74,16 @@ def allowed_folder(path: str, roots: Sequence[Path]) -> Path:
     if not os.path.isabs(path):
         raise Invalid(f"{path[:500]!r} is not an absolute path: give the trace's folder from the root, as the runners see it")
     folder = Path(os.path.realpath(path))
-    if _root_of(folder, roots) is None:
+    root = next((root for root in roots if folder.is_relative_to(root)), None)
+    if root is None:
         allowed = ", ".join(str(r) for r in roots)
         raise Invalid(f"{path[:500]} is not under a shared trace root of this server ({allowed})")
     if not folder.is_dir():
         raise Invalid(f"{path[:500]} is not a folder this server can read")
-    return folder
+    return folder, root
 
 
-def _root_of(folder: Path, roots: Sequence[Path]) -> Path | None:
-    return next((root for root in roots if folder.is_relative_to(root)), None)
-
-
-async def read_in_place(folder: Path, root: Path | None) -> Received:
+async def read_in_place(folder: Path, root: Path) -> Received:
     """What the trace's files say, read as an upload's are, each with its size and digest;
     a `TraceError` for a file that cannot be part of it."""
     findings = Findings()
@@ -96,7 +93,7 @@ async def read_in_place(folder: Path, root: Path | None) -> Received:
     return findings.received(files)
 
 
-def _listed(folder: Path, root: Path | None) -> list[tuple[str, Path]]:
+def _listed(folder: Path, root: Path) -> list[tuple[str, Path]]:
     """The folder's files, by their path in the trace, in a stable order."""
     out = []
     for here, dirs, names in os.walk(folder):
@@ -107,7 +104,7 @@ def _listed(folder: Path, root: Path | None) -> list[tuple[str, Path]]:
                 raise TraceError(f"{relative[:200]!r} is not a portable path (no backslashes or control characters)")
             if file.is_symlink():
                 target = Path(os.path.realpath(file))
-                if root is None or not target.is_relative_to(root):
+                if not target.is_relative_to(root):
                     raise TraceError(f"{relative} is a symbolic link out of the shared trace root, to {target}")
                 if not target.is_file():
                     raise TraceError(f"{relative} is a symbolic link to {target}, which is no regular file")
