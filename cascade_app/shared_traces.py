@@ -27,7 +27,7 @@ from cascade_app.uploads.findings import Findings
 from cascade_core import events as ev
 from cascade_core.object_names import digest
 from cascade_core.refusals import Invalid
-from cascade_core.traces import Upload, check_trace_id, decide_path_add
+from cascade_core.traces import Upload, check_free, check_trace_id, decide_path_add
 from cascade_formats import trace_contents
 from cascade_formats.trace_contents import Received
 from cascade_formats.tracefiles import TraceError, safe_member_path
@@ -42,6 +42,9 @@ async def add_shared_trace(c: Cascade, trace_id: str, path: str) -> None:
     Refused (`Invalid`): a bad id, a path outside the allowed roots, or files that are no
     trace; (`Conflict`): a taken id."""
     check_trace_id(trace_id)
+    subject = subjects.trace(trace_id)
+    taken = await c.store.last_on(subject)
+    check_free(taken.event if taken else None, trace_id)  # before reading what may be gigabytes; decided again below
     folder, root = allowed_folder(path, c.settings.shared_roots)
     try:
         received = await read_in_place(folder, root)
@@ -52,7 +55,6 @@ async def add_shared_trace(c: Cascade, trace_id: str, path: str) -> None:
     found = await anyio.to_thread.run_sync(trace_contents.contents, received)
     configs = await c.gpu_configs()
     upload = Upload(trace_id, new_ids.upload_id())
-    subject = subjects.trace(trace_id)
 
     async def add() -> Decision[None]:
         last = await c.store.last_on(subject)

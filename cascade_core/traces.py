@@ -130,11 +130,16 @@ def upload_too_large(limit: int, size: int | None = None) -> str:
     return too_large("upload", limit, "CASCADE_MAX_UPLOAD_BYTES", size)
 
 
+def check_free(last: ev.Event | None, trace_id: str) -> None:
+    """Refuse a trace id in use: `last` is the newest event on its subject (None: never used)."""
+    if last is not None and not isinstance(last, ev.TraceDeleted):
+        raise Conflict(f"trace {trace_id} already exists")
+
+
 def decide_upload(last: ev.Event | None, upload: Upload, at: datetime, *, content_type: str) -> ev.TraceUploadStarted:
     """Start an upload if the id is free: `last` is the newest event on the trace's subject
     (None for an id never used). A deleted trace's id may be used again."""
-    if last is not None and not isinstance(last, ev.TraceDeleted):
-        raise Conflict(f"trace {upload.trace_id} already exists")
+    check_free(last, upload.trace_id)
     return ev.TraceUploadStarted(**upload.envelope("started", at), trace_id=upload.trace_id, content_type=content_type)
 
 
@@ -266,8 +271,7 @@ def decide_path_add(
     then what an upload's outcome says. A path whose files are no trace is refused
     (`Invalid`) with nothing appended: unlike an upload, nothing was stored, so there is no
     failed trace to keep."""
-    if last is not None and not isinstance(last, ev.TraceDeleted):
-        raise Conflict(f"trace {upload.trace_id} already exists")
+    check_free(last, upload.trace_id)
     if isinstance(contents, str):
         raise Invalid(f"{path} is not a trace Cascade can run: {contents}")
     added = ev.TracePathAdded(**upload.envelope("started", at), trace_id=upload.trace_id, path=path)
