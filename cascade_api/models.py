@@ -61,6 +61,21 @@ class TraceDetail(Trace, frozen=True, kw_only=True):
     kernels: list[TraceKernel]
 
 
+class SharedTraceAdd(msgspec.Struct, frozen=True, kw_only=True):
+    """A trace to add from where it lies (`POST /api/traces/shared`)."""
+
+    path: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1, max_length=4096,
+            description="The trace's folder, from the root, as the server and the runners see it; under a root the server allows.",
+        ),
+    ]
+    id: Annotated[
+        str | None, msgspec.Meta(description="The trace's id: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit; default: a new one.")
+    ] = None
+
+
 class ChunkView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     index: int
     first: Annotated[int, msgspec.Meta(description="The first kernel launch (uid) the chunk measures.")]

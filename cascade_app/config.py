@@ -76,6 +76,9 @@ class Settings(msgspec.Struct, kw_only=True):
     # What the read model's DuckDB may hold in memory (`projections.projector.Memory`); None:
     # its DEFAULT_MEMORY, 64 MiB. At least 64 MiB: a batch of events is up to 8.
     db_memory_bytes: Annotated[int, msgspec.Meta(ge=64 << 20)] | None = None
+    # Folders a trace may be added from where it lies (`cascade trace add --path`), separated
+    # by os.pathsep; none by default, since the service reads what it is pointed at.
+    shared_trace_roots: str = ""
 
     def __post_init__(self) -> None:
         # The simulator runs in a directory of its own, and a path is logged or stored for
@@ -103,6 +106,11 @@ class Settings(msgspec.Struct, kw_only=True):
     @property
     def allowed_host_names(self) -> frozenset[str]:
         return frozenset(name.strip().lower() for name in self.allowed_hosts.split(",") if name.strip())
+
+    @property
+    def shared_roots(self) -> list[Path]:
+        """The folders traces may be added from, symbolic links resolved (`shared_traces`)."""
+        return [absolute(Path(root)) for root in self.shared_trace_roots.split(os.pathsep) if root.strip()]
 
     @property
     def token_path(self) -> Path:
@@ -159,6 +167,7 @@ ENV = {
     "sql_max_bytes": "CASCADE_SQL_MAX_BYTES",
     "sql_memory_bytes": "CASCADE_SQL_MEMORY_BYTES",
     "db_memory_bytes": "CASCADE_DB_MEMORY_BYTES",
+    "shared_trace_roots": "CASCADE_SHARED_TRACE_ROOTS",
 }
 
 

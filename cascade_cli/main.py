@@ -6,7 +6,7 @@
     cascade replay     rebuild a read model from the log, or verify the live one
     cascade events     print an aggregate's history
     cascade timeline   a serving step timeline from files, offline (`timeline_cli`)
-    cascade trace list, trace delete TRACE, trace upload DIR|FILE.tar[.gz|.xz]
+    cascade trace list, trace delete TRACE, trace upload DIR|FILE.tar[.gz|.xz], trace add --path DIR [--id ID]
                        traces through the API (`traces_cli`)
     cascade trace timing TRACE FILE   attach real kernel timing to a ready trace
     cascade run TRACE CONFIG[xN]... [--watch], run show|watch|cancel|retry RUN, run add RUN CONFIG[xN]...,
@@ -171,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="names clients reach this server by besides its address, comma-separated: a proxy's, a DNS name (CASCADE_ALLOWED_HOSTS)",
     )
     serve.add_argument("--accelsim-dir", help="an Accel-Sim install (CASCADE_ACCELSIM_DIR)")
+    serve.add_argument(
+        "--shared-trace-root", dest="shared_trace_roots", metavar="DIR", action="append",
+        help="a folder traces may be added from where they lie (cascade trace add --path); repeatable "
+        f"(CASCADE_SHARED_TRACE_ROOTS, folders separated by {os.pathsep!r}); none by default",
+    )
     serve.add_argument("--no-runner", dest="runner", action="store_const", const=False, help="do not run sims here")
     serve.add_argument("--runner-slots", type=int, help="sims this process runs at once (CASCADE_RUNNER_SLOTS)")
     serve.add_argument(
@@ -241,6 +246,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trace_upload.add_argument("--id", help="the trace's id (default: a new trace-<hex> id)")
     locate.add_arguments(trace_upload)
+    trace_add = trace_sub.add_parser(
+        "add", help="add a trace where it lies, in a folder the server and its runners share (serve --shared-trace-root): nothing is copied"
+    )
+    trace_add.add_argument("--path", required=True, metavar="DIR", help="the trace's folder, as the server and the runners see it")
+    trace_add.add_argument("--id", help="the trace's id (default: a new trace-<hex> id)")
+    _json(trace_add, "the Trace")
+    locate.add_arguments(trace_add)
     trace_list = trace_sub.add_parser("list", help="every trace, newest first: state, kernels, arch, size")
     _json(trace_list, "the list")
     locate.add_arguments(trace_list)
@@ -357,6 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _settings(args: argparse.Namespace) -> Settings:
     names = ("host", "port", "allowed_hosts", "data_dir", "accelsim_dir", "runner", "runner_slots", "samples", "replicas", "nats_url", "nats_sync_interval", "db_memory_bytes", *NATS_FILES)
     flags = {k: getattr(args, k, None) for k in names}
+    if roots := getattr(args, "shared_trace_roots", None):
+        flags["shared_trace_roots"] = os.pathsep.join(roots)
     return resolve(flags)
 
 
@@ -552,7 +566,8 @@ def trace(args: argparse.Namespace) -> int:
         from cascade_cli.timing_cli import attach
 
         return attach(args)
-    return {"upload": traces_cli.upload, "list": traces_cli.list_traces, "delete": traces_cli.delete}[args.trace_command](args)
+    commands = {"upload": traces_cli.upload, "add": traces_cli.add, "list": traces_cli.list_traces, "delete": traces_cli.delete}
+    return commands[args.trace_command](args)
 
 
 def sim(args: argparse.Namespace) -> int:

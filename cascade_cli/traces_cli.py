@@ -3,19 +3,23 @@
     cascade trace list                  every trace, newest first: state, kernels, arch, size
     cascade trace delete TRACE          delete a trace (an upload that failed, a trace not needed)
     cascade trace upload DIR|FILE.tar[.gz|.xz]   stream a trace to the server (`uploads_cli`)
+    cascade trace add --path DIR [--id ID]      add a trace where it lies, on a path the server shares
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from cascade_api.models import Trace
+import msgspec
+
+from cascade_api.models import SharedTraceAdd, Trace
 from cascade_cli import runs_text
 from cascade_cli.locate import api_client
-from cascade_cli.runs_cli import _answer, quoted_id
+from cascade_cli.runs_cli import _answer, print_json, quoted_id
 from cascade_cli.uploads_cli import send, size_text
 
 
@@ -48,4 +52,17 @@ def upload(args: argparse.Namespace) -> int:
         print(f"trace {trace.id}: failed: {trace.error} (delete it with: cascade trace delete {trace.id})", file=sys.stderr)
         return 1
     print(f"trace {trace.id}: ready: {trace.kernel_count} kernels, {trace.trace_gpu_arch}, {trace.bytes} bytes")
+    return 0
+
+
+def add(args: argparse.Namespace) -> int:
+    """Add the trace in the folder `--path` where it lies (a relative path is taken from here:
+    the server and its runners must see the folder at the path printed), and print it."""
+    body = SharedTraceAdd(path=os.path.abspath(args.path), id=args.id)
+    raw = api_client(args).post("/api/traces/shared", msgspec.json.encode(body), {"Content-Type": "application/json"})
+    if args.json:
+        print_json(raw)
+        return 0
+    trace = msgspec.json.decode(raw, type=Trace)
+    print(f"trace {trace.id}: ready: {trace.kernel_count} kernels, {trace.trace_gpu_arch}, {trace.bytes} bytes, read in place at {body.path}")
     return 0

@@ -66,6 +66,15 @@ class TraceUploadStarted(TraceEvent, frozen=True, tag="trace.upload_started.v1")
     sample: bool = False
 
 
+class TracePathAdded(TraceEvent, frozen=True, tag="trace.path_added.v1"):
+    """A trace that lies at `path` on a filesystem the service shares with runners, added
+    where it lies (`cascade trace add --path`): its files, with their digests as they were
+    when it was added, follow in `trace.files_stored.v1` events, which store nothing in the
+    object store; a runner reads them at `path` and refuses any whose digest has changed."""
+
+    path: str  # absolute, symbolic links resolved, under a root the operator allows
+
+
 class TraceFilesStored(TraceEvent, frozen=True, tag="trace.files_stored.v1"):
     """Some of the files of an upload, in the object store under `accelsim-traces/<id>/`.
     A large upload is announced in several of these so each stays small."""
@@ -491,6 +500,7 @@ class GpuConfigDerived(Event, frozen=True, tag="gpu_config.derived.v1"):
 
 AnyEvent = (
     TraceUploadStarted
+    | TracePathAdded
     | TraceFilesStored
     | TraceKernelsListed
     | TraceRealTimingListed

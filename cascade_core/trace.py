@@ -41,12 +41,12 @@ class Trace(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     real_timing: str | None
 
 
-def new(e: ev.TraceUploadStarted) -> Trace:
-    """A trace as its upload starts: nothing found in it yet."""
+def new(e: ev.TraceUploadStarted | ev.TracePathAdded) -> Trace:
+    """A trace as its upload starts, or as it is added from a shared path: nothing found in it yet."""
     return Trace(
         id=e.trace_id, state="uploading", error=None, created_at=e.at, updated_at=e.at, model=None, layers=[], source_gpu=None,
         trace_gpu_arch=None, suggested_sim_config=None, kernel_count=0, bytes=0, has_real_timing=False, has_step_timeline=False,
-        sample=e.sample, deleted=False, real_timing=None,
+        sample=isinstance(e, ev.TraceUploadStarted) and e.sample, deleted=False, real_timing=None,
     )
 
 
@@ -61,7 +61,7 @@ def evolve(trace: Trace | None, e: ev.TraceEvent) -> Trace | None:
     if trace is not None and e.at < trace.created_at:
         return trace  # from an earlier upload under the same id, since deleted
     match e:
-        case ev.TraceUploadStarted():
+        case ev.TraceUploadStarted() | ev.TracePathAdded():
             return new(e) if trace is None or trace.deleted and e.at > trace.updated_at else trace
         case ev.TraceFilesStored():
             if trace is not None and takes_rows(trace, e) and trace.state == "uploading":  # the whole upload is stored

@@ -9,7 +9,8 @@ the edges (`cascade_app.uploads`):
 - `files_stored` announces the stored files, which moves the trace to `processing`;
 - `decide_outcome` reads what the upload found in the files and makes the trace `ready`,
   with its kernels and real timing, or `failed` with an error a user can act on;
-- `decide_delete` deletes a trace no active run uses.
+- `decide_delete` deletes a trace no active run uses;
+- `decide_path_add` adds a trace from a shared path, whole or not at all.
 
 No decision reads a clock or makes an id: the time comes in, and event ids derive from the
 upload's own id, so a retried append is deduplicated by the event store. No decision reads a
@@ -104,11 +105,7 @@ def check_upload(trace_id: str, content_type: str | None, content_length: int | 
     """How the body is compressed, or a refusal for what can be told from the request line
     and headers alone: a bad id, a media type that is no trace archive, a declared length
     over the limit."""
-    if not is_trace_id(trace_id):
-        raise Invalid(
-            f"trace id {trace_id[:100]!r} is not valid: use 1 to 64 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit",
-        )
+    check_trace_id(trace_id)
     media_type = (content_type or "").split(";", 1)[0].strip().lower()
     compression = MEDIA_TYPES.get(media_type)
     if compression is None:
@@ -121,15 +118,28 @@ def check_upload(trace_id: str, content_type: str | None, content_length: int | 
     return compression
 
 
+def check_trace_id(trace_id: str) -> None:
+    if not is_trace_id(trace_id):
+        raise Invalid(
+            f"trace id {trace_id[:100]!r} is not valid: use 1 to 64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit",
+        )
+
+
 def upload_too_large(limit: int, size: int | None = None) -> str:
     return too_large("upload", limit, "CASCADE_MAX_UPLOAD_BYTES", size)
+
+
+def check_free(last: ev.Event | None, trace_id: str) -> None:
+    """Refuse a trace id in use: `last` is the newest event on its subject (None: never used)."""
+    if last is not None and not isinstance(last, ev.TraceDeleted):
+        raise Conflict(f"trace {trace_id} already exists")
 
 
 def decide_upload(last: ev.Event | None, upload: Upload, at: datetime, *, content_type: str) -> ev.TraceUploadStarted:
     """Start an upload if the id is free: `last` is the newest event on the trace's subject
     (None for an id never used). A deleted trace's id may be used again."""
-    if last is not None and not isinstance(last, ev.TraceDeleted):
-        raise Conflict(f"trace {upload.trace_id} already exists")
+    check_free(last, upload.trace_id)
     return ev.TraceUploadStarted(**upload.envelope("started", at), trace_id=upload.trace_id, content_type=content_type)
 
 
@@ -242,6 +252,30 @@ def batches(items: Sequence[T], max_count: int, size: Callable[[T], int], max_by
     if current:
         out.append(current)
     return out
+
+
+# --- a trace from a shared path ----------------------------------------------------------------
+
+
+def decide_path_add(
+    last: ev.Event | None,
+    upload: Upload,
+    path: str,
+    files: Sequence[ev.StoredFile],
+    contents: Contents | str,
+    configs: Iterable[GpuConfig],
+    at: datetime,
+) -> list[ev.Event]:
+    """Add the trace lying at `path` if the id is free (as `decide_upload`) and its files
+    make a trace (`contents`, read where they lie): its path, its files with their digests,
+    then what an upload's outcome says. A path whose files are no trace is refused
+    (`Invalid`) with nothing appended: unlike an upload, nothing was stored, so there is no
+    failed trace to keep."""
+    check_free(last, upload.trace_id)
+    if isinstance(contents, str):
+        raise Invalid(f"{path} is not a trace Cascade can run: {contents}")
+    added = ev.TracePathAdded(**upload.envelope("started", at), trace_id=upload.trace_id, path=path)
+    return [added, *files_stored(upload, files, at), *decide_outcome(upload, files, contents, configs, at)]
 
 
 # --- deleting --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Trace routes: upload, list, read, delete, and attaching real timing."""
+"""Trace routes: upload, add from a shared path, list, read, delete, and attaching real timing."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cascade_app import traces
+from cascade_app import shared_traces, traces
 from cascade_app.reads import read
+from cascade_app.service import Cascade
 from cascade_app.uploads import receive
-from cascade_api.models import Trace, TraceDetail
+from cascade_api.models import SharedTraceAdd, Trace, TraceDetail
 from cascade_core.traces import MEDIA_TYPES, RealTimingAttached
 from cascade_formats import realtiming
 from cascade_host import new_ids
-from cascade_http.bodies import content_length, gathered
+from cascade_http.bodies import content_length, gathered, json_body
 from cascade_http.openapi import operation
 from cascade_http.responses import ApiError, MsgspecResponse, not_found
 from cascade_http.state import cascade
@@ -57,10 +58,42 @@ async def upload_trace(request: Request) -> Response:
     c = cascade(request)
     trace_id = request.query_params.get("id") or new_ids.trace_id()
     await receive.upload_trace(c, trace_id, request.headers.get("content-type", ""), content_length(request), _body(request))
+    return await _trace_answer(c, trace_id, 202)
+
+
+async def _trace_answer(c: Cascade, trace_id: str, status: int) -> Response:
+    """The trace a command made, as the read model shows it."""
     trace = await read(c, trace_summary, trace_id)
     if trace is None:
         raise not_found(f"trace {trace_id} not found")
-    return MsgspecResponse(trace, status_code=202)
+    return MsgspecResponse(trace, status_code=status)
+
+
+@operation(
+    summary="Add a trace from a shared path",
+    description="Takes the trace in a folder this server and its runners share, where it lies: its files are read and "
+    "checked as an upload's are, and their SHA-256 digests recorded; nothing is copied. A runner that sees the folder at "
+    "the same path reads it there, and fails a sim whose trace file has changed since (the detail gives the digest it "
+    "had and the one it has); a runner that does not see it fails the sim saying so. The folder must lie under a root "
+    "the server allows (`serve --shared-trace-root`), symbolic links resolved; a link inside it must stay under that "
+    "root and name a file. Answers once the trace is ready.",
+    tag=TAG,
+    body=SharedTraceAdd,
+    response=Trace,
+    status=201,
+    errors={
+        400: "The body is not parsable.",
+        409: "The id is taken by a trace that is not deleted.",
+        413: "The body is over CASCADE_MAX_BODY_BYTES.",
+        422: "The body fails validation, the id is not valid; the server allows no shared root, or the path is not a folder under one; a link "
+        "leads out of the root; or the files are no trace (the detail says which file, and line, is wrong). Nothing is kept.",
+    },
+)
+async def add_shared_trace(request: Request) -> Response:
+    c, body = cascade(request), await json_body(request, SharedTraceAdd)
+    trace_id = body.id or new_ids.trace_id()
+    await shared_traces.add_shared_trace(c, trace_id, body.path)
+    return await _trace_answer(c, trace_id, 201)
 
 
 @operation(summary="List traces", description="Every trace not deleted, newest first.", tag=TAG, response=list[Trace])
@@ -138,6 +171,7 @@ async def attach_real_timing(request: Request) -> Response:
 routes: list[Route] = [
     Route("/api/traces", upload_trace, methods=["POST"]),
     Route("/api/traces", get_traces, methods=["GET"]),
+    Route("/api/traces/shared", add_shared_trace, methods=["POST"]),
     Route("/api/traces/{trace_id}", get_trace, methods=["GET"]),
     Route("/api/traces/{trace_id}", delete_trace, methods=["DELETE"]),
     Route("/api/traces/{trace_id}/real-timing", attach_real_timing, methods=["PUT"]),

@@ -11,8 +11,10 @@ from cascade_core.events import TraceKernel
 from cascade_core.gpu_configs import GpuConfig
 from cascade_core.refusals import Conflict, Invalid, NotFound, Refused, TooLarge, UnsupportedMedia
 from cascade_core.trace import Trace
+from cascade_core.trace import evolve as evolve_trace
 from cascade_core.traces import (
     Attachment,
+    Contents,
     RealTimingAttached,
     Upload,
     attached,
@@ -21,6 +23,7 @@ from cascade_core.traces import (
     decide_delete,
     decide_next,
     decide_outcome,
+    decide_path_add,
     decide_real_timing,
     decide_upload,
     failed,
@@ -279,3 +282,39 @@ def test_an_upload_goes_on_only_while_the_trace_is_its_own() -> None:
     for last in (None, ev.TraceDeleted(id="d", at=AT, trace_id="demo"), decide_upload(None, Upload("demo", "u2"), AT, content_type="x")):
         with pytest.raises(Conflict, match="^trace demo was changed by another request during its upload$"):
             decide_next(last, UPLOAD, step)
+
+
+# --- a trace from a shared path ---------------------------------------------------------------
+
+SHARED_FILES = [ev.StoredFile("kernelslist.g", 10, "SHA-256=a"), ev.StoredFile("kernel-1.traceg", 20, "SHA-256=b")]
+SHARED_CONTENTS = Contents(
+    kernels=[TraceKernel(uid=1, name="k", grid="1x1x1", block="32x1x1", shmem=0, nregs=8, file="kernel-1.traceg")], arch="sm_61"
+)
+
+
+def test_a_path_added_lists_its_path_its_files_with_digests_then_the_upload_outcome() -> None:
+    out = decide_path_add(None, UPLOAD, "/shared/demo", SHARED_FILES, SHARED_CONTENTS, CONFIGS, AT)
+    assert [type(e) for e in out] == [ev.TracePathAdded, ev.TraceFilesStored, ev.TraceKernelsListed, ev.TraceReady]
+    added, stored = out[0], out[1]
+    assert isinstance(added, ev.TracePathAdded) and added.path == "/shared/demo" and added.id == UPLOAD.started_id
+    assert isinstance(stored, ev.TraceFilesStored) and stored.files == SHARED_FILES
+    assert all(e.correlation_id == UPLOAD.started_id for e in out)
+    trace = None
+    for e in out:
+        assert isinstance(e, ev.TraceEvent)
+        trace = evolve_trace(trace, e)
+    assert trace is not None and (trace.state, trace.sample, trace.kernel_count, trace.bytes) == ("ready", False, 1, 30)
+    assert trace.suggested_sim_config == "SM61_TITANX"
+
+
+def test_a_path_add_is_refused_on_a_taken_id_and_on_files_that_are_no_trace_with_nothing_to_append() -> None:
+    taken = ev.TraceReady(
+        id="r", at=AT, trace_id="demo", trace_gpu_arch="sm_61", kernel_count=1, bytes=1, suggested_sim_config=None,
+        has_real_timing=False, has_step_timeline=False,
+    )
+    assert refusal(decide_path_add, taken, UPLOAD, "/s/d", SHARED_FILES, SHARED_CONTENTS, CONFIGS, AT) == (Conflict, "trace demo already exists")
+    deleted = ev.TraceDeleted(id="d", at=AT, trace_id="demo")
+    assert decide_path_add(deleted, UPLOAD, "/s/d", SHARED_FILES, SHARED_CONTENTS, CONFIGS, AT)[0].id == UPLOAD.started_id
+    assert refusal(decide_path_add, None, UPLOAD, "/s/d", SHARED_FILES, "no kernelslist.g", CONFIGS, AT) == (
+        Invalid, "/s/d is not a trace Cascade can run: no kernelslist.g"
+    )

@@ -19,7 +19,8 @@ again), one cut short at the simulator's cycle limit, one cancelled mid-kernel, 
 stitched from its chunks and given a reference after it finished, one failed in a chunk and
 retried, one split "auto" that runs whole), a sim reusing repeated kernels with a reference asked for at
 creation, a config variant, a run entry's own options, a named and tagged run, a campaign
-over a grid (one of its sims taking a known result from the cache), an upload that fails, a deleted trace, a Slurm job's end as
+over a grid (one of its sims taking a known result from the cache), a trace added from a shared path (run, then refused
+once a file of it changed), an upload that fails, a deleted trace, a Slurm job's end as
 `cascade slurm` records it, and a sim a killed worker left, resumed by another.
 """
 
@@ -49,7 +50,7 @@ from tests.cascade_http.conftest import service
 from tests.cascade_http.trace_archives import files_of, tar_of, upload
 from tests.cascade_sim.world import TITANX, accelsim_tree, add_config_lines, create_run, wait_run, worker
 from tests.corpus import corpus
-from tests.support import LOGS
+from tests.support import LOGS, TRACES
 
 TOKEN = "corpus"
 TIMING_FILES = Path(__file__).parents[1] / "cascade_formats" / "timing"  # real timing files of the combo trace
@@ -65,7 +66,12 @@ def live(tmp: Path, nats_url: str) -> None:
         shutil.copytree(folder, folder.with_name(MAX_CYCLE))
     add_config_lines(tree, BAD_CONFIG, "-no_such_option 1")
     add_config_lines(tree, MAX_CYCLE, "-gpgpu_max_cycle 1000")
-    settings = Settings(token=TOKEN, data_dir=tmp / "data", nats_url=nats_url, accelsim_dir=tree, runner_slots=2, samples=False)
+    shared = tmp / "shared"
+    shutil.copytree(TRACES / "vectoradd-100-32", shared / "vectoradd")
+    settings = Settings(
+        token=TOKEN, data_dir=tmp / "data", nats_url=nats_url, accelsim_dir=tree, runner_slots=2, samples=False,
+        shared_trace_roots=str(shared),
+    )
     with TestClient(starlette_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         # The LLM-serving sample (real timing, a step timeline); the runs below stand for the recorded ones.
         store, objects = service(client).store, service(client).objects
@@ -152,6 +158,15 @@ def live(tmp: Path, nats_url: str) -> None:
         assert campaign.status_code == 201, campaign.text
         for run in campaign.json()["runs"]:
             assert wait_run(client, run)["state"] == "succeeded"
+
+        # A trace added from a shared path, read in place: a run of it succeeds, and once one of
+        # its files has changed another fails with the digest it had and the one it has.
+        added_shared = client.post("/api/traces/shared", json={"path": str(shared / "vectoradd"), "id": "shared"})
+        assert added_shared.status_code == 201, added_shared.text
+        assert wait_run(client, create_run(client, "shared", "SM61_TITANX", fresh=True)["id"])["state"] == "succeeded"
+        with (shared / "vectoradd" / "kernel-1.traceg").open("ab") as kernel:
+            kernel.write(b"\n")
+        assert wait_run(client, create_run(client, "shared", "SM61_TITANX", fresh=True)["id"])["state"] == "failed"
 
         assert upload(client, tar_of({"README": b"no kernelslist.g here\n"}), "broken").status_code == 202
         _state(client, "broken", "failed")
