@@ -188,7 +188,7 @@ def delete(args: argparse.Namespace) -> int:
     if not args.yes:
         if not sys.stdin.isatty():
             raise ConfigError(f"run delete {args.run_id} asks before deleting, and there is no terminal to ask on: give --yes")
-        print(f"delete {_state(run)}, its sims' results and logs from every list? [y/N] ", end="", file=sys.stderr, flush=True)
+        print(f"delete {_state(run)}? Its sims' results, logs and files leave every list; its events stay in the log. [y/N] ", end="", file=sys.stderr, flush=True)
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             print(f"run {run.id}: not deleted", file=sys.stderr)
             return 1

@@ -508,7 +508,7 @@ def decide_delete(run: Run, cmd: DeleteRun) -> list[ev.Event]:
     if run.state == "active":
         unfinished = sum(n for state, n in run.sim_counts.items() if state not in FINISHED)
         raise RunActive(
-            f"run {run.id} is active ({unfinished} unfinished sims): cancel it first "
+            f"run {run.id} is active ({unfinished} of its sims unfinished): cancel it first "
             f"(POST /api/runs/{run.id}/cancel, or cascade run cancel {run.id}), then delete it"
         )
     return [ev.RunDeleted(id=cmd.event_id, at=cmd.at, run_id=run.id)]

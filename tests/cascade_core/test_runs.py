@@ -166,7 +166,7 @@ def test_delete_refuses_an_active_run_and_says_to_cancel_it_first() -> None:
     with pytest.raises(RunActive) as refused:
         decide_delete(summary("active", {"pending": 1, "running": 1, "succeeded": 1}), DeleteRun(event_id="e3", at=AT))
     assert str(refused.value) == (
-        "run run-1 is active (2 unfinished sims): cancel it first (POST /api/runs/run-1/cancel, or cascade run cancel run-1), "
+        "run run-1 is active (2 of its sims unfinished): cancel it first (POST /api/runs/run-1/cancel, or cascade run cancel run-1), "
         "then delete it"
     )
 

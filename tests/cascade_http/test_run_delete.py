@@ -58,7 +58,7 @@ def test_an_active_run_is_refused_until_cancelled(client: TestClient) -> None:
     run = create(client, ("SM86_RTX3070", 2))
     refused = client.delete(f"/api/runs/{run['id']}")
     assert (refused.status_code, refused.json()) == (409, {
-        "detail": f"run {run['id']} is active (2 unfinished sims): cancel it first (POST /api/runs/{run['id']}/cancel, or cascade run "
+        "detail": f"run {run['id']} is active (2 of its sims unfinished): cancel it first (POST /api/runs/{run['id']}/cancel, or cascade run "
         f"cancel {run['id']}), then delete it"
     })
     assert client.get(f"/api/runs/{run['id']}").status_code == 200

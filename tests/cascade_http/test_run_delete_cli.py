@@ -39,7 +39,8 @@ def test_run_delete_asks_on_a_terminal_and_the_run_is_gone_but_its_events_stay(l
     )
     declined = on_a_terminal(live, "n\n", "run", "delete", first)
     assert declined == (
-        1, "", f"delete run {first} succeeded: 1 succeeded, its sims' results and logs from every list? [y/N] run {first}: not deleted\n"
+        1, "", f"delete run {first} succeeded: 1 succeeded? Its sims' results, logs and files leave every list; its events stay in the "
+        f"log. [y/N] run {first}: not deleted\n"
     )
     assert api(live, f"/api/runs/{first}").json()["state"] == "succeeded"
     confirmed = on_a_terminal(live, "y\n", "run", "delete", first)
