@@ -59,7 +59,8 @@ def _sim_life(draw: st.DrawFn) -> list[tuple[str, int]]:
 
 
 @st.composite
-def histories(draw: st.DrawFn) -> list[ev.Event]:
+def histories(draw: st.DrawFn, deletes: bool = True) -> list[ev.Event]:
+    """`deletes`: whether a run may be deleted (at any point: the fold does not judge)."""
     clock = _Clock()
     lanes: list[list[object]] = []
     for t in range(draw(st.integers(1, 2))):
@@ -71,7 +72,7 @@ def histories(draw: st.DrawFn) -> list[ev.Event]:
             lanes.append([("sim", f"run-{r}", sim, action) for action in draw(_sim_life())])
         if draw(st.booleans()):
             lanes.append([("cancel", f"run-{r}")])
-        if draw(st.integers(0, 3)) == 0:  # deleted, and its sims' later facts ignored
+        if deletes and draw(st.integers(0, 3)) == 0:  # deleted, and its sims' later facts ignored
             lanes.append([("delete", f"run-{r}")])
     # Interleave the lanes, each in its own order; a sim's, cancel's or delete's lane waits for its run.
     positions = [0] * len(lanes)
