@@ -352,7 +352,7 @@ class ReferenceSim(msgspec.Struct, frozen=True, kw_only=True):
     sim_id: str
     state: SimState
     kernels_done: int
-    wall_s: Annotated[float | None, msgspec.Meta(description="From its first launch to its end; null until it succeeded.")]
+    wall_s: Annotated[float | None, msgspec.Meta(description="From its first launch to its end; null until it succeeded, and for a result taken from a deleted run's sim (its own time is unknown then).")]
     config_digests: Annotated[dict[str, str] | None, msgspec.Meta(description="Its config files' sha256, as its launch recorded them.")]
 
 
@@ -368,7 +368,7 @@ class ReferenceComparison(msgspec.Struct, frozen=True, kw_only=True):
         bool | None,
         msgspec.Meta(description="Whether both sims ran config files of the same digests; null until both launched."),
     ]
-    speedup: Annotated[float | None, msgspec.Meta(description="The reference's wall time over the fast sim's; null until both succeeded.")]
+    speedup: Annotated[float | None, msgspec.Meta(description="The reference's wall time over the fast sim's; null until both succeeded, or while either's is unknown.")]
     totals: ReferenceTotals
     kernels: Annotated[list[ReferenceKernel], msgspec.Meta(description="Every launch either sim has, by kernel_launch_uid.")]
 

@@ -1,5 +1,5 @@
 """Run commands: create a run, cancel one, retry its failed and cancelled sims, add sims to
-it. Each decides with `cascade_core.runs` under the
+it, delete it. Each decides with `cascade_core.runs` under the
 one conflict rule (`conflicts.py`); the answer is read from the read model afterwards."""
 
 from __future__ import annotations
@@ -89,6 +89,19 @@ async def cancel_run(c: Cascade, run_id: str) -> None:
         return Decision(decide.decide_cancel(run, decide.CancelRun(event_id=new_ids.event_id(), at=clock.now())), seq, None)
 
     await decided(c, cancel)
+
+
+async def delete_run(c: Cascade, run_id: str) -> None:
+    """Delete a run none of whose sims is unfinished: gone from the read model, its events kept
+    in the log. Its sims' stored files stay in the object store: the log names them, and the
+    result cache (`cascade_sim/result_cache.py`) may give them to a sim alike, whose result
+    they still are."""
+
+    async def delete() -> Decision[None]:
+        seq, run = await _run_as_last_shown(c, run_id)
+        return Decision(decide.decide_delete(run, decide.DeleteRun(event_id=new_ids.event_id(), at=clock.now())), seq, None)
+
+    await decided(c, delete)
 
 
 async def _run_as_last_shown(c: Cascade, run_id: str) -> tuple[int, Run]:

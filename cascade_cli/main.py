@@ -110,9 +110,9 @@ def _fast_sim_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# `cascade run show|cancel|retry|add RUN` are commands of their own; any other word after
+# `cascade run show|cancel|retry|add|delete RUN` are commands of their own; any other word after
 # `run` is a trace. `cascade run -- show CONFIG` runs a trace named `show`.
-RUN_ACTIONS = ("show", "watch", "cancel", "retry", "add")
+RUN_ACTIONS = ("show", "watch", "cancel", "retry", "add", "delete")
 RUN_EPILOG = """\
 CONFIG is a GPU config's name (cascade runs it once) or a name with a trailing xN for N
 replicas: SM61_TITANXx3 is SM61_TITANX three times. A name that is itself a config is that
@@ -123,8 +123,9 @@ config, once. Configs given twice stay two entries.
   cascade run cancel RUN    cancel a run's unfinished sims
   cascade run retry RUN     a new attempt of every failed or cancelled sim [--watch]
   cascade run add RUN CONFIG[xN]...   more sims for a run: replicas or configs [--watch]
+  cascade run delete RUN    delete a finished or cancelled run from every list [--yes]
 
-`show`, `watch`, `cancel`, `retry` and `add` right after `run` are those commands; to run a trace
+`show`, `watch`, `cancel`, `retry`, `add` and `delete` right after `run` are those commands; to run a trace
 of one of those names, put -- before it: cascade run -- show SM61_TITANX.
 
 --split K cuts each sim's kernel launches into chunks of K, simulated at once on any runners
@@ -282,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     _on_a_run(sub, "run show", "a run's summary: trace, entries, each sim, what failed sims said last", "the RunDetail")
     _on_a_run(sub, "run watch", "follow a run's sims until it ends (exit 0 if all succeeded), again after Ctrl-C", "the RunDetail as it ended")
     _on_a_run(sub, "run cancel", "cancel a run's unfinished sims", "the RunDetail after cancelling")
+    delete = _on_a_run(sub, "run delete", "delete a finished or cancelled run from every list and query (its events stay in the log)", "the RunDetail as it was when deleted")
+    delete.add_argument("--yes", action="store_true", help="delete without asking (needed when there is no terminal to ask on)")
     retry = _on_a_run(sub, "run retry", "start a new attempt of every failed or cancelled sim of a run", "the RunDetail after retrying")
     _watch(retry)
     add = _on_a_run(sub, "run add", "add sims to a run: more replicas, or other configs", "the RunDetail with them")
@@ -586,6 +589,7 @@ COMMANDS = {
     "run show": runs_cli.show,
     "run watch": runs_cli.watch,
     "run cancel": runs_cli.cancel,
+    "run delete": runs_cli.delete,
     "run retry": runs_cli.retry,
     "run add": runs_cli.add,
     "runs": runs_cli.list_runs,

@@ -1,4 +1,4 @@
-"""`cascade run`, `cascade runs`, `cascade run show|cancel|retry|add`, `cascade sim reference` and `cascade results`:
+"""`cascade run`, `cascade runs`, `cascade run show|cancel|delete|retry|add`, `cascade sim reference` and `cascade results`:
 runs from a terminal, through the public API only.
 
 Every command finds the server and token with `locate.api_client`. `--json` prints what the
@@ -175,6 +175,29 @@ def _state(run: RunDetail) -> str:
 def cancel(args: argparse.Namespace) -> int:
     raw = api_client(args).post(f"/api/runs/{quoted_id(args.run_id)}/cancel")
     return _answer(args, raw, RunDetail, lambda run: [_state(run)])
+
+
+def delete(args: argparse.Namespace) -> int:
+    """Delete a finished or cancelled run (`cascade run delete RUN`), asked first on a terminal
+    unless --yes; without a terminal to ask on, only with --yes. With --json, the RunDetail
+    as it was when deleted."""
+    client = api_client(args)
+    path = f"/api/runs/{quoted_id(args.run_id)}"
+    raw = client.get(path)
+    run = msgspec.json.decode(raw, type=RunDetail)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ConfigError(f"run delete {args.run_id} asks before deleting, and there is no terminal to ask on: give --yes")
+        print(f"delete {_state(run)}? Its sims' results, logs and files leave every list; its events stay in the log. [y/N] ", end="", file=sys.stderr, flush=True)
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            print(f"run {run.id}: not deleted", file=sys.stderr)
+            return 1
+    client.request("DELETE", path)
+    if args.json:
+        print_json(raw)
+    else:
+        print(f"run {run.id}: deleted")
+    return 0
 
 
 def retry(args: argparse.Namespace) -> int:

@@ -255,6 +255,14 @@ class RunEntriesAdded(Event, frozen=True, tag="run.entries_added.v1"):
     key: str | None = None
 
 
+class RunDeleted(Event, frozen=True, tag="run.deleted.v1"):
+    """The run is gone from the read model, its sims and all they hold with it; its events
+    stay in the log for audits. Decided only once none of its sims is unfinished
+    (`cascade_core/runs.py`: `decide_delete`), so no runner works for it any more."""
+
+    run_id: str
+
+
 # --- campaigns ----------------------------------------------------------------------------
 
 
@@ -512,6 +520,7 @@ AnyEvent = (
     | RunCancelRequested
     | RunRetryRequested
     | RunEntriesAdded
+    | RunDeleted
     | CampaignCreated
     | CampaignRunsAdded
     | SimQueued

@@ -23,7 +23,7 @@ from cascade_core.gpu_configs import GpuConfig, unknown_config
 from cascade_core.variants import unnamed_name
 from cascade_core.refusals import Conflict, Invalid, NotFound
 from cascade_core.run import Run
-from cascade_core.sims import RETRIABLE
+from cascade_core.sims import FINISHED, RETRIABLE
 from cascade_core.split import auto, chunk_count
 from cascade_core.trace import Trace
 
@@ -490,3 +490,25 @@ def decide_cancel(run: Run, cmd: CancelRun) -> list[ev.Event]:
     if run.sample or run.state != "active":
         return []
     return [ev.RunCancelRequested(id=cmd.event_id, at=cmd.at, run_id=run.id)]
+
+
+class DeleteRun(msgspec.Struct, frozen=True, kw_only=True):
+    event_id: str
+    at: datetime
+
+
+class RunActive(Conflict):
+    """A run with unfinished sims cannot be deleted: a runner may still work for it."""
+
+
+def decide_delete(run: Run, cmd: DeleteRun) -> list[ev.Event]:
+    """Delete a run none of whose sims is unfinished; refused while one is, so that no runner
+    reports on a run that is gone. A deleted run is no run: the edge answers for it as for
+    an unknown one, before asking this."""
+    if run.state == "active":
+        unfinished = sum(n for state, n in run.sim_counts.items() if state not in FINISHED)
+        raise RunActive(
+            f"run {run.id} is active ({unfinished} of its sims unfinished): cancel it first "
+            f"(POST /api/runs/{run.id}/cancel, or cascade run cancel {run.id}), then delete it"
+        )
+    return [ev.RunDeleted(id=cmd.event_id, at=cmd.at, run_id=run.id)]

@@ -105,7 +105,7 @@ def of(event: ev.Event) -> str:
             return chunk(known.run_id, known.sim_id, "life", known.chunk)
         case ev.SimHeartbeat() | ev.KernelFinished() | ev.SimFileStored():
             return chunk(known.run_id, known.sim_id, "data", known.chunk)
-        case ev.RunCreated() | ev.RunCancelRequested() | ev.RunRetryRequested() | ev.RunEntriesAdded():
+        case ev.RunCreated() | ev.RunCancelRequested() | ev.RunRetryRequested() | ev.RunEntriesAdded() | ev.RunDeleted():
             return run(known.run_id)
         case ev.TraceEvent():
             return trace(known.trace_id)

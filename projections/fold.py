@@ -110,6 +110,8 @@ class Folded(msgspec.Struct, frozen=True):
     # Deleted sample traces, whose sample runs go with them, their sims and all they hold,
     # before the batch's rows are written (this batch's own are left out of it already).
     purged_samples: frozenset[str]
+    # Deleted runs, gone so too, their campaigns' links to them with them.
+    purged_runs: frozenset[str]
     # Every kernel result applied, in order, kept or not: their maps' names get ids (`stats_rows`).
     kernels: list[KernelRow]
     changes: list[Change]  # none when the fold was asked for none
@@ -133,6 +135,7 @@ class _Batch:
         self.purged_attempts: list[tuple[str, int, int | None]] = []
         self.purged_traces: set[str] = set()
         self.purged_samples: set[str] = set()
+        self.purged_runs: set[str] = set()
         self.kernels: list[KernelRow] = []
         self.changes: list[Change] = []
 
@@ -155,9 +158,17 @@ class _Batch:
         """Forget the sample runs of the trace, and everything of their sims: the projector
         deletes the stored ones (`projector.write`), and the batch's are dropped here."""
         self.purged_samples.add(trace_id)
-        runs = {run_id for run_id, run in self.runs.items() if run.trace_id == trace_id and run.sample}
+        self.drop_runs({run_id for run_id, run in self.runs.items() if run.trace_id == trace_id and run.sample})
+
+    def purge_run(self, run_id: str) -> None:
+        """Forget a deleted run and everything of its sims, as `purge_samples` does."""
+        self.purged_runs.add(run_id)
+        self.drop_runs({run_id})
+
+    def drop_runs(self, runs: set[str]) -> None:
+        """The batch's rows of these runs and their sims dropped: none is written."""
         sims = {sim_id for sim_id, sim in self.sims.items() if sim.run_id in runs}
-        for run_id in runs:
+        for run_id in runs & self.runs.keys():
             del self.runs[run_id]
             self.changed.discard(("runs", run_id))
         for sim_id in sims:
@@ -167,6 +178,7 @@ class _Batch:
             rows.kernels = [r for r in rows.kernels if r.sim_id not in sims]
             rows.sim_log = [r for r in rows.sim_log if r.sim_id not in sims]
             rows.sim_files = [r for r in rows.sim_files if r.sim_id not in sims]
+            rows.campaign_runs = [r for r in rows.campaign_runs if r.run_id not in runs]
         self.purged_attempts = [p for p in self.purged_attempts if p[0] not in sims]
 
     def put_trace(self, row: TraceRow) -> None:
@@ -264,6 +276,7 @@ def fold(rows: Rows, items: Iterable[tuple[int, ev.AnyEvent]], *, changes: bool 
         purged_attempts=batch.purged_attempts,
         purged_traces=frozenset(batch.purged_traces),
         purged_samples=frozenset(batch.purged_samples),
+        purged_runs=frozenset(batch.purged_runs),
         kernels=batch.kernels,
         changes=batch.changes,
     )
@@ -306,6 +319,8 @@ def _applier(e: ev.AnyEvent) -> Apply:
             return _retry_requested
         case ev.RunEntriesAdded():
             return _entries_added
+        case ev.RunDeleted():
+            return _run_deleted
         case ev.TraceEvent():
             return _apply_trace
         case ev.CampaignCreated():
@@ -425,6 +440,12 @@ def _entries_added(b: _Batch, seq: int, e: ev.RunEntriesAdded) -> None:
         if b.shows:
             b.show(seq, e.run_id, "sim", b.sim_row(spec.sim_id))
     b.show(seq, e.run_id, "run", b.run_row(e.run_id))
+
+
+def _run_deleted(b: _Batch, seq: int, e: ev.RunDeleted) -> None:
+    """The run gone, its sims and every row they hold; its events stay in the log. A second
+    time, or after a replay that never saw the run, the same (it deletes nothing)."""
+    b.purge_run(e.run_id)
 
 
 S = TypeVar("S", bound=Sim)
@@ -550,7 +571,7 @@ def _toucher(e: ev.AnyEvent) -> Touch:
             return _touch_sim
         case ev.RunCancelRequested():
             return _touch_cancel
-        case ev.RunCreated():
+        case ev.RunCreated() | ev.RunDeleted():
             return _touch_run
         case ev.RunRetryRequested() | ev.RunEntriesAdded():
             return _touch_listed
@@ -572,7 +593,7 @@ def _touch_cancel(e: ev.RunCancelRequested, found: _Touched) -> None:
     found.runs.add(e.run_id)
 
 
-def _touch_run(e: ev.RunCreated, found: _Touched) -> None:
+def _touch_run(e: ev.RunCreated | ev.RunDeleted, found: _Touched) -> None:
     found.runs.add(e.run_id)
 
 

@@ -214,7 +214,9 @@ def write(
     checkpoint; the caller owns the transaction. `stored`: the rows the fold started from, as
     DuckDB holds them (`load`)."""
     if folded.purged_samples:
-        _purge_samples(con, sorted(folded.purged_samples))
+        _purge_runs(con, "SELECT id FROM runs WHERE sample AND trace_id IN (SELECT unnest($ids))", sorted(folded.purged_samples))
+    if folded.purged_runs:
+        _purge_runs(con, "SELECT unnest($ids)", sorted(folded.purged_runs))
     for table in ENTITY_TABLES:
         ids = sorted(key for t, key in folded.changed if t == table)
         if not ids:
@@ -242,14 +244,15 @@ def write(
     con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
 
 
-def _purge_samples(con: duckdb.DuckDBPyConnection, trace_ids: list[str]) -> None:
-    """The sample runs of these traces, their sims and every row those hold."""
-    runs = "SELECT id FROM runs WHERE sample AND trace_id IN (SELECT unnest($traces))"
+def _purge_runs(con: duckdb.DuckDBPyConnection, runs: str, ids: list[str]) -> None:
+    """The runs `runs` selects (a query of `$ids`), their sims, every row those hold, and
+    campaigns' links to them: the sample runs of deleted sample traces, or deleted runs."""
     sims = f"SELECT id FROM sims WHERE run_id IN ({runs})"
-    params = {"traces": trace_ids}
+    params = {"ids": ids}
     con.execute(f"DELETE FROM kernel_stats WHERE seq IN (SELECT seq FROM kernels WHERE sim_id IN ({sims}))", params)
     for table in ("kernels", "sim_log", "sim_files"):
         con.execute(f"DELETE FROM {table} WHERE sim_id IN ({sims})", params)
+    con.execute(f"DELETE FROM campaign_runs WHERE run_id IN ({runs})", params)
     con.execute(f"DELETE FROM sims WHERE run_id IN ({runs})", params)
     con.execute(f"DELETE FROM runs WHERE id IN ({runs})", params)
 
@@ -345,7 +348,7 @@ def apply(
         con.execute("ROLLBACK")
         cache.clear()
         raise
-    if folded.purged_samples:
+    if folded.purged_samples or folded.purged_runs:
         cache.clear()  # it may hold rows of the runs and sims deleted
     cache.update(folded.rows)
     return folded

@@ -146,6 +146,20 @@ async def _on_run(request: Request, command: Callable[[Cascade, str], Awaitable[
 
 
 @operation(
+    summary="Delete a run",
+    description="Removes the run, its sims and all they produced from every list and query (campaigns' too); its "
+    "events stay in the log (Get a run's events and a replay still show them), and its sims' stored files stay in "
+    "the object store, where a sim alike may take its result from (`cached_from`). Only a run none of whose sims "
+    "is unfinished: cancel an active run first. Once deleted, the run is unknown to every route.",
+    status=204,
+    errors={404: "No run has this id, or it was deleted.", 409: "The run is active: some of its sims are unfinished."},
+)
+async def delete_run(request: Request) -> Response:
+    await runs.delete_run(cascade(request), request.path_params["run_id"])
+    return Response(status_code=204)
+
+
+@operation(
     summary="Retry a run",
     description="Starts a new attempt of every failed or cancelled sim (a split sim excepted): each is pending again, "
     "for the attempt after its last, and the run is active again; the attempts before stay in the sim's `attempts`, "
@@ -393,6 +407,7 @@ routes = [
     Route("/api/runs", create_run, methods=["POST"]),
     Route("/api/runs", list_runs, methods=["GET"]),
     Route("/api/runs/{run_id}", get_run, methods=["GET"]),
+    Route("/api/runs/{run_id}", delete_run, methods=["DELETE"]),
     Route("/api/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
     Route("/api/runs/{run_id}/retry", retry_run, methods=["POST"]),
     Route("/api/runs/{run_id}/entries", add_run_entries, methods=["POST"]),

@@ -698,12 +698,13 @@ def run_comparison(con: Con, run: RunSummary, cache: Cache) -> Comparison:
 
 
 def _reference_side(con: Con, sim: SimRow) -> ReferenceSim:
-    """The sim's side, its wall time the simulation's: a cached sim's is its source's."""
-    timed = sim
+    """The sim's side, its wall time the simulation's: a cached sim's is its source's, unknown
+    once the source's run is deleted (its own is the moment the result was taken)."""
+    timed: SimRow | None = sim
     if sim.cached_from is not None:
-        timed = next(iter(_select(con, SimRow, "id = ?", [sim.cached_from])), sim)
+        timed = next(iter(_select(con, SimRow, "id = ?", [sim.cached_from])), None)
     wall = None
-    if sim.state == "succeeded" and timed.started_at is not None and timed.finished_at is not None:
+    if sim.state == "succeeded" and timed is not None and timed.started_at is not None and timed.finished_at is not None:
         wall = (timed.finished_at - timed.started_at).total_seconds()
     return from_row(ReferenceSim, sim, sim_id=sim.id, wall_s=wall)
 

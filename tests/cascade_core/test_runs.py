@@ -15,10 +15,12 @@ from cascade_core.runs import (
     BadEntry,
     CancelRun,
     CreateRun,
+    DeleteRun,
     KeyReused,
     NotFast,
     RequestReference,
     RetryRun,
+    RunActive,
     RunCreate,
     RunEntries,
     RunEntry,
@@ -32,6 +34,7 @@ from cascade_core.runs import (
     decide_add,
     decide_cancel,
     decide_create,
+    decide_delete,
     decide_reference,
     decide_retry,
 )
@@ -151,6 +154,21 @@ def test_cancel_asks_once_while_a_sim_is_unfinished() -> None:
 
 def test_cancel_leaves_a_sample_run_alone() -> None:
     assert decide_cancel(summary("active", {"pending": 1}, sample=True), CancelRun(event_id="e2", at=AT)) == []
+
+
+@pytest.mark.parametrize("state", ["succeeded", "failed", "cancelled"])
+def test_delete_takes_a_run_none_of_whose_sims_is_unfinished(state: str) -> None:
+    run = summary(state, {state: 1, "succeeded": 1})
+    assert decide_delete(run, DeleteRun(event_id="e3", at=AT)) == [ev.RunDeleted(id="e3", at=AT, run_id="run-1")]
+
+
+def test_delete_refuses_an_active_run_and_says_to_cancel_it_first() -> None:
+    with pytest.raises(RunActive) as refused:
+        decide_delete(summary("active", {"pending": 1, "running": 1, "succeeded": 1}), DeleteRun(event_id="e3", at=AT))
+    assert str(refused.value) == (
+        "run run-1 is active (2 of its sims unfinished): cancel it first (POST /api/runs/run-1/cancel, or cascade run cancel run-1), "
+        "then delete it"
+    )
 
 
 @pytest.mark.parametrize(

@@ -170,3 +170,28 @@ def test_the_same_campaign_again_simulates_nothing_and_answers_the_same_table(wo
     assert again == first and [row["sims"] for row in first["rows"]] == [2, 2]
     cached = world.get("/api/campaigns/study-again")["sims"]
     assert len(cached) == 4 and all(s.get("cached_from") for s in cached)
+
+
+def test_a_deleted_runs_result_is_still_taken_with_its_files(world: World) -> None:
+    # A result is still true once its run is deleted: a hit reads the source's events from
+    # the log and references its stored files, both of which the deletion leaves.
+    first = world.run()
+    (a,) = first["sims"]
+    files = {f["name"]: world.get(f"/api/sims/{a['id']}/files/{f['name']}") for f in world.get(f"/api/sims/{a['id']}/files")}
+    log = world.get(f"/api/sims/{a['id']}/log")
+    assert world.client.delete(f"/api/runs/{first['id']}").status_code == 204
+    assert world.client.get(f"/api/sims/{a['id']}").status_code == 404
+
+    second = world.run()
+    (b,) = second["sims"]
+    assert second["state"] == "succeeded" and world.simulated == 1 and b["cached_from"] == a["id"]
+    assert {f["name"]: world.get(f"/api/sims/{b['id']}/files/{f['name']}") for f in world.get(f"/api/sims/{b['id']}/files")} == files
+    assert world.get(f"/api/sims/{b['id']}/log") == log
+
+    # A reference that took it: its wall time was the source's, which is gone, so unknown.
+    fast = world.run(reuse=True, reference=True)
+    assert fast["state"] == "succeeded"
+    (ref,) = [s for s in fast["sims"] if s.get("reference_for")]
+    assert ref["cached_from"] == a["id"]
+    compared = world.get(f"/api/sims/{ref['reference_for']}/reference")
+    assert compared["reference"]["wall_s"] is None and compared["speedup"] is None and compared["fast"]["wall_s"] > 0

@@ -20,7 +20,7 @@ stitched from its chunks and given a reference after it finished, one failed in 
 retried, one split "auto" that runs whole), a sim reusing repeated kernels with a reference asked for at
 creation, a config variant, a run entry's own options, a named and tagged run, a campaign
 over a grid (one of its sims taking a known result from the cache), a trace added from a shared path (run, then refused
-once a file of it changed), an upload that fails, a deleted trace, a Slurm job's end as
+once a file of it changed), an upload that fails, a deleted trace, a deleted run (the cancelled one), a Slurm job's end as
 `cascade slurm` records it, and a sim a killed worker left, resumed by another.
 """
 
@@ -107,8 +107,10 @@ def live(tmp: Path, nats_url: str) -> None:
             wait_run(client, run_id, until="running")
         finally:
             del os.environ["CASCADE_FAKE_ACCELSIM_PACE"]
+        assert client.delete(f"/api/runs/{run_id}").status_code == 409  # active: cancel it first
         assert client.post(f"/api/runs/{run_id}/cancel").json()["state"] == "cancelled"
         _settled(client, run_id)
+        assert client.delete(f"/api/runs/{run_id}").status_code == 204  # its events stay, its rows go
 
         # Split sims: combo per kernel after 2 warm-up launches; in chunks of 2, of which the
         # simulator fails the first (no such chunk was recorded); and "auto", which runs it whole.

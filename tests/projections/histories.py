@@ -59,7 +59,8 @@ def _sim_life(draw: st.DrawFn) -> list[tuple[str, int]]:
 
 
 @st.composite
-def histories(draw: st.DrawFn) -> list[ev.Event]:
+def histories(draw: st.DrawFn, deletes: bool = True) -> list[ev.Event]:
+    """`deletes`: whether a run may be deleted (at any point: the fold does not judge)."""
     clock = _Clock()
     lanes: list[list[object]] = []
     for t in range(draw(st.integers(1, 2))):
@@ -71,7 +72,9 @@ def histories(draw: st.DrawFn) -> list[ev.Event]:
             lanes.append([("sim", f"run-{r}", sim, action) for action in draw(_sim_life())])
         if draw(st.booleans()):
             lanes.append([("cancel", f"run-{r}")])
-    # Interleave the lanes, each in its own order; a sim's or cancel's lane waits for its run.
+        if deletes and draw(st.integers(0, 3)) == 0:  # deleted, and its sims' later facts ignored
+            lanes.append([("delete", f"run-{r}")])
+    # Interleave the lanes, each in its own order; a sim's, cancel's or delete's lane waits for its run.
     positions = [0] * len(lanes)
     created: set[str] = set()
     counters: dict[str, list[int]] = {}
@@ -80,7 +83,7 @@ def histories(draw: st.DrawFn) -> list[ev.Event]:
         eligible = [
             i
             for i, lane in enumerate(lanes)
-            if positions[i] < len(lane) and (lane[positions[i]][0] not in ("sim", "cancel") or lane[positions[i]][1] in created)  # type: ignore[index]
+            if positions[i] < len(lane) and (lane[positions[i]][0] not in ("sim", "cancel", "delete") or lane[positions[i]][1] in created)  # type: ignore[index]
         ]
         if not eligible:
             return out
@@ -136,6 +139,8 @@ def _event(clock: _Clock, item: tuple, counters: dict[str, list[int]]) -> ev.Eve
         return ev.RunCreated(id=eid, at=at, run_id=run_id, trace_id="tr.0", entries=entries, sims=specs, kernels_total=3)
     if kind == "cancel":
         return ev.RunCancelRequested(id=eid, at=at, run_id=item[1])
+    if kind == "delete":
+        return ev.RunDeleted(id=eid, at=at, run_id=item[1])
     _, run_id, sim_id, (action, attempt) = item
     if action == "resume":  # from launch 2 on, its log lines after the earlier attempts' (`sim_report.first_line_seq`)
         counters[f"{sim_id}/{attempt}"] = [(attempt - 1) << 32, RESUMED_AT - 1]

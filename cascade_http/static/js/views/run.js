@@ -1,4 +1,4 @@
-// A run's page: its header (state, sim counts, progress, downloads, cancel, retry, add sims)
+// A run's page: its header (state, sim counts, progress, downloads, cancel, retry, add sims, delete)
 // and four tabs,
 // Sims, Timeline, Compare and Stats, that share one live RunModel fed by the run's event
 // stream. Switching tabs keeps the stream; leaving the run closes it. A tab may read the
@@ -52,6 +52,7 @@ export function mountRun(el, params, query) {
   const cancel = h("button", { class: "btn btn-danger", type: "button", id: "cancel-run", hidden: true }, "Cancel run");
   const retry = h("button", { class: "btn", type: "button", id: "retry-run", hidden: true, title: "A new attempt of every failed or cancelled sim" }, "Retry failed");
   const addSims = h("button", { class: "btn", type: "button", id: "add-sims", hidden: true, title: "More replicas, or another config" }, "Add sims");
+  const remove = h("button", { class: "btn btn-danger", type: "button", id: "delete-run", hidden: true, title: "Remove the run from every list; its events stay in the log" }, "Delete run");
   const results = downloadButton("Results JSON", `/api/runs/${enc(params.id)}/results`, `${params.id}-results.json`, { small: false });
   const actions = h(
     "div",
@@ -64,6 +65,7 @@ export function mountRun(el, params, query) {
     retry,
     addSims,
     cancel,
+    remove,
   );
   const summary = h("div", { class: "run-summary" }, counts, h("div", { class: "run-progress" }, overall, overallText), actions);
   const tabLinks = TABS.map((t) => h("a", { href: `#/runs/${enc(params.id)}${t.path}`, class: "tab", dataset: { tab: t.id } }, t.title));
@@ -117,6 +119,7 @@ export function mountRun(el, params, query) {
     overallText.textContent = `${integer(done)} / ${integer(total)} kernels`;
     showResults(done > RESULTS_ZIP_KERNELS);
     cancel.hidden = run.state !== "active";
+    remove.hidden = run.state === "active"; // refused while a sim is unfinished: cancel first
     retry.hidden = run.sample || !model.orderedSims().some((s) => RETRIABLE.has(s.state) && !s.split);
     addSims.hidden = run.sample;
     summary.dataset.state = run.state; // colours the progress bar
@@ -190,6 +193,25 @@ export function mountRun(el, params, query) {
       announce(`Cancel failed: ${err.message}`);
     } finally {
       cancel.disabled = false;
+    }
+  });
+
+  remove.addEventListener("click", async () => {
+    const ok = await confirmDialog({
+      title: `Delete run ${params.id}?`,
+      message: `The run and its ${counted(model.sims.size, "sim")}' results, logs and files leave every list and query. Its events stay in the log for audits.`,
+      confirm: "Delete run",
+    });
+    if (!ok) return;
+    remove.disabled = true;
+    try {
+      await api(`/api/runs/${enc(params.id)}`, { method: "DELETE" });
+      model.stop();
+      announce(`Run ${params.id} deleted`);
+      location.hash = "#/runs";
+    } catch (err) {
+      announce(`Delete failed: ${err.message}`);
+      remove.disabled = false;
     }
   });
 
