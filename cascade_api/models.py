@@ -74,6 +74,13 @@ class SharedTraceAdd(msgspec.Struct, frozen=True, kw_only=True):
     id: Annotated[
         str | None, msgspec.Meta(description="The trace's id: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit; default: a new one.")
     ] = None
+    copy: Annotated[
+        bool,
+        msgspec.Meta(
+            description="Also store its files in the object store, as an upload's are, so that runners that cannot see the path "
+            "fetch them; false: runners that cannot see it fail its sims saying so."
+        ),
+    ] = False
 
 
 class ChunkView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

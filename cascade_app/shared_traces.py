@@ -1,8 +1,8 @@
 """The command that adds a trace from a shared path (`POST /api/traces/shared`): the trace
 is read where it lies, with the checks an upload gets (`uploads.findings`, `trace_contents`),
-and its files' digests go into the log; nothing is copied to the object store. Runners that
-see the same path read it there (`cascade_sim.trace_cache`), refusing a file whose digest
-has changed since.
+and its files' digests go into the log; nothing is copied to the object store unless asked
+(`copy`). Runners that see the same path read it there (`cascade_sim.trace_cache`), refusing
+a file whose digest has changed since; runners that do not fetch its copy, if it has one.
 
 The service reads only under the roots the operator allows (`serve --shared-trace-root`): the
 path, its symbolic links resolved, must lie under one, and so must every link inside it, so
@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -23,9 +23,10 @@ import anyio
 from cascade_app.clock import now
 from cascade_app.conflicts import Decision, decided, seq_of
 from cascade_app.service import Cascade
-from cascade_app.uploads.findings import Findings
+from cascade_app.uploads.findings import Findings, Watch
+from cascade_app.uploads.store import remove
 from cascade_core import events as ev
-from cascade_core.object_names import digest
+from cascade_core.object_names import digest, trace_file
 from cascade_core.refusals import Invalid
 from cascade_core.traces import Upload, check_free, check_trace_id, decide_path_add
 from cascade_formats import trace_contents
@@ -37,31 +38,44 @@ from cascade_nats import subjects
 PIECE = 1 << 20
 
 
-async def add_shared_trace(c: Cascade, trace_id: str, path: str) -> None:
-    """Add the trace lying at `path` under `trace_id`, once the read model shows it ready.
-    Refused (`Invalid`): a bad id, a path outside the allowed roots, or files that are no
-    trace; (`Conflict`): a taken id."""
+async def add_shared_trace(c: Cascade, trace_id: str, path: str, *, copy: bool = False) -> None:
+    """Add the trace lying at `path` under `trace_id`, once the read model shows it ready;
+    with `copy`, its files stored in the object store too. Refused (`Invalid`): a bad id, a
+    path outside the allowed roots, or files that are no trace; (`Conflict`): a taken id.
+    A refused copy is removed."""
     check_trace_id(trace_id)
     subject = subjects.trace(trace_id)
     taken = await c.store.last_on(subject)
     check_free(taken.event if taken else None, trace_id)  # before reading what may be gigabytes; decided again below
     folder, root = allowed_folder(path, c.settings.shared_roots)
+    copied: list[ev.StoredFile] = []
+
+    async def stored(relative: str, pieces: AsyncIterator[bytes]) -> ev.StoredFile:
+        result = await c.objects.put(trace_file(trace_id, relative), pieces)
+        copied.append(ev.StoredFile(relative, result.size, result.digest))
+        return copied[-1]
+
     try:
-        received = await read_in_place(folder, root)
-    except TraceError as error:
-        raise Invalid(f"{folder} is not a trace Cascade can run: {error}") from None
-    except OSError as error:  # unreadable to the server, or changed while it was read
-        raise Invalid(f"{folder} cannot be read whole by this server: {error}") from None
-    found = await anyio.to_thread.run_sync(trace_contents.contents, received)
-    configs = await c.gpu_configs()
-    upload = Upload(trace_id, new_ids.upload_id())
+        try:
+            received = await read_in_place(folder, root, stored if copy else None)
+        except TraceError as error:
+            raise Invalid(f"{folder} is not a trace Cascade can run: {error}") from None
+        except OSError as error:  # unreadable to the server, or changed while it was read
+            raise Invalid(f"{folder} cannot be read whole by this server: {error}") from None
+        found = await anyio.to_thread.run_sync(trace_contents.contents, received)
+        configs = await c.gpu_configs()
+        upload = Upload(trace_id, new_ids.upload_id())
 
-    async def add() -> Decision[None]:
-        last = await c.store.last_on(subject)
-        events = decide_path_add(last.event if last else None, upload, str(folder), received.files, found, configs, now())
-        return Decision(events, seq_of(last), None)
+        async def add() -> Decision[None]:
+            last = await c.store.last_on(subject)
+            events = decide_path_add(last.event if last else None, upload, str(folder), received.files, found, configs, now(), copied=copy)
+            return Decision(events, seq_of(last), None)
 
-    await decided(c, add)
+        await decided(c, add)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await remove(c.objects, trace_id, copied)
+        raise
 
 
 def allowed_folder(path: str, roots: Sequence[Path]) -> tuple[Path, Path]:
@@ -85,13 +99,19 @@ def allowed_folder(path: str, roots: Sequence[Path]) -> tuple[Path, Path]:
     return folder, root
 
 
-async def read_in_place(folder: Path, root: Path) -> Received:
-    """What the trace's files say, read as an upload's are, each with its size and digest;
-    a `TraceError` for a file that cannot be part of it."""
+# Where a file's pieces go when its trace is copied, and the file as stored.
+Copy = Callable[[str, AsyncIterator[bytes]], Awaitable[ev.StoredFile]]
+
+
+async def read_in_place(folder: Path, root: Path, copy: Copy | None = None) -> Received:
+    """What the trace's files say, read as an upload's are, each with its size and digest
+    (each also stored by `copy`, which gives them); a `TraceError` for a file that cannot be
+    part of it."""
     findings = Findings()
     files = []
     for relative, file in await anyio.to_thread.run_sync(_listed, folder, root):
-        files.append(await _read(findings, relative, file))
+        pieces = _pieces(findings.watch(relative, file.stat().st_size), file)
+        files.append(await (_digested(relative, pieces) if copy is None else copy(relative, pieces)))
     return findings.received(files)
 
 
@@ -118,15 +138,19 @@ def _listed(folder: Path, root: Path) -> list[tuple[str, Path]]:
     return sorted(out)
 
 
-async def _read(findings: Findings, relative: str, file: Path) -> ev.StoredFile:
-    size = file.stat().st_size
-    watch = findings.watch(relative, size)
-    sha = hashlib.sha256()
-    read = 0
+async def _pieces(watch: Watch, file: Path) -> AsyncIterator[bytes]:
+    """The file's content, each piece seen by `watch` on its way."""
     with file.open("rb") as content:
         while piece := await anyio.to_thread.run_sync(content.read, PIECE):
-            sha.update(piece)
-            read += len(piece)
             await watch.see(piece)
+            yield piece
     watch.end()
+
+
+async def _digested(relative: str, pieces: AsyncIterator[bytes]) -> ev.StoredFile:
+    sha = hashlib.sha256()
+    read = 0
+    async for piece in pieces:
+        sha.update(piece)
+        read += len(piece)
     return ev.StoredFile(relative, read, digest(sha))

@@ -252,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trace_add.add_argument("--path", required=True, metavar="DIR", help="the trace's folder, as the server and the runners see it")
     trace_add.add_argument("--id", help="the trace's id (default: a new trace-<hex> id)")
+    trace_add.add_argument(
+        "--copy", action="store_true", help="also store its files in the object store, so that runners that cannot see the path fetch them"
+    )
     _json(trace_add, "the Trace")
     locate.add_arguments(trace_add)
     trace_list = trace_sub.add_parser("list", help="every trace, newest first: state, kernels, arch, size")

@@ -58,11 +58,11 @@ def upload(args: argparse.Namespace) -> int:
 def add(args: argparse.Namespace) -> int:
     """Add the trace in the folder `--path` where it lies (a relative path is taken from here:
     the server and its runners must see the folder at the path printed), and print it."""
-    body = SharedTraceAdd(path=os.path.abspath(args.path), id=args.id)
+    body = SharedTraceAdd(path=os.path.abspath(args.path), id=args.id, copy=args.copy)
     raw = api_client(args).post("/api/traces/shared", msgspec.json.encode(body), {"Content-Type": "application/json"})
     if args.json:
         print_json(raw)
         return 0
     trace = msgspec.json.decode(raw, type=Trace)
-    print(f"trace {trace.id}: ready: {trace.kernel_count} kernels, {trace.trace_gpu_arch}, {trace.bytes} bytes, read in place at {body.path}")
+    print(f"trace {trace.id}: ready: {trace.kernel_count} kernels, {trace.trace_gpu_arch}, {trace.bytes} bytes, read in place at {body.path}" + (", a copy stored for runners that cannot see it" if body.copy else ""))
     return 0

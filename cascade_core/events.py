@@ -69,10 +69,12 @@ class TraceUploadStarted(TraceEvent, frozen=True, tag="trace.upload_started.v1")
 class TracePathAdded(TraceEvent, frozen=True, tag="trace.path_added.v1"):
     """A trace that lies at `path` on a filesystem the service shares with runners, added
     where it lies (`cascade trace add --path`): its files, with their digests as they were
-    when it was added, follow in `trace.files_stored.v1` events, which store nothing in the
-    object store; a runner reads them at `path` and refuses any whose digest has changed."""
+    when it was added, follow in `trace.files_stored.v1` events; a runner reads them at
+    `path` and refuses any whose digest has changed. With `copied`, they were also stored in
+    the object store as an upload's are, and a runner that cannot see `path` fetches them."""
 
     path: str  # absolute, symbolic links resolved, under a root the operator allows
+    copied: bool = False
 
 
 class TraceFilesStored(TraceEvent, frozen=True, tag="trace.files_stored.v1"):

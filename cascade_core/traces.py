@@ -265,16 +265,18 @@ def decide_path_add(
     contents: Contents | str,
     configs: Iterable[GpuConfig],
     at: datetime,
+    *,
+    copied: bool = False,
 ) -> list[ev.Event]:
     """Add the trace lying at `path` if the id is free (as `decide_upload`) and its files
-    make a trace (`contents`, read where they lie): its path, its files with their digests,
-    then what an upload's outcome says. A path whose files are no trace is refused
-    (`Invalid`) with nothing appended: unlike an upload, nothing was stored, so there is no
-    failed trace to keep."""
+    make a trace (`contents`, read where they lie): its path (`copied`: its files stored in
+    the object store too), its files with their digests, then what an upload's outcome says.
+    A path whose files are no trace is refused (`Invalid`) with nothing appended: the caller
+    removes what it stored, so there is no failed trace to keep."""
     check_free(last, upload.trace_id)
     if isinstance(contents, str):
         raise Invalid(f"{path} is not a trace Cascade can run: {contents}")
-    added = ev.TracePathAdded(**upload.envelope("started", at), trace_id=upload.trace_id, path=path)
+    added = ev.TracePathAdded(**upload.envelope("started", at), trace_id=upload.trace_id, path=path, copied=copied)
     return [added, *files_stored(upload, files, at), *decide_outcome(upload, files, contents, configs, at)]
 
 

@@ -10,8 +10,8 @@ trace (a chunk's kernelslist) stays on this runner. Before each launch every fil
 checked against the one recorded when the trace was added, and a changed or missing file fails
 the sim with both digests: it never runs a different trace. A file's digest is computed again
 only when its inode, size, or change or modification time differ from when it was last
-computed. A runner that cannot see the path fails the sim saying so (the trace is in no object
-store for it to fetch); mount the path on that runner, or upload the trace instead.
+computed. A runner that cannot see the path fetches the trace's copy from the object store,
+as an upload's, when it was added with one (`copied`); else it fails the sim saying so.
 """
 
 from __future__ import annotations
@@ -50,10 +50,17 @@ def cache_key(files: list[ev.StoredFile], shared_path: str | None = None) -> str
 
 
 class Listing(msgspec.Struct, frozen=True):
-    """A trace's files as its history lists them, and the shared path they lie at, if any."""
+    """A trace's files as its history lists them, the shared path they lie at, if any, and
+    whether they were also stored in the object store."""
 
     files: list[ev.StoredFile]
     shared_path: str | None
+    copied: bool = False
+
+
+def _sees(folder: Path) -> bool:
+    """Whether this runner sees the shared trace's folder (its kernelslist.g) where it was added."""
+    return (folder / "kernelslist.g").is_file()
 
 
 class TraceCache:
@@ -67,18 +74,18 @@ class TraceCache:
     async def listing(self, trace_id: str) -> Listing:
         """The trace's files, from its history (a re-upload after a delete starts over)."""
         files: dict[str, ev.StoredFile] = {}
-        shared_path = None
+        shared_path, copied = None, False
         async for item in self.store.read(subjects.trace(trace_id)):
             match item.event:
                 case ev.TraceUploadStarted() | ev.TraceDeleted():
                     files.clear()
-                    shared_path = None
+                    shared_path, copied = None, False
                 case ev.TracePathAdded():
                     files.clear()
-                    shared_path = item.event.path
+                    shared_path, copied = item.event.path, item.event.copied
                 case ev.TraceFilesStored():
                     files.update({f.path: f for f in item.event.files})
-        return Listing(list(files.values()), shared_path)
+        return Listing(list(files.values()), shared_path, copied)
 
     async def fetch(self, trace_id: str) -> Path:
         """A local directory holding the trace, downloading it if this runner lacks it, or
@@ -87,7 +94,7 @@ class TraceCache:
         files = listing.files
         if not any(f.path == "kernelslist.g" for f in files):
             raise TraceUnavailable(f"trace {trace_id} has no stored kernelslist.g (deleted, or never uploaded whole)")
-        if listing.shared_path is not None:
+        if listing.shared_path is not None and (_sees(Path(listing.shared_path)) or not listing.copied):
             return await self._in_place(trace_id, Path(listing.shared_path), files)
 
         async def fill(partial: Path) -> None:
@@ -103,10 +110,11 @@ class TraceCache:
         return await filled_once(self.root, key, self._locks[key], fill)
 
     async def _in_place(self, trace_id: str, folder: Path, files: list[ev.StoredFile]) -> Path:
-        if not (folder / "kernelslist.g").is_file():
+        if not _sees(folder):
             raise TraceUnavailable(
                 f"trace {trace_id} lies at {folder}, which this runner (host {socket.gethostname()}) cannot see: "
-                "mount it at that path here, or upload the trace (cascade trace upload) so that runners fetch it"
+                "mount it at that path here, or add it again with a copy (cascade trace add --path DIR --copy), "
+                "or upload it (cascade trace upload), so that runners fetch it"
             )
         if (changed := await asyncio.to_thread(self._changed, trace_id, folder, files)) is not None:
             raise TraceUnavailable(changed)

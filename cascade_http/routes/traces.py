@@ -92,7 +92,7 @@ async def _trace_answer(c: Cascade, trace_id: str, status: int) -> Response:
 async def add_shared_trace(request: Request) -> Response:
     c, body = cascade(request), await json_body(request, SharedTraceAdd)
     trace_id = body.id or new_ids.trace_id()
-    await shared_traces.add_shared_trace(c, trace_id, body.path)
+    await shared_traces.add_shared_trace(c, trace_id, body.path, copy=body.copy)
     return await _trace_answer(c, trace_id, 201)
 
 

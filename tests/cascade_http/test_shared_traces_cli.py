@@ -48,6 +48,9 @@ def test_trace_add_reads_a_shared_trace_in_place_and_a_run_of_it_succeeds(live: 
     assert as_json.returncode == 0, as_json.stderr
     listed = {t["id"]: t for t in api(live, "/api/traces").json()}
     assert json.loads(as_json.stdout) == listed["again"] and listed["again"]["state"] == "ready"
+    copied = cascade(live, "trace", "add", "--path", str(folder), "--id", "copied", "--copy")
+    assert copied.returncode == 0, copied.stderr
+    assert copied.stdout.endswith(f"read in place at {folder}, a copy stored for runners that cannot see it\n")
 
     ran = cascade(live, "run", "combo", "SM61_TITANX", "--watch")
     assert ran.returncode == 0, ran.stdout + ran.stderr

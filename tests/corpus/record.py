@@ -19,7 +19,7 @@ again), one cut short at the simulator's cycle limit, one cancelled mid-kernel, 
 stitched from its chunks and given a reference after it finished, one failed in a chunk and
 retried, one split "auto" that runs whole), a sim reusing repeated kernels with a reference asked for at
 creation, a config variant, a run entry's own options, a named and tagged run, a campaign
-over a grid (one of its sims taking a known result from the cache), a trace added from a shared path (run, then refused
+over a grid (one of its sims taking a known result from the cache), a trace added from a shared path with a copy (run, then refused
 once a file of it changed), an upload that fails, a deleted trace, a deleted run (the cancelled one), a Slurm job's end as
 `cascade slurm` records it, and a sim a killed worker left, resumed by another.
 """
@@ -163,7 +163,7 @@ def live(tmp: Path, nats_url: str) -> None:
 
         # A trace added from a shared path, read in place: a run of it succeeds, and once one of
         # its files has changed another fails with the digest it had and the one it has.
-        added_shared = client.post("/api/traces/shared", json={"path": str(shared / "vectoradd"), "id": "shared"})
+        added_shared = client.post("/api/traces/shared", json={"path": str(shared / "vectoradd"), "id": "shared", "copy": True})
         assert added_shared.status_code == 201, added_shared.text
         assert wait_run(client, create_run(client, "shared", "SM61_TITANX", fresh=True)["id"])["state"] == "succeeded"
         with (shared / "vectoradd" / "kernel-1.traceg").open("ab") as kernel:
