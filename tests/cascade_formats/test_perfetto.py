@@ -177,12 +177,19 @@ def test_reproduces_the_reference_example() -> None:
     events = trace.pop("traceEvents")
     assert json.dumps(events[:6]) == json.dumps(json.loads(REFERENCE_EVENTS))
     assert json.dumps(trace) == json.dumps(json.loads(REFERENCE_TAIL))
-    # 6 shown + the 12 the reference trims: replica 1's two metadata events and slices
+    # 6 shown + those the reference trims: replica 0's IPC counter, replica 1's two metadata
+    # events, slices and counter
     assert [(e["ph"], e["name"], e.get("tid")) for e in events[6:]] == [
+        ("C", "replica 0 IPC", None),
+        ("C", "replica 0 IPC", None),
+        ("C", "replica 0 IPC", None),
         ("M", "thread_name", 2),
         ("M", "thread_sort_index", 2),
         ("X", "k1 init_kernel", 2),
         ("X", "k2 copy_kernel", 2),
+        ("C", "replica 1 IPC", None),
+        ("C", "replica 1 IPC", None),
+        ("C", "replica 1 IPC", None),
     ]
 
 
