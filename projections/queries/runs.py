@@ -339,7 +339,8 @@ def perfetto_rows(con: Con, run: RunSummary) -> PerfettoRows:
         ).fetchall()
     spans = [
         RunnerSpan(
-            runner_id=s.runner_id,
+            # A split sim's chunks ran on runners of their own, at times not held: no one runner's.
+            runner_id=s.runner_id if s.split is None else None,
             sim_id=s.id,
             gpu_config=s.gpu_config,
             replica=s.replica,

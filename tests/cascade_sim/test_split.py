@@ -119,6 +119,9 @@ def test_a_split_sim_answers_every_route_as_the_sim_run_whole(client: TestClient
     # The Perfetto trace but its wall-clock process: the sims ran at other times, the split one on chunks.
     drawn = json.dumps(simulated_trace(client, split["id"])).replace(split["id"], whole["id"]).replace(s["id"], w["id"])
     assert json.loads(drawn) == simulated_trace(client, whole["id"])
+    wall = [e for e in client.get(f"/api/runs/{split['id']}/perfetto").json()["traceEvents"] if e["pid"] == 2]
+    assert [e["args"]["name"] for e in wall if e["ph"] == "M" and e["name"] == "thread_name"] == ["no single runner (split)"]
+    assert [(e["ph"], e.get("args", {}).get("sim_id")) for e in wall if e["ph"] in "BE"] == [("B", s["id"]), ("E", None)]
 
     # Files: each chunk's own, named for it.
     names = sorted(f["name"] for f in client.get(f"/api/sims/{s['id']}/files").json())
