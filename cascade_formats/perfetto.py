@@ -76,22 +76,21 @@ class CounterEvent(TraceEvent, frozen=True, kw_only=True, tag="C"):
     args: dict[str, float]
 
 
-class MemcpyArgs(msgspec.Struct, frozen=True, kw_only=True):
-    bytes: int
-    address: str
-    before_uid: int
-
-
 class InstantEvent(TraceEvent, frozen=True, kw_only=True, tag="i"):
+    """A memcpy, its args the kernelslist.g line as read (its line number, address, bytes)."""
+
     tid: int
     cat: str
     name: str
     ts: float
     s: Literal["t"] = "t"
-    args: MemcpyArgs
+    args: MemcpyHtoD
 
 
-class SpanArgs(msgspec.Struct, frozen=True, kw_only=True):
+class RunnerSpan(msgspec.Struct, frozen=True, kw_only=True):
+    """A sim's time on a runner, from its launch to its end, as the read model holds it."""
+
+    runner_id: str | None
     sim_id: str
     gpu_config: str
     replica: int
@@ -107,24 +106,12 @@ class BeginEvent(TraceEvent, frozen=True, kw_only=True, tag="B"):
     cat: str
     name: str
     ts: float
-    args: SpanArgs
+    args: RunnerSpan
 
 
 class EndEvent(TraceEvent, frozen=True, kw_only=True, tag="E"):
     tid: int
     ts: float
-
-
-class RunnerSpan(msgspec.Struct, frozen=True, kw_only=True):
-    """A sim's time on a runner, from its launch to its end, as the read model holds it."""
-
-    runner_id: str | None
-    sim_id: str
-    gpu_config: str
-    replica: int
-    state: str
-    launched_at: datetime
-    finished_at: datetime
 
 
 Event = MetadataEvent | SliceEvent | CounterEvent | InstantEvent | BeginEvent | EndEvent
@@ -246,7 +233,7 @@ def _memcpys(pid: int, tid: int, slices: Sequence[SliceEvent], before: Mapping[i
             cat="memcpy",
             name=f"MemcpyHtoD {_size(m.bytes)}",
             ts=e.ts,
-            args=MemcpyArgs(bytes=m.bytes, address=f"0x{m.address:016x}", before_uid=e.args.uid),
+            args=m,
         )
         for e in slices
         for m in before.get(e.args.uid, ())
@@ -283,16 +270,8 @@ def _wall_clock(pid: int, spans: Sequence[RunnerSpan]) -> list[Event]:
         events.append(MetadataEvent(pid=pid, name="thread_name", args={"name": name}, tid=tid))
         events.append(MetadataEvent(pid=pid, name="thread_sort_index", args={"sort_index": tid}, tid=tid))
         for span in lanes[(runner, lane)]:
-            args = SpanArgs(
-                sim_id=span.sim_id,
-                gpu_config=span.gpu_config,
-                replica=span.replica,
-                state=span.state,
-                launched_at=span.launched_at,
-                finished_at=span.finished_at,
-            )
             name = f"{span.gpu_config} replica {span.replica}"
-            events.append(BeginEvent(pid=pid, tid=tid, cat="sim", name=name, ts=us(span.launched_at), args=args))
+            events.append(BeginEvent(pid=pid, tid=tid, cat="sim", name=name, ts=us(span.launched_at), args=span))
             events.append(EndEvent(pid=pid, tid=tid, ts=us(span.finished_at)))
     return events
 

@@ -322,11 +322,11 @@ def test_memcpys_precede_the_launch_after_them_in_the_kernelslist() -> None:
     starts = {e["args"]["uid"]: e["ts"] for e in events if e["ph"] == "X"}
     instants = [e for e in events if e["ph"] == "i"]
     assert [(e["name"], e["ts"], e["s"], e["cat"], e["args"]) for e in instants] == [
-        ("MemcpyHtoD 400 B", starts[1], "t", "memcpy", {"bytes": 400, "address": "0x00007f2b2d500000", "before_uid": 1}),
-        ("MemcpyHtoD 400 B", starts[1], "t", "memcpy", {"bytes": 400, "address": "0x00007f2b2d500200", "before_uid": 1}),
-        ("MemcpyHtoD 400 B", starts[1], "t", "memcpy", {"bytes": 400, "address": "0x00007f2b2d500400", "before_uid": 1}),
-        ("MemcpyHtoD 4.0 KB", starts[2], "t", "memcpy", {"bytes": 4096, "address": "0x00007fb02d700000", "before_uid": 2}),
-        ("MemcpyHtoD 4.0 KB", starts[2], "t", "memcpy", {"bytes": 4096, "address": "0x00007fb02d701000", "before_uid": 2}),
+        ("MemcpyHtoD 400 B", starts[1], "t", "memcpy", {"line": 1, "address": 0x7F2B2D500000, "bytes": 400}),
+        ("MemcpyHtoD 400 B", starts[1], "t", "memcpy", {"line": 2, "address": 0x7F2B2D500200, "bytes": 400}),
+        ("MemcpyHtoD 400 B", starts[1], "t", "memcpy", {"line": 3, "address": 0x7F2B2D500400, "bytes": 400}),
+        ("MemcpyHtoD 4.0 KB", starts[2], "t", "memcpy", {"line": 5, "address": 0x7FB02D700000, "bytes": 4096}),
+        ("MemcpyHtoD 4.0 KB", starts[2], "t", "memcpy", {"line": 6, "address": 0x7FB02D701000, "bytes": 4096}),
     ]
     # Their own thread, after the sim's, named for it: its metadata precedes them.
     threads = [(e["tid"], e["args"]) for e in events if e["ph"] == "M" and "tid" in e]

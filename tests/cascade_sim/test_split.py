@@ -140,8 +140,10 @@ def test_the_perfetto_trace_draws_the_real_logs_counters_and_the_traces_memcpys(
     assert ipc == [*zip(starts, (10516 / 5534, 139264 / 7506, 10516 / 5408)), (pytest.approx(sum(COMBO_CYCLES) / 1417, abs=1e-3), 0.0)]
     dram = [e["args"]["accesses_per_us"] for e in events if e.get("name") == "replica 0 DRAM accesses per µs"]
     assert dram == pytest.approx([26 / (5534 / 1417), 256 / (7506 / 1417), 0.0, 0.0])
-    memcpys = [(e["ts"], e["name"], e["args"]["bytes"], e["args"]["before_uid"]) for e in events if e["ph"] == "i"]
-    assert memcpys == [(starts[0], "MemcpyHtoD 400 B", 400, 1)] * 3 + [(starts[1], "MemcpyHtoD 4.0 KB", 4096, 2)] * 2
+    memcpys = [(e["ts"], e["name"], e["args"]["bytes"], e["args"]["line"]) for e in events if e["ph"] == "i"]
+    assert memcpys == [(starts[0], "MemcpyHtoD 400 B", 400, line) for line in (1, 2, 3)] + [
+        (starts[1], "MemcpyHtoD 4.0 KB", 4096, line) for line in (5, 6)
+    ]
     (thread,) = [e for e in events if e["ph"] == "M" and e["args"].get("name") == "replica 0 · Memcpy"]
     assert {e["tid"] for e in events if e["ph"] == "i"} == {thread["tid"]} != {1}
 
