@@ -197,7 +197,7 @@ def _counters(pid: int, replica: int, slices: Sequence[SliceEvent], dram_accesse
             rate = accesses / (e.args.sim_time_ns / 1000) if e.args.sim_time_ns else 0.0
             counters.append(CounterEvent(pid=pid, name=dram_track, ts=e.ts, args={"accesses_per_us": rate}))
     if slices:
-        end = slices[-1].ts + slices[-1].dur
+        end = round(slices[-1].ts + slices[-1].dur, 3)  # as the next slice's ts would print
         counters.append(CounterEvent(pid=pid, name=ipc_track, ts=end, args={"ipc": 0.0}))
         if dram_accesses:
             counters.append(CounterEvent(pid=pid, name=dram_track, ts=end, args={"accesses_per_us": 0.0}))
