@@ -6,18 +6,28 @@ finished kernel a slice. The clock is simulated time: a sim's kernels are laid e
 slice from the sim's cycle count before it to the count after it, in whole nanoseconds.
 Field names and order follow the Chrome trace event format, which is also the order the
 API reference shows.
+
+Besides the kernel slices (cat `kernel`), each sim has two counter tracks sampled at each
+kernel's start, the kernel's own IPC and its own DRAM accesses per microsecond (reads plus
+writes, its difference from the launch before, not the running total the log prints; the
+simulator reports accesses, not bytes), and a Memcpy track: Accel-Sim gives a trace's
+`MemcpyHtoD` commands no simulated time, so each is an instant at the start of the launch it
+precedes in `kernelslist.g`. A last process, "Wall clock (runners)", shows when each sim ran
+on its runner: real time, microseconds from the earliest launch.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Literal
 
 import msgspec
 
 from cascade_api.models import KernelStat, RunSummary, Sim
 from cascade_formats.kernel_names import short_name
+from cascade_formats.tracefiles import KernelsListEntry, MemcpyHtoD
 
 TIME_AXIS = "simulated time, microseconds; each sim's kernels laid end to end"
 SLICE_DURATION = "sim_time_ns = gpu_sim_cycle / core clock (MHz) * 1000"
@@ -58,6 +68,55 @@ class SliceEvent(TraceEvent, frozen=True, kw_only=True, tag="X"):
     args: SliceArgs
 
 
+class CounterEvent(TraceEvent, frozen=True, kw_only=True, tag="C"):
+    """A counter track's sample, named per sim; the value holds until the next sample."""
+
+    name: str
+    ts: float
+    args: dict[str, float]
+
+
+class InstantEvent(TraceEvent, frozen=True, kw_only=True, tag="i"):
+    """A memcpy, its args the kernelslist.g line as read (its line number, address, bytes)."""
+
+    tid: int
+    cat: str
+    name: str
+    ts: float
+    s: Literal["t"] = "t"
+    args: MemcpyHtoD
+
+
+class RunnerSpan(msgspec.Struct, frozen=True, kw_only=True):
+    """A sim's time on a runner, from its launch to its end, as the read model holds it."""
+
+    runner_id: str | None
+    sim_id: str
+    gpu_config: str
+    replica: int
+    state: str
+    launched_at: datetime
+    finished_at: datetime
+
+
+class BeginEvent(TraceEvent, frozen=True, kw_only=True, tag="B"):
+    """A wall-clock span's start; a span is a B/E pair, so its args need not be a kernel's."""
+
+    tid: int
+    cat: str
+    name: str
+    ts: float
+    args: RunnerSpan
+
+
+class EndEvent(TraceEvent, frozen=True, kw_only=True, tag="E"):
+    tid: int
+    ts: float
+
+
+Event = MetadataEvent | SliceEvent | CounterEvent | InstantEvent | BeginEvent | EndEvent
+
+
 class OtherData(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     trace_id: str
@@ -67,7 +126,7 @@ class OtherData(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PerfettoTrace(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    trace_events: list[MetadataEvent | SliceEvent]
+    trace_events: list[Event]
     display_time_unit: Literal["ns"] = "ns"
     other_data: OtherData
 
@@ -122,23 +181,144 @@ def _slices(pid: int, tid: int, kernels: Iterable[KernelStat]) -> list[SliceEven
     return slices
 
 
-def perfetto_trace(run: RunSummary, sims: Sequence[Sim], kernels: Iterable[KernelStat]) -> PerfettoTrace:
+def _counters(pid: int, replica: int, slices: Sequence[SliceEvent], dram_accesses: Mapping[int, float]) -> list[CounterEvent]:
+    """The sim's IPC and DRAM counters at each kernel's start (`dram_accesses` by
+    kernel_index, the kernel's own), and 0 at its last kernel's end: past it the sim ran
+    nothing, and a counter holds its last value until the next sample."""
+    ipc_track = f"replica {replica} IPC"
+    dram_track = f"replica {replica} DRAM accesses per µs"
+    counters: list[CounterEvent] = []
+    for e in slices:
+        cycles = e.args.gpu_sim_cycle
+        ipc = e.args.gpu_sim_insn / cycles if cycles else 0.0
+        counters.append(CounterEvent(pid=pid, name=ipc_track, ts=e.ts, args={"ipc": ipc}))
+        accesses = dram_accesses.get(e.args.kernel_index)
+        if accesses is not None:
+            rate = accesses / (e.args.sim_time_ns / 1000) if e.args.sim_time_ns else 0.0
+            counters.append(CounterEvent(pid=pid, name=dram_track, ts=e.ts, args={"accesses_per_us": rate}))
+    if slices:
+        end = round(slices[-1].ts + slices[-1].dur, 3)  # as the next slice's ts would print
+        counters.append(CounterEvent(pid=pid, name=ipc_track, ts=end, args={"ipc": 0.0}))
+        if dram_accesses:
+            counters.append(CounterEvent(pid=pid, name=dram_track, ts=end, args={"accesses_per_us": 0.0}))
+    return counters
+
+
+def memcpys_before(entries: Iterable[KernelsListEntry]) -> dict[int, list[MemcpyHtoD]]:
+    """The memcpys of `kernelslist.g` by the launch (uid) they precede; those after the last
+    launch precede none and are left out."""
+    before: dict[int, list[MemcpyHtoD]] = {}
+    waiting: list[MemcpyHtoD] = []
+    for entry in entries:
+        if isinstance(entry, MemcpyHtoD):
+            waiting.append(entry)
+        else:
+            before[entry.uid] = waiting
+            waiting = []
+    return before
+
+
+def _size(n: int) -> str:
+    """A memcpy's size as a slice name says it: binary units, so 4,194,304 bytes is 4.0 MB."""
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.1f} MB"
+    return f"{n / 1024:.1f} KB" if n >= 1024 else f"{n} B"
+
+
+def _memcpys(pid: int, tid: int, slices: Sequence[SliceEvent], before: Mapping[int, Sequence[MemcpyHtoD]]) -> list[InstantEvent]:
+    return [
+        InstantEvent(
+            pid=pid,
+            tid=tid,
+            cat="memcpy",
+            name=f"MemcpyHtoD {_size(m.bytes)}",
+            ts=e.ts,
+            args=m,
+        )
+        for e in slices
+        for m in before.get(e.args.uid, ())
+    ]
+
+
+def _wall_clock(pid: int, spans: Sequence[RunnerSpan]) -> list[Event]:
+    """The "Wall clock (runners)" process: a thread per runner and, where a runner ran sims
+    at once, per lane of it (a sim takes the first lane free when it launches: slices on one
+    thread must nest), each sim's span from its launch to its end."""
+    if not spans:
+        return []
+    origin = min(s.launched_at for s in spans)
+    lanes: dict[tuple[str, int], list[RunnerSpan]] = {}
+    ends: defaultdict[str, list[datetime]] = defaultdict(list)  # each lane's last end, by runner
+    for span in sorted(spans, key=lambda s: (s.launched_at, s.finished_at)):
+        runner = span.runner_id or "no single runner (split)"
+        lane = next((i for i, end in enumerate(ends[runner]) if end <= span.launched_at), len(ends[runner]))
+        if lane == len(ends[runner]):
+            ends[runner].append(span.finished_at)
+        else:
+            ends[runner][lane] = span.finished_at
+        lanes.setdefault((runner, lane), []).append(span)
+
+    def us(at: datetime) -> float:
+        return round((at - origin).total_seconds() * 1_000_000, 3)
+
+    events: list[Event] = [
+        MetadataEvent(pid=pid, name="process_name", args={"name": "Wall clock (runners)"}),
+        MetadataEvent(pid=pid, name="process_sort_index", args={"sort_index": pid}),
+    ]
+    for tid, (runner, lane) in enumerate(sorted(lanes), start=1):
+        name = runner if lane == 0 else f"{runner} · lane {lane + 1}"
+        events.append(MetadataEvent(pid=pid, name="thread_name", args={"name": name}, tid=tid))
+        events.append(MetadataEvent(pid=pid, name="thread_sort_index", args={"sort_index": tid}, tid=tid))
+        for span in lanes[(runner, lane)]:
+            name = f"{span.gpu_config} replica {span.replica}"
+            events.append(BeginEvent(pid=pid, tid=tid, cat="sim", name=name, ts=us(span.launched_at), args=span))
+            events.append(EndEvent(pid=pid, tid=tid, ts=us(span.finished_at)))
+    return events
+
+
+def perfetto_trace(
+    run: RunSummary,
+    sims: Sequence[Sim],
+    kernels: Iterable[KernelStat],
+    *,
+    dram_accesses: Mapping[tuple[str, int], float] = {},
+    memcpys: Mapping[int, Sequence[MemcpyHtoD]] = {},
+    spans: Sequence[RunnerSpan] = (),
+) -> PerfettoTrace:
     """The run's trace: processes in the order of `run.entries` (pid 1, 2, ...), a thread
     per sim by replica (tid = replica + 1), and a slice per kernel in `kernels` (the
-    finished ones) in kernel_index order. Each thread's metadata precedes its slices."""
+    finished ones) in kernel_index order. Each thread's metadata precedes its slices, then
+    come the sim's counters (`dram_accesses`: each kernel's own, by sim and kernel_index) and,
+    with `memcpys` (by the launch uid they precede), its Memcpy thread after the config's
+    sim threads. The wall-clock process of `spans` comes last."""
     by_sim: defaultdict[str, list[KernelStat]] = defaultdict(list)
     for kernel in kernels:
         by_sim[kernel.sim_id].append(kernel)
-    events: list[MetadataEvent | SliceEvent] = []
+    dram_by_sim: defaultdict[str, dict[int, float]] = defaultdict(dict)
+    for (sim_id, kernel_index), accesses in dram_accesses.items():
+        dram_by_sim[sim_id][kernel_index] = accesses
+    events: list[Event] = []
     configs = dict.fromkeys(entry.gpu_config for entry in run.entries)
     for pid, config in enumerate(configs, start=1):
         events.append(MetadataEvent(pid=pid, name="process_name", args={"name": f"{config} · Accel-Sim simulated GPU"}))
         events.append(MetadataEvent(pid=pid, name="process_sort_index", args={"sort_index": pid}))
-        for sim in sorted((s for s in sims if s.gpu_config == config), key=lambda s: s.replica):
+        config_sims = sorted((s for s in sims if s.gpu_config == config), key=lambda s: s.replica)
+        # Memcpy threads follow the sim threads, whose tids are their replicas + 1.
+        memcpy_tid = max((s.replica for s in config_sims), default=0) + 2
+        for sim in config_sims:
             tid = sim.replica + 1
             events.append(
                 MetadataEvent(pid=pid, name="thread_name", args={"name": f"replica {sim.replica} · {sim.id}"}, tid=tid)
             )
             events.append(MetadataEvent(pid=pid, name="thread_sort_index", args={"sort_index": tid}, tid=tid))
-            events.extend(_slices(pid, tid, by_sim[sim.id]))
+            slices = _slices(pid, tid, by_sim[sim.id])
+            events.extend(slices)
+            events.extend(_counters(pid, sim.replica, slices, dram_by_sim[sim.id]))
+            copies = _memcpys(pid, memcpy_tid, slices, memcpys)
+            if copies:
+                events.append(MetadataEvent(pid=pid, name="thread_name", args={"name": f"replica {sim.replica} · Memcpy"}, tid=memcpy_tid))
+                events.append(MetadataEvent(pid=pid, name="thread_sort_index", args={"sort_index": memcpy_tid}, tid=memcpy_tid))
+                events.extend(copies)
+                memcpy_tid += 1
+    events.extend(_wall_clock(len(configs) + 1, spans))
     return PerfettoTrace(trace_events=events, other_data=OtherData(run_id=run.id, trace_id=run.trace_id))

@@ -19,16 +19,19 @@ from cascade_app.reads import read
 from cascade_app.service import Cascade
 from cascade_api.models import Comparison, DerivedMetrics, KernelStat, RunDetail, RunFile, RunResults, RunSummary, StatCatalogue, StatValues
 from cascade_core.gpu_configs import OfferedConfig
+from cascade_core.object_names import trace_file
 from cascade_core.refusals import Refused
 from cascade_core.runs import RunCreate, RunEntries
-from cascade_formats.perfetto import PerfettoTrace, perfetto_trace
+from cascade_formats.perfetto import PerfettoTrace, memcpys_before, perfetto_trace
 from cascade_formats.timeline import SimStepTimeline
+from cascade_formats.tracefiles import KERNELSLIST, MemcpyHtoD, TraceError, parse_kernelslist
 from cascade_http import paging, run_events
 from cascade_http.bodies import json_body
 from cascade_http.openapi import Query, operation
 from cascade_http.readmodel import streamed
 from cascade_http.responses import ApiError, MsgspecResponse, download, not_found
 from cascade_http.state import cascade
+from cascade_nats.objects import ObjectMissing
 from projections import export
 from projections.queries import results_files
 from projections.queries import runs as q
@@ -361,12 +364,41 @@ async def list_run_files(request: Request) -> Response:
     return MsgspecResponse(await read(c, q.run_files, await _run(c, request.path_params["run_id"])))
 
 
-@operation(summary="Download a Perfetto trace", response=PerfettoTrace, errors=NO_RUN)
+async def _memcpys(c: Cascade, trace_id: str) -> dict[int, list[MemcpyHtoD]]:
+    """The trace's memcpys by the launch they precede; none when its kernelslist is not
+    stored (a sample run's trace) or no longer reads."""
+    try:
+        text = (await c.objects.read_all(trace_file(trace_id, KERNELSLIST))).decode()
+        return memcpys_before(parse_kernelslist(text))
+    except (ObjectMissing, UnicodeDecodeError, TraceError):
+        return {}
+
+
+@operation(
+    summary="Download a Perfetto trace",
+    description="Simulated time: per config a process, per sim a thread of kernel slices (cat `kernel`), two "
+    "counter tracks sampled at each kernel's start (its own IPC, gpu_sim_insn / gpu_sim_cycle, and its own DRAM "
+    "reads + writes per microsecond of its sim_time_ns) and a Memcpy thread: Accel-Sim gives the trace's MemcpyHtoD "
+    "commands no simulated time, so each is an instant event at the start of the launch it precedes in "
+    "kernelslist.g, its bytes in args. Then a process \"Wall clock (runners)\": a thread per runner, a slice per "
+    "finished sim from its launch to its end, in real microseconds from the earliest launch (a split sim's span is "
+    "the sim's, on its chunks' behalf).",
+    response=PerfettoTrace,
+    errors=NO_RUN,
+)
 async def get_perfetto(request: Request) -> Response:
     c = cascade(request)
     detail = await _detail(c, request.path_params["run_id"])
-    kernels = await read(c, q.kernel_stats, detail)
-    return download(perfetto_trace(detail, detail.sims, kernels), f"{detail.id}-perfetto.json")
+    rows = await read(c, q.perfetto_rows, detail)
+    trace = perfetto_trace(
+        detail,
+        detail.sims,
+        rows.kernels,
+        dram_accesses=rows.dram_accesses,
+        memcpys=await _memcpys(c, detail.trace_id),
+        spans=rows.spans,
+    )
+    return download(trace, f"{detail.id}-perfetto.json")
 
 
 @operation(

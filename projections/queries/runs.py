@@ -27,6 +27,7 @@ from cascade_core import split as splitting
 from cascade_core.correlation import Correlation, Spread, correlate, measured
 from cascade_core.gpu_configs import config_labels
 from cascade_formats.kernel_names import short_name
+from cascade_formats.perfetto import RunnerSpan
 from cascade_core import run as run_state
 from cascade_core import sim as sim_state
 from cascade_core.run import Run
@@ -329,10 +330,46 @@ def _kernel_stat(record: tuple[Any, ...], stats: dict[str, StatValue] | msgspec.
     return KernelStat(**dict(zip(_KERNEL_FIELDS, record)), stats=stats, kernel_short_name=short)  # type: ignore[arg-type]  # a Raw map is encoded as it is
 
 
-def kernel_stats(con: Con, run: RunSummary) -> list[KernelStat]:
-    """The kernels the run's sims finished, stats maps empty."""
+# The kernel's DRAM reads and writes, as docs/stats-naming.md names them: running totals, so
+# a kernel's own `value` is its difference from the launch before.
+DRAM_ACCESSES = ("number of total read accesses.total dram reads", "number of total write accesses.total dram writes")
+
+
+class PerfettoRows(msgspec.Struct, frozen=True, kw_only=True):
+    kernels: list[KernelStat]
+    dram_accesses: dict[tuple[str, int], float]  # by sim and kernel_index: the kernel's own reads + writes
+    spans: list[RunnerSpan]
+
+
+def perfetto_rows(con: Con, run: RunSummary) -> PerfettoRows:
+    """What the run's Perfetto trace draws: its finished kernels (stats maps empty), each
+    one's own DRAM accesses where its stats have them, and each finished sim's launch to
+    end on its runner (a split sim's chunks' own times are not held: its span is the sim's)."""
     with snapshot(con):
-        return [_kernel_stat(r, {}) for r in _kernels(con, run, [s.id for s in sim_rows(con, run)]).fetchall()]
+        sims = sim_rows(con, run)
+        sim_ids = [s.id for s in sims]
+        kernels = [_kernel_stat(r, {}) for r in _kernels(con, run, sim_ids).fetchall()]
+        dram = con.execute(
+            f"SELECT k.sim_id, k.kernel_index, sum(v.value) FROM {CURRENT_KERNELS} "
+            "JOIN kernel_stats v ON v.seq = k.seq JOIN stat_names n ON n.id = v.stat "
+            "WHERE k.sim_id IN (SELECT unnest(?)) AND n.name IN (SELECT unnest(?)) AND v.value IS NOT NULL GROUP BY ALL",
+            [sim_ids, list(DRAM_ACCESSES)],
+        ).fetchall()
+    spans = [
+        RunnerSpan(
+            # A split sim's chunks ran on runners of their own, at times not held: no one runner's.
+            runner_id=s.runner_id if s.split is None else None,
+            sim_id=s.id,
+            gpu_config=s.gpu_config,
+            replica=s.replica,
+            state=s.state,
+            launched_at=s.started_at,
+            finished_at=s.finished_at,
+        )
+        for s in sims
+        if s.started_at is not None and s.finished_at is not None
+    ]
+    return PerfettoRows(kernels=kernels, dram_accesses={(sim_id, index): float(n) for sim_id, index, n in dram}, spans=spans)
 
 
 def kernel_pieces(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 from cascade_core.events import SimMetrics
 from cascade_api.models import KernelStat, RunSummary, Sim
 from cascade_core.runs import RunEntry
-from cascade_formats.perfetto import perfetto_trace
+from cascade_formats.perfetto import RunnerSpan, memcpys_before, perfetto_trace
+from cascade_formats.tracefiles import MemcpyHtoD, parse_kernelslist
 from cascade_sim.samples import H100, LLM_KERNELS
+from tests.support import TRACES
 
 AT = datetime(2026, 11, 8, 8, 59, 3, tzinfo=timezone.utc)
 
@@ -177,12 +179,19 @@ def test_reproduces_the_reference_example() -> None:
     events = trace.pop("traceEvents")
     assert json.dumps(events[:6]) == json.dumps(json.loads(REFERENCE_EVENTS))
     assert json.dumps(trace) == json.dumps(json.loads(REFERENCE_TAIL))
-    # 6 shown + the 12 the reference trims: replica 1's two metadata events and slices
+    # 6 shown + those the reference trims: replica 0's IPC counter, replica 1's two metadata
+    # events, slices and counter
     assert [(e["ph"], e["name"], e.get("tid")) for e in events[6:]] == [
+        ("C", "replica 0 IPC", None),
+        ("C", "replica 0 IPC", None),
+        ("C", "replica 0 IPC", None),
         ("M", "thread_name", 2),
         ("M", "thread_sort_index", 2),
         ("X", "k1 init_kernel", 2),
         ("X", "k2 copy_kernel", 2),
+        ("C", "replica 1 IPC", None),
+        ("C", "replica 1 IPC", None),
+        ("C", "replica 1 IPC", None),
     ]
 
 
@@ -254,3 +263,119 @@ def test_slices_never_overlap(cycles: list[int], clock_mhz: float) -> None:
     for e, end_cycle in zip(slices, itertools.accumulate(cycles)):
         assert e["args"]["end_cycle"] == end_cycle
         assert abs((e["ts"] + e["dur"]) * 1000 - Decimal(end_cycle * 1000) / Decimal(clock_mhz)) <= Decimal("0.5000001")
+
+
+# The combo trace on SM7_QV100 (1132 MHz), from its real log
+# (shared/accelsim/logs/combo-vec-mm-xz__SM7_QV100.log): each launch's gpu_sim_cycle and
+# gpu_sim_insn, and `total dram reads` as printed, 26, 282 and 282 (running totals; writes 0),
+# so the kernels' own DRAM accesses are 26, 256 and 0.
+COMBO_QV100 = [(5714, 10516), (8023, 139264), (5572, 10516)]
+COMBO_QV100_OWN_DRAM = [26.0, 256.0, 0.0]
+QV100_MHZ = 1132.0
+
+
+def combo_kernels(sim_id: str) -> list[KernelStat]:
+    return [
+        kernel(sim_id, i, "_Z6vecAddIfEvPT_S1_S1_i", cycles, insn, round(insn / cycles, 4), cycles / QV100_MHZ * 1000)
+        for i, (cycles, insn) in enumerate(COMBO_QV100)
+    ]
+
+
+def combo_trace(**extras: Any) -> list[dict[str, Any]]:
+    trace = perfetto_trace(run(RunEntry(gpu_config="SM7_QV100", count=1)), [sim("s", "SM7_QV100", 0)], combo_kernels("s"), **extras)
+    events = as_json(trace)
+    assert isinstance(events, dict)
+    return list(events["traceEvents"])
+
+
+def test_counters_are_each_kernels_own_ipc_and_dram_accesses_at_its_start() -> None:
+    events = combo_trace(dram_accesses={("s", i): n for i, n in enumerate(COMBO_QV100_OWN_DRAM)})
+    starts = [e["ts"] for e in events if e["ph"] == "X"]
+    end = round(sum(c for c, _ in COMBO_QV100) / QV100_MHZ * 1000) / 1000
+    counters = [(e["name"], e["ts"], e["args"]) for e in events if e["ph"] == "C"]
+    ipc = "replica 0 IPC"
+    dram = "replica 0 DRAM accesses per µs"
+    expected = []
+    for ts, (cycles, insn), own in zip(starts, COMBO_QV100, COMBO_QV100_OWN_DRAM):
+        expected += [(ipc, ts, {"ipc": insn / cycles}), (dram, ts, {"accesses_per_us": own / (cycles / QV100_MHZ)})]
+    assert counters == [*expected, (ipc, end, {"ipc": 0.0}), (dram, end, {"accesses_per_us": 0.0})]
+    assert counters[1][2]["accesses_per_us"] == 26 / (5714 / 1132)  # 5.151 accesses per µs
+    assert all("pid" in e and e["pid"] == 1 and "tid" not in e for e in events if e["ph"] == "C")
+
+
+def test_a_kernel_without_dram_stats_has_no_dram_sample() -> None:
+    events = combo_trace(dram_accesses={("s", 1): 256.0})
+    assert [e["name"] for e in events if e["ph"] == "C"] == ["replica 0 IPC", "replica 0 IPC", "replica 0 DRAM accesses per µs"] + [
+        "replica 0 IPC", "replica 0 IPC", "replica 0 DRAM accesses per µs"
+    ]
+
+
+def test_memcpys_precede_the_launch_after_them_in_the_kernelslist() -> None:
+    text = (TRACES / "combo-vec-mm-xz" / "kernelslist.g").read_text()
+    before = memcpys_before(parse_kernelslist(text))
+    assert {uid: [(m.address, m.bytes) for m in ms] for uid, ms in before.items()} == {
+        1: [(0x7F2B2D500000, 400), (0x7F2B2D500200, 400), (0x7F2B2D500400, 400)],
+        2: [(0x7FB02D700000, 4096), (0x7FB02D701000, 4096)],
+        3: [],
+    }
+    events = combo_trace(memcpys=before)
+    starts = {e["args"]["uid"]: e["ts"] for e in events if e["ph"] == "X"}
+    instants = [e for e in events if e["ph"] == "i"]
+    assert [(e["name"], e["ts"], e["s"], e["cat"], e["args"]) for e in instants] == [
+        ("MemcpyHtoD 400 B", starts[1], "t", "memcpy", {"line": 1, "address": 0x7F2B2D500000, "bytes": 400}),
+        ("MemcpyHtoD 400 B", starts[1], "t", "memcpy", {"line": 2, "address": 0x7F2B2D500200, "bytes": 400}),
+        ("MemcpyHtoD 400 B", starts[1], "t", "memcpy", {"line": 3, "address": 0x7F2B2D500400, "bytes": 400}),
+        ("MemcpyHtoD 4.0 KB", starts[2], "t", "memcpy", {"line": 5, "address": 0x7FB02D700000, "bytes": 4096}),
+        ("MemcpyHtoD 4.0 KB", starts[2], "t", "memcpy", {"line": 6, "address": 0x7FB02D701000, "bytes": 4096}),
+    ]
+    # Their own thread, after the sim's, named for it: its metadata precedes them.
+    threads = [(e["tid"], e["args"]) for e in events if e["ph"] == "M" and "tid" in e]
+    assert threads == [(1, {"name": "replica 0 · s"}), (1, {"sort_index": 1}), (2, {"name": "replica 0 · Memcpy"}), (2, {"sort_index": 2})]
+    assert {e["tid"] for e in instants} == {2}
+    assert events.index(instants[0]) > max(i for i, e in enumerate(events) if e["ph"] == "M" and e.get("tid") == 2)
+
+
+def test_a_memcpy_of_megabytes_says_so() -> None:
+    events = combo_trace(memcpys={1: [MemcpyHtoD(1, 0x10, 4 << 20)]})
+    assert [e["name"] for e in events if e["ph"] == "i"] == ["MemcpyHtoD 4.0 MB"]
+
+
+def span(runner: str | None, sim_id: str, replica: int, launched: int, finished: int) -> RunnerSpan:
+    return RunnerSpan(
+        runner_id=runner,
+        sim_id=sim_id,
+        gpu_config="SM7_QV100",
+        replica=replica,
+        state="succeeded",
+        launched_at=AT + timedelta(seconds=launched),
+        finished_at=AT + timedelta(seconds=finished),
+    )
+
+
+def test_the_wall_clock_process_has_a_thread_per_runner_and_lane() -> None:
+    # runner-a runs s0 and s1 at once, then s2 once s0 is done; runner-b runs s3 alone.
+    spans = [span("runner-a", "s1", 1, 2, 9), span("runner-b", "s3", 3, 5, 6), span("runner-a", "s2", 2, 4, 7), span("runner-a", "s0", 0, 1, 4)]
+    events = combo_trace(spans=spans)
+    wall = [e for e in events if e["pid"] == 2]
+    assert [(e["name"], e.get("tid"), e["args"]) for e in wall if e["ph"] == "M"] == [
+        ("process_name", None, {"name": "Wall clock (runners)"}),
+        ("process_sort_index", None, {"sort_index": 2}),
+        ("thread_name", 1, {"name": "runner-a"}),
+        ("thread_sort_index", 1, {"sort_index": 1}),
+        ("thread_name", 2, {"name": "runner-a · lane 2"}),
+        ("thread_sort_index", 2, {"sort_index": 2}),
+        ("thread_name", 3, {"name": "runner-b"}),
+        ("thread_sort_index", 3, {"sort_index": 3}),
+    ]
+    # Microseconds from the earliest launch; each B closed by its E before the next B.
+    assert [(e["ph"], e["tid"], e["ts"], e.get("args", {}).get("sim_id")) for e in wall if e["ph"] in "BE"] == [
+        ("B", 1, 0.0, "s0"), ("E", 1, 3e6, None), ("B", 1, 3e6, "s2"), ("E", 1, 6e6, None),
+        ("B", 2, 1e6, "s1"), ("E", 2, 8e6, None),
+        ("B", 3, 4e6, "s3"), ("E", 3, 5e6, None),
+    ]
+    begin = next(e for e in wall if e["ph"] == "B")
+    assert (begin["name"], begin["cat"], begin["args"]["launched_at"]) == ("SM7_QV100 replica 0", "sim", "2026-11-08T08:59:04Z")
+
+
+def test_no_spans_no_wall_clock_process() -> None:
+    assert {e["pid"] for e in combo_trace()} == {1}

@@ -14,7 +14,7 @@ import time
 import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -669,10 +669,25 @@ def test_perfetto(world: TestClient) -> None:
     assert response.status_code == 200
     assert response.headers["content-disposition"] == f'attachment; filename="{w.RUN_ID}-perfetto.json"'
     trace = response.json()
-    assert_shows(trace, example("Download a Perfetto trace"))
-    assert [e["name"] for e in trace["traceEvents"] if e["ph"] == "X"] == [
+    # The reference shows the kernel slices and their threads; the counters and the wall-clock
+    # process are added events.
+    wall = [e["pid"] for e in trace["traceEvents"] if e.get("name") == "process_name" and e["args"]["name"] == "Wall clock (runners)"]
+    shown = [e for e in trace["traceEvents"] if e["ph"] in ("M", "X") and e["pid"] not in wall]
+    assert_shows({**trace, "traceEvents": shown}, example("Download a Perfetto trace"))
+    assert [e["name"] for e in trace["traceEvents"] if e.get("cat") == "kernel"] == [
         f"k{uid} {short}" for _ in w.SIMS for uid, short in enumerate(("init_kernel", "copy_kernel", "mul_kernel", "add_kernel", "triad_kernel", "dot_kernel"), 1)
     ]
+    # Both sims ran on runner-1 at once, from their launch to their end: a lane each.
+    spans = [(e["ph"], e["tid"], e.get("args", {}).get("sim_id")) for e in trace["traceEvents"] if e["pid"] in wall and e["ph"] in "BE"]
+    threads = [e["args"]["name"] for e in trace["traceEvents"] if e["pid"] in wall and e.get("name") == "thread_name"]
+    assert spans == [("B", 1, w.SIMS[1]), ("E", 1, None), ("B", 2, w.SIMS[0]), ("E", 2, None)]
+    assert threads == ["runner-1", "runner-1 · lane 2"]
+    sims = {s["id"]: s for s in world.get(RUN).json()["sims"]}
+    begin = {e["args"]["sim_id"]: e for e in trace["traceEvents"] if e["ph"] == "B"}
+    origin = min(datetime.fromisoformat(s["started_at"]) for s in sims.values())
+    for sim_id, e in begin.items():
+        assert e["ts"] == (datetime.fromisoformat(sims[sim_id]["started_at"]) - origin) / timedelta(microseconds=1)
+        assert e["args"]["finished_at"] == sims[sim_id]["finished_at"]
 
 
 def test_reference_examples_trim_nothing_this_world_lacks() -> None:

@@ -29,7 +29,7 @@ from starlette.testclient import TestClient
 from cascade_app.config import Settings
 from cascade_process.service import starlette_app
 from tests.cascade_http.trace_archives import files_of, upload_ready
-from tests.cascade_sim.world import accelsim_tree, start_run, wait_run
+from tests.cascade_sim.world import accelsim_tree, simulated_trace, start_run, wait_run
 from tests.cascade_sim.world import run_kernels as kernels
 
 TOKEN = "split"
@@ -120,13 +120,37 @@ def test_a_split_sim_answers_every_route_as_the_sim_run_whole(client: TestClient
         text = client.get(path.format(split["id"])).text
         return json.loads(text.replace(split["id"], whole["id"]).replace(s["id"], w["id"]))
 
-    for path in ("/api/runs/{}/comparison", "/api/runs/{}/perfetto"):
-        assert as_whole(path) == client.get(path.format(whole["id"])).json(), path
+    assert as_whole("/api/runs/{}/comparison") == client.get(f"/api/runs/{whole['id']}/comparison").json()
+    # The Perfetto trace but its wall-clock process: the sims ran at other times, the split one on chunks.
+    drawn = json.dumps(simulated_trace(client, split["id"])).replace(split["id"], whole["id"]).replace(s["id"], w["id"])
+    assert json.loads(drawn) == simulated_trace(client, whole["id"])
+    wall = [e for e in client.get(f"/api/runs/{split['id']}/perfetto").json()["traceEvents"] if e["pid"] == 2]
+    assert [e["args"]["name"] for e in wall if e["ph"] == "M" and e["name"] == "thread_name"] == ["no single runner (split)"]
+    assert [(e["ph"], e.get("args", {}).get("sim_id")) for e in wall if e["ph"] in "BE"] == [("B", s["id"]), ("E", None)]
 
     # Files: each chunk's own, named for it.
     names = sorted(f["name"] for f in client.get(f"/api/sims/{s['id']}/files").json())
     whole_names = sorted(f["name"] for f in client.get(f"/api/sims/{w['id']}/files").json())
     assert names == sorted(f"chunk{i:03d}.{name}" for i in (1, 2, 3) for name in whole_names)
+
+
+def test_the_perfetto_trace_draws_the_real_logs_counters_and_the_traces_memcpys(client: TestClient) -> None:
+    """The combo trace run whole on SM61_TITANX (1417 MHz): `total dram reads` prints 26, 282
+    and 282 (running totals; no writes), so the kernels' own DRAM accesses are 26, 256 and 0;
+    its kernelslist.g copies 3 x 400 bytes before launch 1 and 2 x 4096 before launch 2."""
+    whole = wait_run(client, run(client))
+    events = client.get(f"/api/runs/{whole['id']}/perfetto").json()["traceEvents"]
+    starts = [e["ts"] for e in events if e.get("cat") == "kernel"]
+    ipc = [(e["ts"], e["args"]["ipc"]) for e in events if e.get("name") == "replica 0 IPC"]
+    assert ipc == [*zip(starts, (10516 / 5534, 139264 / 7506, 10516 / 5408)), (pytest.approx(sum(COMBO_CYCLES) / 1417, abs=1e-3), 0.0)]
+    dram = [e["args"]["accesses_per_us"] for e in events if e.get("name") == "replica 0 DRAM accesses per µs"]
+    assert dram == pytest.approx([26 / (5534 / 1417), 256 / (7506 / 1417), 0.0, 0.0])
+    memcpys = [(e["ts"], e["name"], e["args"]["bytes"], e["args"]["line"]) for e in events if e["ph"] == "i"]
+    assert memcpys == [(starts[0], "MemcpyHtoD 400 B", 400, line) for line in (1, 2, 3)] + [
+        (starts[1], "MemcpyHtoD 4.0 KB", 4096, line) for line in (5, 6)
+    ]
+    (thread,) = [e for e in events if e["ph"] == "M" and e["args"].get("name") == "replica 0 · Memcpy"]
+    assert {e["tid"] for e in events if e["ph"] == "i"} == {thread["tid"]} != {1}
 
 
 def test_without_warm_up_a_chunk_starts_cold(client: TestClient) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from starlette.testclient import TestClient
 
@@ -101,6 +102,14 @@ def start_run(client: TestClient, trace_id: str, config: str = "SM61_TITANX", **
 
 def run_kernels(client: TestClient, run_id: str) -> list[dict]:  # type: ignore[type-arg]
     return client.get(f"/api/runs/{run_id}/kernels").json()  # type: ignore[no-any-return]
+
+
+def simulated_trace(client: TestClient, run_id: str) -> dict[str, Any]:
+    """The run's Perfetto trace without its wall-clock process: what the simulator computed,
+    the same however the sim was run."""
+    trace: dict[str, Any] = client.get(f"/api/runs/{run_id}/perfetto").json()
+    wall = {e["pid"] for e in trace["traceEvents"] if e.get("name") == "process_name" and e["args"]["name"] == "Wall clock (runners)"}
+    return {**trace, "traceEvents": [e for e in trace["traceEvents"] if e["pid"] not in wall]}
 
 
 def wait_run(client: TestClient, run_id: str, timeout: float = 60, until: str = "finished") -> dict:  # type: ignore[type-arg]
