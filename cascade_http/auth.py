@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import hmac
 import re
-from http.cookies import CookieError, SimpleCookie
 from urllib.parse import urlsplit
 
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cascade_http.responses import MsgspecResponse
@@ -46,15 +46,23 @@ def header(scope: Scope, name: bytes) -> list[str]:
     return [value.decode("latin-1") for key, value in scope["headers"] if key == name]
 
 
+def cookie_name(scope: Scope) -> str:
+    """The session cookie's name at the server the request was sent to: browsers keep cookies
+    by host whatever the port, so two servers of one host would otherwise sign each other's
+    browsers out."""
+    hosts = header(scope, b"host")
+    _, colon, port = hosts[0].rpartition(":") if len(hosts) == 1 else ("", "", "")
+    return f"{COOKIE}-{port}" if colon and port.isdigit() else COOKIE
+
+
 def session_id(scope: Scope) -> str | None:
     """The session cookie's value, if the request sent one."""
+    name = cookie_name(scope)
+    # Parsed as browsers send cookies, as Starlette does: one malformed cookie of another
+    # site's app on this host does not hide the session's.
     for text in header(scope, b"cookie"):
-        try:
-            morsel = SimpleCookie(text).get(COOKIE)
-        except CookieError:
-            continue
-        if morsel is not None:
-            return morsel.value
+        if (value := cookie_parser(text).get(name)) is not None:
+            return value
     return None
 
 

@@ -8,7 +8,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from cascade_api.models import SignIn
-from cascade_http.auth import COOKIE, AuthRefusal, bearer, session_id, token_matches
+from cascade_http.auth import AuthRefusal, bearer, cookie_name, session_id, token_matches
 from cascade_http.bodies import json_body
 from cascade_http.openapi import operation
 from cascade_http.responses import ApiError
@@ -22,19 +22,23 @@ def sessions(request: Request) -> Sessions:
 
 def signed_in(request: Request, given: SignIn) -> str:
     """A new session's id for what `given` (or the Authorization header) shows, else ApiError 401."""
-    expected: str = request.app.state.token
     if given.code is not None:
         try:
             return sessions(request).trade(given.code)
         except CodeRefused as refused:
             raise ApiError(401, str(refused)) from None
-    try:
-        by_header = None if given.token is not None else bearer(request.scope, expected)
-    except AuthRefusal as refused:
-        raise ApiError(401, str(refused)) from None
-    if given.token is None and by_header is None:
-        raise ApiError(401, 'Send the API token: {"token": "..."} or an Authorization: Bearer header, or a sign-in code: {"code": "..."}')
-    if not (by_header or (given.token is not None and token_matches(given.token, expected))):
+    expected: str = request.app.state.token
+    if given.token is not None:
+        shown = token_matches(given.token, expected)
+    else:
+        try:
+            by_header = bearer(request.scope, expected)
+        except AuthRefusal as refused:
+            raise ApiError(401, str(refused)) from None
+        if by_header is None:
+            raise ApiError(401, 'Send the API token: {"token": "..."} or an Authorization: Bearer header, or a sign-in code: {"code": "..."}')
+        shown = by_header
+    if not shown:
         raise ApiError(401, "Invalid token")
     return sessions(request).open()
 
@@ -61,7 +65,7 @@ async def sign_in(request: Request) -> Response:
     given = await json_body(request, SignIn)
     response = Response(status_code=204)
     response.set_cookie(
-        COOKIE, signed_in(request, given), max_age=SESSION_S, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https"
+        cookie_name(request.scope), signed_in(request, given), max_age=SESSION_S, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https"
     )
     return response
 
@@ -89,7 +93,7 @@ async def sign_out(request: Request) -> Response:
     if sid is not None:
         sessions(request).close(sid)
     response = Response(status_code=204)
-    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    response.delete_cookie(cookie_name(request.scope), path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https")
     return response
 
 

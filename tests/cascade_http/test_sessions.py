@@ -126,7 +126,8 @@ def test_serve_prints_a_sign_in_link_that_works_once(tmp_path: Path) -> None:
         assert link is not None, served.text()
         assert link[1] == served.url
         status, cookie, _ = post(f"{served.url}/api/session", f'{{"code": "{link[2]}"}}'.encode(), {})
-        assert status == 204 and cookie.startswith(f"{COOKIE}=")
+        port = served.url.rpartition(":")[2]
+        assert status == 204 and cookie.startswith(f"{COOKIE}-{port}=")  # a cookie per port: browsers share one per host
         with urllib.request.urlopen(urllib.request.Request(f"{served.url}/api/runs", headers={"Cookie": cookie.split(";")[0]})) as runs:
             assert runs.status == 200
         status, _, detail = post(f"{served.url}/api/session", f'{{"code": "{link[2]}"}}'.encode(), {})
