@@ -3,6 +3,8 @@ and sets its session cookie (`cascade_http.sessions`); `DELETE` signs it out."""
 
 from __future__ import annotations
 
+from typing import Literal, TypedDict
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -15,9 +17,27 @@ from cascade_http.responses import ApiError
 from cascade_http.sessions import SESSION_S, CodeRefused, Sessions
 
 
+class CookieAttributes(TypedDict):
+    path: str
+    httponly: bool
+    samesite: Literal["strict"]
+    secure: bool
+
+
+SIGNED_IN = (
+    "204 when the Bearer token or the session cookie signs the request in, else 401: how the web app finds whether "
+    "this browser is signed in (its cookie is out of its scripts' reach)."
+)
+
+
 def sessions(request: Request) -> Sessions:
     kept: Sessions = request.app.state.sessions
     return kept
+
+
+def cookie_attributes(request: Request) -> CookieAttributes:
+    """Out of scripts' reach, sent to this server's pages alone, and only over https when served so."""
+    return {"path": "/", "httponly": True, "samesite": "strict", "secure": request.url.scheme == "https"}
 
 
 def signed_in(request: Request, given: SignIn) -> str:
@@ -64,19 +84,11 @@ def signed_in(request: Request, given: SignIn) -> str:
 async def sign_in(request: Request) -> Response:
     given = await json_body(request, SignIn)
     response = Response(status_code=204)
-    response.set_cookie(
-        cookie_name(request.scope), signed_in(request, given), max_age=SESSION_S, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https"
-    )
+    response.set_cookie(cookie_name(request.scope), signed_in(request, given), max_age=SESSION_S, **cookie_attributes(request))
     return response
 
 
-@operation(
-    summary="Whether the request is signed in",
-    description="204 when the Bearer token or the session cookie signs the request in, else 401: how the web app "
-    "finds whether this browser is signed in (its cookie is out of its scripts' reach).",
-    tag="service",
-    status=204,
-)
+@operation(summary="Whether the request is signed in", description=SIGNED_IN, tag="service", status=204)
 async def session_state(request: Request) -> Response:
     return Response(status_code=204)
 
@@ -93,7 +105,7 @@ async def sign_out(request: Request) -> Response:
     if sid is not None:
         sessions(request).close(sid)
     response = Response(status_code=204)
-    response.delete_cookie(cookie_name(request.scope), path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    response.delete_cookie(cookie_name(request.scope), **cookie_attributes(request))
     return response
 
 
