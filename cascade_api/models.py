@@ -600,3 +600,11 @@ class ValidationIssue(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=T
 
 class ValidationErrorBody(msgspec.Struct, frozen=True):
     detail: list[ValidationIssue]
+
+
+class SignIn(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What `POST /api/session` trades for a session: the API token, or a one-time sign-in
+    code from the link `serve` printed; neither when the token is in the Authorization header."""
+
+    token: str | None = None
+    code: str | None = None

@@ -32,6 +32,7 @@ from cascade_http.openapi import document, operation
 from cascade_http.read_only import ReadOnly
 from cascade_http.responses import MsgspecResponse, refusal
 from cascade_http.security_headers import SecurityHeaders
+from cascade_http.sessions import Sessions
 from cascade_http.state import cascade
 from cascade_http.validation import RequestValidationError
 from cascade_nats.pipeline import PublishError
@@ -204,5 +205,6 @@ def create_app(token: str | None, service: Callable[[], contextlib.AbstractAsync
         lifespan=lifespan,
     )
     app.state.token = token
+    app.state.sessions = Sessions()
     app.state.openapi = document(app_routes, title="Cascade", version=VERSION)
     return app

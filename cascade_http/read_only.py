@@ -17,6 +17,7 @@ from cascade_app import disk
 from cascade_app.reads import RETRY_AFTER_S
 from cascade_app.service import Cascade
 from cascade_core.refusals import NoSpace, Refused, Unavailable
+from cascade_http.auth import SESSION_PATH
 from cascade_http.responses import refusal
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -40,7 +41,9 @@ class ReadOnly:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] not in READS and scope["path"].startswith("/api/"):
+        # Signing in and out appends nothing: a browser may while the rest waits.
+        changes = scope["type"] == "http" and scope["method"] not in READS and scope["path"] != SESSION_PATH
+        if changes and scope["path"].startswith("/api/"):
             why = why_read_only(scope["app"].state.cascade)
             if why is not None:
                 await refusal(why)(scope, receive, send)

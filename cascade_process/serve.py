@@ -14,6 +14,7 @@ import uvicorn
 
 from cascade_app.config import ConfigError, Settings, bind_port, check_accelsim_dir, load_or_create_secret, url_of
 from cascade_nats.replicas import default
+from cascade_http.sessions import CODE_S
 from cascade_process import datadir, event_log
 from cascade_process.service import starlette_app
 
@@ -44,6 +45,9 @@ def serve(settings: Settings) -> int:
             )
             # No logging config of uvicorn's own: its lines go through the redacting root handler.
             app = starlette_app(settings, nats.server)
+            # The code, unlike the token, may be printed: it signs in once, and not for long.
+            code = app.state.sessions.new_code()
+            print(f"cascade: sign in to the web app at {service.api_url}/#signin={code} (works once, within {CODE_S // 60} minutes)", flush=True)
             config = uvicorn.Config(
                 app, lifespan="on", log_config=None, log_level="info", timeout_graceful_shutdown=5, timeout_keep_alive=KEEP_ALIVE_S
             )

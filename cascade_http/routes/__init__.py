@@ -2,8 +2,9 @@
 
 from starlette.routing import Route
 
-from cascade_http.routes import admin, campaigns, gpu_configs, runners, runs, sims, sql, traces
+from cascade_http.routes import admin, campaigns, gpu_configs, runners, runs, session, sims, sql, traces
 
 all_routes: list[Route] = [
-    *traces.routes, *runs.routes, *gpu_configs.routes, *sims.routes, *runners.routes, *admin.routes, *sql.routes, *campaigns.routes
+    *traces.routes, *runs.routes, *gpu_configs.routes, *sims.routes, *runners.routes, *admin.routes, *sql.routes, *campaigns.routes,
+    *session.routes,
 ]

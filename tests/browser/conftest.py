@@ -114,7 +114,9 @@ _EXPECTED = re.compile(r"Failed to load resource")
 
 @pytest.fixture
 def page(browser: BrowserContext, cascade: LiveServer) -> Iterator[Page]:
-    """A fresh tab (so a fresh sessionStorage: signed out); fails the test on any script error."""
+    """A fresh tab, signed out (the browser's session cookies cleared); fails the test on any
+    script error."""
+    browser.clear_cookies()
     tab = browser.new_page()
     tab.set_viewport_size(DESKTOP)
     errors: list[str] = []

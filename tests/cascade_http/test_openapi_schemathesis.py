@@ -28,9 +28,10 @@ EXAMPLES = 40  # per operation and mode: the whole module takes well under a min
 # Any text is a schema-valid query, but only SQL parses: a 400 for the rest is the answer the
 # document gives, not a valid request rejected. So for a config variant's options: any name and
 # text fit the schema, but only the options the simulator knows, with values of their types,
-# are taken; a 422 for the rest is the documented answer. And any text is a path, but only a
-# trace's folder under a root the server allows is taken.
-ANY_TEXT_IS_VALID = {("POST", "/api/sql"), ("POST", "/api/gpu-configs"), ("POST", "/api/traces/shared")}
+# are taken; a 422 for the rest is the documented answer. Any text is a path, but only a
+# trace's folder under a root the server allows is taken. And any text is a token or a code by
+# the schema, but only the right one signs in: a 401 for the rest.
+ANY_TEXT_IS_VALID = {("POST", "/api/sql"), ("POST", "/api/gpu-configs"), ("POST", "/api/traces/shared"), ("POST", "/api/session")}
 
 
 @pytest.fixture(scope="module")

@@ -1,16 +1,10 @@
-// The Cascade API as the app uses it: the bearer token kept for this tab, JSON requests,
-// errors carrying the API's own `detail`, and downloads that need the token.
+// The Cascade API as the app uses it: the browser's session (an HttpOnly cookie the server
+// sets once for the token or a sign-in code, sent with every request of every tab, out of
+// scripts' reach), JSON requests, errors carrying the API's own `detail`, and downloads.
 
-const KEY = "cascade.token";
 const unauthorized = new EventTarget();
 
-export const token = {
-  get: () => sessionStorage.getItem(KEY),
-  set: (value) => sessionStorage.setItem(KEY, value),
-  clear: () => sessionStorage.removeItem(KEY),
-};
-
-/** Called with the API's message when a request is refused for its token. */
+/** Called with the API's message when a request is refused for want of a session. */
 export function onUnauthorized(fn) {
   unauthorized.addEventListener("401", (e) => fn(e.detail));
 }
@@ -34,11 +28,14 @@ export class ApiError extends Error {
   }
 }
 
-export function authHeaders(extra = {}) {
-  return { Authorization: `Bearer ${token.get() ?? ""}`, ...extra };
+/** The ApiError a refused response carries; a 401 also tells the app that it is signed out. */
+export async function errorOf(response) {
+  const err = await refusalOf(response);
+  if (response.status === 401) unauthorized.dispatchEvent(new CustomEvent("401", { detail: err.message }));
+  return err;
 }
 
-export async function errorOf(response) {
+async function refusalOf(response) {
   let detail = response.statusText || `HTTP ${response.status}`;
   try {
     const body = await response.json();
@@ -46,13 +43,15 @@ export async function errorOf(response) {
   } catch {
     // not JSON: keep the status text
   }
-  if (response.status === 401) unauthorized.dispatchEvent(new CustomEvent("401", { detail: ApiError.describe(detail) }));
   return new ApiError(response.status, detail);
 }
 
-/** fetch() with the token; resolves to the Response once it is OK, else throws ApiError. */
-export async function request(path, { method = "GET", json, headers = {}, signal } = {}) {
-  const init = { method, signal, headers: authHeaders(headers) };
+/**
+ * fetch() with the session cookie; resolves to the Response once it is OK, else throws
+ * ApiError. `signingIn`: a 401 is the answer to this request alone, not a lost session.
+ */
+export async function request(path, { method = "GET", json, headers = {}, signal, signingIn = false } = {}) {
+  const init = { method, signal, headers: { ...headers } };
   if (json !== undefined) {
     init.body = JSON.stringify(json);
     init.headers["Content-Type"] = "application/json";
@@ -64,9 +63,34 @@ export async function request(path, { method = "GET", json, headers = {}, signal
     if (err.name === "AbortError") throw err;
     throw new ApiError(0, "The server cannot be reached. Is `cascade serve` running?");
   }
-  if (!response.ok) throw await errorOf(response);
+  if (!response.ok) throw signingIn ? await refusalOf(response) : await errorOf(response);
   return response;
 }
+
+/** This browser's session: whether it is signed in (the server says: the cookie is out of reach). */
+export const session = {
+  signedIn: false,
+
+  async check() {
+    try {
+      this.signedIn = (await fetch("/api/session", { cache: "no-store" })).ok;
+    } catch {
+      this.signedIn = false;
+    }
+    return this.signedIn;
+  },
+
+  /** Signs every tab of this browser in, for `{ token }` or `{ code }`; throws ApiError if refused. */
+  async signIn(proof) {
+    await request("/api/session", { method: "POST", json: proof, signingIn: true });
+    this.signedIn = true;
+  },
+
+  async signOut() {
+    this.signedIn = false;
+    await request("/api/session", { method: "DELETE", signingIn: true });
+  },
+};
 
 /** The JSON body of a request (null for 204). */
 export async function api(path, options) {

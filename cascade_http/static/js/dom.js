@@ -184,7 +184,7 @@ export function confirmDialog({ title, message, confirm, cancel = "Keep", danger
   });
 }
 
-/** A button that downloads `path` with the token, showing that it is busy meanwhile. */
+/** A button that downloads `path` with the session, showing that it is busy meanwhile. */
 export function downloadButton(label, path, fallbackName, { small = true, title } = {}) {
   const button = h("button", { class: `btn${small ? " btn-small" : ""}`, type: "button", title, dataset: { download: path } }, label);
   button.addEventListener("click", async () => {

@@ -1,6 +1,6 @@
 // The app's frame: sign-in, hash routes, the header's navigation and service health.
 
-import { api, onUnauthorized, token } from "./api.js";
+import { api, onUnauthorized, session } from "./api.js";
 import { clear, h, markCurrent } from "./dom.js";
 import { counted, integer } from "./format.js";
 import { mountRuns } from "./views/runs.js";
@@ -42,6 +42,7 @@ const ROUTES = [
   },
 ];
 
+const SIGNIN_LINK = "#signin="; // the link `cascade serve` prints: #signin=<one-time code>
 const main = document.getElementById("main");
 let current = null; // { key, view }
 
@@ -52,11 +53,12 @@ function leave() {
 
 function setNav(name) {
   markCurrent(document.querySelectorAll("[data-nav]"), (link) => link.dataset.nav === name);
-  document.getElementById("signout").hidden = !token.get();
+  document.getElementById("signout").hidden = !session.signedIn;
 }
 
 function route() {
-  if (!token.get()) return signIn();
+  if (location.hash.startsWith(SIGNIN_LINK)) return start();
+  if (!session.signedIn) return signIn();
   const hash = location.hash;
   if (!hash.startsWith("#/")) return location.replace("#/runs");
   const [path, qs] = hash.slice(1).split("?");
@@ -93,14 +95,39 @@ function signIn(message) {
 
 onUnauthorized((message) => {
   if (current?.key === "signin") return; // the sign-in form says so itself
-  token.clear();
-  signIn(`The API refused the token: ${message}`);
+  session.signedIn = false;
+  signIn(`Signed out: ${message}`);
 });
 
-document.getElementById("signout").addEventListener("click", () => {
-  token.clear();
+document.getElementById("signout").addEventListener("click", async () => {
+  try {
+    await session.signOut();
+  } catch {
+    // a session the server no longer has (it restarted) is signed out all the same
+  }
   signIn();
 });
+
+/** Signs this browser in with the one-time code of the link `cascade serve` printed, if the
+ * address holds one: taken out of the address bar and its history first, as it is used up. */
+async function tradeSignInCode() {
+  if (!location.hash.startsWith(SIGNIN_LINK)) return undefined;
+  const code = decodeURIComponent(location.hash.slice(SIGNIN_LINK.length));
+  history.replaceState(null, "", `${location.pathname}${location.search}#/runs`);
+  try {
+    await session.signIn({ code });
+    return undefined;
+  } catch (err) {
+    return err.message;
+  }
+}
+
+async function start() {
+  const refused = await tradeSignInCode();
+  // A browser signed in before (another tab, an earlier visit) needs no code.
+  if (session.signedIn || (await session.check())) return route();
+  signIn(refused);
+}
 
 document.getElementById("skip").addEventListener("click", (e) => {
   e.preventDefault();
@@ -134,4 +161,4 @@ setInterval(() => document.hidden || checkHealth(), 15_000);
 document.addEventListener("visibilitychange", () => document.hidden || checkHealth());
 window.addEventListener("hashchange", route);
 checkHealth();
-route();
+start();

@@ -1,8 +1,8 @@
-// A server-sent events client over fetch(), so it can send the bearer token as a header
-// and `Last-Event-ID` itself: a dropped connection is reopened (with backoff) from the
-// last event received, and a 204 answer means the stream has nothing more to send.
+// A server-sent events client over fetch(), signed in by the session cookie (no token in the
+// URL, where logs would keep it), sending `Last-Event-ID` itself: a dropped connection is
+// reopened (with backoff) from the last event received, and a 204 answer means the stream has nothing more to send.
 
-import { authHeaders, errorOf } from "./api.js";
+import { errorOf } from "./api.js";
 
 const QUIET_MS = 45_000; // the server pings every 15 s; this long without a byte is a dead link
 
@@ -21,7 +21,7 @@ export function eventStream(url, { onEvent, onStatus }) {
 
   async function connect() {
     controller = new AbortController();
-    const headers = authHeaders({ Accept: "text/event-stream" });
+    const headers = { Accept: "text/event-stream" };
     if (lastId !== null) headers["Last-Event-ID"] = lastId;
     let watchdog = null;
     const feed = () => {

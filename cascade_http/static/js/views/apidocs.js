@@ -1,9 +1,9 @@
 // API: the service's own OpenAPI document (/api/openapi.json) rendered for reading and
 // trying: each operation by tag, with its parameters, body, answers and their schemas, and a
-// form that sends it with this tab's token and shows the answer. Served from the package,
+// form that sends it with this browser's session and shows the answer. Served from the package,
 // like the rest of the app (no CDN); `/docs` leads here.
 
-import { api, authHeaders } from "../api.js";
+import { api } from "../api.js";
 import { clear, failure, h, loading } from "../dom.js";
 
 const SHOWN_BYTES = 64 * 1024; // of an answer tried here: the rest is for a download
@@ -24,7 +24,7 @@ export function mountApiDocs(el) {
         h("a", { href: "/api/openapi.json" }, "/api/openapi.json"),
         "). Requests need ",
         h("code", {}, "Authorization: Bearer <token>"),
-        "; Try it sends this tab's.",
+        " (or the session cookie this browser signed in with, which Try it sends).",
       ),
       body,
     ),
@@ -184,7 +184,7 @@ function tryIt(path, method, params, content) {
       else if (input.value !== "") query.set(p.name, input.value);
     }
     if ([...query].length) url += `?${query}`;
-    const init = { method: method.toUpperCase(), headers: authHeaders() };
+    const init = { method: method.toUpperCase(), headers: {} };
     if (bodyInput && bodyInput.value.trim()) {
       init.body = bodyInput.value;
       init.headers["Content-Type"] = "application/json";

@@ -1,6 +1,7 @@
-// Sign-in: the API token, asked for once and kept for this tab (sessionStorage).
+// Sign-in: the API token, asked for once and traded for the browser's session cookie (the
+// token itself is kept nowhere), which signs every tab of this browser in until Sign out.
 
-import { api, token } from "../api.js";
+import { session } from "../api.js";
 import { h } from "../dom.js";
 
 export function mountSignIn(el, { message, done }) {
@@ -27,12 +28,10 @@ export function mountSignIn(el, { message, done }) {
     }
     submit.disabled = true;
     error.textContent = "";
-    token.set(value);
     try {
-      await api("/api/gpu-configs");
+      await session.signIn({ token: value });
       done();
     } catch (err) {
-      token.clear();
       error.textContent = err.status === 401 ? `The API refused this token: ${err.message}` : err.message;
       submit.disabled = false;
       input.select();
@@ -49,7 +48,7 @@ export function mountSignIn(el, { message, done }) {
         h("h1", {}, "Sign in to Cascade"),
         h("label", { for: "token" }, "API token"),
         input,
-        h("p", { id: "token-help", class: "hint" }, h("code", {}, "cascade serve"), " prints it on first start; it is also in the data dir's ", h("code", {}, "token"), " file. Kept for this tab only."),
+        h("p", { id: "token-help", class: "hint" }, h("code", {}, "cascade serve"), " prints it on first start; it is also in the data dir's ", h("code", {}, "token"), " file. Signs in every tab of this browser until you sign out."),
         error,
         submit,
       ),

@@ -3,7 +3,7 @@
 // progress bar and then the processing state. The list refreshes every 2 s while a trace is
 // being uploaded or processed, every 15 s otherwise.
 
-import { authHeaders, errorOf, api, enc, runnable } from "../api.js";
+import { errorOf, api, enc, runnable } from "../api.js";
 import { age, bytes, counted, dateTime, integer, NONE } from "../format.js";
 import { announce, clear, confirmDialog, failure, h, loading, progressBar, sampleBadge, setProgress, state, stateBadge, syncRows } from "../dom.js";
 import { poller } from "../poll.js";
@@ -167,7 +167,7 @@ function uploadPanel({ onStart, onDone }) {
     const total = picked.blob.size;
     xhr = new XMLHttpRequest();
     xhr.open("POST", `/api/traces${id ? `?id=${enc(id)}` : ""}`);
-    for (const [k, v] of Object.entries(authHeaders({ "Content-Type": picked.type }))) xhr.setRequestHeader(k, v);
+    xhr.setRequestHeader("Content-Type", picked.type);
     const began = performance.now();
     xhr.upload.onprogress = (ev) => {
       setProgress(bar, ev.loaded, total);
