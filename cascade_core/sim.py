@@ -71,6 +71,8 @@ class SimChunk(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     last_heartbeat_at: datetime | None = None
     log_seq: int = 0  # the highest log line sequence of the chunk recorded
     resumed: list[Resumed] = []  # the chunk's attempts that resumed a lost runner's
+    started_at: datetime | None = None  # its current attempt's launch
+    finished_at: datetime | None = None  # its current attempt's end
 
 
 class SimSplit(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -460,9 +462,11 @@ def _chunks_lived(sim: Sim, e: ev.SimClaimed | ev.SimLaunched | ev.SimFinished |
             continue
         changes: dict[str, Any] = {}
         if isinstance(e, ev.SimClaimed):
-            changes = _started(chunks[i], e, splitting.chunk_of(sim.kernels_total, split.cut, i).first)
+            changes = _started(chunks[i], e, splitting.chunk_of(sim.kernels_total, split.cut, i).first) | {"started_at": None, "finished_at": None}
+        if isinstance(e, ev.SimLaunched) and e.chunk == i:
+            changes["started_at"] = e.at
         if isinstance(e, ev.SimFinished) and e.chunk == i:
-            changes |= {"error": e.error, "exit_code": e.exit_code}
+            changes |= {"error": e.error, "exit_code": e.exit_code, "finished_at": e.at}
         chunks[i] = _lived(chunks[i], after, **changes)
     if chunks == split.chunks:
         return sim

@@ -88,7 +88,8 @@ class InstantEvent(TraceEvent, frozen=True, kw_only=True, tag="i"):
 
 
 class RunnerSpan(msgspec.Struct, frozen=True, kw_only=True):
-    """A sim's time on a runner, from its launch to its end, as the read model holds it."""
+    """A sim's time on a runner, or a split sim's chunk's (`chunk`, from 0), from its launch
+    to its end, as the read model holds it."""
 
     runner_id: str | None
     sim_id: str
@@ -97,6 +98,7 @@ class RunnerSpan(msgspec.Struct, frozen=True, kw_only=True):
     state: str
     launched_at: datetime
     finished_at: datetime
+    chunk: int | None = None
 
 
 class BeginEvent(TraceEvent, frozen=True, kw_only=True, tag="B"):
@@ -181,12 +183,17 @@ def _slices(pid: int, tid: int, kernels: Iterable[KernelStat]) -> list[SliceEven
     return slices
 
 
-def _counters(pid: int, replica: int, slices: Sequence[SliceEvent], dram_accesses: Mapping[int, float]) -> list[CounterEvent]:
+def _counters(
+    pid: int, replica: int, slices: Sequence[SliceEvent], dram_accesses: Mapping[int, float], atom_bytes: float | None
+) -> list[CounterEvent]:
     """The sim's IPC and DRAM counters at each kernel's start (`dram_accesses` by
     kernel_index, the kernel's own), and 0 at its last kernel's end: past it the sim ran
-    nothing, and a counter holds its last value until the next sample."""
+    nothing, and a counter holds its last value until the next sample. DRAM is in GB/s given
+    the bytes an access moves (`atom_bytes`, from the sim's options), else in accesses per µs."""
     ipc_track = f"replica {replica} IPC"
-    dram_track = f"replica {replica} DRAM accesses per µs"
+    dram_track, dram_unit, per_ns = (
+        (f"replica {replica} DRAM accesses per µs", "accesses_per_us", 1000.0) if atom_bytes is None else (f"replica {replica} DRAM GB/s", "gbps", atom_bytes)
+    )
     counters: list[CounterEvent] = []
     for e in slices:
         cycles = e.args.gpu_sim_cycle
@@ -194,13 +201,14 @@ def _counters(pid: int, replica: int, slices: Sequence[SliceEvent], dram_accesse
         counters.append(CounterEvent(pid=pid, name=ipc_track, ts=e.ts, args={"ipc": ipc}))
         accesses = dram_accesses.get(e.args.kernel_index)
         if accesses is not None:
-            rate = accesses / (e.args.sim_time_ns / 1000) if e.args.sim_time_ns else 0.0
-            counters.append(CounterEvent(pid=pid, name=dram_track, ts=e.ts, args={"accesses_per_us": rate}))
+            # accesses x per_ns / ns: bytes per ns, which is GB/s; or accesses per µs.
+            rate = accesses * per_ns / e.args.sim_time_ns if e.args.sim_time_ns else 0.0
+            counters.append(CounterEvent(pid=pid, name=dram_track, ts=e.ts, args={dram_unit: rate}))
     if slices:
         end = round(slices[-1].ts + slices[-1].dur, 3)  # as the next slice's ts would print
         counters.append(CounterEvent(pid=pid, name=ipc_track, ts=end, args={"ipc": 0.0}))
         if dram_accesses:
-            counters.append(CounterEvent(pid=pid, name=dram_track, ts=end, args={"accesses_per_us": 0.0}))
+            counters.append(CounterEvent(pid=pid, name=dram_track, ts=end, args={dram_unit: 0.0}))
     return counters
 
 
@@ -250,7 +258,7 @@ def _wall_clock(pid: int, spans: Sequence[RunnerSpan]) -> list[Event]:
     lanes: dict[tuple[str, int], list[RunnerSpan]] = {}
     ends: defaultdict[str, list[datetime]] = defaultdict(list)  # each lane's last end, by runner
     for span in sorted(spans, key=lambda s: (s.launched_at, s.finished_at)):
-        runner = span.runner_id or "no single runner (split)"
+        runner = span.runner_id or "no runner named"
         lane = next((i for i, end in enumerate(ends[runner]) if end <= span.launched_at), len(ends[runner]))
         if lane == len(ends[runner]):
             ends[runner].append(span.finished_at)
@@ -270,7 +278,7 @@ def _wall_clock(pid: int, spans: Sequence[RunnerSpan]) -> list[Event]:
         events.append(MetadataEvent(pid=pid, name="thread_name", args={"name": name}, tid=tid))
         events.append(MetadataEvent(pid=pid, name="thread_sort_index", args={"sort_index": tid}, tid=tid))
         for span in lanes[(runner, lane)]:
-            name = f"{span.gpu_config} replica {span.replica}"
+            name = f"{span.gpu_config} replica {span.replica}" + ("" if span.chunk is None else f" chunk {span.chunk + 1}")
             events.append(BeginEvent(pid=pid, tid=tid, cat="sim", name=name, ts=us(span.launched_at), args=span))
             events.append(EndEvent(pid=pid, tid=tid, ts=us(span.finished_at)))
     return events
@@ -282,13 +290,15 @@ def perfetto_trace(
     kernels: Iterable[KernelStat],
     *,
     dram_accesses: Mapping[tuple[str, int], float] = {},
+    atom_bytes: Mapping[str, float] = {},
     memcpys: Mapping[int, Sequence[MemcpyHtoD]] = {},
     spans: Sequence[RunnerSpan] = (),
 ) -> PerfettoTrace:
     """The run's trace: processes in the order of `run.entries` (pid 1, 2, ...), a thread
     per sim by replica (tid = replica + 1), and a slice per kernel in `kernels` (the
     finished ones) in kernel_index order. Each thread's metadata precedes its slices, then
-    come the sim's counters (`dram_accesses`: each kernel's own, by sim and kernel_index) and,
+    come the sim's counters (`dram_accesses`: each kernel's own, by sim and kernel_index;
+    `atom_bytes`: the bytes a DRAM access moves, by sim, where its options are known) and,
     with `memcpys` (by the launch uid they precede), its Memcpy thread after the config's
     sim threads. The wall-clock process of `spans` comes last."""
     by_sim: defaultdict[str, list[KernelStat]] = defaultdict(list)
@@ -313,7 +323,7 @@ def perfetto_trace(
             events.append(MetadataEvent(pid=pid, name="thread_sort_index", args={"sort_index": tid}, tid=tid))
             slices = _slices(pid, tid, by_sim[sim.id])
             events.extend(slices)
-            events.extend(_counters(pid, sim.replica, slices, dram_by_sim[sim.id]))
+            events.extend(_counters(pid, sim.replica, slices, dram_by_sim[sim.id], atom_bytes.get(sim.id)))
             copies = _memcpys(pid, memcpy_tid, slices, memcpys)
             if copies:
                 events.append(MetadataEvent(pid=pid, name="thread_name", args={"name": f"replica {sim.replica} · Memcpy"}, tid=memcpy_tid))

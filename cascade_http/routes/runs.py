@@ -22,6 +22,7 @@ from cascade_core.gpu_configs import OfferedConfig
 from cascade_core.object_names import trace_file
 from cascade_core.refusals import Refused
 from cascade_core.runs import RunCreate, RunEntries
+from cascade_formats import derived_metrics
 from cascade_formats.perfetto import PerfettoTrace, memcpys_before, perfetto_trace
 from cascade_formats.timeline import SimStepTimeline
 from cascade_formats.tracefiles import KERNELSLIST, MemcpyHtoD, TraceError, parse_kernelslist
@@ -268,6 +269,19 @@ async def get_derived_metrics(request: Request) -> Response:
     return MsgspecResponse(await read(c, stats.derived, run, await _options_ran_with(c, run)))
 
 
+async def _atom_bytes(c: Cascade, run: RunDetail) -> dict[str, float]:
+    """The bytes a DRAM access moves in each sim, by sim id, from the options its config's
+    sims ran with (`derived_metrics.ConfigFacts.atom_bytes`), where they are known."""
+    options, labelled = await _options_ran_with(c, run), await read(c, q.labels_of, run)
+    atoms = {}
+    for sim in run.sims:
+        given = options.get(labelled.apart.get(sim.id, sim.gpu_config))
+        atom = None if given is None or isinstance(given, str) else derived_metrics.config_facts(given.values).atom_bytes
+        if atom is not None:
+            atoms[sim.id] = atom
+    return atoms
+
+
 async def _options_ran_with(c: Cascade, run: RunSummary) -> dict[str, stats.Options]:
     """Each config's options, by its label (`runs.labels_of`: a config's replicas of other
     files apart): as the log of its first sim that has one shows them, what it ran with
@@ -378,11 +392,11 @@ async def _memcpys(c: Cascade, trace_id: str) -> dict[int, list[MemcpyHtoD]]:
     summary="Download a Perfetto trace",
     description="Simulated time: per config a process, per sim a thread of kernel slices (cat `kernel`), two "
     "counter tracks sampled at each kernel's start (its own IPC, gpu_sim_insn / gpu_sim_cycle, and its own DRAM "
-    "reads + writes per microsecond of its sim_time_ns) and a Memcpy thread: Accel-Sim gives the trace's MemcpyHtoD "
+    "reads + writes in GB/s of its sim_time_ns, the bytes an access moves from the options the sim ran with; per "
+    "microsecond where those cannot be read) and a Memcpy thread: Accel-Sim gives the trace's MemcpyHtoD "
     "commands no simulated time, so each is an instant event at the start of the launch it precedes in "
     "kernelslist.g, its bytes in args. Then a process \"Wall clock (runners)\": a thread per runner, a slice per "
-    "finished sim from its launch to its end, in real microseconds from the earliest launch (a split sim's span is "
-    "the sim's, on its chunks' behalf).",
+    "finished sim (per chunk of a split sim) from its launch to its end, in real microseconds from the earliest launch.",
     response=PerfettoTrace,
     errors=NO_RUN,
 )
@@ -395,6 +409,7 @@ async def get_perfetto(request: Request) -> Response:
         detail.sims,
         rows.kernels,
         dram_accesses=rows.dram_accesses,
+        atom_bytes=await _atom_bytes(c, detail),
         memcpys=await _memcpys(c, detail.trace_id),
         spans=rows.spans,
     )

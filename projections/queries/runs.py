@@ -31,7 +31,7 @@ from cascade_formats.perfetto import RunnerSpan
 from cascade_core import run as run_state
 from cascade_core import sim as sim_state
 from cascade_core.run import Run
-from cascade_core.sim import SimSplit, cut_short_said
+from cascade_core.sim import SimChunk, SimSplit, cut_short_said
 from cascade_api.models import (
     ChunkView,
     Comparison,
@@ -341,10 +341,24 @@ class PerfettoRows(msgspec.Struct, frozen=True, kw_only=True):
     spans: list[RunnerSpan]
 
 
+def _spans(sim: SimRow) -> list[RunnerSpan]:
+    """The sim's times on runners: its own, or each of its chunks' (which ran on runners of
+    their own), of those launched and finished."""
+    lives: Sequence[SimRow | SimChunk] = [sim] if sim.split is None else sim.split.chunks
+    return [
+        RunnerSpan(
+            runner_id=life.runner_id, sim_id=sim.id, gpu_config=sim.gpu_config, replica=sim.replica, state=life.state,
+            launched_at=life.started_at, finished_at=life.finished_at, chunk=None if sim.split is None else index,
+        )
+        for index, life in enumerate(lives)
+        if life.started_at is not None and life.finished_at is not None
+    ]
+
+
 def perfetto_rows(con: Con, run: RunSummary) -> PerfettoRows:
     """What the run's Perfetto trace draws: its finished kernels (stats maps empty), each
     one's own DRAM accesses where its stats have them, and each finished sim's launch to
-    end on its runner (a split sim's chunks' own times are not held: its span is the sim's)."""
+    end on its runner (a split sim's, each chunk's on its own)."""
     with snapshot(con):
         sims = sim_rows(con, run)
         sim_ids = [s.id for s in sims]
@@ -355,20 +369,7 @@ def perfetto_rows(con: Con, run: RunSummary) -> PerfettoRows:
             "WHERE k.sim_id IN (SELECT unnest(?)) AND n.name IN (SELECT unnest(?)) AND v.value IS NOT NULL GROUP BY ALL",
             [sim_ids, list(DRAM_ACCESSES)],
         ).fetchall()
-    spans = [
-        RunnerSpan(
-            # A split sim's chunks ran on runners of their own, at times not held: no one runner's.
-            runner_id=s.runner_id if s.split is None else None,
-            sim_id=s.id,
-            gpu_config=s.gpu_config,
-            replica=s.replica,
-            state=s.state,
-            launched_at=s.started_at,
-            finished_at=s.finished_at,
-        )
-        for s in sims
-        if s.started_at is not None and s.finished_at is not None
-    ]
+    spans = [span for s in sims for span in _spans(s)]
     return PerfettoRows(kernels=kernels, dram_accesses={(sim_id, index): float(n) for sim_id, index, n in dram}, spans=spans)
 
 

@@ -124,9 +124,14 @@ def test_a_split_sim_answers_every_route_as_the_sim_run_whole(client: TestClient
     # The Perfetto trace but its wall-clock process: the sims ran at other times, the split one on chunks.
     drawn = json.dumps(simulated_trace(client, split["id"])).replace(split["id"], whole["id"]).replace(s["id"], w["id"])
     assert json.loads(drawn) == simulated_trace(client, whole["id"])
+    # Its wall clock: each chunk's launch to end, on the runner that ran it.
     wall = [e for e in client.get(f"/api/runs/{split['id']}/perfetto").json()["traceEvents"] if e["pid"] == 2]
-    assert [e["args"]["name"] for e in wall if e["ph"] == "M" and e["name"] == "thread_name"] == ["no single runner (split)"]
-    assert [(e["ph"], e.get("args", {}).get("sim_id")) for e in wall if e["ph"] in "BE"] == [("B", s["id"]), ("E", None)]
+    threads = {e["tid"]: e["args"]["name"] for e in wall if e["ph"] == "M" and e["name"] == "thread_name"}
+    begun = sorted((e for e in wall if e["ph"] == "B"), key=lambda e: e["args"]["chunk"])
+    assert [(e["args"]["sim_id"], e["args"]["chunk"], e["name"]) for e in begun] == [(s["id"], i, f"SM61_TITANX replica 0 chunk {i + 1}") for i in range(3)]
+    chunks = s["split"]["chunks"]
+    assert [threads[e["tid"]].split(" · ")[0] for e in begun] == [c["runner_id"] for c in chunks]
+    assert len([e for e in wall if e["ph"] == "E"]) == 3
 
     # Files: each chunk's own, named for it.
     names = sorted(f["name"] for f in client.get(f"/api/sims/{s['id']}/files").json())
@@ -136,15 +141,18 @@ def test_a_split_sim_answers_every_route_as_the_sim_run_whole(client: TestClient
 
 def test_the_perfetto_trace_draws_the_real_logs_counters_and_the_traces_memcpys(client: TestClient) -> None:
     """The combo trace run whole on SM61_TITANX (1417 MHz): `total dram reads` prints 26, 282
-    and 282 (running totals; no writes), so the kernels' own DRAM accesses are 26, 256 and 0;
-    its kernelslist.g copies 3 x 400 bytes before launch 1 and 2 x 4096 before launch 2."""
+    and 282 (running totals; no writes), so the kernels' own DRAM accesses are 26, 256 and 0,
+    each of -gpgpu_dram_burst_length 8 x -gpgpu_dram_buswidth 4 x -gpgpu_n_mem_per_ctrlr 1
+    bytes (its option dump); its kernelslist.g copies 3 x 400 bytes before launch 1 and
+    2 x 4096 before launch 2."""
     whole = wait_run(client, run(client))
     events = client.get(f"/api/runs/{whole['id']}/perfetto").json()["traceEvents"]
     starts = [e["ts"] for e in events if e.get("cat") == "kernel"]
     ipc = [(e["ts"], e["args"]["ipc"]) for e in events if e.get("name") == "replica 0 IPC"]
     assert ipc == [*zip(starts, (10516 / 5534, 139264 / 7506, 10516 / 5408)), (pytest.approx(sum(COMBO_CYCLES) / 1417, abs=1e-3), 0.0)]
-    dram = [e["args"]["accesses_per_us"] for e in events if e.get("name") == "replica 0 DRAM accesses per µs"]
-    assert dram == pytest.approx([26 / (5534 / 1417), 256 / (7506 / 1417), 0.0, 0.0])
+    dram = [e["args"]["gbps"] for e in events if e.get("name") == "replica 0 DRAM GB/s"]
+    # bytes over nanoseconds: GB/s
+    assert dram == pytest.approx([26 * 32 / (5534 / 1.417), 256 * 32 / (7506 / 1.417), 0.0, 0.0])
     memcpys = [(e["ts"], e["name"], e["args"]["bytes"], e["args"]["line"]) for e in events if e["ph"] == "i"]
     assert memcpys == [(starts[0], "MemcpyHtoD 400 B", 400, line) for line in (1, 2, 3)] + [
         (starts[1], "MemcpyHtoD 4.0 KB", 4096, line) for line in (5, 6)
