@@ -98,28 +98,29 @@ export async function api(path, options) {
   return response.status === 204 ? null : response.json();
 }
 
-function filenameOf(response, fallback) {
-  const header = response.headers.get("Content-Disposition") ?? "";
-  const match = /filename\*?=(?:UTF-8'')?"?([^";]+)"?/i.exec(header);
-  return match ? decodeURIComponent(match[1]) : fallback;
+/** What `path` answers, downloaded by the browser itself: streamed to disk as it comes (a
+ * run's results or export may be gigabytes, more than a page should hold), the session
+ * cookie its credentials, under the name the server gives it (`name` failing that). An
+ * answer that fails, before its first byte or after, shows as a failed download in the
+ * browser's own list. */
+export function download(path, name) {
+  saveUrl(path, name);
 }
 
-/** Downloads what `path` answers as a file, under the name the server gives it. */
-export async function download(path, fallbackName) {
-  const response = await request(path);
-  saveBlob(await response.blob(), filenameOf(response, fallbackName));
-}
-
-/** `blob` saved by the browser as a download named `name`. */
+/** `blob`, made in the page, saved by the browser as a download named `name`. */
 export function saveBlob(blob, name) {
   const url = URL.createObjectURL(blob);
+  saveUrl(url, name);
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
+function saveUrl(url, name) {
   const link = document.createElement("a");
   link.href = url;
   link.download = name;
   document.body.append(link);
   link.click();
   link.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 60_000);
 }
 
 export const enc = encodeURIComponent;

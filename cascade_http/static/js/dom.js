@@ -187,19 +187,7 @@ export function confirmDialog({ title, message, confirm, cancel = "Keep", danger
 /** A button that downloads `path` with the session, showing that it is busy meanwhile. */
 export function downloadButton(label, path, fallbackName, { small = true, title } = {}) {
   const button = h("button", { class: `btn${small ? " btn-small" : ""}`, type: "button", title, dataset: { download: path } }, label);
-  button.addEventListener("click", async () => {
-    button.disabled = true;
-    button.setAttribute("aria-busy", "true");
-    try {
-      await download(button.dataset.download, button.dataset.filename ?? fallbackName); // a view may change them
-    } catch (err) {
-      announce(`Download failed: ${err.message}`);
-      button.title = `Download failed: ${err.message}`;
-    } finally {
-      button.disabled = false;
-      button.removeAttribute("aria-busy");
-    }
-  });
+  button.addEventListener("click", () => download(button.dataset.download, button.dataset.filename ?? fallbackName)); // a view may change them
   return button;
 }
 
