@@ -58,6 +58,23 @@ class Listing(msgspec.Struct, frozen=True):
     copied: bool = False
 
 
+async def listed(store: EventStore, trace_id: str) -> Listing:
+    """The trace's files, from its history (a re-upload after a delete starts over)."""
+    files: dict[str, ev.StoredFile] = {}
+    shared_path, copied = None, False
+    async for item in store.read(subjects.trace(trace_id)):
+        match item.event:
+            case ev.TraceUploadStarted() | ev.TraceDeleted():
+                files.clear()
+                shared_path, copied = None, False
+            case ev.TracePathAdded():
+                files.clear()
+                shared_path, copied = item.event.path, item.event.copied
+            case ev.TraceFilesStored():
+                files.update({f.path: f for f in item.event.files})
+    return Listing(list(files.values()), shared_path, copied)
+
+
 def _sees(folder: Path) -> bool:
     """Whether this runner sees the shared trace's folder (its kernelslist.g) where it was added."""
     return (folder / "kernelslist.g").is_file()
@@ -71,26 +88,10 @@ class TraceCache:
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._digests: dict[Path, tuple[tuple[int, ...], str]] = {}
 
-    async def listing(self, trace_id: str) -> Listing:
-        """The trace's files, from its history (a re-upload after a delete starts over)."""
-        files: dict[str, ev.StoredFile] = {}
-        shared_path, copied = None, False
-        async for item in self.store.read(subjects.trace(trace_id)):
-            match item.event:
-                case ev.TraceUploadStarted() | ev.TraceDeleted():
-                    files.clear()
-                    shared_path, copied = None, False
-                case ev.TracePathAdded():
-                    files.clear()
-                    shared_path, copied = item.event.path, item.event.copied
-                case ev.TraceFilesStored():
-                    files.update({f.path: f for f in item.event.files})
-        return Listing(list(files.values()), shared_path, copied)
-
     async def fetch(self, trace_id: str) -> Path:
         """A local directory holding the trace, downloading it if this runner lacks it, or
         linking to its files where they lie if it was added from a shared path."""
-        listing = await self.listing(trace_id)
+        listing = await listed(self.store, trace_id)
         files = listing.files
         if not any(f.path == "kernelslist.g" for f in files):
             raise TraceUnavailable(f"trace {trace_id} has no stored kernelslist.g (deleted, or never uploaded whole)")

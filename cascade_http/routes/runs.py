@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+import anyio
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
@@ -33,6 +34,7 @@ from cascade_http.readmodel import streamed
 from cascade_http.responses import ApiError, MsgspecResponse, download, not_found
 from cascade_http.state import cascade
 from cascade_nats.objects import ObjectMissing
+from cascade_sim import trace_cache
 from projections import export
 from projections.queries import results_files
 from projections.queries import runs as q
@@ -379,12 +381,19 @@ async def list_run_files(request: Request) -> Response:
 
 
 async def _memcpys(c: Cascade, trace_id: str) -> dict[int, list[MemcpyHtoD]]:
-    """The trace's memcpys by the launch they precede; none when its kernelslist is not
-    stored (a sample run's trace) or no longer reads."""
+    """The trace's memcpys by the launch they precede, from its kernelslist: stored, or where
+    the trace lies when it was added from a shared path; none when it has neither (a sample
+    run's trace) or it no longer reads."""
     try:
-        text = (await c.objects.read_all(trace_file(trace_id, KERNELSLIST))).decode()
-        return memcpys_before(parse_kernelslist(text))
-    except (ObjectMissing, UnicodeDecodeError, TraceError):
+        try:
+            data = await c.objects.read_all(trace_file(trace_id, KERNELSLIST))
+        except ObjectMissing:
+            shared = (await trace_cache.listed(c.store, trace_id)).shared_path
+            if shared is None:
+                return {}
+            data = await anyio.Path(shared, KERNELSLIST).read_bytes()
+        return memcpys_before(parse_kernelslist(data.decode()))
+    except (OSError, UnicodeDecodeError, TraceError):
         return {}
 
 

@@ -46,6 +46,9 @@ def test_runs_read_the_shared_trace_in_place_and_a_changed_file_fails_with_both_
         # The runner's copy of the trace is links to the shared files: nothing was copied.
         linked = [p for p in (tmp_path / "data").rglob("kernel-1.traceg") if (p.parent / COMPLETE).exists()]
         assert len(linked) == 1 and linked[0].is_symlink() and linked[0].resolve() == folder / "kernel-1.traceg"
+        # Its Perfetto trace's memcpys come from the kernelslist.g where it lies (none is stored).
+        events = client.get(f"/api/runs/{run['id']}/perfetto").json()["traceEvents"]
+        assert [e["args"]["line"] for e in events if e["ph"] == "i"] == [1, 2, 3, 5, 6]
 
         kernel = folder / "kernel-1.traceg"
         before = digest(hashlib.sha256(kernel.read_bytes()))
