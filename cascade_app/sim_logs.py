@@ -24,7 +24,7 @@ PIECE_BYTES = 256 * 1024  # about what goes out per write: heartbeats are from a
 NATS_RETRY_AFTER_S = 5
 
 
-async def log_text(c: Cascade, sim: SimRow, after_line: int = 0) -> AsyncIterator[bytes]:
+async def log_text(c: Cascade, sim: SimRow, after_line: int = 0) -> AsyncGenerator[bytes, None]:
     """Every log line of the sim's current attempt past line `after_line` (lines a follower
     has), in line order, each ending in a newline.
 

@@ -4,8 +4,8 @@ advanced in worker threads piece by piece as the response is sent (single reads 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator, Mapping
+from typing import Any, TypeVar
 
 import anyio
 from starlette.concurrency import iterate_in_threadpool
@@ -14,12 +14,20 @@ from cascade_app.service import Cascade
 from cascade_http.responses import UnbrokenStreamingResponse
 
 
-def _pieces(c: Cascade, pieces: Callable[..., Iterator[bytes]], args: tuple[Any, ...]) -> Generator[bytes, None, None]:
+T = TypeVar("T")
+
+
+def _pieces(c: Cascade, pieces: Callable[..., Iterator[T]], args: tuple[Any, ...]) -> Generator[T, None, None]:
     with c.reader() as con:
         yield from pieces(con, *args)
 
 
-async def _closed_at_the_end(pieces: Generator[bytes, None, None]) -> AsyncIterator[bytes]:
+def pieces_of(c: Cascade, pieces: Callable[..., Iterator[T]], *args: Any) -> AsyncGenerator[T, None]:
+    """What `pieces(cursor, *args)` yields, advanced in worker threads and closed in one."""
+    return _closed_at_the_end(_pieces(c, pieces, args))
+
+
+async def _closed_at_the_end(pieces: Generator[T, None, None]) -> AsyncGenerator[T, None]:
     """`pieces` advanced in worker threads, and closed in one however the response ends.
     Starlette leaves a sync generator suspended when its client goes: its cursor, and the
     read transaction that cursor holds open, would last until the garbage collector came,
@@ -47,4 +55,4 @@ def streamed(
     """A response whose body is what `pieces(cursor, *args)` yields, read as it is sent; one
     that fails midway is never taken for a whole one (`UnbrokenStreamingResponse`)."""
     every = {**(attachment(filename) if filename is not None else {}), **(headers or {})}
-    return UnbrokenStreamingResponse(_closed_at_the_end(_pieces(c, pieces, args)), media_type=media_type, headers=every or None)
+    return UnbrokenStreamingResponse(pieces_of(c, pieces, *args), media_type=media_type, headers=every or None)

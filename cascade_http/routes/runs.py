@@ -27,11 +27,11 @@ from cascade_formats import derived_metrics
 from cascade_formats.perfetto import PerfettoTrace, memcpys_before, perfetto_trace
 from cascade_formats.timeline import SimStepTimeline
 from cascade_formats.tracefiles import KERNELSLIST, MemcpyHtoD, TraceError, parse_kernelslist
-from cascade_http import paging, run_events
+from cascade_http import archive, paging, run_events
 from cascade_http.bodies import json_body
 from cascade_http.openapi import Query, operation
-from cascade_http.readmodel import streamed
-from cascade_http.responses import ApiError, MsgspecResponse, download, not_found
+from cascade_http.readmodel import attachment, streamed
+from cascade_http.responses import ApiError, MsgspecResponse, UnbrokenStreamingResponse, download, not_found
 from cascade_http.state import cascade
 from cascade_nats.objects import ObjectMissing
 from cascade_sim import trace_cache
@@ -357,6 +357,23 @@ async def run_results(request: Request) -> Response:
 
 
 @operation(
+    summary="Download a run's archive",
+    description="Everything of the run in one zip, streamed as it is made, as `cascade results` lays it out: the "
+    "results zip's files (`run.json`, `<gpu_config>/r<replica>/<sim_id>-results.json`), and beside each sim's "
+    "results its `simulator.log` (as Download a sim's log answers it) and its output files under `files/`. "
+    "Named `<run_id>.zip`.",
+    response=bytes,
+    media_type="application/zip",
+    errors=NO_RUN,
+)
+async def run_archive(request: Request) -> Response:
+    c = cascade(request)
+    run = await _run(c, request.path_params["run_id"])
+    pieces = archive.archive_pieces(c, run, await c.configs_by_name())
+    return UnbrokenStreamingResponse(pieces, media_type="application/zip", headers=attachment(f"{run.id}.zip"))
+
+
+@operation(
     summary="Export a run as Parquet",
     description="A zip of Parquet files, streamed as it is made, that pandas, polars and DuckDB read as they are: "
     "runs.parquet (the run), sims.parquet (its sims), kernels.parquet (their kernels, without stats maps), "
@@ -476,6 +493,7 @@ routes = [
     Route("/api/runs/{run_id}/results", run_results, methods=["GET"]),
     Route("/api/runs/{run_id}/files", list_run_files, methods=["GET"]),
     Route("/api/runs/{run_id}/export", export_run, methods=["GET"]),
+    Route("/api/runs/{run_id}/archive", run_archive, methods=["GET"]),
     Route("/api/runs/{run_id}/perfetto", get_perfetto, methods=["GET"]),
     Route("/api/runs/{run_id}/events", stream_run_events, methods=["GET"]),
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Iterator, Mapping
+from typing import IO
 
 import msgspec
 
@@ -31,21 +32,58 @@ def sim_file(sim: SimRow) -> str:
     return f"{sim.gpu_config}/r{sim.replica}/{sim.id}-results.json"
 
 
+def members(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[tuple[str, bytes]]:
+    """The results zip's files, each as pieces (its name, a piece): run.json, then each sim's
+    results, in about a batch of kernels a piece; read in one transaction."""
+    with snapshot(con):
+        outline, sims = run_outline(con, run, gpu_configs)
+        yield RUN_FILE, _encoder.encode(outline)
+        for sim in sims:
+            for piece in sim_results_json(con, run, sim, gpu_configs, maps):
+                yield sim_file(sim), piece
+
+
+class ZipStream:
+    """A zip written as it is sent: files added piece by piece, each piece's bytes (deflated)
+    taken as soon as the zip has written them. Deflated at its fastest level: stats maps and
+    logs shrink most of the way at little cost."""
+
+    def __init__(self) -> None:
+        self._pipe = Pipe()
+        self._archive = zipfile.ZipFile(self._pipe, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1)
+        self._name: str | None = None
+        self._file: IO[bytes] | None = None
+
+    def write(self, name: str, piece: bytes) -> bytes:
+        """`piece` added to the file `name` (a new file when it is not the one written last);
+        what the zip has made since the last take."""
+        if name != self._name:
+            self._close_file()
+            self._file = self._archive.open(name, "w", force_zip64=True)
+            self._name = name
+        assert self._file is not None
+        self._file.write(piece)
+        return self._pipe.take()
+
+    def end(self) -> bytes:
+        """The zip's last bytes: its last file's end and its directory."""
+        self._close_file()
+        self._archive.close()
+        return self._pipe.take()
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
 def zip_pieces(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:
     """The zip of the run's results, in pieces of about a batch of kernels each."""
-    pipe = Pipe()
-    # Deflated at its fastest level: stats maps shrink most of the way at little cost.
-    with snapshot(con), zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-        outline, sims = run_outline(con, run, gpu_configs)
-        archive.writestr(RUN_FILE, _encoder.encode(outline))
-        yield pipe.take()
-        for sim in sims:
-            with archive.open(sim_file(sim), "w", force_zip64=True) as file:
-                for piece in sim_results_json(con, run, sim, gpu_configs, maps):
-                    file.write(piece)
-                    if made := pipe.take():
-                        yield made
-    yield pipe.take()
+    archive = ZipStream()
+    for name, piece in members(con, run, gpu_configs, maps):
+        if made := archive.write(name, piece):
+            yield made
+    yield archive.end()
 
 
 def ndjson_pieces(con: Con, run: RunSummary, gpu_configs: Mapping[str, GpuConfig], maps: stats_maps.Names) -> Iterator[bytes]:

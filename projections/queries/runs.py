@@ -881,9 +881,14 @@ def _file_rows(con: Con, sim_ids: Sequence[str]) -> list[SimFileRow]:
     return tables.from_rows(SimFileRow, records)
 
 
+def file_rows(con: Con, sim: SimRow) -> list[SimFileRow]:
+    """The rows of the sim's files (its current attempt's), by name."""
+    return _file_rows(con, [sim.id])
+
+
 def sim_files(con: Con, sim: SimRow) -> list[SimFile]:
     """The sim's files, by name."""
-    return [from_row(SimFile, f) for f in _file_rows(con, [sim.id])]
+    return [from_row(SimFile, f) for f in file_rows(con, sim)]
 
 
 def file_row(con: Con, sim: SimRow, name: str) -> SimFileRow | None:

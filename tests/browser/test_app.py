@@ -11,6 +11,7 @@ import json
 import re
 import statistics
 import tarfile
+import zipfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -248,6 +249,13 @@ def test_upload_run_watch_timeline_compare_and_perfetto(page: Any, cascade: Live
         page.click(f"button[data-download='/api/runs/{run_id}/results']:has-text('Results JSON')")
     assert download.value.suggested_filename == f"{run_id}-results.json"
     assert len(json.loads(download.value.path().read_text())["sims"]) == 3
+    # Everything in one zip: the results, and per sim its log and output files.
+    with page.expect_download() as download:
+        page.click(f"button[data-download='/api/runs/{run_id}/archive']")
+    assert download.value.suggested_filename == f"{run_id}.zip"
+    names = zipfile.ZipFile(download.value.path()).namelist()
+    assert len([n for n in names if n.endswith("/simulator.log")]) == 3 and "run.json" in names
+    assert {n.split("/")[2] for n in names if n.count("/") == 3} == {"files"}
 
     # The runs list shows it, filtered by trace.
     page.goto(f"{cascade.url}/#/runs?trace=combo-vec-mm-xz")

@@ -223,6 +223,24 @@ def test_runs_listed_with_their_cycles_when_asked_and_a_wrong_ask_refused(world:
         assert response.status_code == 422 and said in response.json()["detail"], response.text
 
 
+def test_a_runs_archive_holds_its_results_each_sims_log_and_its_files(world: TestClient) -> None:
+    response = world.get(f"{RUN}/archive")
+    assert response.status_code == 200, response.text
+    assert (response.headers["content-type"], response.headers["content-disposition"]) == ("application/zip", f'attachment; filename="{w.RUN_ID}.zip"')
+    archive = zipfile.ZipFile(io.BytesIO(response.content))
+    results = zipfile.ZipFile(io.BytesIO(world.get(f"{RUN}/results", params={"format": "zip"}).content))
+    expected = {name: results.read(name) for name in results.namelist()}  # the results zip's files, as they are
+    for sim in world.get(RUN).json()["sims"]:
+        folder = f"{sim['gpu_config']}/r{sim['replica']}"
+        expected[f"{folder}/simulator.log"] = world.get(f"/api/sims/{sim['id']}/log").content
+        for file in world.get(f"/api/sims/{sim['id']}/files").json():
+            expected[f"{folder}/files/{file['name']}"] = world.get(f"/api/sims/{sim['id']}/files/{file['name']}").content
+    assert {name: archive.read(name) for name in archive.namelist()} == expected
+    assert any(name.endswith("simulator.log") and data for name, data in expected.items())
+    assert any("/files/" in name for name in expected)
+    assert world.get("/api/runs/run-000000000000/archive").status_code == 404
+
+
 def test_get_a_run(world: TestClient) -> None:
     response = world.get(RUN)
     assert response.status_code == 200

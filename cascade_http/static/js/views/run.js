@@ -62,6 +62,9 @@ export function mountRun(el, params, query) {
     downloadButton("Parquet", `/api/runs/${enc(params.id)}/export`, `${params.id}-parquet.zip`, {
       small: false, title: "A zip of Parquet files (runs, sims, kernels, kernel_stats, timing) that pandas, polars and DuckDB read",
     }),
+    downloadButton("Zip of everything", `/api/runs/${enc(params.id)}/archive`, `${params.id}.zip`, {
+      small: false, title: "One zip: the results, and per sim (<config>/r<replica>/) its log and output files",
+    }),
     retry,
     addSims,
     cancel,
