@@ -246,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         "source", metavar="DIR|FILE", help="the trace directory (kernelslist.g and its kernel files), or a .tar, .tar.gz or .tar.xz of one"
     )
     trace_upload.add_argument("--id", help="the trace's id (default: a new trace-<hex> id)")
+    _json(trace_upload, "the Trace in its final state")
     locate.add_arguments(trace_upload)
     trace_add = trace_sub.add_parser(
         "add", help="add a trace where it lies, in a folder the server and its runners share (serve --shared-trace-root): nothing is copied"
@@ -262,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     locate.add_arguments(trace_list)
     trace_delete = trace_sub.add_parser("delete", help="delete a trace: one whose upload failed, or one no run needs")
     trace_delete.add_argument("trace_id", metavar="TRACE", help="a trace's id")
+    _json(trace_delete, "the Trace as it was just before")
     locate.add_arguments(trace_delete)
     trace_timing = trace_sub.add_parser(
         "timing", help="attach real kernel timing to a ready trace: Cascade's CSV, ncu --csv, or nsys stats --report cuda_gpu_trace"

@@ -39,8 +39,14 @@ def traces_table(traces: Sequence[Trace]) -> list[str]:
 
 
 def delete(args: argparse.Namespace) -> int:
-    api_client(args).request("DELETE", f"/api/traces/{quoted_id(args.trace_id)}")
-    print(f"trace {args.trace_id}: deleted")
+    """Delete the trace; with --json, print it as it was just before."""
+    client, path = api_client(args), f"/api/traces/{quoted_id(args.trace_id)}"
+    before = client.get(path) if args.json else b""
+    client.request("DELETE", path)
+    if args.json:
+        print_json(before)
+    else:
+        print(f"trace {args.trace_id}: deleted")
     return 0
 
 
@@ -48,6 +54,9 @@ def upload(args: argparse.Namespace) -> int:
     """Upload a trace directory or an archive of one, wait for the trace's final state, and
     print it; 0 if ready."""
     trace = send(api_client(args), Path(args.source), args.id)
+    if args.json:
+        print_json(msgspec.json.encode(trace))
+        return 1 if trace.state == "failed" else 0
     if trace.state == "failed":
         print(f"trace {trace.id}: failed: {trace.error} (delete it with: cascade trace delete {trace.id})", file=sys.stderr)
         return 1

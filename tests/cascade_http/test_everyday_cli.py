@@ -66,6 +66,14 @@ def test_a_trace_uploaded_from_an_archive_is_listed_and_deleted(live: LiveServer
     deleted = cascade(live, "trace", "delete", "from-archive")
     assert (deleted.returncode, deleted.stdout) == (0, "trace from-archive: deleted\n")
     assert cascade(live, "trace", "list").stdout == "no traces\n"
+    # --json: the Trace uploaded, in its final state; and as it was just before it was deleted.
+    as_json = cascade(live, "trace", "upload", str(archive), "--id", "again", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    trace = json.loads(as_json.stdout)
+    assert [trace] == api(live, "/api/traces").json() and trace["state"] == "ready"
+    detail = api(live, "/api/traces/again").json()
+    gone = cascade(live, "trace", "delete", "again", "--json")
+    assert gone.returncode == 0 and json.loads(gone.stdout) == detail
     again = cascade(live, "trace", "delete", "from-archive")
     assert again.returncode == 2 and again.stderr.startswith("cascade: error: DELETE /api/traces/from-archive: 404 ")
 
