@@ -192,11 +192,17 @@ def delete(args: argparse.Namespace) -> int:
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             print(f"run {run.id}: not deleted", file=sys.stderr)
             return 1
+    return deleted(args, client, path, raw, f"run {run.id}")
+
+
+def deleted(args: argparse.Namespace, client: ApiClient, path: str, before: bytes, what: str) -> int:
+    """DELETE `path`, then say so: with --json, what it answered just `before`; else
+    `<what>: deleted`."""
     client.request("DELETE", path)
     if args.json:
-        print_json(raw)
+        print_json(before)
     else:
-        print(f"run {run.id}: deleted")
+        print(f"{what}: deleted")
     return 0
 
 

@@ -19,7 +19,7 @@ import msgspec
 from cascade_api.models import SharedTraceAdd, Trace
 from cascade_cli import runs_text
 from cascade_cli.locate import api_client
-from cascade_cli.runs_cli import _answer, print_json, quoted_id
+from cascade_cli.runs_cli import _answer, deleted, print_json, quoted_id
 from cascade_cli.uploads_cli import send, size_text
 
 
@@ -41,13 +41,7 @@ def traces_table(traces: Sequence[Trace]) -> list[str]:
 def delete(args: argparse.Namespace) -> int:
     """Delete the trace; with --json, print it as it was just before."""
     client, path = api_client(args), f"/api/traces/{quoted_id(args.trace_id)}"
-    before = client.get(path) if args.json else b""
-    client.request("DELETE", path)
-    if args.json:
-        print_json(before)
-    else:
-        print(f"trace {args.trace_id}: deleted")
-    return 0
+    return deleted(args, client, path, client.get(path) if args.json else b"", f"trace {args.trace_id}")
 
 
 def upload(args: argparse.Namespace) -> int:
