@@ -268,13 +268,14 @@ async def get_stat_values(request: Request) -> Response:
 async def get_derived_metrics(request: Request) -> Response:
     c = cascade(request)
     run = await _run(c, request.path_params["run_id"])
-    return MsgspecResponse(await read(c, stats.derived, run, await _options_ran_with(c, run)))
+    options, _ = await _options_ran_with(c, run)
+    return MsgspecResponse(await read(c, stats.derived, run, options))
 
 
 async def _atom_bytes(c: Cascade, run: RunDetail) -> dict[str, float]:
     """The bytes a DRAM access moves in each sim, by sim id, from the options its config's
     sims ran with (`derived_metrics.ConfigFacts.atom_bytes`), where they are known."""
-    options, labelled = await _options_ran_with(c, run), await read(c, q.labels_of, run)
+    options, labelled = await _options_ran_with(c, run)
     atoms = {}
     for sim in run.sims:
         given = options.get(labelled.apart.get(sim.id, sim.gpu_config))
@@ -284,11 +285,11 @@ async def _atom_bytes(c: Cascade, run: RunDetail) -> dict[str, float]:
     return atoms
 
 
-async def _options_ran_with(c: Cascade, run: RunSummary) -> dict[str, stats.Options]:
+async def _options_ran_with(c: Cascade, run: RunSummary) -> tuple[dict[str, stats.Options], q.Labelled]:
     """Each config's options, by its label (`runs.labels_of`: a config's replicas of other
     files apart): as the log of its first sim that has one shows them, what it ran with
     whatever its files say now; else as its gpgpusim.config sets them, or why neither could
-    be read."""
+    be read. And the labels, by which a sim finds its config's."""
     sims, labelled = await read(c, q.sim_rows, run), await read(c, q.labels_of, run)
     options: dict[str, stats.Options] = {}
     for sim in sims:
@@ -303,7 +304,7 @@ async def _options_ran_with(c: Cascade, run: RunSummary) -> dict[str, stats.Opti
                 options[label] = stats.GivenOptions(await gpu_configs.config_options(c, name), "config")
             except Refused as err:  # a config this server has no files of: its metrics that need options are null
                 options[label] = err.detail
-    return options
+    return options, labelled
 
 
 @operation(

@@ -362,12 +362,16 @@ def perfetto_rows(con: Con, run: RunSummary) -> PerfettoRows:
     with snapshot(con):
         sims = sim_rows(con, run)
         sim_ids = [s.id for s in sims]
-        kernels = [_kernel_stat(r, {}) for r in _kernels(con, run, sim_ids).fetchall()]
+        records = _kernels(con, run, sim_ids).fetchall()
+        kernels = [_kernel_stat(r, {}) for r in records]
+        seqs = [r[_SEQ] for r in records] or [0]
+        # The seqs' range lets DuckDB skip kernel_stats' row groups outside it (as `stats_maps`).
         dram = con.execute(
             f"SELECT k.sim_id, k.kernel_index, sum(v.value) FROM {CURRENT_KERNELS} "
             "JOIN kernel_stats v ON v.seq = k.seq JOIN stat_names n ON n.id = v.stat "
-            "WHERE k.sim_id IN (SELECT unnest(?)) AND n.name IN (SELECT unnest(?)) AND v.value IS NOT NULL GROUP BY ALL",
-            [sim_ids, list(DRAM_ACCESSES)],
+            "WHERE v.seq BETWEEN ? AND ? AND k.sim_id IN (SELECT unnest(?)) AND n.name IN (SELECT unnest(?)) AND v.value IS NOT NULL "
+            "GROUP BY ALL",
+            [min(seqs), max(seqs), sim_ids, list(DRAM_ACCESSES)],
         ).fetchall()
     spans = [span for s in sims for span in _spans(s)]
     return PerfettoRows(kernels=kernels, dram_accesses={(sim_id, index): float(n) for sim_id, index, n in dram}, spans=spans)

@@ -314,8 +314,8 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
 # Each current kernel's own values (`value`, finite numbers only) of the stats the derived
 # metrics read ($ids), summed per part ($parts: a name with [*] is one part over its units).
 _DERIVED_PARTS = f"""
-WITH run_kernels AS ({_run_kernels(", s.gpu_config AS config_name")})
-SELECT r.kernel_index, r.name, r.gpu_config, r.config_name, r.replica, p.part, sum(v.value)
+WITH run_kernels AS ({_RUN_KERNELS})
+SELECT r.kernel_index, r.name, r.gpu_config, r.replica, p.part, sum(v.value)
 FROM kernel_stats v JOIN run_kernels r USING (seq)
 JOIN (SELECT unnest($ids::INTEGER[]) AS stat, unnest($parts::VARCHAR[]) AS part) p ON p.stat = v.stat
 WHERE v.seq BETWEEN $first AND $last AND isfinite(v.value)
@@ -351,7 +351,7 @@ Options = GivenOptions | str  # or why they could not be read
 def derived(con: Con, run: RunSummary, options: Mapping[str, Options]) -> DerivedMetrics:
     """The run's derived metrics (`derived_metrics.METRICS`) per kernel index and config, the
     median over the config's replicas, and per config over all its kernels. `options` are
-    each config's, by its label (`runs.labels_of`), else by its name."""
+    each config's, by its label (`runs.labels_of`)."""
     with snapshot(con):
         labels, order = _labels(con, run)
         seqs = _seqs(con, run)
@@ -362,14 +362,10 @@ def derived(con: Con, run: RunSummary, options: Mapping[str, Options]) -> Derive
             records = con.execute(_DERIVED_PARTS, params).fetchall()
     sims: dict[tuple[str, int], dict[int, dict[str, float]]] = {}  # (config, replica) -> kernel index -> parts
     kernel_names: dict[int, str] = {}
-    config_names: dict[str, str] = {}
-    for index, kernel, config, config_name, replica, part, value in records:
+    for index, kernel, config, replica, part, value in records:
         sims.setdefault((config, replica), {}).setdefault(index, {})[part] = value
         kernel_names.setdefault(index, kernel)
-        config_names[config] = config_name
-    given = {
-        config: options.get(config, options.get(name, f"GPU config {name}: its options were not read")) for config, name in config_names.items()
-    }
+    given = {config: options.get(config, f"GPU config {config}: its options were not read") for config, _ in sims}
     facts = {config: derived_metrics.config_facts({} if isinstance(read, str) else read.values) for config, read in given.items()}
     kernels = []
     for index in sorted(kernel_names):
