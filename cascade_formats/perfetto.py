@@ -8,12 +8,13 @@ Field names and order follow the Chrome trace event format, which is also the or
 API reference shows.
 
 Besides the kernel slices (cat `kernel`), each sim has two counter tracks sampled at each
-kernel's start, the kernel's own IPC and its own DRAM accesses per microsecond (reads plus
-writes, its difference from the launch before, not the running total the log prints; the
-simulator reports accesses, not bytes), and a Memcpy track: Accel-Sim gives a trace's
+kernel's start, the kernel's own IPC and its own DRAM bandwidth (reads plus writes, its
+difference from the launch before, not the running total the log prints: in GB/s given the
+bytes an access moves, from the sim's options; in accesses per microsecond without them),
+and a Memcpy track: Accel-Sim gives a trace's
 `MemcpyHtoD` commands no simulated time, so each is an instant at the start of the launch it
-precedes in `kernelslist.g`. A last process, "Wall clock (runners)", shows when each sim ran
-on its runner: real time, microseconds from the earliest launch.
+precedes in `kernelslist.g`. A last process, "Wall clock (runners)", shows when each sim (each
+chunk of a split one) ran on its runner: real time, microseconds from the earliest launch.
 """
 
 from __future__ import annotations
