@@ -1,5 +1,6 @@
 """A run's whole archive (`GET /api/runs/{id}/archive`): one zip, made as it is sent, of what
-`cascade results` writes to a folder:
+`cascade results` writes to a folder, in its folders (each sim's results named as in the
+results zip):
 
     run.json                                        the run's results, each sim's kernels left out
     <gpu_config>/r<replica>/<sim_id>-results.json   each sim's results (`results_files`)

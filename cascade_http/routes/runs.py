@@ -359,8 +359,9 @@ async def run_results(request: Request) -> Response:
 
 @operation(
     summary="Download a run's archive",
-    description="Everything of the run in one zip, streamed as it is made, as `cascade results` lays it out: the "
-    "results zip's files (`run.json`, `<gpu_config>/r<replica>/<sim_id>-results.json`), and beside each sim's "
+    description="Everything of the run in one zip, streamed as it is made, a folder per config and replica as "
+    "`cascade results` writes them: the results zip's files (`run.json`, "
+    "`<gpu_config>/r<replica>/<sim_id>-results.json`), and beside each sim's "
     "results its `simulator.log` (as Download a sim's log answers it) and its output files under `files/`. "
     "Named `<run_id>.zip`.",
     response=bytes,
