@@ -33,8 +33,25 @@ from cascade_core import events as ev  # noqa: E402
 from cascade_core import packed_stats  # noqa: E402
 from cascade_nats import deflated, subjects  # noqa: E402
 
+from cascade_sim import event_sender  # noqa: E402
+
 sys.path.insert(1, str(REPO / "bench"))
 from projector_bench import project, sim_events  # noqa: E402
+
+
+def as_sent(events: list[ev.Event]) -> list[ev.Event]:
+    """The events as the runner's sender stores them (`event_sender.named`): each set of
+    stat names once, as its own event, and results naming it by digest."""
+    out: list[ev.Event] = []
+    stored: set[str] = set()
+    for e in events:
+        if isinstance(e, ev.KernelFinished):
+            defined, e = event_sender.named(e, stored, e.at)
+            if defined is not None:
+                stored.add(defined.digest)
+                out.append(defined)
+        out.append(e)
+    return out
 
 
 def stored_bytes(event: ev.Event) -> int:
@@ -47,7 +64,7 @@ def field_bytes(results: list[ev.KernelFinished]) -> dict[str, float]:
     """Bytes per result of the stats map's parts as they travel (the names' text, the
     zlib'd values, the texts, the zlib'd differences), and the rest of the event."""
     n = len(results)
-    names = sum(len(r.stats.names) for r in results if r.stats is not None)
+    names = sum(len(r.stats.names) + len(r.stats.names_digest) for r in results if r.stats is not None)
     values = sum(len(r.stats.values) for r in results if r.stats is not None)
     texts = sum(len(msgspec.json.encode(r.stats.texts)) for r in results if r.stats is not None)
     per_kernel = sum(len(r.per_kernel or b"") for r in results)
@@ -55,14 +72,14 @@ def field_bytes(results: list[ev.KernelFinished]) -> dict[str, float]:
     # bytes fields travel as base64 in the JSON payload
     return {
         "stored": total / n,
-        "names": names / n,
+        "names (or their digest)": names / n,
         "values (base64)": values * 4 / 3 / n,
         "per_kernel (base64)": per_kernel * 4 / 3 / n,
         "texts": texts / n,
     }
 
 
-def value_kinds(results: list[ev.KernelFinished]) -> Counter[str]:
+def value_kinds(results: list[ev.KernelFinished], sets: dict[str, str]) -> Counter[str]:
     """How many values, over every map, are of each kind, in this order of precedence:
     text or null, zero, the same as the previous map's value of that name, a whole number in
     8/16/32 bits, other."""
@@ -71,12 +88,14 @@ def value_kinds(results: list[ev.KernelFinished]) -> Counter[str]:
     for r in results:
         if r.stats is None:
             continue
-        floats = array("d", deflated.floats_of(r.stats))
-        names = packed_stats.names_of(r.stats)
+        packed = deflated.floats_of(r.stats)
+        floats = array("d", packed)
+        names = packed_stats.names_in(r.stats.names or sets[r.stats.names_digest])
+        texts = deflated.texts_of(r.stats, packed)
         now: dict[str, float] = {}
         for i, (name, v) in enumerate(zip(names, floats)):
             now[name] = v
-            if i in r.stats.texts:
+            if i in texts:
                 kinds["text or null"] += 1
             elif v == 0:
                 kinds["zero"] += 1
@@ -144,7 +163,7 @@ def read_model(events: list[ev.Event], batch: int, db: Path) -> tuple[float, int
 
 def main(rounds: int, batch: int, values: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="cascade-kernel-bytes-") as tmp:
-        events, _ = sim_events(0, Path(tmp), rounds=rounds)
+        events = as_sent(sim_events(0, Path(tmp), rounds=rounds)[0])
         results = [e for e in events if isinstance(e, ev.KernelFinished)]
         n = len(results)
         print(f"{n} kernel results, {len(events)} events")
@@ -154,7 +173,7 @@ def main(rounds: int, batch: int, values: bool) -> None:
         print(f"stream, every event of the sim: {everything / n:.0f} B per kernel")
         if not values:
             return read_model_lines(events, batch, Path(tmp), n)
-        kinds = value_kinds(results)
+        kinds = value_kinds(results, {e.digest: e.names for e in events if isinstance(e, ev.StatNamesDefined)})
         total = sum(kinds.values())
         print(f"map values: {total / n:.0f} per kernel; " + ", ".join(f"{k} {v / total:.1%}" for k, v in kinds.most_common()))
         own = per_kernel_kinds(results)

@@ -9,6 +9,7 @@ from cascade_core import events as ev
 from cascade_core import packed_stats
 from cascade_core.packed_stats import PackedStats
 from cascade_api.models import ParkedEvent
+from cascade_nats import deflated
 from cascade_nats.store import Unread
 
 _ENVELOPE = frozenset({"id", "at", "causation_id", "correlation_id"})
@@ -19,8 +20,8 @@ def _short(value: object) -> str:
         return f"[{len(value)} items]"
     if isinstance(value, dict):
         return f"{{{len(value)} keys}}"
-    if isinstance(value, PackedStats):  # a kernel's stats map
-        return f"{{{len(packed_stats.names_of(value))} keys}}"
+    if isinstance(value, PackedStats):  # a kernel's stats map: a float a key, whether it holds its names or not
+        return f"{{{len(deflated.floats_of(value)) // 8} keys}}"
     if isinstance(value, bytes):
         return f"[{len(value):,} bytes]"
     if isinstance(value, msgspec.Struct):
@@ -36,6 +37,8 @@ def describe(seq: int, event: ev.Event) -> str:
     if isinstance(event, ev.SimHeartbeat):  # its log lines as lines, however they travelled
         shown.pop("log_deflated")
         shown["log"] = ev.log_text(event)
+    if isinstance(event, ev.StatNamesDefined):
+        shown["names"] = f"[{len(packed_stats.names_in(event.names))} names]"
     fields = " ".join(
         f"{name}={_short(value)}"
         for name, value in shown.items()

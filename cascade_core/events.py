@@ -508,6 +508,16 @@ class GpuConfigDerived(Event, frozen=True, tag="gpu_config.derived.v1"):
     unnamed: bool = False
 
 
+class StatNamesDefined(Event, frozen=True, tag="stat_names.defined.v1"):
+    """A set of stats maps' names (`packed_stats`): `names`, its text, known as `digest`, which
+    kernel results whose maps have those names carry instead of it (`PackedStats.names_digest`).
+    A runner stores it before the first result that names it; more than one of a set may be
+    stored (by runners, or one after a restart), all alike."""
+
+    digest: str
+    names: str
+
+
 AnyEvent = (
     TraceUploadStarted
     | TracePathAdded
@@ -534,6 +544,7 @@ AnyEvent = (
     | SimFinished
     | RunnerEnded
     | GpuConfigDerived
+    | StatNamesDefined
 )
 
 # --- old versions -------------------------------------------------------------------------

@@ -3,19 +3,26 @@ from the runner to the rows of `kernel_stats` without being written out or read 
 JSON text.
 
 A map is its names and its values. The names of maps of one config and kernel are the same
-and most of a map's bytes (an SM7_QV100 map has 9,235 names, 363 KB as text), so they travel
-as one text per set of names: base64 of the xz (LZMA) of the names joined by newlines, made
-once per set by the runner and read once per set by the projector, which knows a set again by
-that text. Older events hold the names' zlib there instead (36 KB for those names): the first
-bytes tell which (an xz stream starts with its magic). The values are float64s, compressed
-with zlib (74 KB, 3 KB compressed: most are small whole numbers). A value that is text (`kernel_name`, `none`) or null is a nan
-there, and its text, or None, is in `texts` by position. bench/README.md has the numbers: an
-SM7_QV100 kernel result is 56 KB instead of 426 KB of JSON.
+and most of a map's bytes (an SM7_QV100 map has 9,235 names, 363 KB as text), so a set of
+names is one text (base64 of the xz (LZMA) of the names joined by newlines), made once per
+set by the runner, known by its digest (`names_digest`). The runner sends each set once, as a
+`stat_names.defined.v1` event stored before the first result that names it
+(`cascade_sim/event_sender.py`), and results carry only the digest; the projector keeps the
+sets it has seen (`stat_sets`). Older results hold the names' text themselves, and older
+still their zlib: the first bytes tell which (an xz stream starts with its magic).
+
+The values are float64s, compressed with zlib (74 KB, 3 KB compressed: most are small whole
+numbers). A value that is text (`kernel_name`) or null is a nan there, and its text, or None,
+is in `texts` by position; the text `none`, which GPGPU-Sim prints for hundreds of values of
+a map, is a nan of its own (`NONE_BITS`) instead, so that it costs the floats' compression
+nearly nothing where `texts` spent 13 bytes of JSON on each (older results hold it in
+`texts`). bench/README.md has the numbers.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import lzma
 import math
 import sys
@@ -43,14 +50,22 @@ _XZ_MAGIC = b"\xfd7zXZ\x00"
 MAX_SETS = 64  # what a cache by set of names keeps (`kept`): a few MB for SM7_QV100 maps
 
 
-class PackedStats(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
-    """A stats map: `names` (base64 of the zlib of the names joined by newlines), `values`
-    (zlib of a float64 per name, little-endian), and the values that are no number, by
-    position (the float there is a nan)."""
+# The float that stands for the text `none`: a quiet nan whose payload spells "none", which
+# no arithmetic and no parse of a printed number gives (those give the one nan of each sign).
+NONE_BITS = 0x7FF8_0000_6E6F_6E65
 
-    names: str
+
+class PackedStats(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, kw_only=True):
+    """A stats map: `names` (base64 of the xz of the names joined by newlines; empty where the
+    set's own event holds it), `names_digest` (the digest that set is known by; empty in
+    older results, which all hold their names), `values` (zlib of a float64 per name,
+    little-endian; `NONE_BITS` where the value is the text `none`), and the other values that
+    are no number, by position (the float there is a nan)."""
+
+    names: str = ""
     values: bytes
     texts: dict[int, str | None] = {}
+    names_digest: str = ""
 
 
 _texts_of_names: dict[tuple[str, ...], str] = {}
@@ -58,6 +73,7 @@ _texts_of_names: dict[tuple[str, ...], str] = {}
 # tuple, and hashing thousands of names for every block would be a cost per MB of output.
 _texts_of_tuples: dict[int, tuple[tuple[str, ...], str]] = {}
 _names_of_texts: dict[str, tuple[str, ...]] = {}
+_digests: dict[str, str] = {}
 
 
 def kept(cache: dict[Key, Kept], key: Key, value: Kept) -> Kept:
@@ -84,14 +100,40 @@ def names_text(names: tuple[str, ...]) -> str:
     return known
 
 
-def names_of(stats: PackedStats) -> tuple[str, ...]:
-    """The map's names, in its order."""
-    known = _names_of_texts.get(stats.names)
+def _digest_of(names: str) -> str:
+    """The digest a set of names is known by, of its text (`names_text`): made once per set."""
+    known = _digests.get(names)
     if known is None:
-        packed = base64.b64decode(stats.names)
-        text = (lzma.decompress(packed) if packed.startswith(_XZ_MAGIC) else zlib.decompress(packed)).decode()
-        known = kept(_names_of_texts, stats.names, tuple(text.split("\n")) if text else ())
+        known = kept(_digests, names, hashlib.blake2b(names.encode("ascii"), digest_size=16).hexdigest())
     return known
+
+
+def names_of(stats: PackedStats) -> tuple[str, ...]:
+    """The map's names, in its order, from the text it holds (`with_names` gives one that
+    holds only its set's digest the text)."""
+    if not stats.names and stats.names_digest:
+        raise ValueError(f"the map names its set of names by digest {stats.names_digest}: give it the text of that set first")
+    return names_in(stats.names)
+
+
+def names_in(names: str) -> tuple[str, ...]:
+    """The names of the text `names_text` made."""
+    known = _names_of_texts.get(names)
+    if known is None:
+        packed = base64.b64decode(names)
+        text = (lzma.decompress(packed) if packed.startswith(_XZ_MAGIC) else zlib.decompress(packed)).decode()
+        known = kept(_names_of_texts, names, tuple(text.split("\n")) if text else ())
+    return known
+
+
+def with_names(stats: PackedStats, names: str) -> PackedStats:
+    """The map holding the text of its set of names, where it held only the set's digest."""
+    return msgspec.structs.replace(stats, names=names)
+
+
+def without_names(stats: PackedStats) -> PackedStats:
+    """The map as a result carries it once its set's event is stored: the set's digest alone."""
+    return msgspec.structs.replace(stats, names="") if stats.names_digest else stats
 
 
 Texts = dict[int, str | None] | dict[int, str]
@@ -110,8 +152,18 @@ def stored(floats: bytes) -> bytes:
 
 def pack(names: tuple[str, ...], floats: bytes, texts: Texts, *, compress: Compress = compressed) -> PackedStats:
     """A map of `names` whose values are `floats` (a float64 each, in the machine's byte
-    order) but where `texts` says."""
-    return packed(names_text(names), floats, texts, compress=compress)
+    order) but where `texts` says: holding its names and their digest, and the texts `none`
+    as `NONE_BITS`."""
+    nones = [i for i, text in texts.items() if text == "none"]
+    if nones:
+        marked = array("d", floats)
+        bits = memoryview(marked).cast("B").cast("Q")  # the nan's bits as they are, not as a float
+        for i in nones:
+            bits[i] = NONE_BITS
+        floats = marked.tobytes()
+        texts = {i: text for i, text in texts.items() if text != "none"}
+    text = names_text(names)
+    return msgspec.structs.replace(packed(text, floats, texts, compress=compress), names_digest=_digest_of(text))
 
 
 def packed(names: str, floats: bytes, texts: Texts, *, compress: Compress = compressed) -> PackedStats:

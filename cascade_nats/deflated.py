@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from array import array
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from isal import isal_zlib
 
 from cascade_core import events as ev
@@ -39,12 +41,25 @@ def inflated(floats: bytes) -> bytes:
     return isal_zlib.decompress(floats)
 
 
+def texts_of(stats: PackedStats, floats: bytes) -> dict[int, str | None]:
+    """The map's values that are no number, by position: its `texts`, and the text `none`
+    where its float (of `floats_of`) is `packed_stats.NONE_BITS` (in older results, `texts`
+    holds those too)."""
+    bits = pa.Array.from_buffers(pa.uint64(), len(floats) // 8, [None, pa.py_buffer(floats)])
+    nones = pc.indices_nonzero(pc.equal(bits, pa.scalar(packed_stats.NONE_BITS, pa.uint64())))
+    if not len(nones):
+        return stats.texts
+    return dict(sorted({**dict.fromkeys(nones.to_pylist(), "none"), **stats.texts}.items()))
+
+
 def stats_map(stats: PackedStats) -> dict[str, Value]:
-    """The map as names to floats, texts or None."""
-    floats = array("d", floats_of(stats))
+    """The map as names to floats, texts or None (it must hold its names' text:
+    `packed_stats.names_of`)."""
+    packed = floats_of(stats)
+    floats = array("d", packed)
     if sys.byteorder == "big":
         floats.byteswap()
     values: list[Value] = list(floats)
-    for i, text in stats.texts.items():
+    for i, text in texts_of(stats, packed).items():
         values[i] = text
     return dict(zip(packed_stats.names_of(stats), values))

@@ -9,6 +9,7 @@
     cascade.ev.run.<run>.sim.<sim>.data.<c>         launch requests are all on `queued.<config>`)
     cascade.ev.runner.<runner>                      what ended a runner (its Slurm job's end)
     cascade.ev.config.<name>                        a config variant's definition
+    cascade.ev.stat_names.<digest>                  a set of stats maps' names, which kernel results name by digest
 
 so a run's whole history is `cascade.ev.run.<run>.>` and a sim's is
 `cascade.ev.run.*.sim.<sim>.>`: one subject filter each. Launch requests from before
@@ -87,6 +88,10 @@ def run_lives(run_id: str) -> list[str]:
     return [lives, f"{lives}.*"]
 
 
+def stat_names(digest: str) -> str:
+    return f"{PREFIX}.stat_names.{subject_token(digest)}"
+
+
 def sim_history(sim_id: str) -> str:
     return f"{PREFIX}.run.*.sim.{subject_token(sim_id)}.>"
 
@@ -113,6 +118,8 @@ def of(event: ev.Event) -> str:
             return runner(known.runner_id)
         case ev.GpuConfigDerived():
             return gpu_config(known.name)
+        case ev.StatNamesDefined():
+            return stat_names(known.digest)
         case ev.CampaignEvent():
             return campaign(known.name)
         case _:

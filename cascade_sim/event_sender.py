@@ -8,6 +8,12 @@ While NATS is away or behind, the events wait here, up to `MAX_QUEUED` of them o
 waits for `room()` before it reads more, so past that the simulator's own pipe holds it back
 rather than memory growing (the parser outruns a busy NATS: kernel results pile up within a
 second's stall; bench/README.md, "Runner, with the tokenizer in C").
+
+A kernel result's stats map names its set of names by digest alone (`cascade_core/packed_stats.py`):
+before a batch goes out, each set it names that is not yet stored is, as its own
+`stat_names.defined.v1` event, so the log holds a set before any result that names it. The
+sets stored are known to every sender of a runner (`names_stored`), so each is sent once a
+runner process; a result is made to hold the digest alone only here, as it goes out.
 """
 
 from __future__ import annotations
@@ -15,13 +21,29 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+import msgspec
+
 from cascade_core import events as ev
+from cascade_core import packed_stats
 from cascade_nats import subjects
 from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision, retry
 
 MAX_QUEUED = 256
 MAX_QUEUED_BYTES = 2 << 20
+
+
+def named(result: ev.KernelFinished, stored: set[str], at: datetime) -> tuple[ev.StatNamesDefined | None, ev.KernelFinished]:
+    """The event of the set of names the result's map needs, to store first (None where the
+    set is among the digests `stored`, or the map holds no digest), and the result as it is
+    sent: its map holding the set's digest alone."""
+    stats = result.stats
+    if stats is None or not stats.names or not stats.names_digest:
+        return None, result
+    defined = None
+    if stats.names_digest not in stored:
+        defined = ev.StatNamesDefined(id=f"stat-names.{stats.names_digest}", at=at, digest=stats.names_digest, names=stats.names)
+    return defined, msgspec.structs.replace(result, stats=packed_stats.without_names(stats))
 
 
 def _size(event: ev.Event) -> int:
@@ -34,9 +56,13 @@ def _size(event: ev.Event) -> int:
 
 
 class EventSender:
-    def __init__(self, *, store: EventStore, sim_id: str, attempt: int, supervision: Supervision) -> None:
+    def __init__(
+        self, *, store: EventStore, sim_id: str, attempt: int, supervision: Supervision, names_stored: set[str] | None = None
+    ) -> None:
+        """`names_stored`: the digests of the sets of stat names stored, shared by a runner's senders."""
         self.store = store
         self.supervision = supervision
+        self.names_stored = set() if names_stored is None else names_stored
         self.prefix = f"{sim_id}.{attempt}"
         self._count = 0
         self._queue: list[ev.Event] = []
@@ -95,7 +121,9 @@ class EventSender:
             await self._append(batch)
 
     async def _append(self, batch: list[ev.Event]) -> None:
-        """Store `batch`; after a failed try, only what it did not store."""
+        """Store `batch`, each set of stat names it needs first; after a failed try, only what
+        it did not store."""
+        batch = [await self._named(e) if isinstance(e, ev.KernelFinished) else e for e in batch]
         tries = 0
 
         async def send() -> None:
@@ -107,6 +135,18 @@ class EventSender:
                 await self.store.append_facts(batch, timeout=30)
 
         await retry(f"sim {self.prefix}: sending its events", send, self.supervision)
+
+    async def _named(self, result: ev.KernelFinished) -> ev.KernelFinished:
+        """The result as it is sent, once the set of names it needs is stored."""
+        defined, sent = named(result, self.names_stored, self.now())
+        if defined is not None:
+
+            async def send() -> None:
+                await self.store.append_facts([defined], timeout=30)
+
+            await retry(f"sim {self.prefix}: storing a set of stat names", send, self.supervision)
+            self.names_stored.add(defined.digest)
+        return sent
 
     async def _unsent(self, batch: list[ev.Event]) -> list[ev.Event]:
         """The events of `batch` not stored. They go out in order on one connection, so what

@@ -55,7 +55,7 @@ from nats.aio.subscription import Subscription
 from nats.js.kv import KeyValue
 
 from cascade_core import events as ev
-from cascade_core import reuse, sims, split
+from cascade_core import packed_stats, reuse, sims, split
 from cascade_core.gpu_configs import GpuConfig
 from cascade_core.runners import Runner as RunnerInfo
 from cascade_core.runners import SimulatorBuild
@@ -209,6 +209,7 @@ class Runner:
         self.build: str | None = None  # found at the start of `run`: reading a binary takes a while
         self.versions = Versions(accel_sim_build=None, gpgpu_sim_build=None)  # as the last sim launched here printed them
         self.running: dict[str, Slot] = {}
+        self.names_stored: set[str] = set()  # digests of the sets of stat names stored (`EventSender`)
         self._slot_freed = asyncio.Event()
         self._kv: KeyValue | None = None
         self._results: ResultCache | None = None
@@ -424,7 +425,9 @@ class Runner:
             trace = await self._with_variant_files(slot, trace)
         if isinstance(trace, Path) and request.reuse:
             slot.job = await self._reusing(slot.job, trace)
-        sender = EventSender(store=self.store, sim_id=slot.job.name, attempt=slot.job.attempt, supervision=self.supervision)
+        sender = EventSender(
+            store=self.store, sim_id=slot.job.name, attempt=slot.job.attempt, supervision=self.supervision, names_stored=self.names_stored
+        )
         report = SimReport(
             job=slot.job, emit=sender.emit, next_id=sender.next_id, now=sender.now, reader=self.simulator.reader(), sim=claimed.sim
         )
@@ -476,7 +479,15 @@ class Runner:
         """What the lost attempt of the sim (or its chunk) recorded, as its data subject's
         last event says."""
         last = await self.store.last_on(subjects.chunk(request.run_id, request.sim_id, "data", request.chunk))
-        return kept_by(None if last is None else last.event, sim.attempt, launches)
+        event = None if last is None else last.event
+        if isinstance(event, ev.KernelFinished) and event.stats is not None and not event.stats.names:
+            # Its map names its set of names by digest: the set's event holds the names.
+            stored = await self.store.last_on(subjects.stat_names(event.stats.names_digest))
+            defined = None if stored is None else stored.event
+            if not isinstance(defined, ev.StatNamesDefined):
+                return None  # nothing to read its totals by: the sim starts again from its first launch
+            event = msgspec.structs.replace(event, stats=packed_stats.with_names(event.stats, defined.names))
+        return kept_by(event, sim.attempt, launches)
 
     async def _ended(self, runner_id: str | None) -> ev.RunnerEnded | None:
         """What ended a runner, if its scheduler's launcher recorded it."""

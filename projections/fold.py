@@ -43,6 +43,7 @@ from projections.rows import (
     RunRow,
     SimFileRow,
     SimRow,
+    StatSetRow,
     TraceFileRow,
     TraceKernelRow,
     TraceRow,
@@ -90,6 +91,7 @@ class Added(msgspec.Struct):
     sim_files: list[SimFileRow] = []
     campaigns: list[CampaignRow] = []
     campaign_runs: list[CampaignRunRow] = []
+    stat_sets: list[StatSetRow] = []
 
     def tables(self) -> list[tuple[str, list[Any]]]:
         """Each table's rows, in the order of `rows.APPEND_TABLES`."""
@@ -327,6 +329,8 @@ def _applier(e: ev.AnyEvent) -> Apply:
             return _campaign_created
         case ev.CampaignRunsAdded():
             return _campaign_runs_added
+        case ev.StatNamesDefined():
+            return _stat_names_defined
         case _:
             assert_never(e)
 
@@ -472,6 +476,10 @@ def _campaign_runs_added(b: _Batch, seq: int, e: ev.CampaignRunsAdded) -> None:
     ]
 
 
+def _stat_names_defined(b: _Batch, seq: int, e: ev.StatNamesDefined) -> None:
+    b.checked.stat_sets.append(StatSetRow(digest=e.digest, names=e.names))
+
+
 def _kernel_finished(b: _Batch, seq: int, sim: Sim, e: ev.KernelFinished) -> None:
     if not sim_state.takes(sim, e):
         return
@@ -577,7 +585,7 @@ def _toucher(e: ev.AnyEvent) -> Touch:
             return _touch_listed
         case ev.TraceEvent():
             return _touch_trace
-        case ev.RunnerEnded() | ev.GpuConfigDerived() | ev.CampaignEvent():
+        case ev.RunnerEnded() | ev.GpuConfigDerived() | ev.CampaignEvent() | ev.StatNamesDefined():
             return _touch_nothing
         case _:
             assert_never(e)
@@ -604,7 +612,7 @@ def _touch_listed(e: ev.RunRetryRequested | ev.RunEntriesAdded, found: _Touched)
         found.sims.update(c.sim_id for c in e.chunks)
 
 
-def _touch_nothing(e: ev.RunnerEnded | ev.GpuConfigDerived | ev.CampaignEvent, found: _Touched) -> None:
+def _touch_nothing(e: ev.RunnerEnded | ev.GpuConfigDerived | ev.CampaignEvent | ev.StatNamesDefined, found: _Touched) -> None:
     pass  # it changes no entity row
 
 

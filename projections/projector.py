@@ -279,7 +279,7 @@ def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_ro
         # Those not already there were written, under the seq of the event that brought them.
         candidates = [row.seq for row in folded.checked.kernels]
         kept.update(s for (s,) in con.execute("SELECT seq FROM kernels WHERE seq IN (SELECT unnest(?))", [candidates]).fetchall())
-    stats = stats_rows.rows(con, folded.kernels, kept, names)
+    stats = stats_rows.rows(con, [names.with_names(con, k) for k in folded.kernels], kept, names)
     if names.added:
         _insert(con, "stat_names", names.added, dedupe=None)
     if stats.num_rows:

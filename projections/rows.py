@@ -301,6 +301,15 @@ class CampaignRunRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     position: int  # its place in its event's list: the campaign's runs are in (seq, position) order
 
 
+class StatSetRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A set of stats maps' names, as its `stat_names.defined.v1` event gave it: kernel
+    results name it by `digest` alone (`cascade_core/packed_stats.py`), and the projector
+    reads its `names` here to give their rows stat ids."""
+
+    digest: str
+    names: str  # base64 of the xz of the names joined by newlines
+
+
 ENTITY_TABLES: dict[str, type[msgspec.Struct]] = {"traces": TraceRow, "runs": RunRow, "sims": SimRow}
 
 # Append-only tables and the columns that identify a row: a row already there is never added
@@ -314,6 +323,7 @@ APPEND_TABLES: dict[str, tuple[type[msgspec.Struct], tuple[str, ...]]] = {
     "sim_files": (SimFileRow, ("sim_id", "attempt", "name")),
     "campaigns": (CampaignRow, ("id",)),
     "campaign_runs": (CampaignRunRow, ("campaign_id", "run_id")),
+    "stat_sets": (StatSetRow, ("digest",)),
 }
 
 # Written by the projector from the kernels rows it writes, in the same transaction: their

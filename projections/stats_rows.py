@@ -31,17 +31,35 @@ from cascade_formats import stat_kinds
 from cascade_core.packed_stats import PackedStats
 from cascade_formats.stat_kinds import kind_of
 from cascade_nats import deflated
+from projections.fold import Unfoldable
 from projections.rows import KernelRow, StatNameRow
 
 
 class StatNames:
     """The `stat_names` of one read model as the projector last committed it, and the
-    names the batch being written adds."""
+    names the batch being written adds; and the sets of names (`stat_sets`) results name by
+    digest."""
 
     def __init__(self) -> None:
         self._ids: dict[str, int] | None = None  # None: read from DuckDB when next needed
         self._layouts: dict[str, pa.Array] = {}  # by the names' text (`PackedStats.names`)
+        self._sets: dict[str, str] = {}  # the names' text by digest, as read from `stat_sets`
         self.added: list[StatNameRow] = []
+
+    def with_names(self, con: duckdb.DuckDBPyConnection, kernel: KernelRow) -> KernelRow:
+        """The kernel row, its map holding its set of names' text where it held the digest:
+        that set's event came before it, and its row is in `stat_sets` (the batch's own
+        written first). `fold.Unfoldable` where no event gave the set: the result is parked."""
+        stats = kernel.stats
+        if stats is None or stats.names or not stats.names_digest:
+            return kernel
+        text = self._sets.get(stats.names_digest)
+        if text is None:
+            found = con.execute("SELECT names FROM stat_sets WHERE digest = ?", [stats.names_digest]).fetchone()
+            if found is None:
+                raise Unfoldable(kernel.seq, f"its stats map names the set of names {stats.names_digest}, which no event before it defined")
+            text = packed_stats.kept(self._sets, stats.names_digest, found[0])
+        return msgspec.structs.replace(kernel, stats=packed_stats.with_names(stats, text))
 
     def _loaded(self, con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         if self._ids is None:
@@ -68,6 +86,7 @@ class StatNames:
     def forget(self) -> None:
         """What DuckDB holds is not known any more (a transaction failed)."""
         self._ids = None
+        self._sets.clear()
 
 
 _SCHEMA = pa.schema(
@@ -247,15 +266,17 @@ def _columns(stats: PackedStats, count: int) -> tuple[pa.Array, pa.Array]:
     """A map's `value` and `text` columns: its floats as they are, but null where it has a
     text or null; its texts there, null elsewhere. Made in Arrow: a map has hundreds of texts
     (`none`), too many to place one by one in Python."""
-    floats = pa.py_buffer(deflated.floats_of(stats))
-    if not stats.texts:
+    packed = deflated.floats_of(stats)
+    floats = pa.py_buffer(packed)
+    found = deflated.texts_of(stats, packed)
+    if not found:
         return pa.Array.from_buffers(pa.float64(), count, [None, floats]), pa.nulls(count, pa.string())
-    where = (count, tuple(stats.texts))
+    where = (count, tuple(found))
     layout = _layouts.get(where)
     if layout is None:
         place = pc.index_in(pa.array(range(count), pa.int32()), value_set=pa.array(where[1], pa.int32()))
         layout = packed_stats.kept(_layouts, where, _Layout(numbers=pc.is_null(place).buffers()[1], place=place))
-    key = (*where, tuple(stats.texts.values()))
+    key = (*where, tuple(found.values()))
     texts = _texts.get(key)
     if texts is None:
         texts = packed_stats.kept(_texts, key, pc.take(pa.array(key[2], pa.string()), layout.place))

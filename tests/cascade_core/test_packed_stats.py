@@ -20,8 +20,9 @@ from tests.support import same_map
 def test_a_map_comes_back_as_it_went_in() -> None:
     stats: dict[str, Any] = {"kernel_name": "_Z1kv", "a": 1.5, "b": -0.0, "c": math.inf, "d": math.nan, "e": "none", "f": None, "g": "x", "h": 2.0}
     packed = packed_stats.from_mapping(stats)
-    assert packed is not None and packed.texts == {0: "_Z1kv", 5: "none", 6: None, 7: "x"}
+    assert packed is not None and packed.texts == {0: "_Z1kv", 6: None, 7: "x"}  # `none` is a nan of its own
     back = deflated.stats_map(packed)
+    assert back["e"] == "none" and isinstance(back["d"], float) and math.isnan(back["d"])
     assert same_map(back, stats) and math.copysign(1, back["b"]) == -1  # type: ignore[arg-type]  # b is a float
     assert ev.decode(ev.encode(_kernel(packed))) == _kernel(packed)
 
@@ -32,6 +33,20 @@ def test_maps_of_the_same_names_carry_the_same_names_text() -> None:
     assert one is not None and two is not None and other is not None
     assert one.names == two.names != other.names
     assert packed_stats.names_of(other) == ("b", "a")
+
+
+def test_a_map_sent_with_its_digest_alone_is_read_once_given_its_names_again() -> None:
+    packed = packed_stats.from_mapping({"a": 1.0, "b": "none"})
+    assert packed is not None and packed.names_digest
+    alone = packed_stats.without_names(packed)
+    assert alone.names == "" and alone.names_digest == packed.names_digest
+    assert len(ev.encode(_kernel(alone))) < len(ev.encode(_kernel(packed)))
+    try:
+        packed_stats.names_of(alone)
+        raise AssertionError("a map without its names has none to give")
+    except ValueError as err:
+        assert packed.names_digest in str(err)
+    assert deflated.stats_map(packed_stats.with_names(alone, packed.names)) == {"a": 1.0, "b": "none"}
 
 
 def test_json_values_are_read_as_the_read_model_stored_them() -> None:

@@ -13,7 +13,8 @@ import msgspec
 import pytest
 
 from cascade_core import events as ev
-from cascade_nats import server
+from cascade_core import packed_stats
+from cascade_nats import server, subjects
 from cascade_nats.store import EventStore
 from cascade_nats.supervise import Supervision
 from cascade_sim import event_sender as event_sender_module
@@ -88,3 +89,36 @@ async def test_the_reader_waits_while_nats_is_behind_by_more_than_the_bytes_boun
     await sender.flush()
     stored = [s.event async for s in store.read()]
     assert [e.id for e in stored] == [f"sim-1.1.{n}" for n in range(1, 11)]
+
+
+def result(sender: EventSender, stats: dict[str, float | str]) -> ev.KernelFinished:
+    return ev.KernelFinished(
+        id=sender.next_id(), at=datetime.now(UTC), run_id="run-1", sim_id=sender.prefix.split(".")[0], attempt=int(sender.prefix.split(".")[1]),
+        kernel_index=0, uid=1, name="k", gpu_sim_cycle=1, gpu_sim_insn=1, gpu_ipc=1.0, sim_time_ns=1.0,
+        stats=packed_stats.from_mapping(stats),
+    )
+
+
+async def test_a_set_of_stat_names_is_stored_once_a_runner_before_the_first_result_that_names_it(store: EventStore) -> None:
+    stored: set[str] = set()  # a runner's, shared by its senders
+    one = EventSender(store=store, sim_id="sim-1", attempt=1, supervision=Supervision(), names_stored=stored)
+    two = EventSender(store=store, sim_id="sim-2", attempt=1, supervision=Supervision(), names_stored=stored)
+    for sender in (one, two, one):
+        sender.emit(result(sender, {"kernel_name": "k", "a": 1.0, "b": "none"}))
+        await sender.flush()
+    one.emit(result(one, {"kernel_name": "k", "c": 2.0}))
+    await one.flush()
+    log = [s.event async for s in store.read()]
+    defined = [e for e in log if isinstance(e, ev.StatNamesDefined)]
+    results = [e for e in log if isinstance(e, ev.KernelFinished)]
+    assert [packed_stats.names_in(d.names) for d in defined] == [("kernel_name", "a", "b"), ("kernel_name", "c")]
+    assert [r.stats.names_digest for r in results if r.stats] == [defined[0].digest] * 3 + [defined[1].digest]
+    assert all(r.stats is not None and r.stats.names == "" for r in results), "results carry the digest alone"
+    assert log.index(defined[1]) < log.index(results[3]), "a set is stored before the result that names it"
+    # Another runner (or this one started again) knows of none: it sends the set again, under
+    # the same id, which the duplicate window drops (past it, a second alike is harmless).
+    again = EventSender(store=store, sim_id="sim-3", attempt=1, supervision=Supervision())
+    again.emit(result(again, {"kernel_name": "k", "a": 3.0, "b": "none"}))
+    await again.flush()
+    assert again.names_stored == {defined[0].digest}
+    assert [s.event async for s in store.read(subjects.stat_names(defined[0].digest))] == [defined[0]]

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from cascade_core import events as ev
 from cascade_core import packed_stats
 from cascade_core.packed_stats import PackedStats
+from cascade_sim import event_sender
 
 T0 = datetime(2026, 11, 8, 8, 0, tzinfo=UTC)
 CONFIGS = ("SM7_QV100", "SM61_TITANX")
@@ -86,7 +87,7 @@ def histories(draw: st.DrawFn, deletes: bool = True) -> list[ev.Event]:
             if positions[i] < len(lane) and (lane[positions[i]][0] not in ("sim", "cancel", "delete") or lane[positions[i]][1] in created)  # type: ignore[index]
         ]
         if not eligible:
-            return out
+            return named_once(out)
         i = eligible[draw(st.integers(0, len(eligible) - 1))]
         item = lanes[i][positions[i]]
         positions[i] += 1
@@ -184,6 +185,23 @@ def _stats(sim_id: str, attempt: int, kernel: int) -> PackedStats | None:
     return packed_stats.from_mapping(stats)
 
 
+def named_once(events: list[ev.Event]) -> list[ev.Event]:
+    """The events with kernel results as runners send them (`event_sender.named`): a map
+    naming its set of names by digest, the set's own event before the first of a sim's
+    results that names it (so a set is defined more than once, as by two runners); but a
+    result of an odd kernel index holds its names, as results from before."""
+    out: list[ev.Event] = []
+    stored: dict[str, set[str]] = {}  # by sim
+    for e in events:
+        if isinstance(e, ev.KernelFinished) and e.kernel_index % 2 == 0:
+            defined, e = event_sender.named(e, stored.setdefault(e.sim_id, set()), e.at)
+            if defined is not None:
+                stored[e.sim_id].add(defined.digest)
+                out.append(defined)
+        out.append(e)
+    return out
+
+
 def trace_history(trace_id: str, steps: list[str]) -> list[ev.Event]:
     """One trace's events, step by step as `_trace_life` names them."""
     clock = _Clock()
@@ -206,4 +224,4 @@ def lifecycle() -> list[ev.Event]:
         ("sim", "run-a", "sim-a1", ("finish", 1)),
         *[("trace", "old", s) for s in ("started", "files", "failed", "deleted")],
     ]
-    return [_event(clock, item, counters) for item in items]
+    return named_once([_event(clock, item, counters) for item in items])

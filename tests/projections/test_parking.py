@@ -210,3 +210,18 @@ def test_a_sequence_missing_from_the_whole_stream_is_parked_as_lost_naming_what_
     batch = parking.sort_out([(5, b"cascade.ev.x", b"not json"), (7, b"cascade.ev.y", b"nor this")], after=4)
     assert [(p.seq, p.subject) for p in batch.parked] == [(5, "cascade.ev.x"), (6, ""), (7, "cascade.ev.y")]
     assert parking.sort_out([(5, b"cascade.ev.x", b"not json"), (7, b"cascade.ev.y", b"nor this")]).parked[1].seq == 7, "a filtered read has gaps"
+
+
+async def test_a_result_naming_a_set_of_stat_names_no_event_gave_is_parked_and_the_rest_applied(store: EventStore, tmp_path: Path) -> None:
+    history = [e for e in lifecycle() if not isinstance(e, ev.StatNamesDefined)]  # as if the sets' events were lost
+    seqs = [await store.append(e) for e in history]
+    con = connect(tmp_path / "live.duckdb")
+    projector = Projector(store, con)
+    await projector.catch_up()
+    by_digest = {seq for seq, e in zip(seqs, history) if isinstance(e, ev.KernelFinished) and e.stats is not None and not e.stats.names}
+    rows = parked_rows(con)
+    assert rows and {r[0] for r in rows} <= by_digest
+    assert all(r[2] == "sim.kernel_finished.v2" and "names the set of names" in r[3] and "which no event before it defined" in r[3] for r in rows)
+    assert projector.applied == seqs[-1]
+    (kept,) = con.execute("SELECT count(*) FROM kernels").fetchone()  # type: ignore[misc]
+    assert kept > 0, "the results that hold their names are applied"
