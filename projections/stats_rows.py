@@ -12,9 +12,11 @@ carry maps packed (`cascade_core/packed_stats.py`): the values become a column a
 float64s they are, and each set of names, known again by its text, gets its ids as an Arrow
 array once per read model.
 
-Ids go to names in the order kernels first show them (sorted among those one kernel shows
-first), counting every kernel result the fold applied, in the order applied, whether or not
-its rows are kept: a replay, whatever its batches, gives every name the same id.
+Ids go to names in the order kernels first show them (in a map's order among those one
+kernel shows first), counting every kernel result the fold applied, in the order applied,
+whether or not its rows are kept: a replay, whatever its batches, gives every name the same
+id. So a map's rows mostly run through consecutive ids, which DuckDB stores in a few bits a
+row where ids in no order took two bytes (bench/README.md, "Stat names once").
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ class StatNames:
             return known
         ids = self._loaded(con)
         names = packed_stats.names_of(stats)
-        for name in sorted(n for n in names if n not in ids):
+        for name in (n for n in names if n not in ids):
             ids[name] = len(ids) + 1
             self.added.append(StatNameRow(id=ids[name], name=name, kind=kind_of(name)))
         return packed_stats.kept(self._layouts, stats.names, pa.array([ids[name] for name in names], pa.int32()))

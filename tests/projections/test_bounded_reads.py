@@ -87,7 +87,8 @@ async def test_verify_compares_a_run_many_times_the_budget_and_counts_each_row_t
     with budgeted(read_model) as con:
         verified = await verify(store, con.cursor())
         assert verified.equal, verified
-        con.execute("UPDATE kernel_stats SET value = value + 1 WHERE seq = (SELECT max(seq) FROM kernel_stats) AND stat = 1")
+        number = "(SELECT min(stat) FROM kernel_stats WHERE value IS NOT NULL)"  # a stat with a number, not a text
+        con.execute(f"UPDATE kernel_stats SET value = value + 1 WHERE seq = (SELECT max(seq) FROM kernel_stats) AND stat = {number}")
         con.execute("DELETE FROM kernel_stats WHERE seq = (SELECT min(seq) FROM kernel_stats) AND stat = 2")
         differs = await verify(store, con.cursor())
     checks = {c.table: (c.rows, c.replayed_rows, c.only_in_live, c.only_in_replay) for c in differs.tables}
