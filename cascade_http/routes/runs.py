@@ -380,7 +380,7 @@ async def run_archive(request: Request) -> Response:
     description="A zip of Parquet files, streamed as it is made, that pandas, polars and DuckDB read as they are: "
     "runs.parquet (the run), sims.parquet (its sims), kernels.parquet (their kernels, without stats maps), "
     "kernel_stats.parquet (every value of those maps: sim_id, kernel_index, stat, value (the kernel's own), text, "
-    "printed_total (a running total as the log printed it)) and timing.parquet "
+    "printed_total (a running total as the log printed it); by sim and kernel, a kernel's values in its map's order) and timing.parquet "
     "(the real timing its trace uses). `cascade export RUN -o DIR` unpacks it. The read model's columns are "
     "described in README.md, Querying the read model.",
     response=bytes,

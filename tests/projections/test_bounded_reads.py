@@ -73,7 +73,7 @@ async def test_the_export_of_a_run_many_times_the_budget_holds_every_value_in_or
         expected = whole.sql(
             """SELECT k.sim_id, k.kernel_index, n.name AS stat, v.value, v.text, v.printed_total
             FROM kernel_stats v JOIN kernels k ON k.seq = v.seq JOIN stat_names n ON n.id = v.stat
-            ORDER BY k.sim_id, k.kernel_index, v.stat"""
+            ORDER BY k.sim_id, k.kernel_index, v.rowid"""  # a kernel's values in its map's order
         ).to_arrow_table()
     with budgeted(read_model) as con:
         archive = zipfile.ZipFile(io.BytesIO(b"".join(export.zip_pieces(con.cursor(), RUN, datetime(2026, 12, 4, tzinfo=UTC)))))
