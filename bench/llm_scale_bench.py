@@ -1,7 +1,7 @@
 """Runs at LLM scale: 4 sims x 10,152 kernels and 1 sim x 100,000 kernels, every read of them.
 
     .venv/bin/python bench/llm_scale_bench.py [--only 4x10k|100k] [--sims N] [--kernels N]
-        [--db-memory-bytes N] [--route-timeout 900] [--no-browser] [--python PATH]
+        [--db-memory-bytes N] [--route-timeout 900] [--no-browser] [--skip-read WHAT ...] [--python PATH]
 
 Each case on a fresh data dir: `cascade serve --no-runner` (its embedded nats-server, the
 default DuckDB budget unless --db-memory-bytes) and one `cascade worker` with a slot per sim,
@@ -141,11 +141,11 @@ replay --verify      POST  /api/replay/verify
 """
 
 
-def routes(run: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """READS of this run, as (what, method, path)."""
+def routes(run: dict[str, Any], skipped: list[str]) -> list[tuple[str, str, str]]:
+    """READS of this run, as (what, method, path), but those `skipped`."""
     names = {"run": run["id"], "sim": run["sims"][0]["id"], "plain": quote(PLAIN_STAT), "units": quote(UNIT_STAT)}
     rows = [re.split(r"\s{2,}", line) for line in READS.strip().splitlines()]
-    return [(what, method, path.format(**names)) for what, method, path in rows]
+    return [(what, method, path.format(**names)) for what, method, path in rows if what not in skipped]
 
 
 def tabs(url: str, run: dict[str, Any], kernels: int, server: int, timeout: float) -> list[Outcome]:
@@ -242,7 +242,7 @@ def polls_cpu(url: str, run_id: str, server: int, polls: int) -> float:
     return (cpu_seconds(server) - before) / 3 * polls
 
 
-def case(name: str, sims: int, kernels: int, budget: int | None, timeout: float, tab_timeout: float, browser: bool) -> str:
+def case(name: str, sims: int, kernels: int, budget: int | None, timeout: float, tab_timeout: float, browser: bool, skipped: list[str]) -> str:
     tmp = Path(tempfile.mkdtemp(prefix="cascade-llm-scale-"))
     env = {**os.environ, "CASCADE_TOKEN": TOKEN}
     python = runner_bench.PYTHON
@@ -280,7 +280,7 @@ def case(name: str, sims: int, kernels: int, budget: int | None, timeout: float,
             cpu["serve less the bench's polls"] = cpu["serve"] - polls_cpu(url, run["id"], server.pid, polls)
             stream, messages = asyncio.run(stream_bytes(nats_url))
             with httpx.Client(base_url=url, headers=AUTH) as http:
-                reads = [fetch(http, server.pid, what, method, path, timeout) for what, method, path in routes(run)]
+                reads = [fetch(http, server.pid, what, method, path, timeout) for what, method, path in routes(run, skipped)]
             reads += tabs(url, run, total, server.pid, tab_timeout) if browser else []
             hwm = int(next(line.split()[1] for line in Path(f"/proc/{server.pid}/status").read_text().splitlines() if line.startswith("VmHWM")))
         finally:
@@ -339,9 +339,11 @@ if __name__ == "__main__":
     parser.add_argument("--route-timeout", type=float, default=900, help="seconds a read may take before the bench cuts it")
     parser.add_argument("--tab-timeout", type=float, default=300, help="seconds a tab may take to draw before the bench gives up on it")
     parser.add_argument("--no-browser", dest="browser", action="store_false", help="skip the web app's tabs")
+    parser.add_argument("--skip-read", dest="skipped", action="append", default=[], choices=[r.split("  ")[0] for r in READS.strip().splitlines()],
+                        help="a read not to make (the run's results: 6.9 GB at 4 x 10k)")
     parser.add_argument("--python", default=sys.executable, help="the cascade processes' interpreter")
     args = parser.parse_args()
     runner_bench.PYTHON = args.python
     for name, (sims, kernels) in CASES.items():
         if args.only in (None, name):
-            print(case(name, args.sims or sims, args.kernels or kernels, args.db_memory_bytes, args.route_timeout, args.tab_timeout, args.browser), flush=True)
+            print(case(name, args.sims or sims, args.kernels or kernels, args.db_memory_bytes, args.route_timeout, args.tab_timeout, args.browser, args.skipped), flush=True)

@@ -126,7 +126,8 @@ def _labels(con: Con, run: RunSummary) -> tuple[dict[str, object], list[str]]:
 _RUN_KERNELS = _run_kernels()
 _SEQS = f"SELECT min(k.seq), max(k.seq) FROM {CURRENT_KERNELS} WHERE s.run_id = ?"
 _LAST_INDEX = f"SELECT coalesce(max(k.kernel_index), -1) FROM {CURRENT_KERNELS} WHERE s.run_id = ?"
-_NO_INDEX = 1 << 62  # past every kernel index
+_LAST_SEQ_BELOW = f"SELECT coalesce(max(k.seq), -1) FROM {CURRENT_KERNELS} WHERE s.run_id = ? AND k.kernel_index < ?"
+GROUPS_AT_ONCE = 8192  # rows of a values answer one query makes: each holds medians' states
 
 # Per name that holds $q, each config's kernel indices with a kernel that has it. A kernel's
 # names are its rows' stat ids, and kernels of one name and config mostly have the same ones:
@@ -186,8 +187,8 @@ def stat_catalogue(con: Con, run: RunSummary, q: str) -> StatCatalogue:
     )
 
 
-# The run's rows of the stats $stats (ids) of kernel indices below $below, a kernel index,
-# config and stat a row: how many
+# The run's rows of the stats $stats (ids) of kernel indices from $low to below $below, a
+# kernel index, config and stat a row (the kernels before $low are read for running totals): how many
 # of the config's replicas have a value (a number or a text), and the median, least and
 # greatest of their finite numbers, each kernel's own (`value`). A snapshot among the
 # `gpu_tot_*` of a split or reusing sim's kernel is the sim's, as the maps answer it
@@ -230,9 +231,8 @@ SELECT kernel_index, arg_min(name, replica), gpu_config, stat, count(*),
        median(value) FILTER (WHERE isfinite(value)), min(value) FILTER (WHERE isfinite(value)), max(value) FILTER (WHERE isfinite(value)),
        median(running_total) FILTER (WHERE isfinite(running_total))
 FROM shown
-GROUP BY kernel_index, gpu_config, stat
-ORDER BY kernel_index, list_position($configs, gpu_config), list_position($stats, stat)
-LIMIT $limit"""
+WHERE kernel_index >= $low
+GROUP BY kernel_index, gpu_config, stat"""
 _HELD = f"""
 SELECT DISTINCT v.stat FROM kernel_stats v JOIN ({_RUN_KERNELS}) r USING (seq)
 WHERE v.seq BETWEEN $first AND $last AND list_contains($stats, v.stat) AND {_HAS_ONE}"""
@@ -246,6 +246,9 @@ def _ratio_parts(con: Con, ratios: dict[int, str]) -> dict[str, list[int]]:
     parts = ratio_part_ids(ratios, ids)
     # $ratios in `_VALUES` are all the ratios asked for, these only those whose parts are held.
     return {"ratio_ids": parts.pop("ratios"), **parts}
+
+
+Record = tuple[int, str, str, int, int, float | None, float | None, float | None, float | None]  # a row of `_VALUES`
 
 
 def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
@@ -263,7 +266,7 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
         found.sort(key=lambda f: units[f[1]])
         ids = [i for i, _ in found]
         seqs = _seqs(con, run)
-        records: list[tuple[int, str, str, int, int, float | None, float | None, float | None, float | None]] = []
+        records: list[Record] = []
         if ids and seqs is not None:
             params = {"run": run.id, "first": seqs[0], "last": seqs[1], "stats": ids, **labels}
             totals = dict(con.execute("SELECT name, id FROM stat_names WHERE name IN (SELECT unnest(?))", [_SNAPSHOTS]).fetchall())
@@ -274,15 +277,20 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
                 "ratios": [i for i, kind in kinds.items() if kind == "ratio_of_totals"],
             }
             by_kind |= _ratio_parts(con, {i: stat for i, stat in found if kinds[i] == "ratio_of_totals"})
-            values = {**params, **recomputed, **by_kind, "configs": order, "limit": VALUES_LIMIT + 1}
-            # The kernel indices that hold the answer's rows if each has every stat of every
-            # config (a row's running total needs only the kernels before it): a stat of many
-            # units over many kernels is read as far as its answer goes, not the whole run; the
-            # rest only when these fall short.
-            below = (VALUES_LIMIT + 1) // max(1, len(order) * len(ids)) + 1
-            records = con.execute(_VALUES, {**values, "below": below}).fetchall()
-            if len(records) <= VALUES_LIMIT and below <= one_row(con, _LAST_INDEX, [run.id])[0]:
-                records = con.execute(_VALUES, {**values, "below": _NO_INDEX}).fetchall()
+            values = {**params, **recomputed, **by_kind}
+            config_at, stat_at = {config: i for i, config in enumerate(order)}, {stat: i for i, stat in enumerate(ids)}
+            # A part of the kernel indices at a time, each part's rows ordered here: a
+            # median's state cannot be spilled, so a query of 50,000 of them outgrew the budget
+            # at 40k kernels (bench/README.md, "Stat values a part at a time"). The parts go
+            # in kernel index order until the answer is full, each scanning the rows up to
+            # its last kernel (a running total needs only the kernels before it).
+            step = max(1, GROUPS_AT_ONCE // max(1, len(order) * len(ids)))
+            for low in range(0, one_row(con, _LAST_INDEX, [run.id])[0] + 1, step):
+                (last,) = one_row(con, _LAST_SEQ_BELOW, [run.id, low + step])
+                part = con.execute(_VALUES, {**values, "last": last, "low": low, "below": low + step}).fetchall()
+                records += sorted(part, key=lambda r: (r[0], config_at[r[2]], stat_at[r[3]]))
+                if len(records) > VALUES_LIMIT:
+                    break
         truncated = len(records) > VALUES_LIMIT
         # The stats the rows show, unless some were cut off: then the ones the run has.
         held = {r[3] for r in records} if not truncated else {i for (i,) in con.execute(_HELD, params).fetchall()}
