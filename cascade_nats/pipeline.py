@@ -2,8 +2,11 @@
 
 Messages go out as protocol frames on a `Wire` of the pipeline's own, and the acks come back
 on one wildcard inbox, matched to their batch and index by the reply subject and read with a
-byte search rather than a JSON object per ack. The number in flight is bounded, so a fast
-producer waits for acks instead of growing buffers without limit. If the connection drops,
+byte search rather than a JSON object per ack. The messages and the bytes in flight are
+bounded, so a fast producer waits for acks instead of growing buffers without limit, and
+nats-server never holds more of a batch than it takes (it refuses a stream's messages with
+"too many requests" past 128 MiB waiting to be stored: a 5 GB log's object, 1 GiB in flight,
+was refused again and again). If the connection drops,
 every batch in flight fails and the next one connects again: sending the same events again
 is safe, since every event id is deduplicated.
 """
@@ -11,6 +14,7 @@ is safe, since every event id is deduplicated.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import itertools
 import re
 from collections.abc import Sequence
@@ -22,6 +26,7 @@ from cascade_nats.connect import beside
 from cascade_nats.wire import Wire, WireError
 
 MAX_IN_FLIGHT = 8192
+MAX_IN_FLIGHT_BYTES = 8 << 20  # a batch's: several runners' batches share a stream's 128 MiB
 _WRITE_AT = 256 << 10  # bytes of frames gathered before they are written
 _DRAIN_AT = 4 << 20  # bytes waiting in the socket's buffer before a publisher yields to it
 
@@ -43,6 +48,8 @@ class Batch:
         self.error: str | None = None
         self._progress = asyncio.Event()
         self._out = bytearray()
+        self._sent = 0  # payload bytes framed
+        self._ends: list[int] = []  # `_sent` after each message
 
     async def publish(self, subject: str, payload: bytes, msg_id: str | None = None) -> None:
         if self.add(subject, payload, msg_id):
@@ -63,13 +70,24 @@ class Batch:
             out += header
         out += payload
         out += b"\r\n"
-        return len(out) >= _WRITE_AT or index + 1 - self.acked >= MAX_IN_FLIGHT
+        self._sent += len(payload)
+        self._ends.append(self._sent)
+        return len(out) >= _WRITE_AT or self._enough_acked() > self.acked
+
+    def _enough_acked(self) -> int:
+        """How many acks the batch must have to go on: with as many messages or bytes in flight
+        as allowed, those that leave half of them in flight (acks come mostly in order)."""
+        by_count = len(self.seqs) - MAX_IN_FLIGHT // 2 if len(self.seqs) - self.acked >= MAX_IN_FLIGHT else 0
+        in_flight = self._sent - (self._ends[self.acked - 1] if self.acked else 0)
+        by_bytes = bisect.bisect_right(self._ends, self._sent - MAX_IN_FLIGHT_BYTES // 2) if in_flight >= MAX_IN_FLIGHT_BYTES else 0
+        return max(by_count, by_bytes)
 
     async def settle(self) -> None:
-        """Write what is gathered; with too many in flight, wait until half are acked."""
+        """Write what is gathered; with too many messages or bytes in flight, wait until half are acked."""
         await self._flush()
-        if len(self.seqs) - self.acked >= MAX_IN_FLIGHT:
-            await asyncio.wait_for(self._acked(len(self.seqs) - MAX_IN_FLIGHT // 2), self._timeout)
+        enough = self._enough_acked()
+        if enough > self.acked:
+            await asyncio.wait_for(self._acked(enough), self._timeout)
 
     async def _flush(self) -> None:
         # Frames go to the socket in large writes: a write per message costs a system call each.

@@ -70,3 +70,21 @@ async def test_digest_is_sha256_of_content(objects: Objects) -> None:
 
     stored = await objects.put("d", pieces(b"hello", 2))
     assert stored.digest == "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(b"hello").digest()).decode()
+
+
+async def test_an_object_larger_than_what_nats_server_holds_waiting_is_stored(objects: Objects) -> None:
+    # nats-server refuses a stream's messages ("too many requests") once 128 MiB of them wait
+    # to be stored; a 5 GB log's object had 1 GiB in flight and was refused on every try.
+    piece = os.urandom(1 << 20)
+    size = 192 << 20
+
+    async def source() -> AsyncIterator[bytes]:
+        for _ in range(size >> 20):
+            yield piece
+
+    stored = await objects.put("sims/big/1/accelsim.log.gz", source())
+    assert stored.size == size
+    sha = hashlib.sha256()
+    async for chunk in objects.read("sims/big/1/accelsim.log.gz"):
+        sha.update(chunk)
+    assert sha.digest() == hashlib.sha256(piece * (size >> 20)).digest()
