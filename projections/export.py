@@ -13,10 +13,10 @@ All are read in one transaction, so they agree. Each is written in row groups of
 straight into the zip as it streams: the server holds one batch at a time, never a file.
 kernel_stats is read a part of the kernels at a time, as many kernels as the read model's
 memory holds `KERNEL_BYTES` of, as stored: no join and no sort in DuckDB (they took most of
-the time: bench/README.md, "The export without a sort"). Its rows come in the order they were
-stored (DuckDB keeps it for a scan without ORDER BY), a kernel's together in its map's order;
-the part's kernels are put in the run's order, and their seqs and stat ids made names, in
-Arrow; a part is a row group.
+the time: bench/README.md, "The export without a sort"). Its rows come mostly in the order
+they were stored, a kernel's together in its map's order; the part's kernels are put in the
+run's order (and a kernel's rows in their stored order, where a scan's threads gave them
+otherwise), and their seqs and stat ids made names, in Arrow; a part is a row group.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ TABLES = {
     "runs": "SELECT * FROM runs WHERE id = $run",
     "sims": "SELECT * FROM sims WHERE run_id = $run ORDER BY gpu_config, replica",
     "kernels": f"SELECT k.* FROM {_CURRENT} WHERE s.run_id = $run ORDER BY k.sim_id, k.kernel_index",
-    "kernel_stats": """SELECT seq, stat, value, text, printed_total FROM kernel_stats
+    "kernel_stats": """SELECT seq, stat, value, text, printed_total, rowid FROM kernel_stats
         WHERE seq BETWEEN $first AND $last AND list_contains($seqs, seq)""",
     "timing": """SELECT r.* FROM trace_real_timing r JOIN traces t ON t.id = r.trace_id AND t.real_timing = r.timing_id
         JOIN runs ON runs.trace_id = t.id WHERE runs.id = $run ORDER BY r.repeat, r.kernel_id""",
@@ -128,14 +128,20 @@ def _stats_batches(con: Con, run_id: str) -> Iterator[pa.RecordBatch]:
 
 
 def _named(batch: pa.RecordBatch, seqs: pa.Array, sims: pa.Array, indices: pa.Array, names: pa.Array) -> pa.RecordBatch:
-    """The rows of `batch` in the order of their kernels' `seqs` (each kernel's as they came),
-    with their kernel's sim and index for its seq, and their stat's name for its id."""
-    rank = pc.index_in(batch.column(0), value_set=seqs)
-    if len(rank) > 1 and not pc.all(pc.greater_equal(rank.slice(1), rank.slice(0, len(rank) - 1))).as_py():
-        order = pc.sort_indices(rank)  # stable: a kernel's rows keep their order
+    """The rows of `batch` in the order of their kernels' `seqs`, each kernel's in the order
+    stored (its map's), with their kernel's sim and index for its seq, and their stat's name
+    for its id. Sorted only when they did not come so: a scan keeps the stored order within a
+    row group, but two threads may give a kernel's rows in the next row group first."""
+    rank, rowid = pc.index_in(batch.column(0), value_set=seqs), batch.column(5)
+    if not (_ascending(rank) and _ascending(rowid)):
+        order = pc.sort_indices(pa.table({"rank": rank, "rowid": rowid}), sort_keys=[("rank", "ascending"), ("rowid", "ascending")])
         batch, rank = batch.take(order), rank.take(order)
     stat = names.take(pc.subtract(batch.column(1), 1))
-    return pa.RecordBatch.from_arrays([sims.take(rank), indices.take(rank), stat, *batch.columns[2:]], schema=_STATS_SCHEMA)
+    return pa.RecordBatch.from_arrays([sims.take(rank), indices.take(rank), stat, *batch.columns[2:5]], schema=_STATS_SCHEMA)
+
+
+def _ascending(values: pa.Array) -> bool:
+    return len(values) < 2 or bool(pc.all(pc.greater_equal(values.slice(1), values.slice(0, len(values) - 1))).as_py())
 
 
 def _parquet(batches: Iterator[pa.RecordBatch], file: object, pipe: Pipe) -> Iterator[bytes]:
