@@ -163,14 +163,17 @@ def pack(names: tuple[str, ...], floats: bytes, texts: Texts, *, compress: Compr
         floats = marked.tobytes()
         texts = {i: text for i, text in texts.items() if text != "none"}
     text = names_text(names)
-    return msgspec.structs.replace(packed(text, floats, texts, compress=compress), names_digest=_digest_of(text))
+    return packed(text, floats, texts, compress=compress, names_digest=_digest_of(text))
 
 
-def packed(names: str, floats: bytes, texts: Texts, *, compress: Compress = compressed) -> PackedStats:
-    """`pack`, with the names as `names_text` made them, and the floats compressed by
-    `compress`, into zlib's format (whatever compresses them: `cascade_nats.deflated` reads any)."""
+def packed(names: str, floats: bytes, texts: Texts, *, compress: Compress = compressed, names_digest: str = "") -> PackedStats:
+    """`pack`, with the names as `names_text` made them (and their digest, where the map is
+    to be sent by it), and the floats compressed by `compress`, into zlib's format (whatever
+    compresses them: `cascade_nats.deflated` reads any)."""
     # A map of texts is one of texts or None: the event never changes it.
-    return PackedStats(names=names, values=packed_floats(floats, compress=compress), texts=cast(dict[int, str | None], texts))
+    return PackedStats(
+        names=names, names_digest=names_digest, values=packed_floats(floats, compress=compress), texts=cast(dict[int, str | None], texts)
+    )
 
 
 def packed_floats(floats: bytes, *, compress: Compress = compressed) -> bytes:
