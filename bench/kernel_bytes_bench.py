@@ -62,7 +62,8 @@ def stored_bytes(event: ev.Event) -> int:
 
 def field_bytes(results: list[ev.KernelFinished]) -> dict[str, float]:
     """Bytes per result of the stats map's parts as they travel (the names' text, the
-    zlib'd values, the texts, the zlib'd differences), and the rest of the event."""
+    zlib'd values with their differences, or the differences apart, the texts), and the
+    rest of the event."""
     n = len(results)
     names = sum(len(r.stats.names) + len(r.stats.names_digest) for r in results if r.stats is not None)
     values = sum(len(r.stats.values) for r in results if r.stats is not None)
@@ -73,8 +74,8 @@ def field_bytes(results: list[ev.KernelFinished]) -> dict[str, float]:
     return {
         "stored": total / n,
         "names (or their digest)": names / n,
-        "values (base64)": values * 4 / 3 / n,
-        "per_kernel (base64)": per_kernel * 4 / 3 / n,
+        "values, with their differences where they are (base64)": values * 4 / 3 / n,
+        "per_kernel, the differences apart (base64)": per_kernel * 4 / 3 / n,
         "texts": texts / n,
     }
 
@@ -114,12 +115,13 @@ def value_kinds(results: list[ev.KernelFinished], sets: dict[str, str]) -> Count
 
 
 def per_kernel_kinds(results: list[ev.KernelFinished]) -> Counter[str]:
-    """The same for the differences the events carry (`per_kernel`)."""
+    """The same for the differences the events carry (with the values, or `per_kernel`)."""
     kinds: Counter[str] = Counter()
     for r in results:
-        if r.per_kernel is None:
+        if r.stats is None:
             continue
-        for v in array("d", deflated.inflated(r.per_kernel)):
+        differences = deflated.floats_and_differences(r.stats, r.per_kernel)[1]
+        for v in array("d", differences or b""):
             if v == 0:
                 kinds["zero"] += 1
             elif math.isnan(v):

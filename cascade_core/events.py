@@ -428,7 +428,8 @@ class KernelFinished(SimEvent, frozen=True, tag="sim.kernel_finished.v2"):
     # `stats`' order, in zlib's format: the runner alone sees every block in order, a chunk's
     # and a resume's warm-up ones included. What a running total's per-kernel value is made
     # from (docs/architecture.md, "Per-kernel values"); a reused kernel's are its source's.
-    # None in events from before it.
+    # None in events from before it, and in those whose `stats` carries them with its values
+    # (`PackedStats.with_differences`, a fifth smaller together).
     per_kernel: bytes | None = None
 
 

@@ -16,7 +16,10 @@ numbers). A value that is text (`kernel_name`) or null is a nan there, and its t
 is in `texts` by position; the text `none`, which GPGPU-Sim prints for hundreds of values of
 a map, is a nan of its own (`NONE_BITS`) instead, so that it costs the floats' compression
 nearly nothing where `texts` spent 13 bytes of JSON on each (older results hold it in
-`texts`). bench/README.md has the numbers.
+`texts`). A runner's map carries after its floats each one's difference from the simulator's
+block before (`with_differences`), compressed with them: the two are alike (most differences
+are the value itself, or zero), so together they take a fifth less than apart (older results
+carry the differences apart, `KernelFinished.per_kernel`). bench/README.md has the numbers.
 """
 
 from __future__ import annotations
@@ -59,13 +62,15 @@ class PackedStats(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, kw_
     """A stats map: `names` (base64 of the xz of the names joined by newlines; empty where the
     set's own event holds it), `names_digest` (the digest that set is known by; empty in
     older results, which all hold their names), `values` (zlib of a float64 per name,
-    little-endian; `NONE_BITS` where the value is the text `none`), and the other values that
-    are no number, by position (the float there is a nan)."""
+    little-endian; `NONE_BITS` where the value is the text `none`; then, `with_differences`,
+    each value's difference from the block before, a float64 per name again), and the other
+    values that are no number, by position (the float there is a nan)."""
 
     names: str = ""
     values: bytes
     texts: dict[int, str | None] = {}
     names_digest: str = ""
+    with_differences: bool = False
 
 
 _texts_of_names: dict[tuple[str, ...], str] = {}
@@ -150,10 +155,13 @@ def stored(floats: bytes) -> bytes:
     return zlib.compress(floats, 0)
 
 
-def pack(names: tuple[str, ...], floats: bytes, texts: Texts, *, compress: Compress = compressed) -> PackedStats:
+def pack(
+    names: tuple[str, ...], floats: bytes, texts: Texts, *, compress: Compress = compressed, differences: bytes | None = None
+) -> PackedStats:
     """A map of `names` whose values are `floats` (a float64 each, in the machine's byte
     order) but where `texts` says: holding its names and their digest, and the texts `none`
-    as `NONE_BITS`."""
+    as `NONE_BITS`; and, given them, each value's `differences` from the block before (as
+    `floats` are), compressed with the values."""
     nones = [i for i, text in texts.items() if text == "none"]
     if nones:
         marked = array("d", floats)
@@ -163,16 +171,24 @@ def pack(names: tuple[str, ...], floats: bytes, texts: Texts, *, compress: Compr
         floats = marked.tobytes()
         texts = {i: text for i, text in texts.items() if text != "none"}
     text = names_text(names)
-    return packed(text, floats, texts, compress=compress, names_digest=_digest_of(text))
+    both = floats if differences is None else floats + differences
+    return packed(text, both, texts, compress=compress, names_digest=_digest_of(text), with_differences=differences is not None)
 
 
-def packed(names: str, floats: bytes, texts: Texts, *, compress: Compress = compressed, names_digest: str = "") -> PackedStats:
+def packed(
+    names: str, floats: bytes, texts: Texts, *, compress: Compress = compressed, names_digest: str = "", with_differences: bool = False
+) -> PackedStats:
     """`pack`, with the names as `names_text` made them (and their digest, where the map is
-    to be sent by it), and the floats compressed by `compress`, into zlib's format (whatever
-    compresses them: `cascade_nats.deflated` reads any)."""
+    to be sent by it), and the floats (and their differences after them, `with_differences`)
+    compressed by `compress`, into zlib's format (whatever compresses them:
+    `cascade_nats.deflated` reads any)."""
     # A map of texts is one of texts or None: the event never changes it.
     return PackedStats(
-        names=names, names_digest=names_digest, values=packed_floats(floats, compress=compress), texts=cast(dict[int, str | None], texts)
+        names=names,
+        names_digest=names_digest,
+        values=packed_floats(floats, compress=compress),
+        texts=cast(dict[int, str | None], texts),
+        with_differences=with_differences,
     )
 
 

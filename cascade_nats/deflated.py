@@ -33,7 +33,18 @@ def log_utf8(beat: ev.SimHeartbeat) -> bytes:
 
 def floats_of(stats: PackedStats) -> bytes:
     """The map's values as float64s, little-endian, a nan where `texts` has the value."""
-    return inflated(stats.values)
+    return floats_and_differences(stats, None)[0]
+
+
+def floats_and_differences(stats: PackedStats, per_kernel: bytes | None) -> tuple[bytes, bytes | None]:
+    """The map's values (`floats_of`) and each one's difference from the block before, the
+    same way, of a kernel result whose differences are `per_kernel` (its field), or with the
+    values (`PackedStats.with_differences`): None where it has neither (older events)."""
+    floats = inflated(stats.values)
+    if stats.with_differences:
+        half = len(floats) // 2
+        return floats[:half], floats[half:]
+    return floats, None if per_kernel is None else inflated(per_kernel)
 
 
 def inflated(floats: bytes) -> bytes:

@@ -7,6 +7,7 @@ log (`observe`), so a fact that would change nothing is not sent.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -113,14 +114,16 @@ def content_type(name: str) -> str:
 
 
 def compressed(floats: bytes) -> bytes:
-    """A map's floats in zlib's format, by ISA-L: faster and smaller than zlib's fastest
-    level (bench/README.md, "ISA-L instead of zlib")."""
-    return isal_zlib.compress(floats, 1)
+    """A map's floats and their differences in zlib's format, at zlib's default level: a
+    fifth smaller than ISA-L's fastest, for 0.4 ms of the runner's CPU a kernel where the
+    simulator spends seconds (bench/README.md, "Values and differences together")."""
+    return zlib.compress(floats, 6)
 
 
-def packed(stats: simulator.Stats) -> PackedStats:
-    """A stats map as its event carries it: its names once per set, its floats compressed."""
-    return packed_stats.pack(stats.names, stats.floats, stats.texts, compress=compressed)
+def packed(stats: simulator.Stats, differences: bytes | None = None) -> PackedStats:
+    """A stats map as its event carries it: its names once per set, its floats and, given
+    them, their `differences` from the block before, compressed together."""
+    return packed_stats.pack(stats.names, stats.floats, stats.texts, compress=compressed, differences=differences)
 
 
 def differences(stats: simulator.Stats, before: simulator.Stats | None) -> bytes:
@@ -405,10 +408,9 @@ class SimReport:
                 gpu_sim_insn=k.gpu_sim_insn,
                 gpu_ipc=k.gpu_ipc,
                 sim_time_ns=k.gpu_sim_cycle / self.job.gpu_config.core_clock_mhz * 1000,
-                stats=packed(stats),
+                stats=packed(stats, per_kernel),
                 stats_naming=self.reader.stats_naming,
                 reused_from=reused_from,
-                per_kernel=packed_stats.packed_floats(per_kernel, compress=compressed),
             )
         )
         # Only the summary is kept for kernel-stats.csv: the full maps are in the events.

@@ -114,8 +114,9 @@ def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set
         if kernel.seq not in kept or not len(ids):
             continue
         stats.append(ids)
-        printed, text = _columns(kernel.stats, len(ids))
-        value, printed_total = _per_kernel(kernel, printed)
+        floats, own = deflated.floats_and_differences(kernel.stats, kernel.per_kernel)
+        printed, text = _columns(kernel.stats, floats, len(ids))
+        value, printed_total = _per_kernel(kernel.stats, printed, own)
         values.append(value)
         texts.append(text)
         totals.append(printed_total)
@@ -169,7 +170,7 @@ _OLD_KERNELS_AT_ONCE = 64
 def own_values_of_old_results(con: duckdb.DuckDBPyConnection, written: Iterable[KernelRow]) -> None:
     """The kernels' own values of running totals and their ratios, for the results just
     written (`rows`) whose events carry no differences."""
-    seqs = [k.seq for k in written if k.per_kernel is None and k.stats is not None]
+    seqs = [k.seq for k in written if k.per_kernel is None and k.stats is not None and not k.stats.with_differences]
     if not seqs:
         return
     ids = dict(con.execute("SELECT name, id FROM stat_names").fetchall())
@@ -230,18 +231,18 @@ def _kinds_of(stats: PackedStats) -> _Kinds:
     )
 
 
-def _per_kernel(kernel: KernelRow, printed: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """A map's `value` and `printed_total` columns, from its printed numbers: a running
-    total's value is its difference from the block before, a ratio of them the ratio of
-    their differences, any other as printed (`KernelStatRow`)."""
-    assert kernel.stats is not None
-    kinds = _kinds_of(kernel.stats)
+def _per_kernel(stats: PackedStats, printed: pa.Array, differences: bytes | None) -> tuple[pa.Array, pa.Array]:
+    """A map's `value` and `printed_total` columns, from its printed numbers and their
+    `differences` from the block before (None in older events): a running total's value is
+    its difference, a ratio of them the ratio of their differences, any other as printed
+    (`KernelStatRow`)."""
+    kinds = _kinds_of(stats)
     nothing = pa.nulls(len(printed), pa.float64())
     printed_total = pc.if_else(kinds.totals, printed, nothing)
-    if kernel.per_kernel is None:
+    if differences is None:
         return pc.if_else(kinds.totals, nothing, printed), printed_total
     # The differences are numbers where the printed values are (texts are nans in both).
-    own = pa.Array.from_buffers(pa.float64(), len(printed), [printed.buffers()[0], pa.py_buffer(deflated.inflated(kernel.per_kernel))])
+    own = pa.Array.from_buffers(pa.float64(), len(printed), [printed.buffers()[0], pa.py_buffer(differences)])
     value = pc.if_else(kinds.unknown, nothing, pc.if_else(kinds.running, own, printed))
     if len(kinds.numerators):
         value = pc.replace_with_mask(value, kinds.ratios, pc.divide(own.take(kinds.numerators), own.take(kinds.denominators)))
@@ -264,11 +265,11 @@ _layouts: dict[tuple[int, tuple[int, ...]], _Layout] = {}
 _texts: dict[tuple[int, tuple[int, ...], tuple[str | None, ...]], pa.Array] = {}
 
 
-def _columns(stats: PackedStats, count: int) -> tuple[pa.Array, pa.Array]:
-    """A map's `value` and `text` columns: its floats as they are, but null where it has a
-    text or null; its texts there, null elsewhere. Made in Arrow: a map has hundreds of texts
-    (`none`), too many to place one by one in Python."""
-    packed = deflated.floats_of(stats)
+def _columns(stats: PackedStats, packed: bytes, count: int) -> tuple[pa.Array, pa.Array]:
+    """A map's `value` and `text` columns: its floats (`packed`, as `deflated.floats_of`
+    gives them) as they are, but null where it has a text or null; its texts there, null
+    elsewhere. Made in Arrow: a map has hundreds of texts (`none`), too many to place one by
+    one in Python."""
     floats = pa.py_buffer(packed)
     found = deflated.texts_of(stats, packed)
     if not found:

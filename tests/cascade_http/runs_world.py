@@ -320,23 +320,22 @@ def finished_sim(
 ) -> list[ev.Event]:
     """A sim's life as a runner appends it: claimed, launched (on config files of these
     digests), a kernel result per (name, cycles) a millisecond apart (with the i-th of
-    `stats` as its map, each value's difference from the map before as its `per_kernel`,
-    else none), a last heartbeat, succeeded."""
+    `stats` as its map, each value's difference from the map before with its values, else
+    none), a last heartbeat, succeeded."""
     common: dict[str, Any] = {"run_id": run_id, "sim_id": sim_id, "attempt": 1}
     events: list[ev.Event] = [
         ev.SimClaimed(id=event_id(), at=when, runner_id="runner-seeded", host="h", **common),
         ev.SimLaunched(id=event_id(), at=when, launcher_ref="1", host="h", config_digests=dict(config_digests), **common),
     ]
     packed = [packed_stats.from_mapping(m) for m in stats]
-    blocks = [None if p is None else _block(p) for p in packed]
+    blocks = [None if p is None else block_of(p) for p in packed]
     for i, (name, cycles) in enumerate(kernels):
         block = blocks[i] if stats else None
-        per_kernel = None if block is None else packed_stats.packed_floats(sim_report.differences(block, blocks[i - 1] if i else None))
+        with_differences = None if block is None else with_its_differences(packed[i], block, blocks[i - 1] if i else None)
         events.append(
             ev.KernelFinished(
                 id=event_id(), at=when + timedelta(milliseconds=i), kernel_index=i, uid=i + 1, name=name, gpu_sim_cycle=cycles,
-                gpu_sim_insn=cycles * 3, gpu_ipc=3.0, sim_time_ns=cycles / clock_mhz * 1000,
-                stats=packed[i] if stats else None, per_kernel=per_kernel, **common,
+                gpu_sim_insn=cycles * 3, gpu_ipc=3.0, sim_time_ns=cycles / clock_mhz * 1000, stats=with_differences, **common,
             )
         )
     done = when + timedelta(milliseconds=len(kernels) + 1)
@@ -345,7 +344,16 @@ def finished_sim(
     return events
 
 
-def _block(stats: PackedStats) -> simulator.Stats:
+def with_its_differences(stats: PackedStats | None, block: simulator.Stats, before: simulator.Stats | None) -> PackedStats | None:
+    """The map `stats` (whose values `block` holds, as the runner's parser gives them) as the
+    runner sends it: each value's difference from the block `before` after its values."""
+    if stats is None:
+        return None
+    floats = packed_stats.packed_floats(block.floats + sim_report.differences(block, before))
+    return msgspec.structs.replace(stats, values=floats, with_differences=True)
+
+
+def block_of(stats: PackedStats) -> simulator.Stats:
     """A map as the runner's parser gives it, its floats in this machine's order."""
     floats = array("d", deflated.floats_of(stats))
     if sys.byteorder == "big":
