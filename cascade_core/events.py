@@ -14,6 +14,7 @@ for as long as the log lives, so limits are the API's to check when a request co
 from __future__ import annotations
 
 import functools
+import lzma
 import operator
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -22,7 +23,7 @@ from typing import Any, Literal, cast, get_args
 
 import msgspec
 
-from cascade_core import stats_v1
+from cascade_core import packed_stats, stats_v1
 from cascade_core.packed_stats import PackedStats
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False):
@@ -377,8 +378,8 @@ class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
     """Progress, and the log lines printed since the last heartbeat: `text` holds them joined
     by newlines, the first numbered `first_line_seq` (a sim's lines count from 1). One text
     rather than a list of lines, since a sim prints hundreds of thousands. The runner sends
-    them deflated (`log_deflated`, zlib of the UTF-8; `cascade_nats.deflated.log_text` reads
-    either); older heartbeats carry them in `log`."""
+    them compressed (`log_deflated`, the xz of the UTF-8, or its zlib in older heartbeats;
+    `cascade_nats.deflated.log_text` reads any); older still carry them in `log`."""
 
     attempt: int
     kernels_done: int
@@ -386,16 +387,25 @@ class SimHeartbeat(SimEvent, frozen=True, tag="sim.heartbeat.v1"):
     latest: SimMetrics
     first_line_seq: int = 0
     log: str = ""
-    # Base64 in the JSON, a sixth of the text's bytes for Accel-Sim's output (bench/README.md,
-    # "The runner's wire"): the event stream, nats-server's writes and serve's reads shrink by that.
+    # Base64 in the JSON: as xz, a seventeenth of the text's bytes for Accel-Sim's output, as
+    # zlib a sixth (bench/README.md, "The heartbeats' lines as xz"): the event stream,
+    # nats-server's writes and serve's reads shrink by that.
     log_deflated: bytes | None = None
 
 
-def log_text(beat: SimHeartbeat, inflate: Callable[[bytes], bytes] = zlib.decompress) -> str:
-    """The heartbeat's lines, joined by newlines. `inflate` undoes the runner's deflate: the
-    standard library's here, ISA-L's for every reader of the whole log
+def log_utf8(beat: SimHeartbeat, inflate: Callable[[bytes], bytes] = zlib.decompress) -> bytes:
+    """The heartbeat's lines, joined by newlines, as UTF-8. `inflate` undoes the zlib of
+    older heartbeats: the standard library's here, ISA-L's for every reader of the whole log
     (`cascade_nats/deflated.py`), which the core does not import."""
-    return beat.log if beat.log_deflated is None else inflate(beat.log_deflated).decode()
+    packed = beat.log_deflated
+    if packed is None:
+        return beat.log.encode()
+    return lzma.decompress(packed, format=lzma.FORMAT_XZ) if packed.startswith(packed_stats.XZ_MAGIC) else inflate(packed)
+
+
+def log_text(beat: SimHeartbeat, inflate: Callable[[bytes], bytes] = zlib.decompress) -> str:
+    """`log_utf8` decoded."""
+    return beat.log if beat.log_deflated is None else log_utf8(beat, inflate).decode()
 
 
 def lines_in(text: str) -> int:

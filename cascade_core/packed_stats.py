@@ -49,7 +49,7 @@ Kept = TypeVar("Kept")
 # with no check (the store keeps an event's bytes whole): under half of zlib's best
 # (bench/README.md, "Bytes per kernel").
 _LEVEL = 1
-_XZ_MAGIC = b"\xfd7zXZ\x00"
+XZ_MAGIC = b"\xfd7zXZ\x00"  # how an xz stream starts; a zlib stream never does
 MAX_SETS = 64  # what a cache by set of names keeps (`kept`): a few MB for SM7_QV100 maps
 
 
@@ -126,7 +126,7 @@ def names_in(names: str) -> tuple[str, ...]:
     known = _names_of_texts.get(names)
     if known is None:
         packed = base64.b64decode(names)
-        text = (lzma.decompress(packed) if packed.startswith(_XZ_MAGIC) else zlib.decompress(packed)).decode()
+        text = (lzma.decompress(packed) if packed.startswith(XZ_MAGIC) else zlib.decompress(packed)).decode()
         known = kept(_names_of_texts, names, tuple(text.split("\n")) if text else ())
     return known
 

@@ -1,5 +1,6 @@
-"""What events carry deflated, inflated: a heartbeat's log lines (`SimHeartbeat.log_deflated`)
-and a kernel result's stats values (`PackedStats.values`), both in zlib's format.
+"""What events carry deflated, inflated: a heartbeat's log lines (`SimHeartbeat.log_deflated`,
+xz or, in older heartbeats, zlib) and a kernel result's stats values (`PackedStats.values`,
+zlib).
 
 The core defines those fields and never inflates them; every reader of the log does it here,
 with ISA-L: a heartbeat inflates in a quarter of zlib's time and a map's floats in half
@@ -27,8 +28,8 @@ def log_text(beat: ev.SimHeartbeat) -> str:
 
 
 def log_utf8(beat: ev.SimHeartbeat) -> bytes:
-    """`log_text` encoded, a deflated one without being decoded first (the log download)."""
-    return beat.log.encode() if beat.log_deflated is None else isal_zlib.decompress(beat.log_deflated)
+    """`log_text` encoded, a compressed one without being decoded first (the log download)."""
+    return ev.log_utf8(beat, isal_zlib.decompress)
 
 
 def floats_of(stats: PackedStats) -> bytes:

@@ -7,6 +7,7 @@ log (`observe`), so a fact that would change nothing is not sent.
 
 from __future__ import annotations
 
+import lzma
 import zlib
 from collections.abc import Callable
 from datetime import datetime
@@ -16,7 +17,6 @@ from typing import TypedDict, assert_never
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
-from isal import isal_zlib
 
 from cascade_core import events as ev
 from cascade_core import packed_stats, sims
@@ -31,14 +31,18 @@ from cascade_sim import _tokenizer, simulator
 # Log lines a heartbeat carries: it goes out when this much has piled up, so with one piece of
 # output more it stays well under the event size limit.
 MAX_LINES_BYTES = 192 * 1024
-# isa-l's fastest level but one: much smaller than its fastest for little more time (bench/README.md,
-# "The runner's wire").
-_DEFLATE_LEVEL = 1
+# xz's preset 1: a third of what ISA-L's zlib made of a heartbeat's lines, whose stats blocks
+# repeat the same names farther apart than zlib's 32 KB window reaches, for 0.5 ms of the
+# runner's CPU a kernel and 0.1 ms more of serve's to read them (bench/README.md, "The
+# heartbeats' lines as xz"); with no check, as the names' (the store keeps an event whole).
+_XZ_PRESET = 1
 
 
 def deflated(pieces: list[str]) -> bytes | None:
     """A heartbeat's lines, given in pieces, as its `log_deflated`; None for no lines."""
-    return isal_zlib.compress("\n".join(pieces).encode(), _DEFLATE_LEVEL) if pieces else None
+    if not pieces:
+        return None
+    return lzma.compress("\n".join(pieces).encode(), format=lzma.FORMAT_XZ, check=lzma.CHECK_NONE, preset=_XZ_PRESET)
 
 
 class Kept(msgspec.Struct, frozen=True, kw_only=True):

@@ -135,7 +135,17 @@ def _read_transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _interrupted_after(con: duckdb.DuckDBPyConnection, seconds: float) -> Iterator[None]:
-    timer = threading.Timer(seconds, con.interrupt)
+    """DuckDB interrupted once `seconds` have passed, and the answer refused if they passed
+    before it was done: a query DuckDB works out while planning it (a constant expression,
+    such as `md5(repeat('x', 100000000))`) never sees the interrupt, and its answer, however
+    late, would otherwise come back."""
+    fired = threading.Event()
+
+    def stop() -> None:
+        fired.set()
+        con.interrupt()
+
+    timer = threading.Timer(seconds, stop)
     timer.start()
     try:
         yield
@@ -143,6 +153,8 @@ def _interrupted_after(con: duckdb.DuckDBPyConnection, seconds: float) -> Iterat
         raise TimedOut(timed_out(seconds)) from None
     finally:
         timer.cancel()
+    if fired.is_set():
+        raise TimedOut(timed_out(seconds))
 
 
 def timed_out(seconds: float) -> str:

@@ -7,10 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
-from tests.browser.conftest import shoot
+from tests.browser.conftest import missing, shoot
 from tests.browser.test_app import running_run
 from tests.cascade_http.live import LiveServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(missing() is not None, reason=missing() or "")]
 
 
 def test_a_cancelled_run_is_deleted_from_its_page_after_a_confirm(page: Any, cascade: LiveServer, api: httpx.Client) -> None:

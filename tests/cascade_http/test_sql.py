@@ -21,7 +21,8 @@ from starlette.testclient import TestClient
 from cascade_app.config import Settings
 from cascade_api.models import SqlAnswer
 from cascade_process.service import starlette_app
-from projections import sql_process
+from cascade_core.refusals import TimedOut
+from projections import sql_process, user_sql
 from projections.projector import connect
 from tests.cascade_http import runs_world as w
 from tests.cascade_http.conftest import TOKEN
@@ -169,6 +170,18 @@ def test_a_query_past_its_time_is_stopped(tmp_path: Path, nats_url: str) -> None
         status, said = detail(client, "SELECT count(*) FROM range(1000000000000) a JOIN range(1000) b ON a.range % 7 = b.range")
         assert (status, said) == (408, "the query ran past CASCADE_SQL_TIMEOUT (0.5 s) and was stopped")
         assert sql(client, "SELECT 1 AS one")[0] == 200
+
+
+def test_an_answer_done_after_its_time_is_refused_though_no_interrupt_reached_it() -> None:
+    # DuckDB works a constant expression out while planning the query, where its interrupt
+    # does not reach: the answer comes, late, and is refused all the same, on a fast machine
+    # as on a slow one.
+    with duckdb.connect() as con:
+        started = time.monotonic()
+        with pytest.raises(TimedOut, match=r"ran past CASCADE_SQL_TIMEOUT \(0.01 s\)"):
+            user_sql.answer(con, "SELECT length(md5(repeat('x', 20000000)))", "json", user_sql.Limits(seconds=0.01, rows=10, bytes=1000))
+        assert time.monotonic() - started > 0.01
+        assert user_sql.answer(con, "SELECT 1 AS one", "json", user_sql.Limits(seconds=5, rows=10, bytes=1000))  # the next one is answered
 
 
 def test_an_answer_past_its_rows_or_bytes_is_refused(tmp_path: Path, nats_url: str) -> None:

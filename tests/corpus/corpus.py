@@ -8,7 +8,7 @@ trace's `layers`; `events-v3.jsonl`: split sims, their entries' and sims' `split
 requests and facts per `chunk`; `events-v4.jsonl`: `sim.kernel_finished.v2`, stats maps
 packed; retry and top-up; reuse of repeated kernels; launch requests placed by config,
 `by_config`, on `queued.<config>`; `runner.ended.v1`, a launch's `runner_id`; `events-v5.jsonl`: a reference sim's `reference_for`
-and an entry's `reference`, a claim's `resume`, a retry's `chunks`; `events-v6.jsonl`: a heartbeat's lines deflated, `log_deflated`; `events-v7.jsonl`: a sim's finish `cut_short`, a kernel result's `per_kernel`; `events-v13.jsonl`: `trace.path_added.v1`, a trace added from a shared path; `events-v15.jsonl`: `stat_names.defined.v1`, maps naming their set by `names_digest`; `events-v16.jsonl`: maps `with_differences`;
+and an entry's `reference`, a claim's `resume`, a retry's `chunks`; `events-v6.jsonl`: a heartbeat's lines deflated, `log_deflated`; `events-v7.jsonl`: a sim's finish `cut_short`, a kernel result's `per_kernel`; `events-v13.jsonl`: `trace.path_added.v1`, a trace added from a shared path; `events-v15.jsonl`: `stat_names.defined.v1`, maps naming their set by `names_digest`; `events-v16.jsonl`: maps `with_differences`, heartbeats' lines as xz;
 `events-v12.jsonl` is another branch's). `events-v<n>.jsonl` holds one stored message a line,
 `{"subject": ..., "event": ...}`, the event exactly as its bytes were stored (recorded from a live service by
 `record.py`, never edited). `tables-v<n>.json` is the read model those events replay to,
