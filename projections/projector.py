@@ -46,9 +46,12 @@ FaultHook = Callable[[str], None]
 # bytes (real kernel results carry large stats maps): big batches spread each transaction's
 # fixed cost thin, the byte bound keeps a batch's memory in check, since a batch and the next
 # one arriving are serve's largest transient. The bound was chosen where serve's peak fell and
-# the CPU per event did not rise (bench/README.md, "serve within 286 MiB").
+# the CPU per event did not rise (bench/README.md, "serve within 286 MiB"), at 8 MiB; a kernel
+# result's bytes have shrunk five times since (its 3,815 rows have not), so 2 MiB holds about
+# as many kernels as 8 MiB did: a replay of 40,608 kernels peaked 171 MiB lower, in the same
+# time (bench/README.md, "A batch's bytes, after the stream shrank").
 MAX_BATCH = 32768
-MAX_BATCH_BYTES = 8 << 20
+MAX_BATCH_BYTES = 2 << 20
 # Frames read and not yet applied are at most about two batches: one being applied, the next
 # arriving. A replay reads faster than it applies; past that it waits to read on, so that it
 # holds no more of the log than that however long the log is.
