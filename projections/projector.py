@@ -56,6 +56,10 @@ MAX_BATCH_BYTES = 2 << 20
 # arriving. A replay reads faster than it applies; past that it waits to read on, so that it
 # holds no more of the log than that however long the log is.
 WAITING_BATCHES = 2
+# A replay up to a sequence another read model applied waits this long for a server that has
+# not got it yet (`Projector.catch_up`), reading again every STRAGGLER_POLL_S.
+STRAGGLER_S = 15.0
+STRAGGLER_POLL_S = 0.2
 
 
 # A checkpoint folds DuckDB's write-ahead log into the database file and stalls commits while
@@ -444,6 +448,17 @@ class Projector:
         if until_seq is not None and self.applied >= until_seq:
             return
         await self._consume(until_caught_up=True, until_seq=until_seq)
+        # `until_seq` was stored (a read model applied it), but the server a replay reads from
+        # may say nothing more is pending before it: in a cluster, one behind the others (just
+        # restarted, catching up). So read on from there while that brings more, for up to
+        # STRAGGLER_S without any; past that the log holds no more (the rest lost from the store).
+        waited_since = time.monotonic()
+        while until_seq is not None and self.applied < until_seq and time.monotonic() - waited_since < STRAGGLER_S:
+            before = self.applied
+            await anyio.sleep(STRAGGLER_POLL_S)
+            await self._consume(until_caught_up=True, until_seq=until_seq)
+            if self.applied > before:
+                waited_since = time.monotonic()
 
     async def _consume(self, *, until_caught_up: bool, until_seq: int | None = None) -> None:
         settle_heap()

@@ -68,3 +68,24 @@ async def test_a_replay_that_does_not_finish_leaves_nothing(
             tg.cancel_scope.cancel()
     assert beside(target) == ["audit.duckdb"]
     assert target.read_text() == "an older read model"
+
+
+async def test_a_replay_up_to_a_sequence_reads_on_until_it_comes(store: EventStore, tmp_path: Path) -> None:
+    # What a server of a cluster behind the others shows a replay: the log ends short of the
+    # sequence the live read model applied, which comes a moment later.
+    events = lifecycle()
+    seqs = await store.append_facts(events[:-2])
+    target = out(tmp_path) / "audit.duckdb"
+    async with anyio.create_task_group() as tg:
+        replayed: list[int] = []
+
+        async def replay_up_to_two_more() -> None:
+            replayed.append(await replay_module.replay(store, target, until_seq=seqs[-1] + 2))
+
+        tg.start_soon(replay_up_to_two_more)
+        await anyio.sleep(0.5)  # the replay has caught up with what is stored, and waits
+        assert not replayed
+        rest = await store.append_facts(events[-2:])
+    assert replayed == [rest[-1]]
+    with connect(target) as con:
+        assert con.execute("SELECT seq FROM checkpoint").fetchone() == (rest[-1],)
