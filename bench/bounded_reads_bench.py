@@ -6,7 +6,8 @@ A run of `--sims` sims of `--kernels` kernels each (the fake simulator replaying
 made once on a `cascade serve` with its own runner (kept in --keep DIR to measure again
 without ingesting again). Then, on a serve started afresh on that data dir, each read is asked
 once: its status, its time, the bytes of its body, whether the body was complete, and serve's
-peak resident memory while it ran (sampled every 50 ms). Last, `replay --verify` through the
+resident memory while it ran (sampled every 50 ms: at its start, each quarter, its end, and
+its peak). Last, `replay --verify` through the
 API (as the CLI asks a running serve), and the same offline (`cascade replay --verify` on the
 data dir, serve stopped): its time and peak resident memory.
 """
@@ -83,14 +84,15 @@ def ingest(keep: Path, tree: Path, logs: Path, sims: int, kernels: int) -> str:
         stop(server)
 
 
-def measured(sampler: Sampler, ask: Callable[[], str]) -> tuple[str, float, int]:
-    """What `ask()` answered, its seconds and serve's peak RSS in MiB meanwhile."""
+def measured(sampler: Sampler, ask: Callable[[], str]) -> tuple[str, float, str]:
+    """What `ask()` answered, its seconds and serve's RSS in MiB meanwhile (`Sampler.curve`)."""
     sampler.samples.clear()
+    time.sleep(0.1)
     started = time.perf_counter()
     answer = ask()
     elapsed = time.perf_counter() - started
     time.sleep(0.1)
-    return str(answer), elapsed, sampler.peak_kb // 1024
+    return str(answer), elapsed, sampler.curve(started, started + elapsed)
 
 
 def get(url: str, path: str) -> str:
@@ -130,9 +132,9 @@ def main(kernels: int, sims: int, keep: Path | None) -> None:
             for route in ROUTES:
                 path = route.format(run=run_id)
                 answer, elapsed, peak = measured(sampler, lambda: get(url, path))
-                print(f"  GET {path:<70} {answer:<40} {elapsed:7.1f} s  serve peak {peak} MiB")
+                print(f"  GET {path:<70} {answer:<40} {elapsed:7.1f} s  serve MiB {peak}")
             answer, elapsed, peak = measured(sampler, lambda: verify_api(url))
-            print(f"  POST /api/replay/verify {answer:<40} {elapsed:7.1f} s  serve peak {peak} MiB")
+            print(f"  POST /api/replay/verify {answer:<40} {elapsed:7.1f} s  serve MiB {peak}")
         finally:
             sampler.running = False
             stop(server)

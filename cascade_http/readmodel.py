@@ -11,6 +11,7 @@ import anyio
 from starlette.concurrency import iterate_in_threadpool
 
 from cascade_app.service import Cascade
+from cascade_host.heap import give_back_free_memory
 from cascade_http.responses import UnbrokenStreamingResponse
 
 
@@ -18,8 +19,11 @@ T = TypeVar("T")
 
 
 def _pieces(c: Cascade, pieces: Callable[..., Iterator[T]], args: tuple[Any, ...]) -> Generator[T, None, None]:
-    with c.reader() as con:
-        yield from pieces(con, *args)
+    try:
+        with c.reader() as con:
+            yield from pieces(con, *args)
+    finally:
+        give_back_free_memory()  # a streamed answer is a whole run's: what it freed, the next read starts without
 
 
 def pieces_of(c: Cascade, pieces: Callable[..., Iterator[T]], *args: Any) -> AsyncGenerator[T, None]:

@@ -42,16 +42,11 @@ log = logging.getLogger("cascade.projector")
 Entity = TypeVar("Entity", TraceRow, RunRow, SimRow)  # a row of one of `rows.ENTITY_TABLES`
 
 FaultHook = Callable[[str], None]
-# A batch takes up to this many events, and stops at the first that brings it past this many
-# bytes (real kernel results carry large stats maps): big batches spread each transaction's
-# fixed cost thin, the byte bound keeps a batch's memory in check, since a batch and the next
-# one arriving are serve's largest transient. The bound was chosen where serve's peak fell and
-# the CPU per event did not rise (bench/README.md, "serve within 286 MiB"), at 8 MiB; a kernel
-# result's bytes have shrunk five times since (its 3,815 rows have not), so 2 MiB holds about
-# as many kernels as 8 MiB did: a replay of 40,608 kernels peaked 171 MiB lower, in the same
-# time (bench/README.md, "A batch's bytes, after the stream shrank").
+# A batch takes up to this many events, and stops at the first that brings it past its
+# memory's `batch_bytes` (real kernel results carry large stats maps): big batches spread each
+# transaction's fixed cost thin, the byte bound keeps a batch's memory in check, since a batch
+# and the next one arriving are serve's largest transient.
 MAX_BATCH = 32768
-MAX_BATCH_BYTES = 2 << 20
 # Frames read and not yet applied are at most about two batches: one being applied, the next
 # arriving. A replay reads faster than it applies; past that it waits to read on, so that it
 # holds no more of the log than that however long the log is.
@@ -97,6 +92,15 @@ class Memory(msgspec.Struct, frozen=True):
     to half."""
 
     limit: int
+
+    @property
+    def batch_bytes(self) -> int:
+        """The payload bytes past which a batch ends: each kernel result's map becomes its
+        3,815 rows in Arrow and in the transaction, so a batch's rows grow with its bytes. At
+        64 MiB that is 2 MiB, where serve's peak fell and the CPU per event did not rise
+        (bench/README.md, "serve within 286 MiB" at 8 MiB, when a result's bytes were five
+        times what they are now, and "A batch's bytes, after the stream shrank")."""
+        return self.limit // 32
 
     @property
     def checkpoint_at(self) -> int:
@@ -152,10 +156,11 @@ def payload_bytes(frames: Iterable[Frame]) -> Iterator[int]:
     return map(len, map(_payload, frames))
 
 
-def batch_length(frames: list[Frame]) -> tuple[int, int]:
-    """How many of `frames` (one or more) the next batch takes, and their payloads' bytes."""
+def batch_length(frames: list[Frame], most_bytes: int) -> tuple[int, int]:
+    """How many of `frames` (one or more) the next batch takes, when a batch ends at the frame
+    that brings it past `most_bytes`, and their payloads' bytes."""
     ends = list(itertools.accumulate(payload_bytes(itertools.islice(frames, MAX_BATCH))))
-    count = min(bisect.bisect_left(ends, MAX_BATCH_BYTES) + 1, len(ends))  # the frame that passes the bound ends it
+    count = min(bisect.bisect_left(ends, most_bytes) + 1, len(ends))  # the frame that passes the bound ends it
     return count, ends[count - 1]
 
 
@@ -418,6 +423,7 @@ class Projector:
         self.con = con
         self.fault = fault
         self.checkpoint_at = (memory or DEFAULT_MEMORY).checkpoint_at
+        self.batch_bytes = (memory or DEFAULT_MEMORY).batch_bytes
         self.changes = changes
         self.applied = tables.checkpoint(con)
         self.cache = RowCache()
@@ -481,9 +487,9 @@ class Projector:
                     pending.extend(frames)
                     waiting += sum(payload_bytes(frames))
                     arrived.set()
-                    if len(pending) >= MAX_BATCH or waiting >= MAX_BATCH_BYTES:
+                    if len(pending) >= MAX_BATCH or waiting >= self.batch_bytes:
                         full.set()
-                    if len(pending) >= WAITING_BATCHES * MAX_BATCH or waiting >= WAITING_BATCHES * MAX_BATCH_BYTES:
+                    if len(pending) >= WAITING_BATCHES * MAX_BATCH or waiting >= WAITING_BATCHES * self.batch_bytes:
                         room.clear()
                         await room.wait()
             finished = True
@@ -507,7 +513,7 @@ class Projector:
                 arrived.clear()
                 full.clear()
                 while pending:
-                    count, size = batch_length(pending)
+                    count, size = batch_length(pending, self.batch_bytes)
                     batch = pending[:count]
                     del pending[:count]
                     waiting -= size

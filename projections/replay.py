@@ -12,6 +12,7 @@ import anyio
 import duckdb
 import msgspec
 
+from cascade_host.heap import give_back_free_memory
 from cascade_nats.store import EventStore
 from projections import parking, tables, version
 from projections.database import memory_limit, open_database, registered
@@ -93,17 +94,20 @@ ROW_BYTES = 512
 def compare(live: duckdb.DuckDBPyConnection, fresh_path: Path, seq: int) -> Verification:
     """Compare every table of `live` (in a transaction that sees sequence `seq`) with the
     read model at `fresh_path`, row for row. Read models reach no file but their own
-    (`database.py`), so the rows of one go to the other as Arrow streams; the replay's
-    within the memory `live` has."""
-    with open_database(fresh_path, read_only=True, settings={"memory_limit": f"{memory_limit(live)}B"}) as fresh:
+    (`database.py`), so the rows of a part that differs go from the replay to `live`, which
+    compares them within its memory. The replay is read within a quarter of that: its blocks
+    are read once, so keeping them buys nothing, and serve holds both read models meanwhile."""
+    settings = Memory(memory_limit(live) // 4).settings()
+    with open_database(fresh_path, read_only=True, settings=settings) as fresh:
         checks = []
         for table in [*tables.ROW_TYPES, "checkpoint"]:
             count, fresh_count = (_count(con, f"SELECT count(*) FROM {table}") for con in (live, fresh))
             only_in_live = only_in_replay = 0
             for part in _parts(live, fresh, table, memory_limit(live) // ROW_BYTES):
                 if _digest(live, part) != _digest(fresh, part):
-                    only_in_live += _only_in(live, fresh, part)
-                    only_in_replay += _only_in(fresh, live, part)
+                    in_live, in_replay = _only_in_each(live, fresh, part)
+                    only_in_live += in_live
+                    only_in_replay += in_replay
             checks.append(
                 TableCheck(table=table, rows=count, replayed_rows=fresh_count, only_in_live=only_in_live, only_in_replay=only_in_replay)
             )
@@ -141,10 +145,13 @@ def _digest(con: duckdb.DuckDBPyConnection, rows: str) -> tuple[int, int]:
     return int(count), int(hashes)
 
 
-def _only_in(one: duckdb.DuckDBPyConnection, other: duckdb.DuckDBPyConnection, rows: str) -> int:
-    """How many of the rows `rows` of `one` are not in `other`'s, counting repeats."""
-    with registered(one, "other_rows", other.sql(rows).to_arrow_reader()):
-        return _count(one, f"SELECT count(*) FROM ({rows} EXCEPT ALL SELECT * FROM other_rows)")
+def _only_in_each(live: duckdb.DuckDBPyConnection, fresh: duckdb.DuckDBPyConnection, rows: str) -> tuple[int, int]:
+    """How many of the rows `rows` of `live` are not in `fresh`'s, and of `fresh`'s not in
+    `live`'s, counting repeats."""
+    with registered(live, "replayed_rows", fresh.sql(rows).to_arrow_table()):
+        in_live = _count(live, f"SELECT count(*) FROM ({rows} EXCEPT ALL SELECT * FROM replayed_rows)")
+        in_replay = _count(live, f"SELECT count(*) FROM (SELECT * FROM replayed_rows EXCEPT ALL {rows})")
+    return in_live, in_replay
 
 
 def _count(con: duckdb.DuckDBPyConnection, query: str) -> int:
@@ -167,7 +174,10 @@ async def verify(store: EventStore, live: duckdb.DuckDBPyConnection) -> Verifica
         seq = tables.checkpoint(live)
         with tempfile.TemporaryDirectory(prefix="cascade-verify-") as tmp:
             fresh = Path(tmp) / "replay.duckdb"
-            await replay(store, fresh, until_seq=seq)
+            # Within half the live read model's memory: serve holds both while it verifies.
+            await replay(store, fresh, until_seq=seq, memory=Memory(memory_limit(live) // 2))
+            give_back_free_memory()
             return await anyio.to_thread.run_sync(compare, live, fresh, seq)
     finally:
         live.execute("ROLLBACK")
+        give_back_free_memory()

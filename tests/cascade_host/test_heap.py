@@ -38,3 +38,28 @@ def test_freed_memory_is_kept_for_the_next_allocations_under_glibc() -> None:
         # Without the slack each round gives the 2 MB back and faults its ~500 pages in again.
         assert faults("default") > 5_000
         assert faults("slack") < 500
+
+
+# Fill 100 MB of the C heap in 1 KB pieces, keep one piece made after them (so the heap's top
+# is in use and glibc gives none of it back by itself), free the rest, and print the resident
+# MiB before and after giving back what is free.
+HELD_BELOW_THE_TOP = """
+import sys
+from cascade_host.heap import give_back_free_memory
+def resident():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20
+pieces = [bytes(1000) for _ in range(100_000)]
+top = bytes(1000)
+del pieces
+before = resident()
+give_back_free_memory()
+print(before, resident())
+"""
+
+
+def test_memory_freed_below_what_is_still_used_is_given_back_under_glibc() -> None:
+    if platform.libc_ver()[0] != "glibc":
+        return
+    done = subprocess.run([sys.executable, "-c", HELD_BELOW_THE_TOP], capture_output=True, text=True, check=True)
+    before, after = map(int, done.stdout.split())
+    assert before - after > 80, (before, after)

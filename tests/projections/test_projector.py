@@ -105,13 +105,12 @@ async def test_a_supervised_projector_resumes_after_a_failure(store: EventStore,
 
 def test_a_batch_stops_at_its_event_count_or_its_byte_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(projector_module, "MAX_BATCH", 4)
-    monkeypatch.setattr(projector_module, "MAX_BATCH_BYTES", 100)
     small = [(seq, b"s", b"x" * 10) for seq in range(1, 7)]
-    assert projector_module.batch_length(small) == (4, 40)
-    assert projector_module.batch_length(small[:3])[0] == 3
+    assert projector_module.batch_length(small, 100) == (4, 40)
+    assert projector_module.batch_length(small[:3], 100)[0] == 3
     big = [(1, b"s", b"x" * 60), (2, b"s", b"x" * 60), (3, b"s", b"x")]
-    assert projector_module.batch_length(big)[0] == 2  # the event that passes the bound ends it
-    assert projector_module.batch_length([(1, b"s", b"x" * 500)]) == (1, 500)
+    assert projector_module.batch_length(big, 100)[0] == 2  # the event that passes the bound ends it
+    assert projector_module.batch_length([(1, b"s", b"x" * 500)], 100) == (1, 500)
 
 
 async def test_the_write_ahead_log_is_folded_in_when_the_stream_goes_quiet(
