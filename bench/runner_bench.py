@@ -140,7 +140,10 @@ class Sampler(threading.Thread):
                 status = Path(f"/proc/{self.pid}/status").read_text()
             except FileNotFoundError:
                 return
-            self.samples.append((time.perf_counter(), int(re.search(r"VmRSS:\s+(\d+)", status)[1])))  # type: ignore[index]
+            resident = re.search(r"VmRSS:\s+(\d+)", status)
+            if resident is None:  # exited, not yet reaped: a zombie has no memory
+                return
+            self.samples.append((time.perf_counter(), int(resident[1])))
             time.sleep(0.05)
 
     @property

@@ -20,7 +20,7 @@ chunk of a split one) ran on its runner: real time, microseconds from the earlie
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -141,20 +141,25 @@ def _us(ns: int) -> float:
     return ns / 1000
 
 
-def _ns_per_cycle(kernels: Sequence[KernelStat]) -> float:
-    """The sim's clock as its kernels record it (sim_time_ns = gpu_sim_cycle / MHz * 1000):
-    the one the runner used, whatever the config says now."""
-    timed = next((k for k in kernels if k.gpu_sim_cycle > 0), None)
-    return timed.sim_time_ns / timed.gpu_sim_cycle if timed else 0.0
+class Clock(msgspec.Struct, frozen=True):
+    """Where a sim's slices have got to: its cycles and whole nanoseconds so far, and its clock
+    as its kernels record it (sim_time_ns = gpu_sim_cycle / MHz * 1000: the one the runner
+    used, whatever the config says now), known from its first kernel of any cycles; kernels
+    before that one end at 0 whatever it is."""
+
+    cycle: int = 0
+    ns: int = 0
+    ns_per_cycle: float = 0.0
 
 
-def _slices(pid: int, tid: int, kernels: Iterable[KernelStat]) -> list[SliceEvent]:
-    ordered = sorted(kernels, key=lambda k: k.kernel_index)
-    ns_per_cycle = _ns_per_cycle(ordered)
+def _slices(pid: int, tid: int, kernels: Iterable[KernelStat], clock: Clock) -> tuple[list[SliceEvent], Clock]:
+    """The slices of a sim's next kernels (in kernel_index order) from where `clock` stands,
+    and where they leave it."""
     slices: list[SliceEvent] = []
-    start_cycle = 0
-    start_ns = 0
-    for kernel in ordered:
+    start_cycle, start_ns, ns_per_cycle = clock.cycle, clock.ns, clock.ns_per_cycle
+    for kernel in kernels:
+        if not ns_per_cycle and kernel.gpu_sim_cycle > 0:
+            ns_per_cycle = kernel.sim_time_ns / kernel.gpu_sim_cycle
         end_cycle = start_cycle + kernel.gpu_sim_cycle
         # Both ends from the cumulative cycle count, each converted and rounded once: a slice
         # ends exactly where the next begins, and rounding never accumulates along a sim.
@@ -181,35 +186,48 @@ def _slices(pid: int, tid: int, kernels: Iterable[KernelStat]) -> list[SliceEven
             )
         )
         start_cycle, start_ns = end_cycle, end_ns
-    return slices
+    return slices, Clock(cycle=start_cycle, ns=start_ns, ns_per_cycle=ns_per_cycle)
 
 
-def _counters(
-    pid: int, replica: int, slices: Sequence[SliceEvent], dram_accesses: Mapping[int, float], atom_bytes: float | None
-) -> list[CounterEvent]:
+class _Tracks(msgspec.Struct, frozen=True):
+    """A sim's counter tracks: IPC, and DRAM in GB/s given the bytes an access moves (the
+    sim's `atom_bytes`, from its options), else in accesses per µs."""
+
+    ipc: str
+    dram: str
+    dram_unit: str
+    per_ns: float
+
+
+def _tracks(replica: int, atom_bytes: float | None) -> _Tracks:
+    if atom_bytes is None:
+        return _Tracks(f"replica {replica} IPC", f"replica {replica} DRAM accesses per µs", "accesses_per_us", 1000.0)
+    return _Tracks(f"replica {replica} IPC", f"replica {replica} DRAM GB/s", "gbps", atom_bytes)
+
+
+def _counters(pid: int, tracks: _Tracks, slices: Sequence[SliceEvent], dram_accesses: Mapping[int, float]) -> list[CounterEvent]:
     """The sim's IPC and DRAM counters at each kernel's start (`dram_accesses` by
-    kernel_index, the kernel's own), and 0 at its last kernel's end: past it the sim ran
-    nothing, and a counter holds its last value until the next sample. DRAM is in GB/s given
-    the bytes an access moves (`atom_bytes`, from the sim's options), else in accesses per µs."""
-    ipc_track = f"replica {replica} IPC"
-    dram_track, dram_unit, per_ns = (
-        (f"replica {replica} DRAM accesses per µs", "accesses_per_us", 1000.0) if atom_bytes is None else (f"replica {replica} DRAM GB/s", "gbps", atom_bytes)
-    )
+    kernel_index, the kernel's own)."""
     counters: list[CounterEvent] = []
     for e in slices:
         cycles = e.args.gpu_sim_cycle
         ipc = e.args.gpu_sim_insn / cycles if cycles else 0.0
-        counters.append(CounterEvent(pid=pid, name=ipc_track, ts=e.ts, args={"ipc": ipc}))
+        counters.append(CounterEvent(pid=pid, name=tracks.ipc, ts=e.ts, args={"ipc": ipc}))
         accesses = dram_accesses.get(e.args.kernel_index)
         if accesses is not None:
             # accesses x per_ns / ns: bytes per ns, which is GB/s; or accesses per µs.
-            rate = accesses * per_ns / e.args.sim_time_ns if e.args.sim_time_ns else 0.0
-            counters.append(CounterEvent(pid=pid, name=dram_track, ts=e.ts, args={dram_unit: rate}))
-    if slices:
-        end = round(slices[-1].ts + slices[-1].dur, 3)  # as the next slice's ts would print
-        counters.append(CounterEvent(pid=pid, name=ipc_track, ts=end, args={"ipc": 0.0}))
-        if dram_accesses:
-            counters.append(CounterEvent(pid=pid, name=dram_track, ts=end, args={dram_unit: 0.0}))
+            rate = accesses * tracks.per_ns / e.args.sim_time_ns if e.args.sim_time_ns else 0.0
+            counters.append(CounterEvent(pid=pid, name=tracks.dram, ts=e.ts, args={tracks.dram_unit: rate}))
+    return counters
+
+
+def _counters_end(pid: int, tracks: _Tracks, last: SliceEvent, dram: bool) -> list[CounterEvent]:
+    """0 at the sim's last kernel's end: past it the sim ran nothing, and a counter holds its
+    last value until the next sample (DRAM's only where the sim had a DRAM sample)."""
+    end = round(last.ts + last.dur, 3)  # as the next slice's ts would print
+    counters = [CounterEvent(pid=pid, name=tracks.ipc, ts=end, args={"ipc": 0.0})]
+    if dram:
+        counters.append(CounterEvent(pid=pid, name=tracks.dram, ts=end, args={tracks.dram_unit: 0.0}))
     return counters
 
 
@@ -285,51 +303,98 @@ def _wall_clock(pid: int, spans: Sequence[RunnerSpan]) -> list[Event]:
     return events
 
 
-def perfetto_trace(
+class KernelPart(msgspec.Struct, frozen=True):
+    """Some of a sim's finished kernels, in kernel_index order, and each one's own DRAM
+    accesses (reads plus writes) by kernel_index, where its stats have them and they were asked for."""
+
+    kernels: Sequence[KernelStat]
+    dram_accesses: Mapping[int, float] = {}
+
+
+# A sim's kernels a part at a time, in kernel_index order; with their DRAM accesses when asked.
+SimKernels = Callable[[str, bool], Iterable[KernelPart]]
+
+_encoder = msgspec.json.Encoder()
+
+
+def _listed(events: Sequence[Event]) -> bytes:
+    """Events as they appear in a JSON list, without its brackets."""
+    return _encoder.encode(events)[1:-1]
+
+
+def perfetto_pieces(
     run: RunSummary,
     sims: Sequence[Sim],
-    kernels: Iterable[KernelStat],
+    kernels: SimKernels,
     *,
-    dram_accesses: Mapping[tuple[str, int], float] = {},
     atom_bytes: Mapping[str, float] = {},
     memcpys: Mapping[int, Sequence[MemcpyHtoD]] = {},
     spans: Sequence[RunnerSpan] = (),
-) -> PerfettoTrace:
-    """The run's trace: processes in the order of `run.entries` (pid 1, 2, ...), a thread
-    per sim by replica (tid = replica + 1), and a slice per kernel in `kernels` (the
-    finished ones) in kernel_index order. Each thread's metadata precedes its slices, then
-    come the sim's counters (`dram_accesses`: each kernel's own, by sim and kernel_index;
-    `atom_bytes`: the bytes a DRAM access moves, by sim, where its options are known) and,
-    with `memcpys` (by the launch uid they precede), its Memcpy thread after the config's
-    sim threads. The wall-clock process of `spans` comes last."""
-    by_sim: defaultdict[str, list[KernelStat]] = defaultdict(list)
-    for kernel in kernels:
-        by_sim[kernel.sim_id].append(kernel)
-    dram_by_sim: defaultdict[str, dict[int, float]] = defaultdict(dict)
-    for (sim_id, kernel_index), accesses in dram_accesses.items():
-        dram_by_sim[sim_id][kernel_index] = accesses
-    events: list[Event] = []
+) -> Iterator[bytes]:
+    """The run's trace (a `PerfettoTrace`'s JSON), in pieces of a part of a sim's kernels
+    each: processes in the order of `run.entries` (pid 1, 2, ...), a thread per sim by replica
+    (tid = replica + 1), and a slice per finished kernel in kernel_index order. Each thread's
+    metadata precedes its slices, then come the sim's counters (`atom_bytes`: the bytes a DRAM
+    access moves, by sim, where its options are known) and, with `memcpys` (by the launch uid
+    they precede), its Memcpy thread after the config's sim threads. The wall-clock process of
+    `spans` comes last. A sim's kernels are read three times (slices, counters, memcpys), so
+    that what is held at once is a part of them, whatever the run's size."""
+    head, tail = _encoder.encode(PerfettoTrace(trace_events=[], other_data=OtherData(run_id=run.id, trace_id=run.trace_id))).split(b"[]")
+    yield head + b"["
+    comma = b""
+    for events in _event_parts(run, sims, kernels, atom_bytes, memcpys, spans):
+        if events:
+            yield comma + _listed(events)
+            comma = b","
+    yield b"]" + tail
+
+
+def _event_parts(
+    run: RunSummary,
+    sims: Sequence[Sim],
+    kernels: SimKernels,
+    atom_bytes: Mapping[str, float],
+    memcpys: Mapping[int, Sequence[MemcpyHtoD]],
+    spans: Sequence[RunnerSpan],
+) -> Iterator[Sequence[Event]]:
     configs = dict.fromkeys(entry.gpu_config for entry in run.entries)
     for pid, config in enumerate(configs, start=1):
-        events.append(MetadataEvent(pid=pid, name="process_name", args={"name": f"{config} · Accel-Sim simulated GPU"}))
-        events.append(MetadataEvent(pid=pid, name="process_sort_index", args={"sort_index": pid}))
+        yield [
+            MetadataEvent(pid=pid, name="process_name", args={"name": f"{config} · Accel-Sim simulated GPU"}),
+            MetadataEvent(pid=pid, name="process_sort_index", args={"sort_index": pid}),
+        ]
         config_sims = sorted((s for s in sims if s.gpu_config == config), key=lambda s: s.replica)
         # Memcpy threads follow the sim threads, whose tids are their replicas + 1.
         memcpy_tid = max((s.replica for s in config_sims), default=0) + 2
         for sim in config_sims:
             tid = sim.replica + 1
-            events.append(
-                MetadataEvent(pid=pid, name="thread_name", args={"name": f"replica {sim.replica} · {sim.id}"}, tid=tid)
-            )
-            events.append(MetadataEvent(pid=pid, name="thread_sort_index", args={"sort_index": tid}, tid=tid))
-            slices = _slices(pid, tid, by_sim[sim.id])
-            events.extend(slices)
-            events.extend(_counters(pid, sim.replica, slices, dram_by_sim[sim.id], atom_bytes.get(sim.id)))
-            copies = _memcpys(pid, memcpy_tid, slices, memcpys)
-            if copies:
-                events.append(MetadataEvent(pid=pid, name="thread_name", args={"name": f"replica {sim.replica} · Memcpy"}, tid=memcpy_tid))
-                events.append(MetadataEvent(pid=pid, name="thread_sort_index", args={"sort_index": memcpy_tid}, tid=memcpy_tid))
-                events.extend(copies)
-                memcpy_tid += 1
-    events.extend(_wall_clock(len(configs) + 1, spans))
-    return PerfettoTrace(trace_events=events, other_data=OtherData(run_id=run.id, trace_id=run.trace_id))
+            yield [
+                MetadataEvent(pid=pid, name="thread_name", args={"name": f"replica {sim.replica} · {sim.id}"}, tid=tid),
+                MetadataEvent(pid=pid, name="thread_sort_index", args={"sort_index": tid}, tid=tid),
+            ]
+            clock, last, copied = Clock(), None, False
+            for part in kernels(sim.id, False):
+                slices, clock = _slices(pid, tid, part.kernels, clock)
+                last = slices[-1] if slices else last
+                copied = copied or any(memcpys.get(e.args.uid) for e in slices)
+                yield slices
+            if last is None:
+                continue
+            tracks, clock, dram = _tracks(sim.replica, atom_bytes.get(sim.id)), Clock(), False
+            for part in kernels(sim.id, True):
+                slices, clock = _slices(pid, tid, part.kernels, clock)
+                dram = dram or bool(part.dram_accesses)
+                yield _counters(pid, tracks, slices, part.dram_accesses)
+            yield _counters_end(pid, tracks, last, dram)
+            if not copied:
+                continue
+            yield [
+                MetadataEvent(pid=pid, name="thread_name", args={"name": f"replica {sim.replica} · Memcpy"}, tid=memcpy_tid),
+                MetadataEvent(pid=pid, name="thread_sort_index", args={"sort_index": memcpy_tid}, tid=memcpy_tid),
+            ]
+            clock = Clock()
+            for part in kernels(sim.id, False):
+                slices, clock = _slices(pid, tid, part.kernels, clock)
+                yield _memcpys(pid, memcpy_tid, slices, memcpys)
+            memcpy_tid += 1
+    yield _wall_clock(len(configs) + 1, spans)

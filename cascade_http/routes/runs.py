@@ -24,7 +24,7 @@ from cascade_core.object_names import trace_file
 from cascade_core.refusals import Refused
 from cascade_core.runs import RunCreate, RunEntries
 from cascade_formats import derived_metrics
-from cascade_formats.perfetto import PerfettoTrace, memcpys_before, perfetto_trace
+from cascade_formats.perfetto import PerfettoTrace, memcpys_before
 from cascade_formats.timeline import SimStepTimeline
 from cascade_formats.tracefiles import KERNELSLIST, MemcpyHtoD, TraceError, parse_kernelslist
 from cascade_http import archive, paging, run_events
@@ -431,17 +431,8 @@ async def _memcpys(c: Cascade, trace_id: str) -> dict[int, list[MemcpyHtoD]]:
 async def get_perfetto(request: Request) -> Response:
     c = cascade(request)
     detail = await _detail(c, request.path_params["run_id"])
-    rows = await read(c, q.perfetto_rows, detail)
-    trace = perfetto_trace(
-        detail,
-        detail.sims,
-        rows.kernels,
-        dram_accesses=rows.dram_accesses,
-        atom_bytes=await _atom_bytes(c, detail),
-        memcpys=await _memcpys(c, detail.trace_id),
-        spans=rows.spans,
-    )
-    return download(trace, f"{detail.id}-perfetto.json")
+    atom_bytes, memcpys = await _atom_bytes(c, detail), await _memcpys(c, detail.trace_id)
+    return streamed(c, q.perfetto_pieces, detail, atom_bytes, memcpys, media_type="application/json", filename=f"{detail.id}-perfetto.json")
 
 
 @operation(

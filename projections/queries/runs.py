@@ -14,6 +14,8 @@ pieces built from `fetchmany` batches; stats maps are made again from their rows
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import statistics
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
@@ -27,7 +29,9 @@ from cascade_core import split as splitting
 from cascade_core.correlation import Correlation, Spread, correlate, measured
 from cascade_core.gpu_configs import config_labels
 from cascade_formats.kernel_names import short_name
+from cascade_formats import perfetto
 from cascade_formats.perfetto import RunnerSpan
+from cascade_formats.tracefiles import MemcpyHtoD
 from cascade_core import run as run_state
 from cascade_core import sim as sim_state
 from cascade_core.run import Run
@@ -335,12 +339,6 @@ def _kernel_stat(record: tuple[Any, ...], stats: dict[str, StatValue] | msgspec.
 DRAM_ACCESSES = ("number of total read accesses.total dram reads", "number of total write accesses.total dram writes")
 
 
-class PerfettoRows(msgspec.Struct, frozen=True, kw_only=True):
-    kernels: list[KernelStat]
-    dram_accesses: dict[tuple[str, int], float]  # by sim and kernel_index: the kernel's own reads + writes
-    spans: list[RunnerSpan]
-
-
 def _spans(sim: SimRow) -> list[RunnerSpan]:
     """The sim's times on runners: its own, or each of its chunks' (which ran on runners of
     their own), of those launched and finished."""
@@ -355,26 +353,43 @@ def _spans(sim: SimRow) -> list[RunnerSpan]:
     ]
 
 
-def perfetto_rows(con: Con, run: RunSummary) -> PerfettoRows:
-    """What the run's Perfetto trace draws: its finished kernels (stats maps empty), each
-    one's own DRAM accesses where its stats have them, and each finished sim's launch to
-    end on its runner (a split sim's, each chunk's on its own)."""
+# The kernels of a sim a Perfetto trace holds at once (`perfetto.perfetto_pieces`): about 4 MB
+# of their events.
+PERFETTO_KERNELS = 4096
+
+
+def perfetto_pieces(
+    con: Con, run: RunDetail, atom_bytes: Mapping[str, float], memcpys: Mapping[int, Sequence[MemcpyHtoD]]
+) -> Iterator[bytes]:
+    """The run's Perfetto trace in pieces (`perfetto.perfetto_pieces`): its finished kernels
+    (stats maps empty), each one's own DRAM accesses where its stats have them, and each
+    finished sim's launch to end on its runner (a split sim's, each chunk's on its own)."""
     with snapshot(con):
-        sims = sim_rows(con, run)
-        sim_ids = [s.id for s in sims]
-        records = _kernels(con, run, sim_ids).fetchall()
+        spans = [span for s in sim_rows(con, run) for span in _spans(s)]
+        parts = functools.partial(_perfetto_parts, con, run)
+        yield from perfetto.perfetto_pieces(run, run.sims, parts, atom_bytes=atom_bytes, memcpys=memcpys, spans=spans)
+
+
+def _perfetto_parts(con: Con, run: RunSummary, sim_id: str, dram: bool) -> Iterator[perfetto.KernelPart]:
+    """The sim's finished kernels, `PERFETTO_KERNELS` at a time, with their DRAM accesses if `dram`."""
+    for offset in itertools.count(0, PERFETTO_KERNELS):
+        records = _kernels(con, run, [sim_id], page=Page(offset, PERFETTO_KERNELS)).fetchall()
+        if not records:
+            return
         kernels = [_kernel_stat(r, {}) for r in records]
-        seqs = [r[_SEQ] for r in records] or [0]
+        if not dram:
+            yield perfetto.KernelPart(kernels)
+            continue
+        seqs = [r[_SEQ] for r in records]
         # The seqs' range lets DuckDB skip kernel_stats' row groups outside it (as `stats_maps`).
-        dram = con.execute(
-            f"SELECT k.sim_id, k.kernel_index, sum(v.value) FROM {CURRENT_KERNELS} "
+        accesses = con.execute(
+            f"SELECT k.kernel_index, sum(v.value) FROM {CURRENT_KERNELS} "
             "JOIN kernel_stats v ON v.seq = k.seq JOIN stat_names n ON n.id = v.stat "
-            "WHERE v.seq BETWEEN ? AND ? AND k.sim_id IN (SELECT unnest(?)) AND n.name IN (SELECT unnest(?)) AND v.value IS NOT NULL "
-            "GROUP BY ALL",
-            [min(seqs), max(seqs), sim_ids, list(DRAM_ACCESSES)],
+            "WHERE v.seq BETWEEN ? AND ? AND k.sim_id = ? AND k.kernel_index BETWEEN ? AND ? "
+            "AND n.name IN (SELECT unnest(?)) AND v.value IS NOT NULL GROUP BY ALL",
+            [min(seqs), max(seqs), sim_id, kernels[0].kernel_index, kernels[-1].kernel_index, list(DRAM_ACCESSES)],
         ).fetchall()
-    spans = [span for s in sims for span in _spans(s)]
-    return PerfettoRows(kernels=kernels, dram_accesses={(sim_id, index): float(n) for sim_id, index, n in dram}, spans=spans)
+        yield perfetto.KernelPart(kernels, {index: float(n) for index, n in accesses})
 
 
 def kernel_pieces(

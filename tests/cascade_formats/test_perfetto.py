@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cascade_core.events import SimMetrics
 from cascade_api.models import KernelStat, RunSummary, Sim
 from cascade_core.runs import RunEntry
-from cascade_formats.perfetto import RunnerSpan, memcpys_before, perfetto_trace
+from cascade_formats.perfetto import KernelPart, RunnerSpan, memcpys_before, perfetto_pieces
 from cascade_formats.tracefiles import MemcpyHtoD, parse_kernelslist
 from cascade_sim.samples import H100, LLM_KERNELS
 from tests.support import TRACES
@@ -163,6 +163,27 @@ def reference_kernels(sim_id: str) -> list[KernelStat]:
         kernel(sim_id, 0, "_Z11init_kernelIdEvPT_S1_S1_S0_S0_S0_", 6174, 19456, 3.1513, 5454.063604240282),
         kernel(sim_id, 1, "_Z11copy_kernelIdEvPKT_PS0_", 5923, 11264, 1.9017, 5232.332155477032),
     ]
+
+
+def perfetto_trace(
+    run: RunSummary,
+    sims: list[Sim],
+    kernels: list[KernelStat],
+    *,
+    dram_accesses: dict[tuple[str, int], float] = {},
+    part: int = 2,
+    **extras: Any,
+) -> msgspec.Raw:
+    """The trace `perfetto_pieces` makes of these kernels (`dram_accesses` by sim and
+    kernel_index), given `part` kernels of a sim at a time, whole."""
+
+    def parts(sim_id: str, dram: bool) -> list[KernelPart]:
+        ordered = sorted((k for k in kernels if k.sim_id == sim_id), key=lambda k: k.kernel_index)
+        pieces = [ordered[i : i + part] for i in range(0, len(ordered), part)]
+        accesses = {index: n for (s, index), n in dram_accesses.items() if s == sim_id} if dram else {}
+        return [KernelPart(p, {k.kernel_index: accesses[k.kernel_index] for k in p if k.kernel_index in accesses}) for p in pieces]
+
+    return msgspec.Raw(b"".join(perfetto_pieces(run, sims, parts, **extras)))
 
 
 def as_json(value: object) -> object:
@@ -379,3 +400,21 @@ def test_the_wall_clock_process_has_a_thread_per_runner_and_lane() -> None:
 
 def test_no_spans_no_wall_clock_process() -> None:
     assert {e["pid"] for e in combo_trace()} == {1}
+
+
+@settings(max_examples=50, deadline=None)
+@given(part=st.integers(min_value=1, max_value=4), replicas=st.integers(min_value=1, max_value=3))
+def test_a_trace_made_a_few_kernels_at_a_time_is_the_one_made_at_once(part: int, replicas: int) -> None:
+    # A sim's kernels come a part at a time, read three times (slices, counters, memcpys):
+    # wherever the parts end, the trace is byte for byte the one of all of them at once.
+    sims = [sim(f"s{r}", "SM7_QV100", r) for r in range(replicas)]
+    kernels = [k for s in sims for k in combo_kernels(s.id)]
+    extras: dict[str, Any] = {
+        "dram_accesses": {(s.id, 1): 256.0 for s in sims},
+        "memcpys": memcpys_before(parse_kernelslist((TRACES / "combo-vec-mm-xz" / "kernelslist.g").read_text())),
+        "spans": [span("runner-a", s.id, s.replica, s.replica, s.replica + 2) for s in sims],
+        "atom_bytes": {"s0": 32.0},
+    }
+    whole = perfetto_trace(run(RunEntry(gpu_config="SM7_QV100", count=replicas)), sims, kernels, part=len(kernels), **extras)
+    assert perfetto_trace(run(RunEntry(gpu_config="SM7_QV100", count=replicas)), sims, kernels, part=part, **extras) == whole
+    assert json.loads(bytes(whole))["traceEvents"][-1]["ph"] == "E"
