@@ -12,6 +12,7 @@ answer but its label (once a replica of its config runs other files).
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import anyio
@@ -35,15 +36,16 @@ class StepTimelines:
         self._timelines: Lru[tuple[str, datetime], StepTimeline] = Lru(traces)
         self._answers: Lru[tuple[str, int, str | None], bytes] = Lru(sims)
 
-    async def encoded(self, run: RunDetail, times: list[SimKernelTimes]) -> bytes:
-        """The JSON list of SimStepTimeline for the run's succeeded sims in `times`, in the
-        order of `run.sims`; `[]` when the trace has no step timeline."""
-        if not run.trace.has_step_timeline or not times:
+    async def encoded(self, run: RunDetail, times: Callable[[], Awaitable[list[SimKernelTimes]]]) -> bytes:
+        """The JSON list of SimStepTimeline for the run's succeeded sims in what `times()`
+        reads, in the order of `run.sims`; `[]` when the trace has no step timeline, without
+        reading them (a run of 100k kernels holds 100k times)."""
+        if not run.trace.has_step_timeline:
             return b"[]"
         timeline = await self._timeline(run)
         if timeline is None:
             return b"[]"
-        by_sim = {t.sim_id: t for t in times}
+        by_sim = {t.sim_id: t for t in await times()}
         parts = []
         for sim in run.sims:
             kernel_times = by_sim.get(sim.id)

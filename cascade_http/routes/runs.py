@@ -6,6 +6,7 @@ Commands are `cascade_app.runs`; reads come from the read model through
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -326,7 +327,7 @@ async def list_kernels(request: Request) -> Response:
 async def list_step_timelines(request: Request) -> Response:
     c = cascade(request)
     detail = await _detail(c, request.path_params["run_id"])
-    times = await read(c, q.succeeded_kernel_times, detail)
+    times = functools.partial(read, c, q.succeeded_kernel_times, detail)
     return Response(await c.step_timelines.encoded(detail, times), media_type="application/json")
 
 
