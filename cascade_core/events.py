@@ -14,7 +14,6 @@ for as long as the log lives, so limits are the API's to check when a request co
 from __future__ import annotations
 
 import functools
-import lzma
 import operator
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -400,7 +399,7 @@ def log_utf8(beat: SimHeartbeat, inflate: Callable[[bytes], bytes] = zlib.decomp
     packed = beat.log_deflated
     if packed is None:
         return beat.log.encode()
-    return lzma.decompress(packed, format=lzma.FORMAT_XZ) if packed.startswith(packed_stats.XZ_MAGIC) else inflate(packed)
+    return packed_stats.decompressed(packed, inflate)
 
 
 def log_text(beat: SimHeartbeat, inflate: Callable[[bytes], bytes] = zlib.decompress) -> str:

@@ -49,7 +49,7 @@ Kept = TypeVar("Kept")
 # with no check (the store keeps an event's bytes whole): under half of zlib's best
 # (bench/README.md, "Bytes per kernel").
 _LEVEL = 1
-XZ_MAGIC = b"\xfd7zXZ\x00"  # how an xz stream starts; a zlib stream never does
+_XZ_MAGIC = b"\xfd7zXZ\x00"  # how an xz stream starts; a zlib stream never does
 MAX_SETS = 64  # what a cache by set of names keeps (`kept`): a few MB for SM7_QV100 maps
 
 
@@ -121,12 +121,18 @@ def names_of(stats: PackedStats) -> tuple[str, ...]:
     return names_in(stats.names)
 
 
+def decompressed(packed: bytes, inflate: Callable[[bytes], bytes] = zlib.decompress) -> bytes:
+    """`packed` as xz or zlib packed it, told apart by xz's magic; `inflate` undoes zlib (the
+    standard library's by default, ISA-L's where the caller has it)."""
+    return lzma.decompress(packed, format=lzma.FORMAT_XZ) if packed.startswith(_XZ_MAGIC) else inflate(packed)
+
+
 def names_in(names: str) -> tuple[str, ...]:
     """The names of the text `names_text` made."""
     known = _names_of_texts.get(names)
     if known is None:
         packed = base64.b64decode(names)
-        text = (lzma.decompress(packed) if packed.startswith(XZ_MAGIC) else zlib.decompress(packed)).decode()
+        text = decompressed(packed).decode()
         known = kept(_names_of_texts, names, tuple(text.split("\n")) if text else ())
     return known
 
