@@ -189,6 +189,14 @@ def _slices(pid: int, tid: int, kernels: Iterable[KernelStat], clock: Clock) -> 
     return slices, Clock(cycle=start_cycle, ns=start_ns, ns_per_cycle=ns_per_cycle)
 
 
+def _sim_slices(pid: int, tid: int, parts: Iterable[KernelPart]) -> Iterator[tuple[list[SliceEvent], KernelPart]]:
+    """Each part of a sim's kernels with its slices, the sim's clock carried from one part to the next."""
+    clock = Clock()
+    for part in parts:
+        slices, clock = _slices(pid, tid, part.kernels, clock)
+        yield slices, part
+
+
 class _Tracks(msgspec.Struct, frozen=True):
     """A sim's counter tracks: IPC, and DRAM in GB/s given the bytes an access moves (the
     sim's `atom_bytes`, from its options), else in accesses per µs."""
@@ -372,17 +380,15 @@ def _event_parts(
                 MetadataEvent(pid=pid, name="thread_name", args={"name": f"replica {sim.replica} · {sim.id}"}, tid=tid),
                 MetadataEvent(pid=pid, name="thread_sort_index", args={"sort_index": tid}, tid=tid),
             ]
-            clock, last, copied = Clock(), None, False
-            for part in kernels(sim.id, False):
-                slices, clock = _slices(pid, tid, part.kernels, clock)
+            last, copied = None, False
+            for slices, _ in _sim_slices(pid, tid, kernels(sim.id, False)):
                 last = slices[-1] if slices else last
                 copied = copied or any(memcpys.get(e.args.uid) for e in slices)
                 yield slices
             if last is None:
                 continue
-            tracks, clock, dram = _tracks(sim.replica, atom_bytes.get(sim.id)), Clock(), False
-            for part in kernels(sim.id, True):
-                slices, clock = _slices(pid, tid, part.kernels, clock)
+            tracks, dram = _tracks(sim.replica, atom_bytes.get(sim.id)), False
+            for slices, part in _sim_slices(pid, tid, kernels(sim.id, True)):
                 dram = dram or bool(part.dram_accesses)
                 yield _counters(pid, tracks, slices, part.dram_accesses)
             yield _counters_end(pid, tracks, last, dram)
@@ -392,9 +398,7 @@ def _event_parts(
                 MetadataEvent(pid=pid, name="thread_name", args={"name": f"replica {sim.replica} · Memcpy"}, tid=memcpy_tid),
                 MetadataEvent(pid=pid, name="thread_sort_index", args={"sort_index": memcpy_tid}, tid=memcpy_tid),
             ]
-            clock = Clock()
-            for part in kernels(sim.id, False):
-                slices, clock = _slices(pid, tid, part.kernels, clock)
+            for slices, _ in _sim_slices(pid, tid, kernels(sim.id, False)):
                 yield _memcpys(pid, memcpy_tid, slices, memcpys)
             memcpy_tid += 1
     yield _wall_clock(len(configs) + 1, spans)
