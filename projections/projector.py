@@ -422,8 +422,9 @@ class Projector:
         self.store = store
         self.con = con
         self.fault = fault
-        self.checkpoint_at = (memory or DEFAULT_MEMORY).checkpoint_at
-        self.batch_bytes = (memory or DEFAULT_MEMORY).batch_bytes
+        memory = memory or DEFAULT_MEMORY
+        self.checkpoint_at = memory.checkpoint_at
+        self.batch_bytes = memory.batch_bytes
         self.changes = changes
         self.applied = tables.checkpoint(con)
         self.cache = RowCache()
