@@ -203,9 +203,11 @@ async def stream_bytes(nats_url: str) -> tuple[int, int]:
 
 
 def read_model(data: Path) -> tuple[int, list[tuple[str, int, int, int]]]:
-    """The DuckDB file's bytes, and per table: rows (estimated_size), columns and bytes in
-    storage (its distinct blocks times the block size). Opened once serve has closed it."""
-    files = sum(f.stat().st_size for f in data.glob("readmodel.duckdb*"))
+    """The read model's bytes (DuckDB's files and kernel_stats' Parquet parts), and per table:
+    rows (estimated_size), columns and bytes in storage (its distinct blocks times the block
+    size), the parts as one. Opened once serve has closed it."""
+    files = sum(f.stat().st_size for f in data.glob("readmodel.duckdb*") if f.is_file())
+    parts = sum(f.stat().st_size for f in (data / "readmodel.duckdb.parts").glob("*"))
     with duckdb.connect(str(data / "readmodel.duckdb"), read_only=True) as db:
         block = db.execute("SELECT block_size FROM pragma_database_size()").fetchall()[0][0]
         tables = db.execute("SELECT table_name, estimated_size, column_count FROM duckdb_tables() ORDER BY table_name").fetchall()
@@ -213,7 +215,9 @@ def read_model(data: Path) -> tuple[int, list[tuple[str, int, int, int]]]:
         for name, rows, columns in tables:
             blocks = db.execute(f"SELECT count(DISTINCT block_id) FROM pragma_storage_info('{name}') WHERE persistent").fetchall()[0][0]
             sized.append((name, rows, columns, blocks * block))
-    return files, sorted(sized, key=lambda t: -t[3])
+        ((part_rows,),) = db.execute("SELECT coalesce(sum(row_count), 0) FROM stats_parts").fetchall()
+    sized.append(("kernel_stats' parts (Parquet)", int(part_rows), 6, parts))
+    return files + parts, sorted(sized, key=lambda t: -t[3])
 
 
 def poll(url: str, run_id: str) -> tuple[dict[str, Any], bool]:
@@ -310,7 +314,7 @@ def report(name: str, sims: int, kernels: int, budget: int | None, load: tuple[f
         *(f"| CPU per kernel, {p} | {ms} ms ({cpu[p]:.0f} s) |" for p, ms in per_kernel.items()),
         f"| serve's peak RSS during ingest | {ingest_rss or 0:.0f} MiB |",
         f"| event stream (JetStream info) | {stream / 1e9:.2f} GB, {messages:,} messages: {stream / kernels / 1e3:.1f} KB per kernel |",
-        f"| read model (DuckDB files) | {files / 1e9:.2f} GB: {files / kernels / 1e3:.1f} KB per kernel |",
+        f"| read model (DuckDB files and Parquet parts) | {files / 1e9:.2f} GB: {files / kernels / 1e3:.1f} KB per kernel |",
         f"| stream + read model | {(stream + files) / kernels / 1e3:.1f} KB per kernel |",
         "",
         "| table | rows (estimated_size) | columns | bytes in storage | per kernel |",

@@ -278,7 +278,7 @@ def long_table_rate(tmp: Path, maps: list[Map]) -> None:
         if names.added:
             projector._insert(con, "stat_names", names.added, dedupe=None)
         with incoming(con, rows):
-            con.execute("INSERT INTO kernel_stats SELECT * FROM incoming")
+            con.execute("INSERT INTO kernel_stats_hot SELECT * FROM incoming")
         con.execute("COMMIT")
         names.committed()
         made += between - started

@@ -52,7 +52,7 @@ def write(kernels: list[KernelRow], per: int, db: Path) -> tuple[float, float]:
             rows = stats_rows.rows(con, part, {k.seq for k in part}, names)
             between = time.process_time()
             with incoming(con, rows):
-                con.execute("INSERT INTO kernel_stats SELECT * FROM incoming")
+                con.execute("INSERT INTO kernel_stats_hot SELECT * FROM incoming")
             con.execute("COMMIT")
             made += between - started
             inserted += time.process_time() - between

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet
 
+from projections import stats_parts
 from projections.database import memory_limit
 from projections.queries.runs import Con, snapshot
 
@@ -40,12 +41,13 @@ _CURRENT = "kernels k JOIN sims s ON s.id = k.sim_id AND s.attempt = k.attempt"
 KERNEL_BYTES = 2 << 20  # what sorting a kernel's rows of kernel_stats may take, with room to spare
 
 # Each file's query, from the run's id; kernel_stats' from some of its kernels' seqs ($seqs,
-# between $first and $last: the scan skips the rows outside by their zone maps).
+# between $first and $last: the scan skips the rows outside by their zone maps, and {placed}
+# reads only the parts with rows between them, `stats_parts.placed_between`).
 TABLES = {
     "runs": "SELECT * FROM runs WHERE id = $run",
     "sims": "SELECT * FROM sims WHERE run_id = $run ORDER BY gpu_config, replica",
     "kernels": f"SELECT k.* FROM {_CURRENT} WHERE s.run_id = $run ORDER BY k.sim_id, k.kernel_index",
-    "kernel_stats": """SELECT seq, stat, value, text, printed_total, rowid FROM kernel_stats
+    "kernel_stats": """SELECT seq, stat, value, text, printed_total, place FROM {placed}
         WHERE seq BETWEEN $first AND $last AND list_contains($seqs, seq)""",
     "timing": """SELECT r.* FROM trace_real_timing r JOIN traces t ON t.id = r.trace_id AND t.real_timing = r.timing_id
         JOIN runs ON runs.trace_id = t.id WHERE runs.id = $run ORDER BY r.repeat, r.kernel_id""",
@@ -114,8 +116,9 @@ def _stats_batches(con: Con, run_id: str) -> Iterator[pa.RecordBatch]:
 
     def read(start: int) -> pa.Table:
         part = seqs.slice(start, at_once)
-        params = {"seqs": part.to_pylist(), "first": pc.min(part).as_py(), "last": pc.max(part).as_py()}
-        return con.sql(TABLES["kernel_stats"], params=params).to_arrow_table()
+        first, last = pc.min(part).as_py(), pc.max(part).as_py()
+        select = TABLES["kernel_stats"].format(placed=stats_parts.placed_between(con, first, last))
+        return con.sql(select, params={"seqs": part.to_pylist(), "first": first, "last": last}).to_arrow_table()
 
     with ThreadPoolExecutor(1) as reader:  # on leaving, the part being read is waited for: the transaction outlives it
         ahead = reader.submit(read, starts[0]) if starts else None
@@ -132,9 +135,9 @@ def _named(batch: pa.RecordBatch, seqs: pa.Array, sims: pa.Array, indices: pa.Ar
     stored (its map's), with their kernel's sim and index for its seq, and their stat's name
     for its id. Sorted only when they did not come so: a scan keeps the stored order within a
     row group, but two threads may give a kernel's rows in the next row group first."""
-    rank, rowid = pc.index_in(batch.column(0), value_set=seqs), batch.column(5)
-    if not (_ascending(rank) and _ascending(rowid)):
-        order = pc.sort_indices(pa.table({"rank": rank, "rowid": rowid}), sort_keys=[("rank", "ascending"), ("rowid", "ascending")])
+    rank, place = pc.index_in(batch.column(0), value_set=seqs), batch.column(5)
+    if not (_ascending(rank) and _ascending(place)):
+        order = pc.sort_indices(pa.table({"rank": rank, "place": place}), sort_keys=[("rank", "ascending"), ("place", "ascending")])
         batch, rank = batch.take(order), rank.take(order)
     stat = names.take(pc.subtract(batch.column(1), 1))
     return pa.RecordBatch.from_arrays([sims.take(rank), indices.take(rank), stat, *batch.columns[2:5]], schema=_STATS_SCHEMA)

@@ -30,8 +30,8 @@ from cascade_host.heap import settle_heap
 from cascade_nats import subjects
 from cascade_nats.firehose import Frame
 from cascade_nats.store import EventStore
-from projections import parking, stats_rows, tables, version
-from projections.database import incoming, open_database
+from projections import parking, stats_parts, stats_rows, tables, version
+from projections.database import incoming, memory_limit, open_database
 from projections.fold import Folded, Rows, Unfoldable, fold, touched
 from projections.live import Live
 from projections.parking import Batch
@@ -100,6 +100,14 @@ class Memory(msgspec.Struct, frozen=True):
         64 MiB that is 2 MiB, where serve's peak fell and the CPU per event did not rise
         (bench/README.md, "serve within 286 MiB" at 8 MiB, when a result's bytes were five
         times what they are now, and "A batch's bytes, after the stream shrank")."""
+        return self.limit // 32
+
+    @property
+    def part_rows(self) -> int:
+        """The rows of `kernel_stats` the table holds before they move to a part
+        (`stats_parts.py`): 2 M at 64 MiB, about 550 kernels of the bench's maps, 15 MB of the
+        file. A part written takes little memory (DuckDB writes it a row group at a time), and
+        fewer parts are read faster (each query of the view reads every part's footer)."""
         return self.limit // 32
 
     @property
@@ -225,10 +233,11 @@ def write(
     """Everything a fold produced, the kernels' stats maps as rows, what was parked, and the
     checkpoint; the caller owns the transaction. `stored`: the rows the fold started from, as
     DuckDB holds them (`load`)."""
+    part_rows = Memory(memory_limit(con)).part_rows
     if folded.purged_samples:
-        _purge_runs(con, "SELECT id FROM runs WHERE sample AND trace_id IN (SELECT unnest($ids))", sorted(folded.purged_samples))
+        _purge_runs(con, "SELECT id FROM runs WHERE sample AND trace_id IN (SELECT unnest($ids))", sorted(folded.purged_samples), part_rows)
     if folded.purged_runs:
-        _purge_runs(con, "SELECT unnest($ids)", sorted(folded.purged_runs))
+        _purge_runs(con, "SELECT unnest($ids)", sorted(folded.purged_runs), part_rows)
     for table in ENTITY_TABLES:
         ids = sorted(key for t, key in folded.changed if t == table)
         if not ids:
@@ -250,18 +259,19 @@ def write(
         if rows:
             _insert(con, table, rows, dedupe=APPEND_TABLES[table][1])
     _write_stats(con, folded, (cache or RowCache()).stat_names)
-    _purge_attempts(con, folded)
+    _purge_attempts(con, folded, part_rows)
     if parked:
         _insert(con, PARKED_TABLE, list(parked), dedupe=PARKED_KEY)
     con.execute("UPDATE checkpoint SET seq = ? WHERE id = 1", [seq])
 
 
-def _purge_runs(con: duckdb.DuckDBPyConnection, runs: str, ids: list[str]) -> None:
+def _purge_runs(con: duckdb.DuckDBPyConnection, runs: str, ids: list[str], part_rows: int) -> None:
     """The runs `runs` selects (a query of `$ids`), their sims, every row those hold, and
     campaigns' links to them: the sample runs of deleted sample traces, or deleted runs."""
     sims = f"SELECT id FROM sims WHERE run_id IN ({runs})"
     params = {"ids": ids}
-    con.execute(f"DELETE FROM kernel_stats WHERE seq IN (SELECT seq FROM kernels WHERE sim_id IN ({sims}))", params)
+    gone = con.execute(f"SELECT seq FROM kernels WHERE sim_id IN ({sims})", params).fetchall()
+    stats_parts.delete(con, [seq for (seq,) in gone], part_rows)
     for table in ("kernels", "sim_log", "sim_files"):
         con.execute(f"DELETE FROM {table} WHERE sim_id IN ({sims})", params)
     con.execute(f"DELETE FROM campaign_runs WHERE run_id IN ({runs})", params)
@@ -269,14 +279,15 @@ def _purge_runs(con: duckdb.DuckDBPyConnection, runs: str, ids: list[str]) -> No
     con.execute(f"DELETE FROM runs WHERE id IN ({runs})", params)
 
 
-def _purge_attempts(con: duckdb.DuckDBPyConnection, folded: Folded) -> None:
+def _purge_attempts(con: duckdb.DuckDBPyConnection, folded: Folded, part_rows: int) -> None:
     """The sims' rows of the attempts a new one replaced, the batch's own included (so they are
     written first): gone, but, in order, what a resume keeps of the attempt before it."""
     for sim_id, attempt, first in folded.purged_attempts:
         if first is not None:  # kernel rows keep their seq, and with it their stats rows
             con.execute("UPDATE kernels SET attempt = ? WHERE sim_id = ? AND attempt < ? AND uid < ?", [attempt, sim_id, attempt, first])
             con.execute("UPDATE sim_log SET attempt = ? WHERE sim_id = ? AND attempt < ?", [attempt, sim_id, attempt])
-        con.execute("DELETE FROM kernel_stats WHERE seq IN (SELECT seq FROM kernels WHERE sim_id = ? AND attempt < ?)", [sim_id, attempt])
+        gone = con.execute("SELECT seq FROM kernels WHERE sim_id = ? AND attempt < ?", [sim_id, attempt]).fetchall()
+        stats_parts.delete(con, [seq for (seq,) in gone], part_rows)
         for table in ("kernels", "sim_log", "sim_files"):
             con.execute(f"DELETE FROM {table} WHERE sim_id = ? AND attempt < ?", [sim_id, attempt])
 
@@ -296,7 +307,7 @@ def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_ro
         _insert(con, "stat_names", names.added, dedupe=None)
     if stats.num_rows:
         with incoming(con, stats):
-            con.execute("INSERT INTO kernel_stats SELECT * FROM incoming")
+            con.execute(f"INSERT INTO {stats_parts.HOT} SELECT * FROM incoming")
         stats_rows.own_values_of_old_results(con, (k for k in folded.kernels if k.seq in kept))
 
 
@@ -335,6 +346,19 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[msgspec.S
             )
 
 
+def _move_stats(con: duckdb.DuckDBPyConnection) -> None:
+    """`kernel_stats_hot`'s rows to a part once it is full, in a transaction of its own: in the
+    batch's, its rows are held in memory with the part being written, more than a small budget
+    holds. A crash between the two leaves the rows in the table, for the next batch to move."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        stats_parts.move_if_full(con, Memory(memory_limit(con)).part_rows)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
 def apply(
     con: duckdb.DuckDBPyConnection,
     items: Sequence[tuple[int, ev.AnyEvent]],
@@ -360,6 +384,8 @@ def apply(
         con.execute("ROLLBACK")
         cache.clear()
         raise
+    if folded.kernels:
+        _move_stats(con)
     if folded.purged_samples or folded.purged_runs:
         cache.clear()  # it may hold rows of the runs and sims deleted
     cache.update(folded.rows)

@@ -41,7 +41,7 @@ import msgspec
 
 from cascade_api.models import Rebuild
 from cascade_nats.store import EventStore
-from projections import tables
+from projections import stats_parts, tables
 from projections.database import open_database
 from projections.projector import DEFAULT_MEMORY, Memory, Projector, connect
 from projections.readers import Readers
@@ -62,10 +62,11 @@ def damaged_path(db: Path) -> Path:
 
 
 def _read_through(con: duckdb.DuckDBPyConnection) -> None:
-    """Read every column of every table: DuckDB checks each block's checksum as it reads it,
-    so damage is found at start rather than by a read that fails."""
+    """Read every column of every table, and of `kernel_stats`' parts: DuckDB checks each
+    block's checksum as it reads it, and zstd each part's pages, so damage is found at start
+    rather than by a read that fails."""
     names = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()
-    for (name,) in names:
+    for name in [*(n for (n,) in names), "kernel_stats"]:
         con.execute(f'SELECT bit_xor(hash(COLUMNS(*))) FROM "{name}"').fetchall()
 
 
@@ -75,7 +76,13 @@ _DAMAGE = ("Could not read enough bytes", "not a valid DuckDB database file", "C
 
 
 def _damage(err: duckdb.Error) -> bool:
-    return isinstance(err, duckdb.SerializationException | duckdb.InternalException) or any(d in str(err) for d in _DAMAGE)
+    # A part of kernel_stats that cannot be read (gone, cut short, not what zstd wrote) is the
+    # read model's damage too: DuckDB's error names its file.
+    return (
+        isinstance(err, duckdb.SerializationException | duckdb.InternalException)
+        or any(d in str(err) for d in _DAMAGE)
+        or stats_parts.names_a_part(str(err))
+    )
 
 
 def _connect_whole(db: Path, memory: Memory) -> duckdb.DuckDBPyConnection:
@@ -119,7 +126,7 @@ def _open_outdated(db: Path, memory: Memory) -> duckdb.DuckDBPyConnection:
     link.unlink(missing_ok=True)
     os.link(db, link)
     try:
-        return open_database(link, read_only=True, settings=memory.settings())
+        return open_database(link, read_only=True, settings=memory.settings(), parts_of=db)
     finally:
         link.unlink()
 
@@ -179,6 +186,7 @@ class ReadModel:
             )
             return cls(db=db, memory=memory, projector=projector, readers=Readers(old), rebuilding=rebuilding)
         remove(rebuild_path(db))  # one a crash left behind for another version: of no use now
+        stats_parts.sweep(con)  # nothing reads it yet
         return cls(db=db, memory=memory, projector=Projector(store, con, memory=memory), readers=Readers(con.cursor()), rebuilding=None)
 
     @property

@@ -14,7 +14,7 @@ import msgspec
 
 from cascade_host.heap import give_back_free_memory
 from cascade_nats.store import EventStore
-from projections import parking, tables, version
+from projections import parking, stats_parts, tables, version
 from projections.database import memory_limit, open_database, registered
 from projections.projector import Memory, Projector, connect
 
@@ -67,18 +67,21 @@ def move_onto(complete: Path, target: Path) -> None:
     """Put the read model `complete` (closed, its log folded into it) in `target`'s place,
     atomically: a crash leaves one or the other whole there."""
     wal(target).unlink(missing_ok=True)  # the old file's log, which must not meet the new file
+    stats_parts.link_onto(complete, target)
     os.replace(complete, target)
     directory = os.open(target.parent, os.O_RDONLY)
     try:
         os.fsync(directory)  # the rename itself outlives a power cut
     finally:
         os.close(directory)
+    stats_parts.remove(complete)  # its links: one left by a crash before this goes with `remove(complete)`
 
 
 def remove(db: Path) -> None:
-    """A read model file that is of no use, and its log."""
+    """A read model file that is of no use, its log and its parts."""
     db.unlink(missing_ok=True)
     wal(db).unlink(missing_ok=True)
+    stats_parts.remove(db)
 
 
 def wal(db: Path) -> Path:

@@ -52,7 +52,8 @@ RETRY_AFTER_S = 1
 
 
 class Query(msgspec.Struct, frozen=True, kw_only=True):
-    db: str
+    db: str  # the copy
+    read_model: str  # the file it is a copy of, whose `kernel_stats` parts it reads
     select: str
     form: SqlFormat
     limits: user_sql.Limits
@@ -112,7 +113,7 @@ async def answer(children: Children, db: Path, select: str, form: SqlFormat, lim
     folder = Path(await anyio.to_thread.run_sync(_folder, db))
     try:
         copy = await anyio.to_thread.run_sync(snapshot, db, folder)
-        query = Query(db=str(copy), select=select, form=form, limits=limits, memory=memory)
+        query = Query(db=str(copy), read_model=str(db), select=select, form=form, limits=limits, memory=memory)
         outcome = await _run(await children.take(), query)
     finally:
         with anyio.CancelScope(shield=True):  # a request cut short leaves no copy either
@@ -197,7 +198,7 @@ def main() -> None:
 def _answer(query: Query) -> Outcome:
     # DuckDB spills past its half beside the copy, into the folder removed after the query.
     settings = {"memory_limit": f"{query.memory // 2}B", "threads": "1"}
-    con = database.open_database(query.db, read_only=True, settings=settings)
+    con = database.open_database(query.db, read_only=True, settings=settings, parts_of=query.read_model)
     _cap_memory(query.memory)
     sys.stdout.buffer.write(READY)
     sys.stdout.buffer.flush()

@@ -140,7 +140,7 @@ def rows(con: duckdb.DuckDBPyConnection, applied: Iterable[KernelRow], kept: set
 # kernel_stats is held to the $seqs written and the kernels before them: the table is the
 # read model's largest, and a join built over all of it outgrows the memory budget.
 _OLD_RUNNING = """
-UPDATE kernel_stats SET value = own.value FROM (
+UPDATE kernel_stats_hot SET value = own.value FROM (
   WITH pairs AS (
     SELECT k.seq, pk.seq AS before
     FROM kernels k JOIN sims s ON s.id = k.sim_id
@@ -151,9 +151,9 @@ UPDATE kernel_stats SET value = own.value FROM (
     WHERE (seq IN (SELECT seq FROM pairs) OR seq IN (SELECT before FROM pairs)) AND stat IN (SELECT unnest($running)))
   SELECT v.seq, v.stat, v.printed_total - coalesce(p.printed_total, 0) AS value
   FROM pairs JOIN printed v ON v.seq = pairs.seq LEFT JOIN printed p ON p.seq = pairs.before AND p.stat = v.stat) own
-WHERE kernel_stats.seq = own.seq AND kernel_stats.stat = own.stat"""
+WHERE kernel_stats_hot.seq = own.seq AND kernel_stats_hot.stat = own.stat"""
 _OLD_RATIOS = """
-UPDATE kernel_stats SET value = own.value FROM (
+UPDATE kernel_stats_hot SET value = own.value FROM (
   WITH q AS (SELECT unnest($ratios) AS stat, unnest($numerators) AS numerator, unnest($denominators) AS denominator),
   written AS (
     SELECT seq, stat, value FROM kernel_stats WHERE seq IN (SELECT unnest($seqs))
@@ -161,7 +161,7 @@ UPDATE kernel_stats SET value = own.value FROM (
   SELECT r.seq, r.stat, n.value / d.value AS value
   FROM written r JOIN q USING (stat)
   JOIN written n ON n.seq = r.seq AND n.stat = q.numerator JOIN written d ON d.seq = r.seq AND d.stat = q.denominator) own
-WHERE kernel_stats.seq = own.seq AND kernel_stats.stat = own.stat"""
+WHERE kernel_stats_hot.seq = own.seq AND kernel_stats_hot.stat = own.stat"""
 # Kernels made again at a time: a replay's batch may bring thousands, each with thousands of
 # rows, and an UPDATE holds what it changes in memory until it commits.
 _OLD_KERNELS_AT_ONCE = 64

@@ -12,6 +12,7 @@ import duckdb
 import msgspec
 import pyarrow as pa
 
+from projections import stats_parts
 from projections.rows import APPEND_TABLES, ENTITY_TABLES, PARKED_KEY, PARKED_TABLE, STATS_TABLES, ParkedRow
 
 # An int whose type says it stays within 32 bits (`msgspec.Meta(le=...)`) is an INTEGER.
@@ -30,6 +31,9 @@ ROW_TYPES: dict[str, type[msgspec.Struct]] = {
 TABLE_OF: dict[type[msgspec.Struct], str] = {row_type: table for table, row_type in ROW_TYPES.items()}
 
 R = TypeVar("R", bound=msgspec.Struct)
+
+# Tables whose rows are stored under another name, read through a view of theirs.
+STORED_AS = {"kernel_stats": stats_parts.HOT}
 
 # The columns that identify a row of each table: entity rows are replaced by id, and a row of
 # any other table already there is never added again.
@@ -170,7 +174,7 @@ def column_sql(table: str) -> list[str]:
 
 
 def create_sql(table: str) -> str:
-    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(column_sql(table))})"
+    return f"CREATE TABLE IF NOT EXISTS {STORED_AS.get(table, table)} ({', '.join(column_sql(table))})"
 
 
 @functools.cache
@@ -223,6 +227,9 @@ def create_all(con: duckdb.DuckDBPyConnection) -> None:
     for table in ROW_TYPES:
         con.execute(create_sql(table))
     con.execute(CHECKPOINT_SQL)
+    for statement in stats_parts.TABLES_SQL:
+        con.execute(statement)
+    stats_parts.make_views(con)
     for name, select in VIEWS.items():
         con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
     con.execute("INSERT INTO checkpoint SELECT 1, 0 WHERE NOT EXISTS (SELECT 1 FROM checkpoint)")

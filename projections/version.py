@@ -19,7 +19,7 @@ import duckdb
 import msgspec
 
 from cascade_formats import stat_kinds
-from projections import fold, tables
+from projections import fold, stats_parts, tables
 
 TABLE = "read_model"
 
@@ -35,7 +35,8 @@ _COLUMNS = ", ".join(Version.__struct_fields__)
 def fingerprint() -> str:
     layout = [[table, tables.column_sql(table), list(tables.KEYS[table])] for table in tables.ROW_TYPES]
     # The stats' kinds decide kernel_stats' values (a running total's own value is a difference).
-    return hashlib.sha256(msgspec.json.encode([layout, tables.CHECKPOINT_SQL, stat_kinds.RULES])).hexdigest()[:16]
+    stored = [tables.STORED_AS, stats_parts.TABLES_SQL]
+    return hashlib.sha256(msgspec.json.encode([layout, stored, tables.CHECKPOINT_SQL, stat_kinds.RULES])).hexdigest()[:16]
 
 
 def current() -> Version:

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cascade_core import nonfinite
+from projections import stats_parts
 
 _encoder = msgspec.json.Encoder()
 KERNELS_AT_ONCE = 256  # kernels whose rows one query reads: about a million rows
@@ -73,7 +74,8 @@ def _maps(
 
 def kernel_map(con: duckdb.DuckDBPyConnection, seq: int, names: Names) -> bytes:
     """The map of the kernel whose kernels row has `seq`; `{}` if it has none."""
-    rows = con.sql("SELECT seq, stat, coalesce(printed_total, value), text FROM kernel_stats WHERE seq = $seq", params={"seq": seq}).to_arrow_table()
+    placed = stats_parts.placed_between(con, seq, seq)
+    rows = con.sql(f"SELECT seq, stat, coalesce(printed_total, value), text FROM {placed} WHERE seq = $seq ORDER BY place", params={"seq": seq}).to_arrow_table()
     return next((m for _, m in _maps(con, rows, names, {})), b"{}")
 
 
@@ -98,8 +100,8 @@ def kernel_maps(
         # The range lets DuckDB skip the row groups outside it (rows are stored in seq order),
         # which it does not for the list alone: without it every part reads the whole table.
         rows = con.sql(
-            "SELECT seq, stat, coalesce(printed_total, value), text FROM kernel_stats "
-            f"WHERE seq BETWEEN $first AND $last AND seq IN (SELECT unnest($seqs)){among} ORDER BY seq, rowid",
+            f"SELECT seq, stat, coalesce(printed_total, value), text FROM {stats_parts.placed_between(con, min(some), max(some))} "
+            f"WHERE seq BETWEEN $first AND $last AND seq IN (SELECT unnest($seqs)){among} ORDER BY seq, place",
             params=params,
         ).to_arrow_table()
         found.update(_maps(con, rows, names, replaced or {}))

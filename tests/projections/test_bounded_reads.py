@@ -72,8 +72,8 @@ async def test_the_export_of_a_run_many_times_the_budget_holds_every_value_in_or
     with connect(read_model) as whole:  # the default budget: the run is small beside it
         expected = whole.sql(
             """SELECT k.sim_id, k.kernel_index, n.name AS stat, v.value, v.text, v.printed_total
-            FROM kernel_stats v JOIN kernels k ON k.seq = v.seq JOIN stat_names n ON n.id = v.stat
-            ORDER BY k.sim_id, k.kernel_index, v.rowid"""  # a kernel's values in its map's order
+            FROM kernel_stats_placed v JOIN kernels k ON k.seq = v.seq JOIN stat_names n ON n.id = v.stat
+            ORDER BY k.sim_id, k.kernel_index, v.place"""  # a kernel's values in its map's order
         ).to_arrow_table()
     # Three times: a scan's two threads gave a kernel's rows across two row groups in either order.
     for _ in range(3):
@@ -90,8 +90,8 @@ async def test_verify_compares_a_run_many_times_the_budget_and_counts_each_row_t
         verified = await verify(store, con.cursor())
         assert verified.equal, verified
         number = "(SELECT min(stat) FROM kernel_stats WHERE value IS NOT NULL)"  # a stat with a number, not a text
-        con.execute(f"UPDATE kernel_stats SET value = value + 1 WHERE seq = (SELECT max(seq) FROM kernel_stats) AND stat = {number}")
-        con.execute("DELETE FROM kernel_stats WHERE seq = (SELECT min(seq) FROM kernel_stats) AND stat = 2")
+        con.execute(f"UPDATE kernel_stats_hot SET value = value + 1 WHERE seq = (SELECT max(seq) FROM kernel_stats_hot) AND stat = {number}")
+        con.execute("DELETE FROM kernel_stats_hot WHERE seq = (SELECT min(seq) FROM kernel_stats_hot) AND stat = 2")
         differs = await verify(store, con.cursor())
     checks = {c.table: (c.rows, c.replayed_rows, c.only_in_live, c.only_in_replay) for c in differs.tables}
     rows = checks["kernel_stats"][1]

@@ -27,7 +27,7 @@ def fresh(slot: int) -> duckdb.DuckDBPyConnection:
     """An empty read model; creating one costs more than emptying one, and hypothesis asks often."""
     con = _DATABASES[slot]
     for table in tables.ROW_TYPES:
-        con.execute(f"DELETE FROM {table}")
+        con.execute(f"DELETE FROM {tables.STORED_AS.get(table, table)}")
     con.execute("UPDATE checkpoint SET seq = 0")
     return con
 

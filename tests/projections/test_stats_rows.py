@@ -37,7 +37,7 @@ def test_maps_whose_texts_share_their_places_keep_each_their_own_texts(tmp_path:
     for name in names.added:
         con.execute("INSERT INTO stat_names VALUES (?, ?, ?)", [name.id, name.name, name.kind])
     con.register("incoming", again)
-    con.execute("INSERT INTO kernel_stats SELECT * FROM incoming")
+    con.execute("INSERT INTO kernel_stats_hot SELECT * FROM incoming")
     back = stats_maps.kernel_maps(con, range(1, 5), stats_maps.Names())
     assert [back[seq] for seq in range(1, 5)] == [msgspec.json.encode(stats) for stats in maps]
 
