@@ -290,6 +290,8 @@ def case(name: str, sims: int, kernels: int, budget: int | None, timeout: float,
         finally:
             server.terminate()
             server.wait(300)
+        if any(not r.status.startswith("2") for r in reads):  # why, as serve logged it
+            log("\n".join(line for line in (tmp / "serve.log").read_text().splitlines() if " INFO " not in line))
         files, tables = read_model(data)
         return report(name, sims, total, budget, load, wall, cpu, peak_mib(ingest_rss), stream, messages, files, tables, reads, hwm / 1024)
     finally:

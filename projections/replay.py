@@ -106,9 +106,10 @@ def compare(live: duckdb.DuckDBPyConnection, fresh_path: Path, seq: int) -> Veri
         for table in [*tables.ROW_TYPES, "checkpoint"]:
             count, fresh_count = (_count(con, f"SELECT count(*) FROM {table}") for con in (live, fresh))
             only_in_live = only_in_replay = 0
-            for part in _parts(live, fresh, table, memory_limit(live) // ROW_BYTES):
-                if _digest(live, part) != _digest(fresh, part):
-                    in_live, in_replay = _only_in_each(live, fresh, part)
+            for seqs in _ranges(live, fresh, table, memory_limit(live) // ROW_BYTES):
+                live_rows, fresh_rows = (_rows(con, table, seqs) for con in (live, fresh))
+                if _digest(live, live_rows) != _digest(fresh, fresh_rows):
+                    in_live, in_replay = _only_in_each(live, fresh, live_rows, fresh_rows)
                     only_in_live += in_live
                     only_in_replay += in_replay
             checks.append(
@@ -118,14 +119,12 @@ def compare(live: duckdb.DuckDBPyConnection, fresh_path: Path, seq: int) -> Veri
     return Verification(seq=seq, equal=all(c.equal for c in checks), tables=checks, lost=lost)
 
 
-def _parts(live: duckdb.DuckDBPyConnection, fresh: duckdb.DuckDBPyConnection, table: str, most: int) -> Iterator[str]:
-    """The rows of `table` compared, as queries over parts of at most `most` rows (the
-    whole table for one without a `seq`): ranges of `seq`, which rows equal in both read
-    models share, and whose rows' scans skip the rest of the table by its zone maps."""
-    columns = tables.compared_columns(table)
-    rows = f"SELECT {columns} FROM {table}"
-    if "seq" not in live.sql(rows).columns:
-        yield rows
+def _ranges(live: duckdb.DuckDBPyConnection, fresh: duckdb.DuckDBPyConnection, table: str, most: int) -> Iterator[tuple[int, int] | None]:
+    """The rows of `table` compared in parts of at most `most` rows (None: the whole table,
+    for one without a `seq`): ranges of `seq`, which rows equal in both read models share,
+    and whose rows' scans skip the rest of the table by its zone maps."""
+    if "seq" not in live.sql(f"SELECT * FROM {table}").columns:
+        yield None
         return
     per_seq: dict[int, int] = {}
     for con in (live, fresh):
@@ -134,11 +133,22 @@ def _parts(live: duckdb.DuckDBPyConnection, fresh: duckdb.DuckDBPyConnection, ta
     first, last, held = None, 0, 0
     for seq in sorted(per_seq):
         if first is not None and held + per_seq[seq] > most:
-            yield f"{rows} WHERE seq BETWEEN {first} AND {last}"
+            yield first, last
             first, held = None, 0
         first, last, held = seq if first is None else first, seq, held + per_seq[seq]
     if first is not None:
-        yield f"{rows} WHERE seq BETWEEN {first} AND {last}"
+        yield first, last
+
+
+def _rows(con: duckdb.DuckDBPyConnection, table: str, seqs: tuple[int, int] | None) -> str:
+    """The query of `table`'s compared rows in `con`, those with a seq in `seqs` if given:
+    kernel_stats' from its parts with rows there alone (`stats_parts.placed_between`), which
+    differ between the two read models."""
+    if seqs is None:
+        return f"SELECT {tables.compared_columns(table)} FROM {table}"
+    first, last = seqs
+    source = stats_parts.placed_between(con, first, last) if table == "kernel_stats" else table
+    return f"SELECT {tables.compared_columns(table)} FROM {source} WHERE seq BETWEEN {first} AND {last}"
 
 
 def _digest(con: duckdb.DuckDBPyConnection, rows: str) -> tuple[int, int]:
@@ -148,12 +158,12 @@ def _digest(con: duckdb.DuckDBPyConnection, rows: str) -> tuple[int, int]:
     return int(count), int(hashes)
 
 
-def _only_in_each(live: duckdb.DuckDBPyConnection, fresh: duckdb.DuckDBPyConnection, rows: str) -> tuple[int, int]:
-    """How many of the rows `rows` of `live` are not in `fresh`'s, and of `fresh`'s not in
-    `live`'s, counting repeats."""
-    with registered(live, "replayed_rows", fresh.sql(rows).to_arrow_table()):
-        in_live = _count(live, f"SELECT count(*) FROM ({rows} EXCEPT ALL SELECT * FROM replayed_rows)")
-        in_replay = _count(live, f"SELECT count(*) FROM (SELECT * FROM replayed_rows EXCEPT ALL {rows})")
+def _only_in_each(live: duckdb.DuckDBPyConnection, fresh: duckdb.DuckDBPyConnection, live_rows: str, fresh_rows: str) -> tuple[int, int]:
+    """How many of the rows `live_rows` of `live` are not in `fresh`'s `fresh_rows`, and of
+    those not in these, counting repeats."""
+    with registered(live, "replayed_rows", fresh.sql(fresh_rows).to_arrow_table()):
+        in_live = _count(live, f"SELECT count(*) FROM ({live_rows} EXCEPT ALL SELECT * FROM replayed_rows)")
+        in_replay = _count(live, f"SELECT count(*) FROM (SELECT * FROM replayed_rows EXCEPT ALL {live_rows})")
     return in_live, in_replay
 
 

@@ -46,8 +46,12 @@ TABLES_SQL = (
 _COLUMNS = "seq, stat, value, text, printed_total, sample"
 # A part's row groups: what zstd sees at once, and what a read of one kernel decodes; DuckDB
 # holds one or two of them per thread while it writes, so they are a share of a part, which is
-# a share of the memory (`Memory.part_rows`): 131,072 rows (34 kernels) at 64 MiB.
-ROW_GROUPS_A_PART = 16
+# a share of the memory (`Memory.part_rows`): 262,144 rows (69 kernels) at 64 MiB. A row group
+# costs about one kernel's map whole, zstd finding the rest in it: on the bench's maps parts
+# took 1,123 B a kernel at half that, 613 at this. Without Parquet's dictionaries (which
+# zstd does better than) 276 B, and a fifth less CPU (bench/README.md, "kernel_stats as parts").
+ROW_GROUPS_A_PART = 8
+_WRITE = "FORMAT parquet, COMPRESSION zstd, DICTIONARY_SIZE_LIMIT 1"
 
 
 _SUFFIX = ".parts"
@@ -139,7 +143,7 @@ def _write_part(con: duckdb.DuckDBPyConnection, where: Path, select: str, part_r
     name = f"{secrets.token_hex(8)}.parquet"
     path = _literal(str(where / name))
     row_group = max(1, part_rows // ROW_GROUPS_A_PART)
-    con.execute(f"COPY ({select}) TO {path} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group})")
+    con.execute(f"COPY ({select}) TO {path} ({_WRITE}, ROW_GROUP_SIZE {row_group})")
     ((rows, first, last),) = con.execute(f"SELECT count(*), min(seq), max(seq) FROM read_parquet({path})").fetchall()
     if rows:
         con.execute("INSERT INTO stats_parts VALUES (?, ?, ?, ?)", [name, first, last, rows])
