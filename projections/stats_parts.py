@@ -125,15 +125,17 @@ def placed_between(con: duckdb.DuckDBPyConnection, first: int, last: int) -> str
     return f"({_placed_sql(_paths(con, first, last))})"
 
 
-def move_if_full(con: duckdb.DuckDBPyConnection, part_rows: int) -> None:
+def move_if_full(con: duckdb.DuckDBPyConnection, part_rows: int) -> bool:
     """Every row of the table into a new part, once there are `part_rows` of them (never for a
-    read model in memory, which has no folder)."""
+    read model in memory, which has no folder); whether they moved."""
     ((count,),) = con.execute(f"SELECT count(*) FROM {HOT}").fetchall()
     where = _folder_of(con) if count >= part_rows else None
-    if where is not None:
-        _write_part(con, where, f"SELECT {_COLUMNS} FROM {HOT}", part_rows)
-        con.execute(f"DELETE FROM {HOT}")
-        make_views(con)
+    if where is None:
+        return False
+    _write_part(con, where, f"SELECT {_COLUMNS} FROM {HOT}", part_rows)
+    con.execute(f"DELETE FROM {HOT}")
+    make_views(con)
+    return True
 
 
 def _write_part(con: duckdb.DuckDBPyConnection, where: Path, select: str, part_rows: int) -> None:
