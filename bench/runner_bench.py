@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from cascade_process import datadir, event_log  # noqa: E402
 from cascade_sim.install import AccelSimInstall  # noqa: E402
-from projections.projector import CHECKPOINT_IDLE_AT  # noqa: E402
+from projections.projector import DEFAULT_MEMORY  # noqa: E402
 from tests.cascade_sim.world import accelsim_tree  # noqa: E402
 from tests.support import LOGS, TRACES  # noqa: E402
 
@@ -266,11 +266,11 @@ def main(size_mb: int, paced_kernels: int, simulator_mb_per_s: float | None) -> 
 
 def quiet(wal: Path, timeout: float = 300) -> float:
     """Wait until the server has folded its write-ahead log into the database file, which it
-    does once the stream goes quiet with more than CHECKPOINT_IDLE_AT in the log (a smaller
+    does once the stream goes quiet with more than its `idle_checkpoint_at` in the log (a smaller
     one is left as it is: packed stats maps made the burst's log that small); returns how
     long that took."""
     started = time.perf_counter()
-    while wal.exists() and wal.stat().st_size > CHECKPOINT_IDLE_AT:
+    while wal.exists() and wal.stat().st_size > DEFAULT_MEMORY.idle_checkpoint_at:
         assert time.perf_counter() - started < timeout, "the write-ahead log was never folded in"
         time.sleep(0.05)
     return time.perf_counter() - started

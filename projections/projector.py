@@ -60,9 +60,9 @@ STRAGGLER_POLL_S = 0.2
 # A checkpoint folds DuckDB's write-ahead log into the database file and stalls commits while
 # it runs. It rewrites each table's last, partly filled vector of 2,048 rows whole, and with
 # large stats maps per row that can take seconds (bench/README.md). So the projector
-# checkpoints when the stream goes quiet (nothing for IDLE_S) once the log passes CHECKPOINT_IDLE_AT, and after a batch only past its memory's `checkpoint_at`;
-# DuckDB's own threshold, inside a commit, is the last resort.
-CHECKPOINT_IDLE_AT = 16 << 20
+# checkpoints when the stream goes quiet (nothing for IDLE_S) once the log passes its memory's
+# `idle_checkpoint_at`, and after a batch only past its `checkpoint_at`; DuckDB's own
+# threshold, inside a commit, is the last resort.
 # Rows written wait in memory until a checkpoint, and a campaign's stream never goes quiet.
 # A budget brings the checkpoint closer (a quarter of it), at no cost to a replay's speed
 # (bench/README.md).
@@ -108,6 +108,14 @@ class Memory(msgspec.Struct, frozen=True):
         (`stats_parts.py`): 2 M at 64 MiB, about 550 kernels of the bench's maps, 15 MB of the
         file. A part written takes little memory (DuckDB writes it a row group at a time), and
         fewer parts are read faster (each query of the view reads every part's footer)."""
+        return self.limit // 32
+
+    @property
+    def idle_checkpoint_at(self) -> int:
+        """The write-ahead log's size past which a quiet spell brings a checkpoint: 2 MiB at
+        64 MiB. What the log holds waits in DuckDB's memory until one, and reads of
+        `kernel_stats`' parts need that memory: with 16 MiB of log left after a 40k-kernel
+        ingest, the stats catalogue ran out of 64 MiB (bench/README.md, "kernel_stats as parts")."""
         return self.limit // 32
 
     @property
@@ -454,6 +462,7 @@ class Projector:
         self.fault = fault
         memory = memory or DEFAULT_MEMORY
         self.checkpoint_at = memory.checkpoint_at
+        self.idle_checkpoint_at = memory.idle_checkpoint_at
         self.batch_bytes = memory.batch_bytes
         self.changes = changes
         self.applied = tables.checkpoint(con)
@@ -530,7 +539,7 @@ class Projector:
         async with anyio.create_task_group() as tg:
             tg.start_soon(receive)
             while True:
-                if self._wal_bytes() > CHECKPOINT_IDLE_AT:
+                if self._wal_bytes() > self.idle_checkpoint_at:
                     with anyio.move_on_after(IDLE_S) as quiet:
                         await arrived.wait()
                     if quiet.cancelled_caught:

@@ -118,12 +118,12 @@ async def test_the_write_ahead_log_is_folded_in_when_the_stream_goes_quiet(
 ) -> None:
     import anyio
 
-    monkeypatch.setattr(projector_module, "CHECKPOINT_IDLE_AT", 0)
     monkeypatch.setattr(projector_module, "IDLE_S", 0.3)
     con = connect(tmp_path / "live.duckdb")
     con.execute("CHECKPOINT")
     wal = tmp_path / "live.duckdb.wal"
     projector = Projector(store, con)
+    projector.idle_checkpoint_at = 0
     seqs = await store.append_facts(lifecycle())
     async with anyio.create_task_group() as tg:
         tg.start_soon(projector.run)
