@@ -23,6 +23,7 @@ import statistics
 from collections.abc import Mapping
 
 import msgspec
+import pyarrow as pa
 
 from cascade_formats import derived_metrics, stat_kinds
 from cascade_formats.kernel_names import short_name
@@ -38,6 +39,7 @@ from cascade_api.models import (
     StatValues,
     StatValuesRow,
 )
+from projections.database import registered
 from projections.queries.convert import one_row
 from projections.queries.runs import CURRENT_KERNELS, RECOMPUTED_TOTALS, Con, labels_of, snapshot
 from projections.stats_rows import ratio_part_ids
@@ -135,19 +137,23 @@ GROUPS_AT_ONCE = 8192  # rows of a values answer one query makes: each holds med
 # by seq alone), a kernel index the list of those its replicas have, and each such set is
 # read by its names once, from one kernel that has it (two sets share a number by a chance of
 # 1 in 2^64). Counting distinct kernel indices over every row instead groups them by stat and
-# kernel, which is several times slower (bench/README.md).
-_CATALOGUE = f"""
-WITH run_kernels AS ({_RUN_KERNELS}),
-layouts AS (SELECT r.seq, r.gpu_config, r.kernel_index, l.layout
-            FROM (SELECT seq, bit_xor(hash(stat)) AS layout FROM kernel_stats WHERE seq BETWEEN $first AND $last GROUP BY seq) l
-            JOIN run_kernels r USING (seq)),
-groups AS (SELECT gpu_config, layouts, count(*) AS kernels
+# kernel, which is several times slower (bench/README.md). Three queries, the kernels' sets
+# and each set's names brought back between them: in one, DuckDB could not tell how few sets
+# there are, and once built a join's table of kernel_stats' rows, more than 64 MiB.
+_LAYOUTS = f"""
+WITH run_kernels AS ({_RUN_KERNELS})
+SELECT r.seq, r.gpu_config, r.kernel_index, l.layout
+FROM (SELECT seq, bit_xor(hash(stat)) AS layout FROM kernel_stats WHERE seq BETWEEN $first AND $last GROUP BY seq) l
+JOIN run_kernels r USING (seq)"""
+# The names that hold $q of the kernels $seqs.
+_NAMES_OF = """SELECT v.seq, n.name FROM kernel_stats v JOIN stat_names n ON n.id = v.stat
+WHERE v.seq BETWEEN $first AND $last AND v.seq IN (SELECT unnest($seqs)) AND regexp_matches(n.name, $q, 'i')"""
+# Over `layouts` (as `_LAYOUTS` gives them) and `layout_names` (each set's names).
+_CATALOGUE = """
+WITH groups AS (SELECT gpu_config, layouts, count(*) AS kernels
            FROM (SELECT gpu_config, kernel_index, list(DISTINCT layout ORDER BY layout) AS layouts FROM layouts GROUP BY ALL)
            GROUP BY ALL),
-names AS (SELECT e.layout, n.name
-          FROM (SELECT layout, min(seq) AS seq FROM layouts GROUP BY layout) e
-          JOIN kernel_stats v USING (seq) JOIN stat_names n ON n.id = v.stat
-          WHERE regexp_matches(n.name, $q, 'i')),
+names AS (SELECT layout, name FROM layout_names),
 counts AS (SELECT name, gpu_config, sum(kernels) AS kernels
            FROM (SELECT DISTINCT g.gpu_config, g.layouts, g.kernels, n.name
                  FROM (SELECT *, unnest(layouts) AS layout FROM groups) g JOIN names n USING (layout))
@@ -171,8 +177,15 @@ def stat_catalogue(con: Con, run: RunSummary, q: str) -> StatCatalogue:
         records = []
         if seqs is not None:
             labels, order = _labels(con, run)
-            params = {"run": run.id, "first": seqs[0], "last": seqs[1], "q": search_pattern(q), "configs": order, **labels}
-            records = con.execute(_CATALOGUE, params).fetchall()
+            layouts = con.sql(_LAYOUTS, params={"run": run.id, "first": seqs[0], "last": seqs[1], **labels}).to_arrow_table()
+            firsts = layouts.group_by("layout").aggregate([("seq", "min")])  # one kernel of each set
+            first_seqs = firsts.column("seq_min").to_pylist()
+            held = {"seqs": first_seqs, "first": min(first_seqs, default=0), "last": max(first_seqs, default=0), "q": search_pattern(q)}
+            names = con.sql(_NAMES_OF, params=held).to_arrow_table()
+            layout_of = dict(zip(first_seqs, firsts.column("layout").to_pylist()))
+            layout_names = pa.table({"layout": pa.array([layout_of[s] for s in names.column("seq").to_pylist()], pa.uint64()), "name": names.column("name")})
+            with registered(con, "layouts", layouts), registered(con, "layout_names", layout_names):
+                records = con.execute(_CATALOGUE, {"configs": order}).fetchall()
     records.sort(key=lambda r: natural(r[0]))
     tables: dict[str, int] = {}
     for name, _, _ in records:
