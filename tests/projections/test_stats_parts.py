@@ -21,7 +21,8 @@ from cascade_nats.store import EventStore
 from projections import rebuild, stats_parts
 from projections.database import open_database
 from projections.projector import Memory, connect
-from projections.queries import stats_maps
+from projections.queries import runs as q
+from projections.queries import stats, stats_maps
 from projections.rebuild import ReadModel
 from projections.replay import move_onto, replay, verify
 from tests.cascade_http import runs_world as w
@@ -152,3 +153,21 @@ async def test_a_read_model_with_a_damaged_part_is_made_again_from_the_log(store
     with connect(db) as con:  # within the default budget: `rows` sorts them all at once
         assert parts(con) >= 1
         assert rows(con).equals(expected)
+
+
+async def test_stats_by_name_read_through_parts_as_through_the_table(store: EventStore, tmp_path: Path) -> None:
+    await store.append_facts([*events(), *other_run()], timeout=60)
+    whole, parted = tmp_path / "whole.duckdb", tmp_path / "parted.duckdb"
+    await replay(store, whole)
+    await replay(store, parted, memory=SMALL)
+    with connect(whole) as table, connect(parted) as parted_con:
+        assert parts(parted_con) >= 1
+        for run_id in ("run-bounded", OTHER_RUN):
+            read = [(con, q.run_summary(con, run_id)) for con in (table, parted_con)]
+            for ask in (
+                lambda con, run: stats.stat_catalogue(con, run, ""),
+                lambda con, run: stats.stat_values(con, run, "L2_cache_bank[*].Miss_rate"),
+                lambda con, run: stats.stat_values(con, run, "L2_total_cache_accesses"),
+            ):
+                expected, answer = (msgspec.json.encode(ask(con, run)) for con, run in read)
+                assert answer == expected
