@@ -147,8 +147,9 @@ def _rows(con: duckdb.DuckDBPyConnection, table: str, seqs: tuple[int, int] | No
     if seqs is None:
         return f"SELECT {tables.compared_columns(table)} FROM {table}"
     first, last = seqs
-    source = stats_parts.placed_between(con, first, last) if table == "kernel_stats" else table
-    return f"SELECT {tables.compared_columns(table)} FROM {source} WHERE seq BETWEEN {first} AND {last}"
+    if table == "kernel_stats":  # its columns, not the subquery's `place`
+        return f"SELECT {stats_parts.COLUMNS} FROM {stats_parts.placed_between(con, first, last)} WHERE seq BETWEEN {first} AND {last}"
+    return f"SELECT {tables.compared_columns(table)} FROM {table} WHERE seq BETWEEN {first} AND {last}"
 
 
 def _digest(con: duckdb.DuckDBPyConnection, rows: str) -> tuple[int, int]:

@@ -43,7 +43,7 @@ TABLES_SQL = (
     # name (`rebuild._open_outdated`) reads its parts there.
     "CREATE TABLE IF NOT EXISTS stats_parts_folder (path VARCHAR NOT NULL)",
 )
-_COLUMNS = "seq, stat, value, text, printed_total, sample"
+COLUMNS = "seq, stat, value, text, printed_total, sample"  # kernel_stats' own
 # A part's row groups: what zstd sees at once, and what a read of one kernel decodes; DuckDB
 # holds one or two of them per thread while it writes, so they are a share of a part, which is
 # a share of the memory (`Memory.part_rows`): 262,144 rows (69 kernels) at 64 MiB. A row group
@@ -84,10 +84,10 @@ def _literal(text: str) -> str:
 
 def _placed_sql(paths: list[str]) -> str:
     """A SELECT of the table's rows and those of the parts at `paths`, with each one's place."""
-    selects = [f"SELECT {_COLUMNS}, rowid AS place FROM {HOT}"]
+    selects = [f"SELECT {COLUMNS}, rowid AS place FROM {HOT}"]
     if paths:
         listed = ", ".join(map(_literal, paths))
-        selects.append(f"SELECT {_COLUMNS}, file_row_number AS place FROM read_parquet([{listed}], file_row_number = true)")
+        selects.append(f"SELECT {COLUMNS}, file_row_number AS place FROM read_parquet([{listed}], file_row_number = true)")
     return " UNION ALL ".join(selects)
 
 
@@ -106,13 +106,16 @@ def _paths(con: duckdb.DuckDBPyConnection, first: int | None = None, last: int |
 
 def make_views(con: duckdb.DuckDBPyConnection) -> None:
     """`kernel_stats` and `kernel_stats_placed` over the table and the parts `stats_parts` lists
-    (in the folder beside the file `con` has open, recorded for copies of it)."""
+    (in the folder beside the file `con` has open, recorded for copies of it: written only
+    when it moved, so that opening a file changes none of its rows)."""
     where = _folder_of(con)
-    con.execute("DELETE FROM stats_parts_folder")
-    if where is not None:
-        con.execute("INSERT INTO stats_parts_folder VALUES (?)", [str(where)])
+    recorded = [path for (path,) in con.execute("SELECT path FROM stats_parts_folder").fetchall()]
+    if recorded != ([] if where is None else [str(where)]):
+        con.execute("DELETE FROM stats_parts_folder")
+        if where is not None:
+            con.execute("INSERT INTO stats_parts_folder VALUES (?)", [str(where)])
     con.execute(f"CREATE OR REPLACE VIEW {PLACED} AS {_placed_sql(_paths(con))}")
-    con.execute(f"CREATE OR REPLACE VIEW kernel_stats AS SELECT {_COLUMNS} FROM {PLACED}")
+    con.execute(f"CREATE OR REPLACE VIEW kernel_stats AS SELECT {COLUMNS} FROM {PLACED}")
 
 
 def placed_between(con: duckdb.DuckDBPyConnection, first: int, last: int) -> str:
@@ -121,7 +124,7 @@ def placed_between(con: duckdb.DuckDBPyConnection, first: int, last: int) -> str
     parts, where a read of a few kernels takes a few ms."""
     if not con.execute("SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() AND table_name = 'stats_parts'").fetchall():
         # A read model from before parts, answering reads while it is rebuilt (`rebuild.py`).
-        return f"(SELECT {_COLUMNS}, rowid AS place FROM kernel_stats)"
+        return f"(SELECT {COLUMNS}, rowid AS place FROM kernel_stats)"
     return f"({_placed_sql(_paths(con, first, last))})"
 
 
@@ -132,7 +135,7 @@ def move_if_full(con: duckdb.DuckDBPyConnection, part_rows: int) -> bool:
     where = _folder_of(con) if count >= part_rows else None
     if where is None:
         return False
-    _write_part(con, where, f"SELECT {_COLUMNS} FROM {HOT}", part_rows)
+    _write_part(con, where, f"SELECT {COLUMNS} FROM {HOT}", part_rows)
     con.execute(f"DELETE FROM {HOT}")
     make_views(con)
     return True
@@ -177,7 +180,7 @@ def delete(con: duckdb.DuckDBPyConnection, seqs: list[int], part_rows: int) -> N
         # more than a small budget holds.
         con.register("rest_of_part", _rest(where / name, gone))
         try:
-            _write_part(con, where, f"SELECT {_COLUMNS} FROM rest_of_part", part_rows)
+            _write_part(con, where, f"SELECT {COLUMNS} FROM rest_of_part", part_rows)
         finally:
             con.unregister("rest_of_part")
     make_views(con)

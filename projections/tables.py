@@ -237,9 +237,9 @@ def create_all(con: duckdb.DuckDBPyConnection) -> None:
 
 def compared_columns(table: str) -> str:
     """The columns of `table` two read models of the same log agree on, for a SELECT."""
-    if table not in ROW_TYPES:
-        return "*"
     own = _OWN_TIMES.get(table, ())
+    if table not in ROW_TYPES or not own:
+        return "*"
     return ", ".join(f.name for f in columns(ROW_TYPES[table]) if f.name not in own)
 
 

@@ -212,19 +212,13 @@ _TOTALS = "".join(f", {RECOMPUTED_TOTALS[name]} AS {name}" for name in _SNAPSHOT
 # Whose printed totals are not the sim's own (a chunk's began at its warm-up, a resume's too,
 # a reusing sim's left out the launches reused): its running totals are its kernels' own
 # values summed over its launches in order.
-_STITCHED_SIM = "(s.split IS NOT NULL OR s.reuse OR len(s.resumed) > 0)"
-_STITCHED = f", k.sim_id, {_STITCHED_SIM} AS stitched"
-_ANY_STITCHED = f"SELECT coalesce(bool_or({_STITCHED_SIM}), false) FROM sims s WHERE s.run_id = ? AND s.reference_for IS NULL"
+_STITCHED = ", k.sim_id, (s.split IS NOT NULL OR s.reuse OR len(s.resumed) > 0) AS stitched"
 # A running total's ($running: ids) over the sim's launches up to the kernel: as printed, or
 # stitched; a ratio of them ($ratios) as printed, in a sim whose printed totals are its own,
 # else its stitched parts' ratio (`stitched_ratios`).
 _RUNNING = """CASE WHEN list_contains($running, v.stat) AND r.stitched THEN sum(v.value) OVER (PARTITION BY r.sim_id, v.stat ORDER BY r.kernel_index)
        WHEN list_contains($running, v.stat) OR (list_contains($ratios, v.stat) AND NOT r.stitched) THEN v.printed_total
        WHEN list_contains($ratios, v.stat) THEN p.running END"""
-# In a run none of whose sims is stitched, as printed: no window over its kernels, and no
-# scan of kernel_stats for the ratios' parts, which took more than 16 MiB of a 64 MiB budget
-# with kernel_stats in parts (bench/README.md, "kernel_stats as parts").
-_RUNNING_AS_PRINTED = "CASE WHEN list_contains($running, v.stat) OR list_contains($ratios, v.stat) THEN v.printed_total END"
 _HAS_ONE = "(v.value IS NOT NULL OR v.text IS NOT NULL OR v.printed_total IS NOT NULL)"
 # A stitched sim's ratio of running totals ($ratio_ids, each with its $numerators' and
 # $denominators' ids) over its launches up to each kernel: the ratio of its parts' own values
@@ -238,17 +232,13 @@ CROSS JOIN (SELECT unnest($ratio_ids::INTEGER[]) AS stat, unnest($numerators::IN
 JOIN kernel_stats n ON n.seq = r.seq AND n.stat = q.numerator
 JOIN kernel_stats d ON d.seq = r.seq AND d.stat = q.denominator
 WHERE r.stitched AND r.seq BETWEEN $first AND $last AND r.kernel_index < $below"""
-
-
-def _values_sql(stitched: bool) -> str:
-    """`_VALUES` of a run with a stitched sim, or without (then as printed, `_RUNNING_AS_PRINTED`)."""
-    ratios = f"stitched_ratios AS ({_STITCHED_RATIOS}),\n" if stitched else ""
-    joined = "\n  LEFT JOIN stitched_ratios p ON p.seq = v.seq AND p.stat = v.stat" if stitched else ""
-    return f"""
+_VALUES = f"""
 WITH run_kernels AS ({_run_kernels(_TOTALS + _STITCHED)}),
-{ratios}shown AS (
-  SELECT r.kernel_index, r.name, r.replica, r.gpu_config, v.stat, {_VALUE} AS value, {_RUNNING if stitched else _RUNNING_AS_PRINTED} AS running_total
-  FROM kernel_stats v JOIN run_kernels r USING (seq){joined}
+stitched_ratios AS ({_STITCHED_RATIOS}),
+shown AS (
+  SELECT r.kernel_index, r.name, r.replica, r.gpu_config, v.stat, {_VALUE} AS value, {_RUNNING} AS running_total
+  FROM kernel_stats v JOIN run_kernels r USING (seq)
+  LEFT JOIN stitched_ratios p ON p.seq = v.seq AND p.stat = v.stat
   WHERE v.seq BETWEEN $first AND $last AND list_contains($stats, v.stat) AND {_HAS_ONE} AND r.kernel_index < $below)
 SELECT kernel_index, arg_min(name, replica), gpu_config, stat, count(*),
        median(value) FILTER (WHERE isfinite(value)), min(value) FILTER (WHERE isfinite(value)), max(value) FILTER (WHERE isfinite(value)),
@@ -256,9 +246,6 @@ SELECT kernel_index, arg_min(name, replica), gpu_config, stat, count(*),
 FROM shown
 WHERE kernel_index >= $low
 GROUP BY kernel_index, gpu_config, stat"""
-
-
-_VALUES = {stitched: _values_sql(stitched) for stitched in (True, False)}
 _HELD = f"""
 SELECT DISTINCT v.stat FROM kernel_stats v JOIN ({_RUN_KERNELS}) r USING (seq)
 WHERE v.seq BETWEEN $first AND $last AND list_contains($stats, v.stat) AND {_HAS_ONE}"""
@@ -302,9 +289,7 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
                 "running": [i for i, kind in kinds.items() if kind == "running_total"],
                 "ratios": [i for i, kind in kinds.items() if kind == "ratio_of_totals"],
             }
-            stitched = bool(one_row(con, _ANY_STITCHED, [run.id])[0])
-            if stitched:
-                by_kind |= _ratio_parts(con, {i: stat for i, stat in found if kinds[i] == "ratio_of_totals"})
+            by_kind |= _ratio_parts(con, {i: stat for i, stat in found if kinds[i] == "ratio_of_totals"})
             values = {**params, **recomputed, **by_kind}
             config_at, stat_at = {config: i for i, config in enumerate(order)}, {stat: i for i, stat in enumerate(ids)}
             # A part of the kernel indices at a time, each part's rows ordered here: a
@@ -315,7 +300,7 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
             step = max(1, GROUPS_AT_ONCE // max(1, len(order) * len(ids)))
             for low in range(0, one_row(con, _LAST_INDEX, [run.id])[0] + 1, step):
                 (last,) = one_row(con, _LAST_SEQ_BELOW, [run.id, low + step])
-                part = con.execute(_VALUES[stitched], {**values, "last": last, "low": low, "below": low + step}).fetchall()
+                part = con.execute(_VALUES, {**values, "last": last, "low": low, "below": low + step}).fetchall()
                 records += sorted(part, key=lambda r: (r[0], config_at[r[2]], stat_at[r[3]]))
                 if len(records) > VALUES_LIMIT:
                     break
