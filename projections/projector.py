@@ -237,11 +237,12 @@ def write(
     parked: Sequence[ParkedRow] = (),
     cache: RowCache | None = None,
     stored: Rows | None = None,
+    *,
+    part_rows: int,
 ) -> None:
     """Everything a fold produced, the kernels' stats maps as rows, what was parked, and the
     checkpoint; the caller owns the transaction. `stored`: the rows the fold started from, as
-    DuckDB holds them (`load`)."""
-    part_rows = Memory(memory_limit(con)).part_rows
+    DuckDB holds them (`load`); `part_rows`: the memory's (`Memory.part_rows`)."""
     if folded.purged_samples:
         _purge_runs(con, "SELECT id FROM runs WHERE sample AND trace_id IN (SELECT unnest($ids))", sorted(folded.purged_samples), part_rows)
     if folded.purged_runs:
@@ -354,21 +355,23 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[msgspec.S
             )
 
 
-def _move_stats(con: duckdb.DuckDBPyConnection) -> None:
+def _move_stats(con: duckdb.DuckDBPyConnection, part_rows: int) -> None:
     """`kernel_stats_hot`'s rows to a part once it is full, in a transaction of its own: in the
     batch's, its rows are held in memory with the part being written, more than a small budget
     holds. A crash between the two leaves the rows in the table, for the next batch to move.
     Then a checkpoint: until one, DuckDB holds the rows written since the last in memory (34
-    MiB of 64 after a 10k-kernel sim), where reads of the parts need it."""
+    MiB of 64 after a 10k-kernel sim), where reads of the parts need it. Only the projector
+    writes the table, so whether it is full holds from the count to the move."""
+    if not stats_parts.full(con, part_rows):
+        return
     con.execute("BEGIN TRANSACTION")
     try:
-        moved = stats_parts.move_if_full(con, Memory(memory_limit(con)).part_rows)
+        stats_parts.move(con, part_rows)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    if moved:
-        _checkpoint(con)
+    _checkpoint(con)
 
 
 def apply(
@@ -384,11 +387,12 @@ def apply(
     """Fold and write one batch in one transaction, and move the checkpoint to `seq` (by
     default the last event's); with or without the `changes` live streams show."""
     cache = cache or RowCache()
+    part_rows = Memory(memory_limit(con)).part_rows
     con.execute("BEGIN TRANSACTION")
     try:
         stored = load(con, items, cache)
         folded = fold(stored, items, changes=changes)
-        write(con, folded, items[-1][0] if seq is None else seq, parked, cache, stored)
+        write(con, folded, items[-1][0] if seq is None else seq, parked, cache, stored, part_rows=part_rows)
         if fault is not None:
             fault("before_commit")
         con.execute("COMMIT")
@@ -397,7 +401,7 @@ def apply(
         cache.clear()
         raise
     if folded.kernels:
-        _move_stats(con)
+        _move_stats(con, part_rows)
     if folded.purged_samples or folded.purged_runs:
         cache.clear()  # it may hold rows of the runs and sims deleted
     cache.update(folded.rows)

@@ -4,7 +4,7 @@ A kernel's map is 3,815 rows of `kernel_stats` on the bench's blocks, 28.6 KB a 
 DuckDB's own storage, whose compression reaches neither across kernels nor past about three
 bytes a double; the same rows in Parquet with zstd take about 1.2 KB (bench/README.md,
 "kernel_stats as Parquet parts"). So the projector writes a batch's rows into the table
-`kernel_stats_hot`, and once that holds `Memory.part_rows` rows, a transaction after the
+`kernel_stats_hot`, and once that holds `Memory.part_rows` rows (`full`), a transaction after the
 batch's moves all of them to a new part: a Parquet file in the read model's parts folder
 (`<db>.parts`, beside the file), listed in `stats_parts`. `kernel_stats` is a view over the
 table and the parts, made again whenever the list changes; `kernel_stats_placed` adds each
@@ -128,17 +128,20 @@ def placed_between(con: duckdb.DuckDBPyConnection, first: int, last: int) -> str
     return f"({_placed_sql(_paths(con, first, last))})"
 
 
-def move_if_full(con: duckdb.DuckDBPyConnection, part_rows: int) -> bool:
-    """Every row of the table into a new part, once there are `part_rows` of them (never for a
-    read model in memory, which has no folder); whether they moved."""
+def full(con: duckdb.DuckDBPyConnection, part_rows: int) -> bool:
+    """Whether the table holds `part_rows` rows, to move to a part (never in a read model in
+    memory, which has no folder for parts)."""
     ((count,),) = con.execute(f"SELECT count(*) FROM {HOT}").fetchall()
-    where = _folder_of(con) if count >= part_rows else None
-    if where is None:
-        return False
+    return count >= part_rows and _folder_of(con) is not None
+
+
+def move(con: duckdb.DuckDBPyConnection, part_rows: int) -> None:
+    """Every row of the table into a new part (`full` said so)."""
+    where = _folder_of(con)
+    assert where is not None
     _write_part(con, where, f"SELECT {COLUMNS} FROM {HOT}", part_rows)
     con.execute(f"DELETE FROM {HOT}")
     make_views(con)
-    return True
 
 
 def _write_part(con: duckdb.DuckDBPyConnection, where: Path, select: str, part_rows: int) -> None:
@@ -158,7 +161,7 @@ def _write_part(con: duckdb.DuckDBPyConnection, where: Path, select: str, part_r
 
 def delete(con: duckdb.DuckDBPyConnection, seqs: list[int], part_rows: int) -> None:
     """The rows of the kernels with these seqs: deleted from the table, and each part that
-    holds some made again without them (`part_rows` as for `move_if_full`)."""
+    holds some made again without them (`part_rows` as for `move`)."""
     if not seqs:
         return
     con.execute(f"DELETE FROM {HOT} WHERE seq IN (SELECT unnest(?))", [seqs])
