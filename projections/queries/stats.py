@@ -13,11 +13,14 @@ Both read `kernel_stats` (a row per value, its name an id of `stat_names`), over
 between the run's first and last kernels' seqs, which DuckDB's zone maps skip to. Only the
 current attempt of a sim counts. bench/README.md has the cost on 10,000 kernels of 1,300
 stats each: each answer takes a scan of the stat ids of those rows, 100 to 300 ms on 2 busy
-cores.
+cores. A stat's values are read a part of the kernel indices at a time, the part's kernels
+first and then their rows, and folded into the answer here: the memory a read takes is a
+part's, however long the run.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections.abc import Mapping
@@ -128,8 +131,7 @@ def _labels(con: Con, run: RunSummary) -> tuple[dict[str, object], list[str]]:
 _RUN_KERNELS = _run_kernels()
 _SEQS = f"SELECT min(k.seq), max(k.seq) FROM {CURRENT_KERNELS} WHERE s.run_id = ?"
 _LAST_INDEX = f"SELECT coalesce(max(k.kernel_index), -1) FROM {CURRENT_KERNELS} WHERE s.run_id = ?"
-_LAST_SEQ_BELOW = f"SELECT coalesce(max(k.seq), -1) FROM {CURRENT_KERNELS} WHERE s.run_id = ? AND k.kernel_index < ?"
-GROUPS_AT_ONCE = 8192  # rows of a values answer one query makes: each holds medians' states
+GROUPS_AT_ONCE = 8192  # rows of a values answer one query reads (each with its replicas)
 
 # Per name that holds $q, each config's kernel indices with a kernel that has it. A kernel's
 # names are its rows' stat ids, and kernels of one name and config mostly have the same ones:
@@ -200,68 +202,143 @@ def stat_catalogue(con: Con, run: RunSummary, q: str) -> StatCatalogue:
     )
 
 
-# The run's rows of the stats $stats (ids) of kernel indices from $low to below $below, a
-# kernel index, config and stat a row (the kernels before $low are read for running totals): how many
-# of the config's replicas have a value (a number or a text), and the median, least and
-# greatest of their finite numbers, each kernel's own (`value`). A snapshot among the
-# `gpu_tot_*` of a split or reusing sim's kernel is the sim's, as the maps answer it
-# ($<name>: that stat's id), not the row's (the chunk's own, a reused kernel's its source's).
+# The run's kernels of index $low to below $below: each with its config, sim, whether its
+# printed totals are its own, and the `gpu_tot_*` snapshots of a split or reusing sim's
+# kernel (in `_SNAPSHOTS`' order), which are the sim's, as the maps answer them, not its
+# rows' (a chunk's own, a reused kernel's its source's). A stitched sim's printed totals are
+# not the sim's (a chunk's began at its warm-up, a resume's too, a reusing sim's left out
+# the launches reused): its running totals are its kernels' own values summed over its
+# launches in order (`_stitched_totals`).
 _SNAPSHOTS = [name for name in RECOMPUTED_TOTALS if stat_kinds.kind_of(name) == "snapshot"]
-_VALUE = "CASE v.stat " + " ".join(f"WHEN ${name} THEN coalesce(r.{name}, v.value) " for name in _SNAPSHOTS) + "ELSE v.value END"
-_TOTALS = "".join(f", {RECOMPUTED_TOTALS[name]} AS {name}" for name in _SNAPSHOTS)
-# Whose printed totals are not the sim's own (a chunk's began at its warm-up, a resume's too,
-# a reusing sim's left out the launches reused): its running totals are its kernels' own
-# values summed over its launches in order.
-_STITCHED = ", k.sim_id, (s.split IS NOT NULL OR s.reuse OR len(s.resumed) > 0) AS stitched"
-# A running total's ($running: ids) over the sim's launches up to the kernel: as printed, or
-# stitched; a ratio of them ($ratios) as printed, in a sim whose printed totals are its own,
-# else its stitched parts' ratio (`stitched_ratios`).
-_RUNNING = """CASE WHEN list_contains($running, v.stat) AND r.stitched THEN sum(v.value) OVER (PARTITION BY r.sim_id, v.stat ORDER BY r.kernel_index)
-       WHEN list_contains($running, v.stat) OR (list_contains($ratios, v.stat) AND NOT r.stitched) THEN v.printed_total
-       WHEN list_contains($ratios, v.stat) THEN p.running END"""
+_PART_KERNELS = f"""SELECT * FROM ({_run_kernels(
+    ", k.sim_id, (s.split IS NOT NULL OR s.reuse OR len(s.resumed) > 0) AS stitched, "
+    f"[{', '.join(RECOMPUTED_TOTALS[name] for name in _SNAPSHOTS)}] AS snapshots"
+)}) WHERE kernel_index >= $low AND kernel_index < $below"""  # after the snapshots' windows over the sim
 _HAS_ONE = "(v.value IS NOT NULL OR v.text IS NOT NULL OR v.printed_total IS NOT NULL)"
-# A stitched sim's ratio of running totals ($ratio_ids, each with its $numerators' and
-# $denominators' ids) over its launches up to each kernel: the ratio of its parts' own values
-# summed in launch order, as a sim run whole prints it.
-_STITCHED_RATIOS = """
-SELECT r.seq, q.stat,
-       sum(n.value) OVER (PARTITION BY r.sim_id, q.stat ORDER BY r.kernel_index)
-       / sum(d.value) OVER (PARTITION BY r.sim_id, q.stat ORDER BY r.kernel_index) AS running
-FROM run_kernels r
-CROSS JOIN (SELECT unnest($ratio_ids::INTEGER[]) AS stat, unnest($numerators::INTEGER[]) AS numerator, unnest($denominators::INTEGER[]) AS denominator) q
-JOIN kernel_stats n ON n.seq = r.seq AND n.stat = q.numerator
-JOIN kernel_stats d ON d.seq = r.seq AND d.stat = q.denominator
-WHERE r.stitched AND r.seq BETWEEN $first AND $last AND r.kernel_index < $below"""
-_VALUES = f"""
-WITH run_kernels AS ({_run_kernels(_TOTALS + _STITCHED)}),
-stitched_ratios AS ({_STITCHED_RATIOS}),
-shown AS (
-  SELECT r.kernel_index, r.name, r.replica, r.gpu_config, v.stat, {_VALUE} AS value, {_RUNNING} AS running_total
-  FROM kernel_stats v JOIN run_kernels r USING (seq)
-  LEFT JOIN stitched_ratios p ON p.seq = v.seq AND p.stat = v.stat
-  WHERE v.seq BETWEEN $first AND $last AND list_contains($stats, v.stat) AND {_HAS_ONE} AND r.kernel_index < $below)
-SELECT kernel_index, arg_min(name, replica), gpu_config, stat, count(*),
-       median(value) FILTER (WHERE isfinite(value)), min(value) FILTER (WHERE isfinite(value)), max(value) FILTER (WHERE isfinite(value)),
-       median(running_total) FILTER (WHERE isfinite(running_total))
-FROM shown
-WHERE kernel_index >= $low
-GROUP BY kernel_index, gpu_config, stat"""
+# The rows of the stats $wanted (ids) of the kernels $seqs (between $first and $last): read
+# apart from the kernels, with nothing to join, order or aggregate in DuckDB, the memory a
+# part takes is its rows'. A window and a join over the rows up to a part's last kernel took
+# more than serve's 64 MiB at 40k kernels right after an ingest (bench/README.md, "Stat values
+# in bounded memory").
+_PART_ROWS = f"""SELECT v.seq, v.stat, v.value, v.printed_total, {_HAS_ONE} FROM kernel_stats v
+WHERE v.seq BETWEEN $first AND $last AND v.seq IN (SELECT unnest($seqs::BIGINT[])) AND list_contains($wanted, v.stat)"""
+# Which of $stats the run's kernels have: a semi join, whose table is of kernels, not rows.
 _HELD = f"""
-SELECT DISTINCT v.stat FROM kernel_stats v JOIN ({_RUN_KERNELS}) r USING (seq)
-WHERE v.seq BETWEEN $first AND $last AND list_contains($stats, v.stat) AND {_HAS_ONE}"""
+SELECT DISTINCT v.stat FROM kernel_stats v
+WHERE v.seq BETWEEN $first AND $last AND list_contains($stats, v.stat) AND {_HAS_ONE} AND v.seq IN (SELECT seq FROM ({_RUN_KERNELS}))"""
 
 
-def _ratio_parts(con: Con, ratios: dict[int, str]) -> dict[str, list[int]]:
-    """`_STITCHED_RATIOS`' parameters (`stats_rows.ratio_part_ids`), its parts' ids read for
-    the names in question only."""
-    wanted = sorted({part for name in ratios.values() for part in stat_kinds.ratio_parts(name) or ()})
+class _PartKernel(msgspec.Struct, frozen=True):
+    """A row of `_PART_KERNELS`."""
+
+    seq: int
+    kernel_index: int
+    name: str
+    gpu_config: str
+    replica: int
+    sim_id: str
+    stitched: bool
+    snapshots: list[float | None]
+
+
+StatRow = tuple[int, int, float | None, float | None, bool]  # a row of `_PART_ROWS`
+Record = tuple[int, str, str, int, int, float | None, float | None, float | None, float | None]  # a row of the answer
+
+
+def _part_kernels(con: Con, params: Mapping[str, object]) -> dict[int, _PartKernel]:
+    """The kernels of `_PART_KERNELS`, by seq."""
+    result = con.execute(_PART_KERNELS, params)
+    columns = [c[0] for c in result.description]
+    kernels = (_PartKernel(**dict(zip(columns, row, strict=True))) for row in result.fetchall())
+    return {k.seq: k for k in kernels}
+
+
+class _Kinds(msgspec.Struct, frozen=True):
+    """Of the stats asked for, the running totals, the ratios of two (with their numerator's
+    and denominator's ids, for those whose parts have ids), and the snapshots' places in
+    `_PART_KERNELS`' list, by id."""
+
+    running: frozenset[int]
+    ratios: frozenset[int]
+    parts: dict[int, tuple[int, int]]
+    snapshots: dict[int, int]
+
+
+def _kinds(con: Con, found: list[tuple[int, str]]) -> _Kinds:
+    kinds = {i: stat_kinds.kind_of(stat) for i, stat in found}
+    ratios = {i: stat for i, stat in found if kinds[i] == "ratio_of_totals"}
+    wanted = sorted({part for name in ratios.values() for part in stat_kinds.ratio_parts(name) or ()} | set(_SNAPSHOTS))
     ids = dict(con.execute("SELECT name, id FROM stat_names WHERE name IN (SELECT unnest(?::VARCHAR[]))", [wanted]).fetchall())
     parts = ratio_part_ids(ratios, ids)
-    # $ratios in `_VALUES` are all the ratios asked for, these only those whose parts are held.
-    return {"ratio_ids": parts.pop("ratios"), **parts}
+    return _Kinds(
+        running=frozenset(i for i, kind in kinds.items() if kind == "running_total"),
+        ratios=frozenset(ratios),
+        parts={r: (n, d) for r, n, d in zip(parts["ratios"], parts["numerators"], parts["denominators"], strict=True)},
+        snapshots={ids[name]: place for place, name in enumerate(_SNAPSHOTS) if name in ids},
+    )
 
 
-Record = tuple[int, str, str, int, int, float | None, float | None, float | None, float | None]  # a row of `_VALUES`
+def _plus(total: float | None, value: float | None) -> float | None:
+    """SQL's sum: of the values that are not NULL, NULL if none is."""
+    return total if value is None else value if total is None else total + value
+
+
+Sums = dict[tuple[str, int], tuple[float | None, float | None]]  # by (sim, stat): a sum, and a ratio's denominator's
+
+
+def _stitched_totals(kernels: Mapping[int, _PartKernel], rows: list[StatRow], kinds: _Kinds, sums: Sums) -> dict[tuple[int, int], float | None]:
+    """The running totals of the stitched sims' kernels among `kernels`, by (seq, stat): a
+    running total's own values summed over the sim's launches up to the kernel, a ratio's
+    the ratio of its parts' sums (over the kernels that have both), as a sim run whole
+    prints them. `sums` holds each (sim, stat)'s after the kernels before these, and is moved
+    on past them."""
+    values: dict[int, dict[int, float | None]] = {}
+    for seq, stat, value, _, _ in rows:
+        if kernels[seq].stitched:
+            values.setdefault(seq, {})[stat] = value
+    totals: dict[tuple[int, int], float | None] = {}
+    for seq in sorted(values, key=lambda seq: kernels[seq].kernel_index):
+        mine, sim = values[seq], kernels[seq].sim_id
+        for stat in kinds.running & mine.keys():
+            total = _plus(sums.get((sim, stat), (None, None))[0], mine[stat])
+            sums[sim, stat] = (total, None)
+            totals[seq, stat] = total
+        for ratio, (numerator, denominator) in kinds.parts.items():
+            if numerator in mine and denominator in mine:
+                above, below = sums.get((sim, ratio), (None, None))
+                above, below = _plus(above, mine[numerator]), _plus(below, mine[denominator])
+                sums[sim, ratio] = (above, below)
+                totals[seq, ratio] = None if above is None or not below else above / below
+    return totals
+
+
+def _finite(values: list[float | None]) -> list[float]:
+    return [v for v in values if v is not None and math.isfinite(v)]
+
+
+def _records(kernels: Mapping[int, _PartKernel], rows: list[StatRow], stats: frozenset[int], kinds: _Kinds, sums: Sums) -> list[Record]:
+    """Per kernel index, config and stat of `stats` among `rows`, how many replicas have a
+    value, the kernel's name as its first replica's, the median, least and greatest of their
+    own finite values, and the median of their finite running totals: as printed, or
+    stitched (`_stitched_totals`, `sums` moved on past these kernels)."""
+    stitched = _stitched_totals(kernels, rows, kinds, sums)
+    groups: dict[tuple[int, str, int], tuple[list[tuple[int, str]], list[float | None], list[float | None]]] = {}
+    for seq, stat, value, printed, has_one in rows:
+        if stat not in stats or not has_one:
+            continue
+        kernel = kernels[seq]
+        names, values, running = groups.setdefault((kernel.kernel_index, kernel.gpu_config, stat), ([], [], []))
+        names.append((kernel.replica, kernel.name))
+        snapshot = kernel.snapshots[kinds.snapshots[stat]] if stat in kinds.snapshots else None
+        values.append(value if snapshot is None else snapshot)
+        if stat in kinds.running or stat in kinds.ratios:
+            running.append(stitched.get((seq, stat)) if kernel.stitched else printed)
+    records: list[Record] = []
+    for (index, config, stat), (names, values, running) in groups.items():
+        finite, totals = _finite(values), _finite(running)
+        median, total = (statistics.median(finite) if finite else None), (statistics.median(totals) if totals else None)
+        records.append((index, min(names)[1], config, stat, len(names), median, min(finite, default=None), max(finite, default=None), total))
+    return records
 
 
 def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
@@ -281,31 +358,26 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
         seqs = _seqs(con, run)
         records: list[Record] = []
         if ids and seqs is not None:
-            params = {"run": run.id, "first": seqs[0], "last": seqs[1], "stats": ids, **labels}
-            totals = dict(con.execute("SELECT name, id FROM stat_names WHERE name IN (SELECT unnest(?))", [_SNAPSHOTS]).fetchall())
-            recomputed = {name: totals.get(name, 0) for name in _SNAPSHOTS}  # stat ids are from 1
-            kinds = {i: stat_kinds.kind_of(stat) for i, stat in found}
-            by_kind = {
-                "running": [i for i, kind in kinds.items() if kind == "running_total"],
-                "ratios": [i for i, kind in kinds.items() if kind == "ratio_of_totals"],
-            }
-            by_kind |= _ratio_parts(con, {i: stat for i, stat in found if kinds[i] == "ratio_of_totals"})
-            values = {**params, **recomputed, **by_kind}
+            kinds = _kinds(con, found)
+            wanted = sorted({*ids, *(p for pair in kinds.parts.values() for p in pair)})
             config_at, stat_at = {config: i for i, config in enumerate(order)}, {stat: i for i, stat in enumerate(ids)}
-            # A part of the kernel indices at a time, each part's rows ordered here: a
-            # median's state cannot be spilled, so a query of 50,000 of them outgrew the budget
-            # at 40k kernels (bench/README.md, "Stat values a part at a time"). The parts go
-            # in kernel index order until the answer is full, each scanning the rows up to
-            # its last kernel (a running total needs only the kernels before it).
+            sums: Sums = {}
+            # A part of the kernel indices at a time, in order until the answer is full, each
+            # reading its own kernels' rows: a stitched sim's running totals go on from the
+            # parts before in `sums`.
             step = max(1, GROUPS_AT_ONCE // max(1, len(order) * len(ids)))
             for low in range(0, one_row(con, _LAST_INDEX, [run.id])[0] + 1, step):
-                (last,) = one_row(con, _LAST_SEQ_BELOW, [run.id, low + step])
-                part = con.execute(_VALUES, {**values, "last": last, "low": low, "below": low + step}).fetchall()
+                kernels = _part_kernels(con, {"run": run.id, "low": low, "below": low + step, **labels})
+                if not kernels:
+                    continue
+                of_part = {"first": min(kernels), "last": max(kernels), "seqs": list(kernels), "wanted": wanted}
+                part = _records(kernels, con.execute(_PART_ROWS, of_part).fetchall(), frozenset(ids), kinds, sums)
                 records += sorted(part, key=lambda r: (r[0], config_at[r[2]], stat_at[r[3]]))
                 if len(records) > VALUES_LIMIT:
                     break
         truncated = len(records) > VALUES_LIMIT
         # The stats the rows show, unless some were cut off: then the ones the run has.
+        params = {"run": run.id, "first": seqs[0], "last": seqs[1], "stats": ids, **labels} if seqs else {}
         held = {r[3] for r in records} if not truncated else {i for (i,) in con.execute(_HELD, params).fetchall()}
     names = dict(found)
     rows = [

@@ -28,6 +28,7 @@ from starlette.testclient import TestClient
 
 from cascade_app.config import Settings
 from cascade_process.service import starlette_app
+from projections.queries import stats
 from tests.cascade_http.trace_archives import files_of, upload_ready
 from tests.cascade_sim.world import accelsim_tree, simulated_trace, start_run, wait_run
 from tests.cascade_sim.world import run_kernels as kernels
@@ -262,7 +263,9 @@ def own_and_running(client: TestClient, run_id: str, name: str) -> list[tuple[fl
     return [(r["median"], r["running_total"]) for r in rows]
 
 
-def test_matrixmul_x40_split_and_reusing_give_each_kernels_own_values_and_the_running_totals_of_the_sim_run_whole(client: TestClient) -> None:
+def test_matrixmul_x40_split_and_reusing_give_each_kernels_own_values_and_the_running_totals_of_the_sim_run_whole(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The recorded chunks (K=10, W=1) and reusing run are the real simulator's: each chunk's
     # printed totals begin at its warm-up launch, the reusing run's leave out every reused
     # launch (at launch 40, 4,608 and 768 L2 accesses printed, against 15,360 run whole).
@@ -294,3 +297,8 @@ def test_matrixmul_x40_split_and_reusing_give_each_kernels_own_values_and_the_ru
     accesses = own_and_running(client, whole["id"], "L2_total_cache_accesses")
     assert accesses[0] == (384.0, 384.0) and accesses[-1] == (384.0, 15360.0)
     assert own_and_running(client, whole["id"], "L2_total_cache_misses")[1:3] == [(0.0, 384.0), (0.0, 384.0)]
+    # Read 3 kernels at a time, the sums go on from one part to the next.
+    names = [*RUNNING_TOTALS, "L2_total_cache_miss_rate"]
+    at_once = {(fast["id"], name): own_and_running(client, fast["id"], name) for fast in (split, reused) for name in names}
+    monkeypatch.setattr(stats, "GROUPS_AT_ONCE", 3)
+    assert {(fast["id"], name): own_and_running(client, fast["id"], name) for fast in (split, reused) for name in names} == at_once

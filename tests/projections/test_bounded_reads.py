@@ -124,3 +124,32 @@ async def test_a_stat_per_unit_over_a_run_many_times_the_budget(read_model: Path
     with budgeted(read_model) as con:
         assert stats.stat_values(con, run, name) == expected
     assert len(expected.rows) == KERNELS * len(expected.stats) > 0
+
+
+LONG_RUN, LONG_KERNELS = "run-long", 3000
+# Of that run, what a stat's values read: they took more than BUDGET on it while each part
+# held a window over every row up to its last kernel, as they did at 4 x 10k kernels.
+LONG_BUDGET = Memory(16 << 20)
+
+
+async def test_a_stat_per_unit_over_a_long_run_takes_no_more_memory_than_over_a_short_one(store: EventStore, tmp_path: Path) -> None:
+    name = "L2_cache_bank[*].Miss_rate"
+    at = datetime(2026, 12, 4, 9, tzinfo=UTC)
+    # Only the L2 banks' stats of each map: many kernels, few rows.
+    maps = [{n: v for n, v in m.items() if n.startswith("L2_cache_bank") or n in ("kernel_name", "gpu_sim_cycle")} for m in real_maps("SM61_TITANX")]
+    sims = [("sim-long-0", "SM61_TITANX", 0), ("sim-long-1", "SM61_TITANX", 1)]
+    events = [*w.trace_events("long", arch="sm_61", kernel_count=LONG_KERNELS, step_timeline=False), w.run_created(LONG_RUN, sims, trace_id="long", kernels_total=LONG_KERNELS)]
+    for sim_id, _, replica in sims:
+        sim_maps = [{**maps[i % 3], "gpu_sim_cycle": maps[i % 3]["gpu_sim_cycle"] + replica + i} for i in range(LONG_KERNELS)]
+        events += w.finished_sim(LONG_RUN, sim_id, [(m["kernel_name"], int(m["gpu_sim_cycle"])) for m in sim_maps], 1417.0, at, stats=sim_maps)
+    await store.append_facts(events, timeout=120)
+    db = tmp_path / "readmodel.duckdb"
+    await replay(store, db)
+    with connect(db) as whole:
+        run = q.run_summary(whole, LONG_RUN)
+        assert run is not None
+        expected = stats.stat_values(whole, run, name)
+    with connect(db, LONG_BUDGET) as con:
+        assert stats.stat_values(con, run, name) == expected
+    assert expected.truncated and len(expected.rows) == stats.VALUES_LIMIT
+    assert len(expected.stats) == sum(n.startswith("L2_cache_bank") and n.endswith(".Miss_rate") for n in maps[0])
