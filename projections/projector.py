@@ -267,7 +267,7 @@ def write(
     for table, rows in folded.checked.tables():
         if rows:
             _insert(con, table, rows, dedupe=APPEND_TABLES[table][1])
-    _write_stats(con, folded, (cache or RowCache()).stat_names)
+    _write_stats(con, folded, (cache or RowCache()).stat_names, part_rows)
     _purge_attempts(con, folded, part_rows)
     if parked:
         _insert(con, PARKED_TABLE, list(parked), dedupe=PARKED_KEY)
@@ -301,9 +301,10 @@ def _purge_attempts(con: duckdb.DuckDBPyConnection, folded: Folded, part_rows: i
             con.execute(f"DELETE FROM {table} WHERE sim_id = ? AND attempt < ?", [sim_id, attempt])
 
 
-def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_rows.StatNames) -> None:
-    """The stats maps of the kernels rows just written, as rows. Every kernel result the fold
-    applied names its stats, kept or not (`stats_rows`)."""
+def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_rows.StatNames, part_rows: int) -> None:
+    """The stats maps of the kernels rows just written, as rows: into the table, or, as many
+    as a replay's batch brings, a part of their own. Every kernel result the fold applied
+    names its stats, kept or not (`stats_rows`)."""
     if not folded.kernels:
         return
     kept = {row.seq for row in folded.appended.kernels}
@@ -314,10 +315,14 @@ def _write_stats(con: duckdb.DuckDBPyConnection, folded: Folded, names: stats_ro
     stats = stats_rows.rows(con, [names.with_names(con, k) for k in folded.kernels], kept, names)
     if names.added:
         _insert(con, "stat_names", names.added, dedupe=None)
-    if stats.num_rows:
+    written = [k for k in folded.kernels if k.seq in kept]
+    # Old results' own values are made by an UPDATE of the table's rows.
+    if stats.num_rows and stats_parts.worth_a_part(con, stats.num_rows, part_rows) and not stats_rows.old_results(written):
+        stats_parts.add(con, stats, part_rows)
+    elif stats.num_rows:
         with incoming(con, stats):
             con.execute(f"INSERT INTO {stats_parts.HOT} SELECT * FROM incoming")
-        stats_rows.own_values_of_old_results(con, (k for k in folded.kernels if k.seq in kept))
+        stats_rows.own_values_of_old_results(con, written)
 
 
 def _update(con: duckdb.DuckDBPyConnection, table: str, stored: Entity, row: Entity) -> None:

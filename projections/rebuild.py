@@ -63,11 +63,12 @@ def damaged_path(db: Path) -> Path:
 
 def _read_through(con: duckdb.DuckDBPyConnection) -> None:
     """Read every column of every table, and of `kernel_stats`' parts: DuckDB checks each
-    block's checksum as it reads it, and zstd each part's pages, so damage is found at start
-    rather than by a read that fails."""
+    block's checksum as it reads it, and a part's bytes are checked against its name, so
+    damage is found at start rather than by a read that fails or answers wrong."""
     names = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()
     for name in [*(n for (n,) in names), "kernel_stats"]:
         con.execute(f'SELECT bit_xor(hash(COLUMNS(*))) FROM "{name}"').fetchall()
+    stats_parts.check(con)
 
 
 # What DuckDB says of a file it cannot make sense of. Other errors (a lock another process
@@ -96,6 +97,9 @@ def _connect_whole(db: Path, memory: Memory) -> duckdb.DuckDBPyConnection:
         return _replaced(db, memory, err)
     try:
         _read_through(con)
+    except stats_parts.DamagedPart as err:
+        con.close()
+        return _replaced(db, memory, err)
     except duckdb.Error as err:
         con.close()
         if not _damage(err):
@@ -104,7 +108,7 @@ def _connect_whole(db: Path, memory: Memory) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _replaced(db: Path, memory: Memory, err: duckdb.Error) -> duckdb.DuckDBPyConnection:
+def _replaced(db: Path, memory: Memory, err: Exception) -> duckdb.DuckDBPyConnection:
     aside = damaged_path(db)
     remove(aside)
     os.replace(db, aside)

@@ -17,6 +17,10 @@ sorting them again cost 1.5 ms a kernel). A part is never changed: rows deleted 
 run deleted, an attempt replaced) make a new part of the rest, filtered in Arrow to keep
 their order.
 
+A part is named by its bytes' digest, checked when the service starts (`check`), when
+every part is read through too: a part changed in places is damage to the read model, made
+again from the log, where zstd would often have read it into other values.
+
 A file no part lists any more is deleted when the service next starts (`sweep`), never while
 it runs: a read that began before the change may still read it. So are the files of a batch
 that failed, and of an older read model whose place a rebuilt one took.
@@ -24,7 +28,9 @@ that failed, and of an older read model whose place a rebuilt one took.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import secrets
 import shutil
 from pathlib import Path
@@ -135,6 +141,28 @@ def full(con: duckdb.DuckDBPyConnection, part_rows: int) -> bool:
     return count >= part_rows and _folder_of(con) is not None
 
 
+def worth_a_part(con: duckdb.DuckDBPyConnection, rows: int, part_rows: int) -> bool:
+    """Whether a batch's `rows` go straight to a part of their own (`add`): a quarter of
+    `part_rows` or more, as a replay's and a catch-up's batches bring (about 240 of the
+    bench's kernels at 64 MiB). Through the table they cost an insert, their write-ahead
+    log and its checkpoint, and a read back to move them: 1.1 ms a kernel of 2.5
+    (bench/README.md, "A batch's rows as a part"). Fewer would make parts too small to
+    compress well."""
+    return rows >= part_rows // 4 and _folder_of(con) is not None
+
+
+def add(con: duckdb.DuckDBPyConnection, rows: pa.Table, part_rows: int) -> None:
+    """`rows` (`kernel_stats`' columns, in a batch's transaction) as a new part, in their order."""
+    where = _folder_of(con)
+    assert where is not None
+    con.register("rows_of_batch", rows)
+    try:
+        _write_part(con, where, f"SELECT {COLUMNS} FROM rows_of_batch", part_rows)
+    finally:
+        con.unregister("rows_of_batch")
+    make_views(con)
+
+
 def move(con: duckdb.DuckDBPyConnection, part_rows: int) -> None:
     """Every row of the table into a new part (`full` said so)."""
     where = _folder_of(con)
@@ -146,17 +174,45 @@ def move(con: duckdb.DuckDBPyConnection, part_rows: int) -> None:
 
 def _write_part(con: duckdb.DuckDBPyConnection, where: Path, select: str, part_rows: int) -> None:
     """The rows `select` gives, in its order, as a new part in the folder `where` (none if it
-    gives none), in row groups of a share of `part_rows`."""
+    gives none), in row groups of a share of `part_rows`, named by its bytes' digest."""
     where.mkdir(exist_ok=True)
-    name = f"{secrets.token_hex(8)}.parquet"
-    path = _literal(str(where / name))
+    written = where / f"{secrets.token_hex(8)}.writing"  # unlisted, so swept if this fails
+    path = _literal(str(written))
     row_group = max(1, part_rows // ROW_GROUPS_A_PART)
     con.execute(f"COPY ({select}) TO {path} ({_WRITE}, ROW_GROUP_SIZE {row_group})")
     ((rows, first, last),) = con.execute(f"SELECT count(*), min(seq), max(seq) FROM read_parquet({path})").fetchall()
-    if rows:
-        con.execute("INSERT INTO stats_parts VALUES (?, ?, ?, ?)", [name, first, last, rows])
-    else:
-        os.unlink(where / name)
+    if not rows:
+        os.unlink(written)
+        return
+    name = f"{_digest(written)}.parquet"
+    os.replace(written, where / name)
+    con.execute("INSERT INTO stats_parts VALUES (?, ?, ?, ?)", [name, first, last, rows])
+
+
+# A part's name is its bytes' digest: DuckDB checks no checksum of a Parquet file, and zstd
+# decodes bytes changed in places into other values as often as it refuses them.
+_DIGEST = re.compile(r"([0-9a-f]{32})\.parquet")
+
+
+def _digest(path: Path) -> str:
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+
+
+class DamagedPart(Exception):
+    """A part whose bytes are not those it was named by."""
+
+
+def check(con: duckdb.DuckDBPyConnection) -> None:
+    """Every listed part's bytes against its name (`DamagedPart`, naming it, if one differs).
+    Parts written before they were named so are not checked."""
+    where = _folder_of(con)
+    if where is None:
+        return
+    for (name,) in con.execute("SELECT file FROM stats_parts").fetchall():
+        named = _DIGEST.fullmatch(name)
+        if named is not None and _digest(where / name) != named.group(1):
+            raise DamagedPart(f"{where / name}: its bytes are not those it was named by")
 
 
 def delete(con: duckdb.DuckDBPyConnection, seqs: list[int], part_rows: int) -> None:

@@ -167,10 +167,16 @@ WHERE kernel_stats_hot.seq = own.seq AND kernel_stats_hot.stat = own.stat"""
 _OLD_KERNELS_AT_ONCE = 64
 
 
+def old_results(written: Iterable[KernelRow]) -> list[int]:
+    """The seqs of the results among `written` whose events carry no differences: their own
+    values are made from the rows of the kernel before (`own_values_of_old_results`)."""
+    return [k.seq for k in written if k.per_kernel is None and k.stats is not None and not k.stats.with_differences]
+
+
 def own_values_of_old_results(con: duckdb.DuckDBPyConnection, written: Iterable[KernelRow]) -> None:
     """The kernels' own values of running totals and their ratios, for the results just
     written (`rows`) whose events carry no differences."""
-    seqs = [k.seq for k in written if k.per_kernel is None and k.stats is not None and not k.stats.with_differences]
+    seqs = old_results(written)
     if not seqs:
         return
     ids = dict(con.execute("SELECT name, id FROM stat_names").fetchall())

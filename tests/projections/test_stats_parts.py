@@ -5,9 +5,10 @@ A read model in a budget of a few MiB makes parts of a few dozen of these kernel
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,10 +18,11 @@ import pyarrow as pa
 import pytest
 
 from cascade_core import events as ev
+from cascade_nats import subjects
 from cascade_nats.store import EventStore
 from projections import rebuild, stats_parts
 from projections.database import open_database
-from projections.projector import Memory, connect
+from projections.projector import DEFAULT_MEMORY, Memory, RowCache, apply_frames, connect
 from projections.queries import runs as q
 from projections.queries import stats, stats_maps
 from projections.rebuild import ReadModel
@@ -68,14 +70,39 @@ def maps(con: duckdb.DuckDBPyConnection) -> dict[int, bytes]:
     return stats_maps.kernel_maps(con, seqs, stats_maps.Names())
 
 
-async def test_parts_read_as_the_table_they_came_from_through_a_deleted_run_and_a_replaced_attempt(store: EventStore, tmp_path: Path) -> None:
+async def a_few_at_a_time(store: EventStore, db: Path, until_seq: int, memory: Memory = SMALL) -> None:
+    """The log up to `until_seq` applied 8 events a batch, as the live projector applies them
+    when it keeps up: each batch's rows go to the table, and move to a part once it is full
+    (within SMALL; never, within the default budget)."""
+    con = connect(db, memory)
+    try:
+        cache = RowCache()
+        async with contextlib.aclosing(store.raw(subjects.ALL, 1, until_caught_up=True)) as batches:
+            async for frames in batches:
+                mine = [f for f in frames if f[0] <= until_seq]
+                for at in range(0, len(mine), 8):
+                    _, rest = apply_frames(con, mine[at : at + 8], None, cache)
+                    assert rest is None
+    finally:
+        con.close()
+
+
+async def replayed(store: EventStore, db: Path, until_seq: int) -> None:
+    """A replay within SMALL, whose batches are large enough each to be a part of its own."""
+    await replay(store, db, until_seq=until_seq, memory=SMALL)
+
+
+@pytest.mark.parametrize("build", [a_few_at_a_time, replayed])
+async def test_parts_read_as_the_table_they_came_from_through_a_deleted_run_and_a_replaced_attempt(
+    store: EventStore, tmp_path: Path, build: Callable[[EventStore, Path, int], Awaitable[None]]
+) -> None:
     await store.append_facts([*events(), *other_run()], timeout=60)
     last = (await store.append_facts([ev.RunDeleted(id=w.event_id(), at=datetime(2026, 12, 4, 11, tzinfo=UTC), run_id="run-bounded")], timeout=60))[-1]
     before_delete = last - 1
     for until, kernels in ((before_delete, 60 + 5), (last, 5)):
         whole, parted = tmp_path / f"whole-{until}.duckdb", tmp_path / f"parted-{until}.duckdb"
-        await replay(store, whole, until_seq=until)  # the default budget: every row in the table
-        await replay(store, parted, until_seq=until, memory=SMALL)
+        await a_few_at_a_time(store, whole, until, DEFAULT_MEMORY)
+        await build(store, parted, until)
         with connect(whole) as table, connect(parted) as parted_con:
             assert parts(table) == 0
             assert parts(parted_con) >= (1 if until == before_delete else 0)
@@ -120,15 +147,18 @@ async def test_a_read_model_moved_onto_another_takes_its_parts_along(store: Even
         assert rows(con).equals(expected)
 
 
-def _zeroed_midway(path: Path) -> None:
+def _changed_midway(path: Path) -> None:
+    """64 bytes in the middle turned over: zstd read such a part into other values as often as
+    it refused it."""
     data = bytearray(path.read_bytes())
-    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)
+    middle = len(data) // 2
+    data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
     path.write_bytes(data)
 
 
 PART_DAMAGE: dict[str, Callable[[Path], None]] = {
     "a part gone": lambda part: part.unlink(),
-    "a part's bytes zeroed": _zeroed_midway,
+    "a part's bytes changed": _changed_midway,
     "a part cut to half": lambda part: os.truncate(part, part.stat().st_size // 2),
 }
 
@@ -156,9 +186,9 @@ async def test_a_read_model_with_a_damaged_part_is_made_again_from_the_log(store
 
 
 async def test_stats_by_name_read_through_parts_as_through_the_table(store: EventStore, tmp_path: Path) -> None:
-    await store.append_facts([*events(), *other_run()], timeout=60)
+    last = (await store.append_facts([*events(), *other_run()], timeout=60))[-1]
     whole, parted = tmp_path / "whole.duckdb", tmp_path / "parted.duckdb"
-    await replay(store, whole)
+    await a_few_at_a_time(store, whole, last, DEFAULT_MEMORY)
     await replay(store, parted, memory=SMALL)
     with connect(whole) as table, connect(parted) as parted_con:
         assert parts(parted_con) >= 1
