@@ -34,6 +34,7 @@ from cascade_core import packed_stats  # noqa: E402
 from cascade_nats import deflated, subjects  # noqa: E402
 
 from cascade_sim import event_sender  # noqa: E402
+from projections import stats_parts  # noqa: E402
 
 sys.path.insert(1, str(REPO / "bench"))
 from projector_bench import project, sim_events  # noqa: E402
@@ -147,8 +148,9 @@ def column_bytes(con: duckdb.DuckDBPyConnection, table: str, block_size: int) ->
 
 
 def read_model(events: list[ev.Event], batch: int, db: Path) -> tuple[float, int, list[tuple[str, int]], dict[str, int]]:
-    """The projector's CPU seconds over the events (`projector_bench.project`), the file's
-    size after a checkpoint, each table's blocks' bytes, and kernel_stats' by column."""
+    """The projector's CPU seconds over the events (`projector_bench.project`), the read
+    model's size after a checkpoint (parts too), each table's blocks' bytes, and
+    `kernel_stats_hot`'s by column."""
     cpu, size = project([(seq, subjects.of(e).encode(), ev.encode(e)) for seq, e in enumerate(events, 1)], batch, db)
     with duckdb.connect(str(db), read_only=True) as con:
         block = con.execute("SELECT block_size FROM pragma_database_size()").fetchone()
@@ -160,7 +162,7 @@ def read_model(events: list[ev.Event], batch: int, db: Path) -> tuple[float, int
                 f"SELECT count(DISTINCT block_id) FROM pragma_storage_info('{table}') WHERE block_id >= 0"  # noqa: S608 - names from the catalog
             ).fetchone() or (0,)
             blocks.append((table, count * block_size))
-        return cpu, size, sorted(blocks, key=lambda b: -b[1]), column_bytes(con, "kernel_stats", block_size)
+        return cpu, size, sorted(blocks, key=lambda b: -b[1]), column_bytes(con, stats_parts.HOT, block_size)
 
 
 def main(rounds: int, batch: int, values: bool) -> None:
@@ -189,7 +191,7 @@ def read_model_lines(events: list[ev.Event], batch: int, tmp: Path, kernels: int
     cpu, size, blocks, columns = read_model(events, batch, tmp / "readmodel.duckdb")
     print(f"read model: {size / kernels:.0f} B per kernel ({size / 1e6:.1f} MB); projector {cpu * 1e3 / kernels:.3f} ms CPU per kernel ({batch} events a batch)")
     print("  " + ", ".join(f"{t} {b / kernels:.0f} B" for t, b in blocks if b))
-    print("  kernel_stats by column: " + ", ".join(f"{c} {b / kernels:.0f} B" for c, b in sorted(columns.items(), key=lambda c: -c[1])))
+    print(f"  {stats_parts.HOT} by column: " + ", ".join(f"{c} {b / kernels:.0f} B" for c, b in sorted(columns.items(), key=lambda c: -c[1])))
 
 
 if __name__ == "__main__":

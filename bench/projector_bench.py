@@ -27,6 +27,7 @@ from cascade_core import events as ev  # noqa: E402
 from cascade_nats import deflated, subjects  # noqa: E402
 from cascade_sim import samples  # noqa: E402
 from cascade_sim.sim_report import Job  # noqa: E402
+from projections import stats_parts  # noqa: E402
 from projections.projector import RowCache, apply_frames, connect  # noqa: E402
 
 sys.path.insert(1, str(REPO / "bench"))
@@ -52,7 +53,8 @@ def sim_events(size_mb: int, tmp: Path, rounds: int = 1) -> tuple[list[ev.Event]
 
 
 def project(frames: list[tuple[int, bytes, bytes]], batch: int, db: Path) -> tuple[float, int]:
-    """CPU seconds to apply `frames` `batch` at a time; the file's size afterwards."""
+    """CPU seconds to apply `frames` `batch` at a time; the read model's size afterwards (the
+    file and `kernel_stats`' parts)."""
     con = connect(db)
     try:
         cache = RowCache()
@@ -62,7 +64,8 @@ def project(frames: list[tuple[int, bytes, bytes]], batch: int, db: Path) -> tup
             assert rest is None
         cpu = time.process_time() - started
         con.execute("CHECKPOINT")
-        return cpu, db.stat().st_size
+        parts = stats_parts.folder(db)
+        return cpu, db.stat().st_size + sum(p.stat().st_size for p in (parts.iterdir() if parts and parts.is_dir() else ()))
     finally:
         con.close()
 
