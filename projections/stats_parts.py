@@ -155,11 +155,7 @@ def add(con: duckdb.DuckDBPyConnection, rows: pa.Table, part_rows: int) -> None:
     """`rows` (`kernel_stats`' columns, in a batch's transaction) as a new part, in their order."""
     where = _folder_of(con)
     assert where is not None
-    con.register("rows_of_batch", rows)
-    try:
-        _write_part(con, where, f"SELECT {COLUMNS} FROM rows_of_batch", part_rows)
-    finally:
-        con.unregister("rows_of_batch")
+    _write_rows(con, where, rows, part_rows)
     make_views(con)
 
 
@@ -187,6 +183,15 @@ def _write_part(con: duckdb.DuckDBPyConnection, where: Path, select: str, part_r
     name = f"{_digest(written)}.parquet"
     os.replace(written, where / name)
     con.execute("INSERT INTO stats_parts VALUES (?, ?, ?, ?)", [name, first, last, rows])
+
+
+def _write_rows(con: duckdb.DuckDBPyConnection, where: Path, rows: pa.Table | pa.RecordBatchReader, part_rows: int) -> None:
+    """Arrow's `rows` (`kernel_stats`' columns), in their order, as a new part (`_write_part`)."""
+    con.register("rows_of_part", rows)
+    try:
+        _write_part(con, where, f"SELECT {COLUMNS} FROM rows_of_part", part_rows)
+    finally:
+        con.unregister("rows_of_part")
 
 
 # A part's name is its bytes' digest: DuckDB checks no checksum of a Parquet file, and zstd
@@ -237,11 +242,7 @@ def delete(con: duckdb.DuckDBPyConnection, seqs: list[int], part_rows: int) -> N
         # The rest read and filtered in Arrow, a row group at a time, which keeps their order:
         # in DuckDB a filter by a join returned them out of it, and sorting them again took
         # more than a small budget holds.
-        con.register("rest_of_part", _rest(where / name, gone))
-        try:
-            _write_part(con, where, f"SELECT {COLUMNS} FROM rest_of_part", part_rows)
-        finally:
-            con.unregister("rest_of_part")
+        _write_rows(con, where, _rest(where / name, gone), part_rows)
     make_views(con)
 
 

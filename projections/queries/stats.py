@@ -216,8 +216,8 @@ _PART_KERNELS = f"""SELECT * FROM ({_run_kernels(
 )}) WHERE kernel_index >= $low AND kernel_index < $below"""  # after the snapshots' windows over the sim
 _HAS_ONE = "(v.value IS NOT NULL OR v.text IS NOT NULL OR v.printed_total IS NOT NULL)"
 # The rows of the stats $wanted (ids) of the kernels $seqs (between $first and $last): read
-# apart from the kernels, with nothing to join, order or aggregate in DuckDB, the memory a
-# part takes is its rows'. A window and a join over the rows up to a part's last kernel took
+# apart from the kernels, by a semi join on seqs whose table is the part's kernels, and with
+# no join on rows, order or aggregate in DuckDB, the memory a part takes is its rows'. A window and a join over the rows up to a part's last kernel took
 # more than serve's 64 MiB at 40k kernels right after an ingest (bench/README.md, "Stat values
 # in bounded memory").
 _PART_ROWS = f"""SELECT v.seq, v.stat, v.value, v.printed_total, {_HAS_ONE} FROM kernel_stats v
@@ -377,8 +377,10 @@ def stat_values(con: Con, run: RunSummary, name: str) -> StatValues:
                     break
         truncated = len(records) > VALUES_LIMIT
         # The stats the rows show, unless some were cut off: then the ones the run has.
-        params = {"run": run.id, "first": seqs[0], "last": seqs[1], "stats": ids, **labels} if seqs else {}
-        held = {r[3] for r in records} if not truncated else {i for (i,) in con.execute(_HELD, params).fetchall()}
+        held = {r[3] for r in records}
+        if truncated and seqs is not None:
+            params = {"run": run.id, "first": seqs[0], "last": seqs[1], "stats": ids, **labels}
+            held = {i for (i,) in con.execute(_HELD, params).fetchall()}
     names = dict(found)
     rows = [
         StatValuesRow(
